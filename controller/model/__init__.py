@@ -1,0 +1,42 @@
+"""The cluster and job model: frozen dataclasses, stdlib only.
+
+Every other layer imports from here; this package imports nothing else of gpuflow.
+"""
+
+from controller.model.allocation import Allocation, GpuPool, GpuShare
+from controller.model.cluster import Cluster, Gpu, GpuType, Node, PairLink, PcieLevel, Rack
+from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Reason
+from controller.model.snapshot import (
+    Action,
+    Placer,
+    Plan,
+    PlanError,
+    Policy,
+    Snapshot,
+    validate_plan,
+)
+
+__all__ = [
+    "WAITING",
+    "Action",
+    "Allocation",
+    "Cluster",
+    "Gpu",
+    "GpuPool",
+    "GpuShare",
+    "GpuType",
+    "JobSpec",
+    "JobStatus",
+    "JobView",
+    "Node",
+    "PairLink",
+    "PcieLevel",
+    "Placer",
+    "Plan",
+    "PlanError",
+    "Policy",
+    "Rack",
+    "Reason",
+    "Snapshot",
+    "validate_plan",
+]

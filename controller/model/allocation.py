@@ -1,0 +1,202 @@
+"""Allocations (sets of GPU shares) and the pool of free capacity they are taken from.
+
+A policy takes a `GpuPool` from its snapshot, tries placements against it with the
+snapshot's placer, and keeps what fits: the pool is a scratch copy, so a failed
+gang attempt costs nothing (Volcano's statement, committed or discarded whole).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
+
+# Shares of one GPU may add up to 1 within this tolerance (float sums of thirds etc.).
+SHARE_EPS = 1e-9
+
+
+class GpuShare(NamedTuple):
+    """A share of one GPU: `fraction` of its compute (an MPS thread percentage)."""
+
+    node: int
+    gpu: int
+    fraction: float = 1.0
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The GPUs one job holds: a gang, placed and released as a whole."""
+
+    shares: tuple[GpuShare, ...]
+
+    def __post_init__(self) -> None:
+        if not self.shares:
+            raise ValueError("an allocation holds at least one GPU share")
+        keys = [(s.node, s.gpu) for s in self.shares]
+        if len(set(keys)) != len(keys):
+            raise ValueError("an allocation names each GPU once")
+        for s in self.shares:
+            if not 0.0 < s.fraction <= 1.0:
+                raise ValueError(f"GPU share fraction must be in (0, 1], got {s.fraction}")
+        object.__setattr__(self, "shares", tuple(sorted(self.shares)))
+
+    @classmethod
+    def whole(cls, gpus: Iterable[tuple[int, int]]) -> Allocation:
+        return cls(tuple(GpuShare(n, g) for n, g in gpus))
+
+    def __iter__(self) -> Iterator[GpuShare]:
+        return iter(self.shares)
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.shares)
+
+    @cached_property
+    def gpu_weight(self) -> float:
+        """GPUs held, counting a shared GPU by its fraction."""
+        return sum(s.fraction for s in self.shares)
+
+    @cached_property
+    def nodes(self) -> tuple[int, ...]:
+        return tuple(sorted({s.node for s in self.shares}))
+
+    @cached_property
+    def per_node(self) -> tuple[tuple[int, int], ...]:
+        """(node, GPUs on it), by node."""
+        counts: dict[int, int] = {}
+        for s in self.shares:
+            counts[s.node] = counts.get(s.node, 0) + 1
+        return tuple(sorted(counts.items()))
+
+    @cached_property
+    def shared(self) -> bool:
+        return any(s.fraction < 1.0 for s in self.shares)
+
+    def gpus(self) -> tuple[tuple[int, int], ...]:
+        return tuple((s.node, s.gpu) for s in self.shares)
+
+
+class GpuPool:
+    """Free capacity: whole free GPUs per node, and the used part of shared GPUs.
+
+    Nodes are also bucketed by their number of whole free GPUs so that best-fit
+    placement finds a node in O(GPUs per node) rather than O(nodes).
+    """
+
+    __slots__ = ("_free", "_mem_cap", "_shared_frac", "_shared_mem", "buckets", "total_free")
+
+    def __init__(
+        self,
+        gpus_per_node: Iterable[int],
+        mem_mib_per_node: Iterable[int],
+        down: Iterable[int] = (),
+    ) -> None:
+        counts = list(gpus_per_node)
+        down_set = set(down)
+        self._free: list[list[int]] = [
+            [] if i in down_set else list(range(n)) for i, n in enumerate(counts)
+        ]
+        self._mem_cap = list(mem_mib_per_node)
+        self._shared_frac: dict[tuple[int, int], float] = {}
+        self._shared_mem: dict[tuple[int, int], int] = {}
+        self.buckets: list[set[int]] = [set() for _ in range(max(counts, default=0) + 1)]
+        for i, free in enumerate(self._free):
+            if i not in down_set:
+                self.buckets[len(free)].add(i)
+        self.total_free = sum(len(f) for f in self._free)
+
+    def copy(self) -> GpuPool:
+        new = GpuPool.__new__(GpuPool)
+        new._free = [list(f) for f in self._free]
+        new._mem_cap = self._mem_cap
+        new._shared_frac = dict(self._shared_frac)
+        new._shared_mem = dict(self._shared_mem)
+        new.buckets = [set(b) for b in self.buckets]
+        new.total_free = self.total_free
+        return new
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self._free)
+
+    def free_gpus(self, node: int) -> list[int]:
+        """Whole free GPUs of a node, lowest index first (do not mutate)."""
+        return self._free[node]
+
+    def shared_gpus(self) -> dict[tuple[int, int], float]:
+        """Partly used GPUs and the fraction in use."""
+        return self._shared_frac
+
+    def share_fits(self, node: int, gpu: int, fraction: float, mem_mib: int) -> bool:
+        """Whether a share of (node, gpu) still fits next to the ones already on it."""
+        key = (node, gpu)
+        if key in self._shared_frac:
+            return (
+                self._shared_frac[key] + fraction <= 1.0 + SHARE_EPS
+                and self._shared_mem[key] + mem_mib <= self._mem_cap[node]
+            )
+        return gpu in self._free[node] and mem_mib <= self._mem_cap[node]
+
+    def fits(self, alloc: Allocation, mem_mib: int | None) -> bool:
+        mem = self._mem_cap_or(mem_mib)
+        return all(self._fits_share(s, mem) for s in alloc.shares)
+
+    def _mem_cap_or(self, mem_mib: int | None) -> int:
+        return 0 if mem_mib is None else mem_mib
+
+    def _fits_share(self, s: GpuShare, mem: int) -> bool:
+        if s.fraction >= 1.0:
+            return s.gpu in self._free[s.node] and (s.node, s.gpu) not in self._shared_frac
+        return self.share_fits(s.node, s.gpu, s.fraction, mem)
+
+    def take(self, alloc: Allocation, mem_mib: int | None = None) -> None:
+        """Remove an allocation's shares from the pool; raises if any does not fit."""
+        if not self.fits(alloc, mem_mib):
+            raise ValueError(f"allocation {alloc.gpus()} does not fit the free GPUs")
+        mem = self._mem_cap_or(mem_mib)
+        for s in alloc.shares:
+            key = (s.node, s.gpu)
+            if s.fraction >= 1.0:
+                self._remove_whole(s.node, s.gpu)
+            elif key in self._shared_frac:
+                self._shared_frac[key] += s.fraction
+                self._shared_mem[key] += mem
+            else:
+                self._remove_whole(s.node, s.gpu)
+                self._shared_frac[key] = s.fraction
+                self._shared_mem[key] = mem
+
+    def release(self, alloc: Allocation, mem_mib: int | None = None) -> None:
+        """Give an allocation's shares back to the pool."""
+        mem = self._mem_cap_or(mem_mib)
+        for s in alloc.shares:
+            key = (s.node, s.gpu)
+            if s.fraction >= 1.0 or key not in self._shared_frac:
+                self._add_whole(s.node, s.gpu)
+                continue
+            left = self._shared_frac[key] - s.fraction
+            if left <= SHARE_EPS:
+                del self._shared_frac[key]
+                del self._shared_mem[key]
+                self._add_whole(s.node, s.gpu)
+            else:
+                self._shared_frac[key] = left
+                self._shared_mem[key] -= mem
+
+    def _remove_whole(self, node: int, gpu: int) -> None:
+        free = self._free[node]
+        self.buckets[len(free)].discard(node)
+        free.remove(gpu)
+        self.buckets[len(free)].add(node)
+        self.total_free -= 1
+
+    def _add_whole(self, node: int, gpu: int) -> None:
+        free = self._free[node]
+        if gpu in free:
+            raise ValueError(f"GPU {node}/{gpu} released twice")
+        self.buckets[len(free)].discard(node)
+        free.append(gpu)
+        free.sort()
+        self.buckets[len(free)].add(node)
+        self.total_free += 1

@@ -1,0 +1,151 @@
+"""Jobs: what a user asked for (`JobSpec`) and what the scheduler knows of it (`JobView`).
+
+Trace loaders and the API build `JobSpec`s; a backend (the simulator, later Kubernetes)
+turns each active job into a `JobView` for every snapshot it hands a policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from controller.model.allocation import Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A job as submitted.
+
+    `num_gpus` is the gang size asked for; an elastic job also gives `min_gpus` and
+    `max_gpus` (both default to `num_gpus`). The work is `iterations` if known, else
+    `duration_s`: the run time the trace recorded at `num_gpus` GPUs, which the
+    backend converts to iterations with the performance model. `gpu_mem_mib` set
+    means the job may share a GPU with others when their memory fits; None means it
+    wants its GPUs to itself.
+    """
+
+    job_id: str
+    submit_s: float
+    num_gpus: int
+    model: str = ""
+    duration_s: float | None = None
+    iterations: float | None = None
+    min_gpus: int = 0
+    max_gpus: int = 0
+    batch_size: int | None = None
+    gpu_mem_mib: int | None = None
+    tenant: str = "default"
+    user: str = ""
+    priority: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_gpus < 1:
+            raise ValueError(f"job {self.job_id}: num_gpus must be >= 1, got {self.num_gpus}")
+        if self.min_gpus == 0:
+            object.__setattr__(self, "min_gpus", self.num_gpus)
+        if self.max_gpus == 0:
+            object.__setattr__(self, "max_gpus", self.num_gpus)
+        if not self.min_gpus <= self.num_gpus <= self.max_gpus:
+            raise ValueError(
+                f"job {self.job_id}: need min_gpus <= num_gpus <= max_gpus, got "
+                f"{self.min_gpus} <= {self.num_gpus} <= {self.max_gpus}"
+            )
+        if self.duration_s is None and self.iterations is None:
+            raise ValueError(f"job {self.job_id}: give duration_s or iterations")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise ValueError(f"job {self.job_id}: duration_s must be > 0")
+        if self.iterations is not None and not self.iterations > 0:
+            raise ValueError(f"job {self.job_id}: iterations must be > 0")
+        if self.submit_s < 0:
+            raise ValueError(f"job {self.job_id}: submit_s must be >= 0")
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_gpus < self.max_gpus
+
+
+class JobStatus(Enum):
+    QUEUED = "Queued"  # arrived, never ran
+    RUNNING = "Running"
+    PREEMPTED = "Preempted"  # stopped to a checkpoint, waits to restart
+    SUSPENDED = "Suspended"  # time-sliced out, state kept in host memory
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+WAITING = frozenset({JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SUSPENDED})
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a job is not running: a CamelCase code for machines, a sentence for people."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """One active job as a policy sees it at a snapshot.
+
+    Quantities that grow while a job runs are kept at `mark_s`, the time of the job's
+    last change, with their rates, so a view stays valid for any later `now_s` until
+    the job changes again; read them with the `*_at` methods.
+    """
+
+    spec: JobSpec
+    status: JobStatus
+    allocation: Allocation | None
+    mark_s: float
+    attained_gpu_s: float  # GPU-seconds of service received up to mark_s
+    executed_s: float  # wall seconds spent running up to mark_s
+    done_iters: float  # iterations done up to mark_s
+    total_iters: float  # the job's whole work; known to oracle policies only
+    rate_ips: float  # iterations per second now (0 unless running)
+    resume_s: float  # progress resumes here after a (re)start overhead
+    nominal_rate_ips: float  # iterations per second on num_gpus, best placement
+    first_start_s: float | None = None
+    waiting_since_s: float = 0.0  # last time it entered the queue
+    restarts: int = 0
+    batch_size: int | None = None
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs held now, or the gang size asked for when waiting."""
+        if self.allocation is None:
+            return self.spec.num_gpus
+        return self.allocation.num_gpus
+
+    @property
+    def running(self) -> bool:
+        return self.status is JobStatus.RUNNING
+
+    def attained_gpu_s_at(self, now_s: float) -> float:
+        if self.allocation is None or self.status is not JobStatus.RUNNING:
+            return self.attained_gpu_s
+        return self.attained_gpu_s + self.allocation.gpu_weight * (now_s - self.mark_s)
+
+    def executed_s_at(self, now_s: float) -> float:
+        if self.status is not JobStatus.RUNNING:
+            return self.executed_s
+        return self.executed_s + (now_s - self.mark_s)
+
+    def done_iters_at(self, now_s: float) -> float:
+        if self.status is not JobStatus.RUNNING:
+            return self.done_iters
+        start = max(self.mark_s, self.resume_s)
+        return min(self.total_iters, self.done_iters + self.rate_ips * max(0.0, now_s - start))
+
+    def remaining_iters_at(self, now_s: float) -> float:
+        return max(0.0, self.total_iters - self.done_iters_at(now_s))
+
+    def remaining_s_at(self, now_s: float) -> float:
+        """Oracle estimate of the remaining run time on its requested GPUs."""
+        return self.remaining_iters_at(now_s) / self.nominal_rate_ips
+
+    def progress_at(self, now_s: float) -> float:
+        return self.done_iters_at(now_s) / self.total_iters

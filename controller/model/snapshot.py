@@ -1,0 +1,166 @@
+"""Snapshot in, plan out: the contract between a backend's controller and a policy.
+
+A backend (the simulator or Kubernetes) builds a `Snapshot` each scheduling round;
+the policy returns a `Plan` saying which jobs run on which GPUs afterwards and why
+every other job waits; the controller validates the plan and applies it, gang by
+gang. Policies are pure: cross-round memory travels as `Plan.state` and comes back
+as the `state` argument of the next call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from controller.model.allocation import Allocation, GpuPool
+from controller.model.cluster import Cluster
+from controller.model.job import WAITING, JobStatus, JobView, Reason
+
+
+class Placer(Protocol):
+    """Turns "this job, n GPUs" into a GPU set taken from a pool (controller/placement)."""
+
+    def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
+        """A placement for `job` on `num_gpus` GPUs that fits `pool`, or None.
+
+        Does not modify the pool. Prefers the job's current GPUs where they fit.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The immutable state one scheduling decision sees."""
+
+    now_s: float
+    cluster: Cluster
+    jobs: tuple[JobView, ...]  # active jobs: queued, running, preempted, suspended
+    placer: Placer
+    down_nodes: frozenset[int] = frozenset()
+    _pool: GpuPool | None = field(default=None, repr=False, compare=False)
+
+    def free_pool(self) -> GpuPool:
+        """A fresh scratch copy of the capacity not held by running jobs."""
+        if self._pool is None:
+            pool = GpuPool(
+                self.cluster.gpus_per_node,
+                (n.gpu_type.mem_mib for n in self.cluster.nodes),
+                self.down_nodes,
+            )
+            for job in self.jobs:
+                if job.running and job.allocation is not None:
+                    pool.take(job.allocation, job.spec.gpu_mem_mib)
+            object.__setattr__(self, "_pool", pool)
+            assert self._pool is not None
+        return self._pool.copy()
+
+    def running(self) -> list[JobView]:
+        return [j for j in self.jobs if j.status is JobStatus.RUNNING]
+
+    def waiting(self) -> list[JobView]:
+        return [j for j in self.jobs if j.status in WAITING]
+
+
+class Action(Enum):
+    START = "start"  # waiting -> running
+    KEEP = "keep"
+    RESIZE = "resize"  # more or fewer GPUs (a restart)
+    MIGRATE = "migrate"  # same count, other GPUs (a restart)
+    PREEMPT = "preempt"  # running -> preempted (checkpoint, restart later)
+    SUSPEND = "suspend"  # running -> suspended (time-slice out)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The world after this round.
+
+    `run` maps every job that runs afterwards to its allocation: a running job left
+    out is stopped (suspended if in `suspend`, preempted otherwise). Every waiting
+    job afterwards has a reason: its own in `reasons`, or `default_reason`.
+    """
+
+    run: Mapping[str, Allocation]
+    reasons: Mapping[str, Reason] = field(default_factory=dict)
+    default_reason: Reason | None = None
+    suspend: frozenset[str] = frozenset()
+    batch_sizes: Mapping[str, int] = field(default_factory=dict)
+    state: Any = None
+    wake_s: float | None = None  # decide again by then even if nothing happens
+
+    def reason_for(self, job_id: str) -> Reason | None:
+        return self.reasons.get(job_id, self.default_reason)
+
+    def actions(self, snapshot: Snapshot) -> dict[str, Action]:
+        """What applying this plan does to each job whose state changes or is kept."""
+        out: dict[str, Action] = {}
+        for job in snapshot.jobs:
+            target = self.run.get(job.job_id)
+            if job.running:
+                if target is None:
+                    out[job.job_id] = (
+                        Action.SUSPEND if job.job_id in self.suspend else Action.PREEMPT
+                    )
+                elif target == job.allocation:
+                    out[job.job_id] = Action.KEEP
+                elif target.num_gpus != job.num_gpus:
+                    out[job.job_id] = Action.RESIZE
+                else:
+                    out[job.job_id] = Action.MIGRATE
+            elif target is not None:
+                out[job.job_id] = Action.START
+        return out
+
+
+class Policy(Protocol):
+    """A scheduling policy: pure, registered by name in `policies.registry`."""
+
+    name: str
+
+    def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
+        """Decide the round. `state` is the previous plan's `state` (None at first)."""
+        ...
+
+
+class PlanError(ValueError):
+    """A plan that breaks the rules (over-allocation, a partial gang, a bad size)."""
+
+
+def validate_plan(snapshot: Snapshot, plan: Plan) -> None:
+    """Check a plan against the snapshot; raises PlanError naming the first fault.
+
+    The invariants every policy must keep: no GPU over-allocated (shares of a GPU
+    add up to at most 1 and fit its memory), every gang placed whole within its
+    min..max size, no job on a down node, no unknown job, and a reason for every
+    job left waiting.
+    """
+    by_id = {j.job_id: j for j in snapshot.jobs}
+    pool = GpuPool(
+        snapshot.cluster.gpus_per_node,
+        (n.gpu_type.mem_mib for n in snapshot.cluster.nodes),
+        snapshot.down_nodes,
+    )
+    for job_id in sorted(plan.run):
+        alloc = plan.run[job_id]
+        job = by_id.get(job_id)
+        if job is None:
+            raise PlanError(f"plan runs unknown or finished job {job_id}")
+        spec = job.spec
+        if not spec.min_gpus <= alloc.num_gpus <= spec.max_gpus:
+            raise PlanError(
+                f"job {job_id}: {alloc.num_gpus} GPUs outside {spec.min_gpus}..{spec.max_gpus}"
+            )
+        for share in alloc.shares:
+            if not 0 <= share.node < len(snapshot.cluster.nodes):
+                raise PlanError(f"job {job_id}: no node {share.node}")
+            if not 0 <= share.gpu < snapshot.cluster.nodes[share.node].num_gpus:
+                raise PlanError(f"job {job_id}: no GPU {share.gpu} on node {share.node}")
+            if share.node in snapshot.down_nodes:
+                raise PlanError(f"job {job_id}: node {share.node} is down")
+        if not pool.fits(alloc, spec.gpu_mem_mib):
+            raise PlanError(f"job {job_id}: GPUs {alloc.gpus()} over-allocated")
+        pool.take(alloc, spec.gpu_mem_mib)
+    for job in snapshot.jobs:
+        if job.job_id not in plan.run and plan.reason_for(job.job_id) is None:
+            raise PlanError(f"job {job.job_id} waits without a reason")
