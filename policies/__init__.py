@@ -1,0 +1,1 @@
+"""Scheduling policies: each module one policy, pure, registered in policies.registry."""

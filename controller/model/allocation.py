@@ -184,6 +184,18 @@ class GpuPool:
                 self._shared_frac[key] = left
                 self._shared_mem[key] -= mem
 
+    def node_down(self, node: int) -> None:
+        """Withdraw a node's free GPUs (its jobs must have been released first)."""
+        for gpu in list(self._free[node]):
+            self._remove_whole(node, gpu)
+        self.buckets[0].discard(node)
+
+    def node_up(self, node: int, num_gpus: int) -> None:
+        """Return a recovered node's GPUs, all free."""
+        self.buckets[0].add(node)
+        for gpu in range(num_gpus):
+            self._add_whole(node, gpu)
+
     def _remove_whole(self, node: int, gpu: int) -> None:
         free = self._free[node]
         self.buckets[len(free)].discard(node)

@@ -39,11 +39,12 @@ class Snapshot:
     jobs: tuple[JobView, ...]  # active jobs: queued, running, preempted, suspended
     placer: Placer
     down_nodes: frozenset[int] = frozenset()
-    _pool: GpuPool | None = field(default=None, repr=False, compare=False)
+    # The backend may hand over the free capacity it keeps; it is never mutated here.
+    pool: GpuPool | None = field(default=None, repr=False, compare=False)
 
     def free_pool(self) -> GpuPool:
         """A fresh scratch copy of the capacity not held by running jobs."""
-        if self._pool is None:
+        if self.pool is None:
             pool = GpuPool(
                 self.cluster.gpus_per_node,
                 (n.gpu_type.mem_mib for n in self.cluster.nodes),
@@ -52,9 +53,9 @@ class Snapshot:
             for job in self.jobs:
                 if job.running and job.allocation is not None:
                     pool.take(job.allocation, job.spec.gpu_mem_mib)
-            object.__setattr__(self, "_pool", pool)
-            assert self._pool is not None
-        return self._pool.copy()
+            object.__setattr__(self, "pool", pool)
+            assert self.pool is not None
+        return self.pool.copy()
 
     def running(self) -> list[JobView]:
         return [j for j in self.jobs if j.status is JobStatus.RUNNING]
@@ -116,7 +117,8 @@ class Plan:
 class Policy(Protocol):
     """A scheduling policy: pure, registered by name in `policies.registry`."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         """Decide the round. `state` is the previous plan's `state` (None at first)."""

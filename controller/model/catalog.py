@@ -1,0 +1,661 @@
+"""The model catalogue: profiles of real training jobs, and the measured Pollux profiles.
+
+Trace loaders and the simulator turn a job's model name into a `ModelProfile` with
+`resolve`; `controller.model.perf` turns a profile and an allocation into an iteration
+time. Six models (bert, cifar10, deepspeech2, imagenet, ncf, yolov3) also have the
+measurements published with Pollux (see `profiles/README.md`): `measured_profile`
+loads them lazily and fits the Pollux throughput model to them (Qiao et al., OSDI'21
+§3.2): with K replicas on N nodes at local batch m,
+
+    T_grad(m)   = alpha_grad + beta_grad·m
+    T_sync(N,K) = alpha_local + beta_local·(K-1)  if N == 1
+                  alpha_node + beta_node·(K-1)    if N > 1
+    T_iter      = (T_grad^gamma + T_sync^gamma)^(1/gamma),  T_sync = 0 when K == 1.
+
+The fit, in pure Python: T_grad by least squares on `step_time - sync_time`; then for
+each gamma of a golden-section search over [1, 10], the T_sync implied by each multi-GPU
+row, `(step^gamma - T_grad^gamma)^(1/gamma)`, fitted by least squares per case (one node or
+several); the gamma kept minimises the squared log error of the predicted step time.
+
+Figures are fp32, per V100, unless a comment says otherwise. "Estimate" marks a figure
+gpuflow derived rather than read from its source; the derivation is given.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+from typing import NamedTuple
+
+from controller.model.cluster import PCIE_LEVEL_EFFICIENCY, PcieLevel
+
+MIB = 2**20
+FP32_BYTES = 4
+
+# Overlap exponent of compute and all-reduce for profiles without measurements: about
+# the median of the gamma fitted to the six Pollux profiles (they range from 1.0 to 2.6);
+# tests/controller/model/test_catalog.py checks it stays near that median.
+DEFAULT_GAMMA = 1.2
+
+# Restart = process start + checkpoint write + read. gpuflow's assumption, in the range
+# of seconds to tens of seconds that Gandiva (Xiao et al., OSDI'18 §4, migration by
+# checkpoint/restore) and Pollux (OSDI'21 §4, re-allocation by checkpoint-restart)
+# describe: a framework/NCCL start of 10 s, and state moved at 1 GiB/s each way.
+RESTART_BASE_S = 10.0
+CHECKPOINT_MIB_PER_S = 1024.0
+
+# The Pollux testbed (OSDI'21 §5.1): AWS g4dn.12xlarge nodes, 4 NVIDIA T4 each, 50 Gbit/s
+# Ethernet (AWS's instance table). A T4 against a V100, fp32 ResNet-50: 426 vs 1349
+# img/s at batch 256 (NVIDIA DeepLearningExamples, TensorFlow ResNet-50 v1.5 README,
+# inference tables, 20.06 container; NVIDIA publishes no T4 training figure there), so
+# measured compute times are multiplied by 0.32 to give V100 times. The T4s sit on PCIe
+# 3.0 x16 (126 Gbit/s raw); gpuflow assumes P2P through the host bridge.
+PROFILED_GPU_SPEED = 0.32
+PROFILED_INTRA_GBPS = 126.0 * PCIE_LEVEL_EFFICIENCY[PcieLevel.PHB]
+PROFILED_NIC_GBPS = 50.0
+
+MEASURED_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """One model's figures: size, compute on one V100, batch, memory, packing, restart.
+
+    Compute time of one iteration at local batch m on one V100 (fp32) is
+    `overhead_s + per_sample_s * m`. `batch_size` is the reference global batch,
+    `local_batch` the reference per-GPU batch at which `mem_mib` was taken, and
+    `max_local_batch` the largest per-GPU batch that fits (above it, gradient
+    accumulation). `gpu_util` is the GPU utilisation of the job alone (0..1). `skewed`
+    marks models whose parameters sit in a few very large tensors, which Tiresias
+    consolidates (Gu et al., NSDI'19 §4, Fig. 4: the VGG family and AlexNet are skewed,
+    ResNet and Inception are not). `measured` names the Pollux profile, if any.
+    """
+
+    name: str
+    parameters_m: float
+    per_sample_s: float
+    overhead_s: float
+    batch_size: int
+    local_batch: int
+    max_local_batch: int
+    mem_mib: int
+    gpu_util: float
+    skewed: bool
+    source: str
+    measured: str | None = None
+    grad_mib: float = 0.0  # all-reduced bytes per iteration; 0 means fp32 parameters
+    gamma: float = DEFAULT_GAMMA
+    restart_s: float = 0.0  # 0 means the default restart model
+
+    def __post_init__(self) -> None:
+        if self.grad_mib <= 0:
+            object.__setattr__(self, "grad_mib", self.parameters_m * 1e6 * FP32_BYTES / MIB)
+        if self.restart_s <= 0:
+            object.__setattr__(self, "restart_s", default_restart_s(self.parameters_m))
+        if not 0.0 < self.gpu_util <= 1.0:
+            raise ValueError(f"{self.name}: gpu_util must be in (0, 1]")
+
+    def compute_s(self, local_batch: float) -> float:
+        """Compute time of one iteration on one V100, with gradient accumulation."""
+        steps = max(1, math.ceil(local_batch / self.max_local_batch - 1e-9))
+        return steps * self.overhead_s + self.per_sample_s * local_batch
+
+
+def default_restart_s(parameters_m: float, state_copies: int = 3) -> float:
+    """Checkpoint-restart time: weights plus optimizer state (Adam: 2 more copies)."""
+    state_mib = parameters_m * 1e6 * FP32_BYTES * state_copies / MIB
+    return RESTART_BASE_S + 2.0 * state_mib / CHECKPOINT_MIB_PER_S
+
+
+def _per_sample(ips: float, batch: int, overhead_s: float) -> float:
+    """Per-sample time from a published throughput (samples/s) at a batch."""
+    return (batch / ips - overhead_s) / batch
+
+
+# NVIDIA DeepLearningExamples, TensorFlow ResNet-50 v1.5 README (20.06 container),
+# DGX-1 1x V100 16G, FP32 + XLA, batch 128: 412 img/s.
+_RN50_V100_IPS = 412.0
+# TensorFlow performance benchmarks (tensorflow.org/performance/benchmarks, May 2017),
+# DGX-1 1x P100, synthetic data: ResNet-50 219, Inception-v3 142, VGG16 154, AlexNet
+# 2987 img/s. Estimate: V100 figures = P100 figures x 412/219 (the ResNet-50 ratio).
+_P100_TO_V100 = _RN50_V100_IPS / 219.0
+_OVERHEAD_S = 0.01  # fixed per-iteration cost (launch, optimizer step): estimate
+
+_PROFILES: tuple[ModelProfile, ...] = (
+    ModelProfile(
+        # 25.6M parameters (He et al., CVPR'16, torchvision: 25,557,032); batch 256 as in
+        # Goyal et al. 2017 (32 per GPU x 8). Memory and utilisation: estimates.
+        name="resnet50",
+        parameters_m=25.6,
+        per_sample_s=_per_sample(_RN50_V100_IPS, 128, _OVERHEAD_S),
+        overhead_s=_OVERHEAD_S,
+        batch_size=256,
+        local_batch=32,
+        max_local_batch=128,
+        mem_mib=5_000,
+        gpu_util=0.95,
+        skewed=False,
+        source="He et al. CVPR'16; NVIDIA DeepLearningExamples RN50 v1.5 (V100 FP32 412 img/s)",
+    ),
+    ModelProfile(
+        # Pollux's ImageNet job: ResNet-50, M0 = 200 (Qiao et al., OSDI'21 Table 1).
+        name="imagenet",
+        parameters_m=25.6,
+        per_sample_s=1.44e-3,
+        overhead_s=0.02,
+        batch_size=200,
+        local_batch=200,
+        max_local_batch=200,
+        mem_mib=12_000,
+        gpu_util=0.95,
+        skewed=False,
+        measured="imagenet",
+        source="Pollux OSDI'21 Table 1 and artifact profiles; He et al. CVPR'16",
+    ),
+    ModelProfile(
+        # 138M parameters (Simonyan & Zisserman, ICLR'15 Table 2); skewed: its three FC
+        # layers hold ~124M of them (Tiresias NSDI'19 §4, Fig. 4).
+        name="vgg16",
+        parameters_m=138.4,
+        per_sample_s=_per_sample(154.0 * _P100_TO_V100, 32, _OVERHEAD_S),
+        overhead_s=_OVERHEAD_S,
+        batch_size=256,
+        local_batch=32,
+        max_local_batch=64,
+        mem_mib=7_000,
+        gpu_util=0.95,
+        skewed=True,
+        source="Simonyan & Zisserman ICLR'15; TF benchmarks 2017 (P100 154 img/s, scaled)",
+    ),
+    ModelProfile(
+        # 61M parameters (Krizhevsky et al., NIPS'12), ~59M in the FC layers: skewed.
+        name="alexnet",
+        parameters_m=61.1,
+        per_sample_s=_per_sample(2987.0 * _P100_TO_V100, 512, _OVERHEAD_S),
+        overhead_s=_OVERHEAD_S,
+        batch_size=512,
+        local_batch=512,
+        max_local_batch=1024,
+        mem_mib=5_000,
+        gpu_util=0.85,
+        skewed=True,
+        source="Krizhevsky et al. NIPS'12; TF benchmarks 2017 (P100 2987 img/s, scaled)",
+    ),
+    ModelProfile(
+        # 23.8M parameters (Szegedy et al., CVPR'16 Inception-v3, without the aux head).
+        name="inception3",
+        parameters_m=23.8,
+        per_sample_s=_per_sample(142.0 * _P100_TO_V100, 64, _OVERHEAD_S),
+        overhead_s=_OVERHEAD_S,
+        batch_size=256,
+        local_batch=64,
+        max_local_batch=64,
+        mem_mib=9_000,
+        gpu_util=0.95,
+        skewed=False,
+        source="Szegedy et al. CVPR'16; TF benchmarks 2017 (P100 142 img/s, scaled)",
+    ),
+    ModelProfile(
+        # Pollux's BERT job: fine-tuning BERT-base (110M, Devlin et al., NAACL'19) on
+        # SQuAD, M0 = 12 (OSDI'21 Table 1).
+        name="bert",
+        parameters_m=110.0,
+        per_sample_s=0.0188,
+        overhead_s=0.055,
+        batch_size=12,
+        local_batch=12,
+        max_local_batch=12,
+        mem_mib=12_000,
+        gpu_util=0.95,
+        skewed=False,
+        measured="bert",
+        source="Devlin et al. NAACL'19; Pollux OSDI'21 Table 1 and artifact profiles",
+    ),
+    ModelProfile(
+        # GPT-2 small: 124M parameters (Radford et al. 2019; 124,439,808 in the released
+        # checkpoint), 1024-token context, batch 512 (ibid. §2.3). Skewed: the 50257 x 768
+        # token embedding is 31% of the model in one tensor. Compute, estimate: 6 x 124M x
+        # 1024 = 7.6e11 FLOP per sample at 40% of the V100's 15.7 fp32 TFLOP/s.
+        name="gpt2",
+        parameters_m=124.4,
+        per_sample_s=6 * 124.4e6 * 1024 / (0.4 * 15.7e12),
+        overhead_s=_OVERHEAD_S,
+        batch_size=512,
+        local_batch=4,
+        max_local_batch=8,
+        mem_mib=12_000,
+        gpu_util=0.98,
+        skewed=True,
+        source="Radford et al. 2019 (GPT-2); compute estimated from FLOPs",
+    ),
+    ModelProfile(
+        # Pollux's YOLOv3 job on PASCAL-VOC, M0 = 8 (OSDI'21 Table 1); 61.9M parameters
+        # (Redmon & Farhadi 2018, Darknet-53 + 3 heads at 80 classes; estimate).
+        name="yolov3",
+        parameters_m=61.9,
+        per_sample_s=7.8e-3,
+        overhead_s=0.055,
+        batch_size=8,
+        local_batch=8,
+        max_local_batch=16,
+        mem_mib=10_000,
+        gpu_util=0.9,
+        skewed=False,
+        measured="yolov3",
+        source="Redmon & Farhadi 2018; Pollux OSDI'21 Table 1 and artifact profiles",
+    ),
+    ModelProfile(
+        # Pollux's DeepSpeech2 job on CMU-ARCTIC, M0 = 20 (OSDI'21 Table 1). 38M
+        # parameters: the size Amodei et al. (ICML'16 §3.1, Table 1) keep fixed across
+        # depths; the Pollux variant's count is not published (estimate).
+        name="deepspeech2",
+        parameters_m=38.0,
+        per_sample_s=7.2e-3,
+        overhead_s=0.1,
+        batch_size=20,
+        local_batch=20,
+        max_local_batch=80,
+        mem_mib=9_000,
+        gpu_util=0.9,
+        skewed=False,
+        measured="deepspeech2",
+        source="Amodei et al. ICML'16; Pollux OSDI'21 Table 1 and artifact profiles",
+    ),
+    ModelProfile(
+        # Pollux's NCF job: NeuMF on MovieLens, M0 = 256 (OSDI'21 Table 1; He et al.,
+        # WWW'17). Estimate: (6,040 users + 3,706 items) x (64 GMF + 128 MLP) embedding
+        # dims = 1.9M parameters, nearly all in embedding tables, hence skewed.
+        name="ncf",
+        parameters_m=1.9,
+        per_sample_s=2e-7,
+        overhead_s=2.2e-3,
+        batch_size=256,
+        local_batch=256,
+        max_local_batch=32768,
+        mem_mib=1_500,
+        gpu_util=0.3,
+        skewed=True,
+        measured="ncf",
+        source="He et al. WWW'17 (NCF); Pollux OSDI'21 Table 1 and artifact profiles",
+    ),
+    ModelProfile(
+        # Pollux's CIFAR-10 job: ResNet-18 (CIFAR variant, 11.2M parameters), M0 = 128
+        # (OSDI'21 Table 1).
+        name="cifar10",
+        parameters_m=11.2,
+        per_sample_s=2.2e-4,
+        overhead_s=5.8e-3,
+        batch_size=128,
+        local_batch=128,
+        max_local_batch=1024,
+        mem_mib=3_000,
+        gpu_util=0.7,
+        skewed=False,
+        measured="cifar10",
+        source="He et al. CVPR'16 (ResNet-18); Pollux OSDI'21 Table 1 and artifact profiles",
+    ),
+    ModelProfile(
+        # Transformer base: 65M parameters (Vaswani et al., NeurIPS'17 Table 3). Skewed:
+        # the shared 37k-token embedding is ~19M in one tensor. Compute: estimate, 6 x 65M
+        # x 50 tokens per sentence at 40% of fp32 peak.
+        name="transformer",
+        parameters_m=65.0,
+        per_sample_s=6 * 65e6 * 50 / (0.4 * 15.7e12),
+        overhead_s=_OVERHEAD_S,
+        batch_size=128,
+        local_batch=64,
+        max_local_batch=128,
+        mem_mib=6_000,
+        gpu_util=0.85,
+        skewed=True,
+        source="Vaswani et al. NeurIPS'17; compute estimated from FLOPs",
+    ),
+    ModelProfile(
+        # LSTM language model, Zaremba et al. 2014 "large": 66M parameters, 35 steps, batch
+        # 20; embedding and softmax are most of it: skewed. Compute: estimate, 6 x 66M x 35
+        # tokens at 30% of fp32 peak (LSTMs use the GPU less well).
+        name="lm",
+        parameters_m=66.0,
+        per_sample_s=6 * 66e6 * 35 / (0.3 * 15.7e12),
+        overhead_s=_OVERHEAD_S,
+        batch_size=20,
+        local_batch=20,
+        max_local_batch=80,
+        mem_mib=3_000,
+        gpu_util=0.6,
+        skewed=True,
+        source="Zaremba et al. 2014; Gandiva OSDI'18 (LM jobs); compute estimated",
+    ),
+    ModelProfile(
+        # A3C on Atari (Mnih et al., ICML'16): a ~4M-parameter conv net whose iteration is
+        # dominated by environment steps on the CPU; all figures estimates.
+        name="a3c",
+        parameters_m=4.0,
+        per_sample_s=1e-3,
+        overhead_s=0.02,
+        batch_size=20,
+        local_batch=20,
+        max_local_batch=20,
+        mem_mib=1_000,
+        gpu_util=0.2,
+        skewed=False,
+        source="Mnih et al. ICML'16; figures estimated",
+    ),
+    ModelProfile(
+        # CycleGAN (Zhu et al., ICCV'17): two ResNet generators (~11.4M each) and two
+        # PatchGAN discriminators (~2.8M each), batch 1; compute estimate.
+        name="cyclegan",
+        parameters_m=28.3,
+        per_sample_s=0.15,
+        overhead_s=_OVERHEAD_S,
+        batch_size=1,
+        local_batch=1,
+        max_local_batch=4,
+        mem_mib=4_000,
+        gpu_util=0.9,
+        skewed=False,
+        source="Zhu et al. ICCV'17; figures estimated",
+    ),
+)
+
+CATALOG: Mapping[str, ModelProfile] = MappingProxyType({p.name: p for p in _PROFILES})
+
+# The fallback for names the catalogue does not know: a mid-sized convolutional model
+# (between ResNet-50 and VGG16 in size and speed), not skewed, a V100 kept mostly busy.
+GENERIC = ModelProfile(
+    name="generic",
+    parameters_m=50.0,
+    per_sample_s=3e-3,
+    overhead_s=_OVERHEAD_S,
+    batch_size=128,
+    local_batch=32,
+    max_local_batch=128,
+    mem_mib=6_000,
+    gpu_util=0.8,
+    skewed=False,
+    source="gpuflow's fallback for unknown models; figures estimated",
+)
+
+# Other spellings, keyed by the normalised name (lower case, letters and digits only).
+# Gavel's job types (Narayanan et al., OSDI'20 Table 2) and Tiresias' model names.
+_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        "resnet": "resnet50",
+        "resnet101": "resnet50",
+        "resnet152": "resnet50",
+        "resnet18": "cifar10",
+        "vgg": "vgg16",
+        "vgg11": "vgg16",
+        "vgg13": "vgg16",
+        "vgg19": "vgg16",
+        "inception": "inception3",
+        "inceptionv3": "inception3",
+        "inception4": "inception3",
+        "googlenet": "inception3",
+        "bertbase": "bert",
+        "bertlarge": "bert",
+        "squad": "bert",
+        "gpt": "gpt2",
+        "yolo": "yolov3",
+        "deepspeech": "deepspeech2",
+        "neumf": "ncf",
+        "recommendation": "ncf",
+        "languagemodel": "lm",
+        "lstm": "lm",
+        "generic": "generic",
+    }
+)
+
+
+def _normalise(name: str) -> str:
+    without_notes = re.sub(r"\(.*?\)", "", name.lower())
+    return re.sub(r"[^a-z0-9]", "", without_notes)
+
+
+@cache
+def resolve(name: str) -> ModelProfile:
+    """The profile for a model name: case and punctuation ignored, notes in parentheses
+    dropped, aliases followed, then the longest known name the name starts with; any
+    other name (also the empty one) gets `GENERIC`. Never raises."""
+    key = _normalise(name)
+    target = key if key in CATALOG else _ALIASES.get(key)
+    if target is None:
+        known = [k for k in (*CATALOG, *_ALIASES) if len(k) >= 3 and key.startswith(k)]
+        if known:
+            best = max(known, key=len)
+            target = best if best in CATALOG else _ALIASES[best]
+    if target is None or target == GENERIC.name:
+        return GENERIC
+    return CATALOG[target]
+
+
+def names() -> tuple[str, ...]:
+    """The catalogue's canonical model names, sorted."""
+    return tuple(sorted(CATALOG))
+
+
+# ---------------------------------------------------------------------------------------
+# Measured profiles (Pollux artifact)
+
+
+class StepSample(NamedTuple):
+    """One measured step: placement size, local batch, step and sync times (T4 testbed)."""
+
+    num_nodes: int
+    num_replicas: int
+    local_bsz: float
+    step_time_s: float
+    sync_time_s: float
+
+
+class ValidationRow(NamedTuple):
+    progress: float
+    iteration: float
+    metric: float
+    grad_sqr: float
+    grad_var: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolluxFit:
+    """Fitted Pollux throughput parameters; times in seconds on the profiling testbed."""
+
+    alpha_grad: float
+    beta_grad: float
+    alpha_local: float
+    beta_local: float
+    alpha_node: float
+    beta_node: float
+    gamma: float
+
+    def grad_s(self, local_bsz: float) -> float:
+        return self.alpha_grad + self.beta_grad * local_bsz
+
+    def sync_s(self, num_nodes: int, num_replicas: int) -> float:
+        if num_replicas <= 1:
+            return 0.0
+        if num_nodes <= 1:
+            return self.alpha_local + self.beta_local * (num_replicas - 1)
+        return self.alpha_node + self.beta_node * (num_replicas - 1)
+
+    def step_s(self, num_nodes: int, num_replicas: int, local_bsz: float) -> float:
+        grad = self.grad_s(local_bsz)
+        sync = self.sync_s(num_nodes, num_replicas)
+        if sync <= 0.0:
+            return grad
+        g = self.gamma
+        return float((grad**g + sync**g) ** (1.0 / g))
+
+
+@dataclass(frozen=True)
+class MeasuredProfile:
+    """One Pollux application: its measured steps, the fit, and its validation runs.
+
+    `validation` maps a total batch size to its rows, by progress. Progress is in the
+    files' own units (samples processed at the reference batch, as the artifact counts).
+    """
+
+    name: str
+    samples: tuple[StepSample, ...]
+    fit: PolluxFit
+    validation: Mapping[int, tuple[ValidationRow, ...]] = field(repr=False)
+
+    @property
+    def max_progress(self) -> float:
+        return max(rows[-1].progress for rows in self.validation.values() if rows)
+
+    def grad_stats_at(self, progress: float, batch_size: int | None = None) -> tuple[float, float]:
+        """(grad_sqr, grad_var) at a progress, interpolated linearly, clamped at the ends,
+        from the run at the largest measured batch not above `batch_size` (the smallest
+        when None or below all)."""
+        batches = sorted(self.validation)
+        chosen = batches[0]
+        if batch_size is not None:
+            chosen = max((b for b in batches if b <= batch_size), default=batches[0])
+        rows = self.validation[chosen]
+        if progress <= rows[0].progress:
+            return rows[0].grad_sqr, rows[0].grad_var
+        for lo, hi in itertools.pairwise(rows):
+            if progress <= hi.progress:
+                w = (progress - lo.progress) / (hi.progress - lo.progress)
+                return (
+                    lo.grad_sqr + w * (hi.grad_sqr - lo.grad_sqr),
+                    lo.grad_var + w * (hi.grad_var - lo.grad_var),
+                )
+        return rows[-1].grad_sqr, rows[-1].grad_var
+
+    def noise_scale_at(self, progress: float, batch_size: int | None = None) -> float:
+        """Gradient noise scale grad_var / grad_sqr (Pollux §3.1's φ/M0 ratio input)."""
+        sqr, var = self.grad_stats_at(progress, batch_size)
+        return var / sqr if sqr > 0 else math.inf
+
+
+@cache
+def measured_profile(name: str) -> MeasuredProfile | None:
+    """The measured profile of a Pollux application (by catalogue name), or None."""
+    if name not in MEASURED_APPS:
+        return None
+    folder = resources.files("controller.model").joinpath("profiles", name)
+
+    def rows(file: str) -> list[dict[str, str]]:
+        return list(csv.DictReader(folder.joinpath(file).read_text().splitlines()))
+
+    samples = [
+        StepSample(
+            len(r["placement"]),
+            sum(int(d) for d in r["placement"]),
+            float(r["local_bsz"]),
+            float(r["step_time"]),
+            float(r["sync_time"]),
+        )
+        for r in rows("placements.csv")
+    ]
+    samples += [
+        StepSample(
+            int(r["num_nodes"]),
+            int(r["num_replicas"]),
+            float(r["local_bsz"]),
+            float(r["step_time"]),
+            float(r["sync_time"]),
+        )
+        for r in rows("scalability.csv")
+    ]
+    validation: dict[int, tuple[ValidationRow, ...]] = {}
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"validation-(\d+)\.csv", entry.name)
+        if match is not None:
+            runs = (
+                ValidationRow(*(float(r[k]) for k in ValidationRow._fields))
+                for r in rows(entry.name)
+            )
+            validation[int(match.group(1))] = tuple(sorted(runs))
+    return MeasuredProfile(name, tuple(samples), fit_pollux(samples), MappingProxyType(validation))
+
+
+def fit_pollux(samples: Sequence[StepSample]) -> PolluxFit:
+    """Fit the Pollux throughput model to measured steps (see the module docstring)."""
+    alpha_grad, beta_grad = _least_squares(
+        [s.local_bsz for s in samples],
+        [max(s.step_time_s - s.sync_time_s, 1e-9) for s in samples],
+        relative=True,
+    )
+    alpha_grad = max(alpha_grad, 0.0)
+    # Per case (one node, several nodes): K - 1, step time and T_grad of each multi-GPU
+    # row; and for the loss, every row's (case, K - 1, T_grad, step time).
+    groups: dict[bool, tuple[list[float], list[float], list[float]]] = {
+        True: ([], [], []),
+        False: ([], [], []),
+    }
+    points: list[tuple[bool, int, float, float]] = []
+    for s in samples:
+        grad = alpha_grad + beta_grad * s.local_bsz
+        points.append((s.num_nodes == 1, s.num_replicas - 1, grad, s.step_time_s))
+        if s.num_replicas > 1:
+            xs, steps, grads = groups[s.num_nodes == 1]
+            xs.append(s.num_replicas - 1)
+            steps.append(s.step_time_s)
+            grads.append(grad)
+
+    def make(gamma: float) -> tuple[float, PolluxFit]:
+        params: dict[bool, tuple[float, float]] = {}
+        for single_node, (xs, steps, grads) in groups.items():
+            implied = [
+                max(st**gamma - g**gamma, 0.0) ** (1.0 / gamma)
+                for st, g in zip(steps, grads, strict=True)
+            ]
+            a, b = _least_squares(xs, implied, relative=False) if xs else (0.0, 0.0)
+            params[single_node] = (max(a, 0.0), max(b, 0.0))
+        loss = 0.0
+        inv = 1.0 / gamma
+        for single_node, hops, grad, step in points:
+            if hops:
+                a, b = params[single_node]
+                sync = a + b * hops
+                grad = (grad**gamma + sync**gamma) ** inv
+            loss += math.log(grad / step) ** 2
+        fit = PolluxFit(alpha_grad, beta_grad, *params[True], *params[False], gamma)
+        return loss, fit
+
+    # Golden-section search on gamma in [1, 10], Pollux's range; 20 steps narrow it to 1e-4.
+    lo, hi = 1.0, 10.0
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    c, d = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fc, fd = make(c), make(d)
+    for _ in range(20):
+        if fc[0] < fd[0]:
+            hi, d, fd = d, c, fc
+            c = hi - ratio * (hi - lo)
+            fc = make(c)
+        else:
+            lo, c, fc = c, d, fd
+            d = lo + ratio * (hi - lo)
+            fd = make(d)
+    return min(fc, fd, key=lambda pair: pair[0])[1]
+
+
+def _least_squares(
+    xs: Sequence[float], ys: Sequence[float], *, relative: bool
+) -> tuple[float, float]:
+    """(a, b) minimising Σ w·(a + b·x - y)², w = 1/y² if relative else 1."""
+    sw = sx = sy = sxx = sxy = 0.0
+    for x, y in zip(xs, ys, strict=True):
+        w = 1.0 / (y * y) if relative else 1.0
+        sw += w
+        sx += w * x
+        sy += w * y
+        sxx += w * x * x
+        sxy += w * x * y
+    det = sw * sxx - sx * sx
+    if sw == 0.0:
+        return 0.0, 0.0
+    if abs(det) <= 1e-12 * max(sw * sxx, 1e-300):
+        return sy / sw, 0.0
+    b = (sw * sxy - sx * sy) / det
+    return (sy - b * sx) / sw, b

@@ -1,0 +1,76 @@
+"""Job speeds for the simulator: the performance model behind a cache.
+
+The simulator asks for a job's iterations per second on an allocation many times
+with the same answer; this memoises `controller.model.perf` by the allocation's
+shape (not its GPU ids), which is what the iteration time depends on.
+"""
+
+from __future__ import annotations
+
+from controller.model import Allocation, Cluster, JobSpec
+from controller.model.catalog import ModelProfile, resolve
+from controller.model.perf import packed_gpu_signature, restart_s, throughput_ips
+from controller.placement import packed_allocation
+
+
+class RateModel:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._rates: dict[tuple[object, ...], float] = {}
+        self._nominal: dict[tuple[str, int, int | None], float] = {}
+        self._profiles: dict[str, ModelProfile] = {}
+
+    def profile(self, spec: JobSpec) -> ModelProfile:
+        prof = self._profiles.get(spec.model)
+        if prof is None:
+            prof = self._profiles[spec.model] = resolve(spec.model)
+        return prof
+
+    def rate_ips(
+        self,
+        spec: JobSpec,
+        alloc: Allocation,
+        *,
+        batch_size: int | None = None,
+        gpu_load: float = 0.0,
+        inter_node_gbps: float | None = None,
+    ) -> float:
+        """Iterations per second of `spec` on `alloc`."""
+        prof = self.profile(spec)
+        batch = batch_size if batch_size is not None else spec.batch_size
+        key = (
+            prof.name,
+            packed_gpu_signature(self.cluster, alloc),
+            batch,
+            round(gpu_load, 6),
+            inter_node_gbps,
+        )
+        rate = self._rates.get(key)
+        if rate is None:
+            rate = self._rates[key] = throughput_ips(
+                prof,
+                self.cluster,
+                alloc,
+                batch_size=batch,
+                inter_node_gbps=inter_node_gbps,
+                gpu_load=gpu_load,
+            )
+        return rate
+
+    def nominal_rate_ips(self, spec: JobSpec) -> float:
+        """Speed on the GPUs asked for, placed as well as the empty cluster allows."""
+        key = (spec.model, spec.num_gpus, spec.batch_size)
+        rate = self._nominal.get(key)
+        if rate is None:
+            alloc = packed_allocation(self.cluster, spec.num_gpus)
+            if alloc is None:
+                raise ValueError(f"job {spec.job_id}: {spec.num_gpus} GPUs exceed the cluster")
+            rate = self._nominal[key] = self.rate_ips(spec, alloc)
+        return rate
+
+    def utilization(self, spec: JobSpec) -> float:
+        """How busy the job keeps a GPU alone (0..1), for packing interference."""
+        return self.profile(spec).gpu_util
+
+    def restart_s(self, spec: JobSpec) -> float:
+        return restart_s(self.profile(spec))

@@ -1,0 +1,579 @@
+"""The simulator backend: a trace replayed on a virtual clock.
+
+Called by the CLI (`gpuflow replay`, `compare`) and, later, by replay tasks. It is
+event-driven: between events every running job progresses at a constant rate, so
+progress is advanced analytically and nothing is stepped in small increments.
+
+Events: job arrivals, job completions, node failures and recoveries (from a
+schedule), and scheduling rounds. A round runs at the first multiple of
+`round_interval_s` at or after anything changed (an arrival, a completion, a
+failure, the end of a restart, or the time the last plan asked to be woken at);
+with an interval of 0 it runs at once. Applying a plan stops jobs, then starts
+jobs, each gang whole; a job that (re)starts pays its restart overhead before it
+progresses, a suspended one the (smaller) resume overhead.
+
+A failed node kills its jobs: they roll back to their last checkpoint, taken
+every `checkpoint_interval_s` of running time, and wait to restart.
+
+The result is deterministic for a given trace, cluster, policy and seed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from controller.model import (
+    WAITING,
+    Allocation,
+    Cluster,
+    GpuPool,
+    JobSpec,
+    JobStatus,
+    JobView,
+    Placer,
+    PlanError,
+    Policy,
+    Reason,
+    Snapshot,
+    validate_plan,
+)
+from controller.rates import RateModel
+from controller.records import JobOutcome, ReplayResult, TimelineSample
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A node going down (`up=False`) or coming back at `time_s`."""
+
+    time_s: float
+    node: str
+    up: bool
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    round_interval_s: float = 60.0
+    seed: int = 0
+    # Gandiva (Xiao et al., OSDI 2018, §4.1) suspends and resumes a job at
+    # mini-batch boundaries in well under a second for most jobs; 1 s is our bound.
+    suspend_resume_s: float = 1.0
+    checkpoint_interval_s: float = 1800.0
+    failures: tuple[NodeEvent, ...] = ()
+    max_time_s: float | None = None  # stop the clock here (unfinished jobs stay so)
+    validate_reasons: bool = True
+    # Check every plan in full against the invariants (tests; costs O(cluster) a round).
+    check_plans: bool = False
+
+
+# Event kinds, in the order events at one instant are handled.
+_FINISH, _NODE, _WAKE = 0, 1, 2
+
+
+class _Job:
+    """The simulator's mutable record of one job; `view()` is its frozen face."""
+
+    __slots__ = (
+        "alloc",
+        "attained",
+        "batch",
+        "contention_at_submit",
+        "done",
+        "executed",
+        "finish_s",
+        "first_start",
+        "mark",
+        "nominal_rate",
+        "preemptions",
+        "rate",
+        "restarts",
+        "resume",
+        "spec",
+        "started_at",
+        "status",
+        "total",
+        "version",
+        "view_cache",
+        "waiting_since",
+    )
+
+    def __init__(self, spec: JobSpec, total: float, nominal_rate: float, now: float) -> None:
+        self.spec = spec
+        self.total = total
+        self.nominal_rate = nominal_rate
+        self.status = JobStatus.QUEUED
+        self.alloc: Allocation | None = None
+        self.mark = now
+        self.attained = 0.0
+        self.executed = 0.0
+        self.done = 0.0
+        self.rate = 0.0
+        self.resume = now
+        self.started_at = now
+        self.first_start: float | None = None
+        self.finish_s: float | None = None
+        self.waiting_since = now
+        self.restarts = 0
+        self.preemptions = 0
+        self.version = 0
+        self.batch: int | None = spec.batch_size
+        self.contention_at_submit = 0.0
+        self.view_cache: JobView | None = None
+
+    def view(self) -> JobView:
+        if self.view_cache is None:
+            self.view_cache = JobView(
+                spec=self.spec,
+                status=self.status,
+                allocation=self.alloc,
+                mark_s=self.mark,
+                attained_gpu_s=self.attained,
+                executed_s=self.executed,
+                done_iters=self.done,
+                total_iters=self.total,
+                rate_ips=self.rate,
+                resume_s=self.resume,
+                nominal_rate_ips=self.nominal_rate,
+                first_start_s=self.first_start,
+                waiting_since_s=self.waiting_since,
+                restarts=self.restarts,
+                batch_size=self.batch,
+            )
+        return self.view_cache
+
+    def advance(self, now: float) -> None:
+        """Bring the accumulated quantities up to `now` (running jobs only)."""
+        if self.status is JobStatus.RUNNING and self.alloc is not None and now > self.mark:
+            dt = now - self.mark
+            self.attained += self.alloc.gpu_weight * dt
+            self.executed += dt
+            start = max(self.mark, self.resume)
+            if now > start:
+                self.done = min(self.total, self.done + self.rate * (now - start))
+            self.mark = now
+            self.view_cache = None
+
+    def finish_time(self) -> float:
+        start = max(self.mark, self.resume)
+        return start + max(0.0, self.total - self.done) / self.rate
+
+
+class Simulator:
+    """Replays `jobs` on `cluster` under `policy`; `run()` returns the result."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        jobs: Iterable[JobSpec],
+        policy: Policy,
+        placer: Placer,
+        config: SimConfig | None = None,
+        *,
+        trace_name: str = "",
+        rates: RateModel | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.placer = placer
+        self.config = config or SimConfig()
+        self.trace_name = trace_name
+        self.rates = rates or RateModel(cluster)
+        self.pending = sorted(jobs, key=lambda s: (s.submit_s, s.job_id))
+        ids = {s.job_id for s in self.pending}
+        if len(ids) != len(self.pending):
+            raise ValueError("job ids must be unique")
+        self.now = 0.0
+        self.active: dict[str, _Job] = {}
+        self.pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
+        self.down: set[int] = set()
+        self.events: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+        self.state: Any = None
+        self.next_round: float | None = None
+        self.outcomes: list[JobOutcome] = []
+        self.timeline: list[TimelineSample] = []
+        self.rounds = 0
+        self.last_reasons: dict[str, Reason] = {}
+        # Shared GPUs: who is on each, to slow packed jobs by their neighbours' load.
+        self.sharers: dict[tuple[int, int], set[str]] = {}
+        self._alive_gpus = cluster.num_gpus
+        self._allocated = 0.0
+        self._in_overhead: dict[str, tuple[float, float]] = {}  # id -> (resume_s, weight)
+        self._cap_s = 0.0
+        self._alloc_s = 0.0
+        self._busy_s = 0.0
+        self._active_integral = 0.0
+        self._last_t = 0.0
+        for ev in self.config.failures:
+            self._push(ev.time_s, _NODE, ev)
+
+    # -- the loop -----------------------------------------------------------------
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> ReplayResult:
+        """Run to the end of the trace (or `max_time_s`); `progress(done, total)`
+        is called now and then."""
+        started = time.perf_counter()
+        total_jobs = len(self.pending)
+        next_arrival = 0
+        stop_at = self.config.max_time_s if self.config.max_time_s is not None else math.inf
+        tick = 0
+        while True:
+            t = math.inf
+            if next_arrival < total_jobs:
+                t = self.pending[next_arrival].submit_s
+            if self.events and self.events[0][0] < t:
+                t = self.events[0][0]
+            if self.next_round is not None and self.next_round < t:
+                t = self.next_round
+            if t == math.inf or t > stop_at:
+                break
+            self._advance_clock(t)
+            while next_arrival < total_jobs and self.pending[next_arrival].submit_s <= t:
+                self._arrive(self.pending[next_arrival])
+                next_arrival += 1
+            while self.events and self.events[0][0] <= t:
+                _, kind, _, data = heapq.heappop(self.events)
+                self._handle(kind, data)
+            if self.next_round is not None and self.next_round <= t:
+                self.next_round = None
+                self._round()
+            tick += 1
+            if progress is not None and tick % 2048 == 0:
+                progress(len(self.outcomes), total_jobs)
+        if stop_at != math.inf and stop_at > self.now:
+            self._advance_clock(stop_at)
+        for job in list(self.active.values()):
+            job.advance(self.now)
+            self._account_stop(job)
+            self.outcomes.append(self._outcome(job))
+        if progress is not None:
+            progress(len(self.outcomes), total_jobs)
+        return ReplayResult(
+            policy=self.policy.name,
+            cluster=self.cluster.name,
+            trace=self.trace_name,
+            jobs=sorted(self.outcomes, key=lambda o: (o.submit_s, o.job_id)),
+            timeline=self.timeline,
+            wall_s=time.perf_counter() - started,
+            rounds=self.rounds,
+            gpu_s_capacity=self._cap_s,
+            gpu_s_allocated=self._alloc_s,
+            gpu_s_busy=self._busy_s,
+            params={"round_interval_s": self.config.round_interval_s, "seed": self.config.seed},
+        )
+
+    def _push(self, t: float, kind: int, data: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, kind, self._seq, data))
+
+    def _advance_clock(self, t: float) -> None:
+        dt = t - self._last_t
+        if dt > 0:
+            self._cap_s += self._alive_gpus * dt
+            self._active_integral += len(self.active) * dt
+            self._last_t = t
+        self.now = t
+
+    def _dirty(self) -> None:
+        """Something changed: make sure a round comes."""
+        interval = self.config.round_interval_s
+        at = self.now if interval <= 0 else math.ceil(self.now / interval - 1e-9) * interval
+        if self.next_round is None or at < self.next_round:
+            self.next_round = at
+
+    # -- events -------------------------------------------------------------------
+
+    def _arrive(self, spec: JobSpec) -> None:
+        try:
+            nominal = self.rates.nominal_rate_ips(spec)
+        except ValueError:
+            # Larger than the whole cluster: it can never run; it stays unfinished.
+            self.outcomes.append(_rejected(spec))
+            return
+        total = spec.iterations if spec.iterations is not None else nominal * (spec.duration_s or 0)
+        job = _Job(spec, total, nominal, self.now)
+        job.contention_at_submit = self._active_integral
+        self.active[spec.job_id] = job
+        self._dirty()
+
+    def _handle(self, kind: int, data: Any) -> None:
+        if kind == _FINISH:
+            job_id, version = data
+            job = self.active.get(job_id)
+            if job is not None and job.version == version:
+                self._finish(job)
+        elif kind == _NODE:
+            self._node_event(data)
+        else:
+            self._dirty()
+
+    def _finish(self, job: _Job) -> None:
+        job.advance(self.now)
+        job.done = job.total
+        job.finish_s = self.now
+        self._release(job)
+        self._account_stop(job)
+        job.status = JobStatus.SUCCEEDED
+        job.alloc = None
+        del self.active[job.spec.job_id]
+        self.outcomes.append(self._outcome(job))
+        self._dirty()
+
+    def _node_event(self, ev: NodeEvent) -> None:
+        node = self.cluster.node_index(ev.node)
+        if ev.up and node in self.down:
+            self.down.discard(node)
+            self._alive_gpus += self.cluster.nodes[node].num_gpus
+            self.pool.node_up(node, self.cluster.nodes[node].num_gpus)
+        elif not ev.up and node not in self.down:
+            for job in sorted(self.active.values(), key=lambda j: j.spec.job_id):
+                if job.alloc is not None and node in job.alloc.nodes:
+                    self._stop(job, JobStatus.PREEMPTED, failed=True)
+            self.down.add(node)
+            self._alive_gpus -= self.cluster.nodes[node].num_gpus
+            self.pool.node_down(node)
+        self._dirty()
+
+    # -- rounds -------------------------------------------------------------------
+
+    def _round(self) -> None:
+        self.rounds += 1
+        for job_id, (resume, _) in list(self._in_overhead.items()):
+            if resume <= self.now:
+                del self._in_overhead[job_id]
+        snapshot = Snapshot(
+            now_s=self.now,
+            cluster=self.cluster,
+            jobs=tuple(j.view() for j in self.active.values()),
+            placer=self.placer,
+            down_nodes=frozenset(self.down),
+            pool=self.pool,
+        )
+        plan = self.policy.schedule(snapshot, self.state)
+        if self.config.check_plans:
+            validate_plan(snapshot, plan)
+        self._apply(snapshot, plan.run, plan.suspend, plan.batch_sizes)
+        if self.config.validate_reasons and plan.default_reason is None:
+            for job in self.active.values():
+                if job.status in WAITING and job.spec.job_id not in plan.reasons:
+                    raise PlanError(f"{self.policy.name}: job {job.spec.job_id} waits, no reason")
+        self.last_reasons = dict(plan.reasons)
+        self.state = plan.state
+        if plan.wake_s is not None and plan.wake_s > self.now:
+            self._push(plan.wake_s, _WAKE, None)
+        busy = self._allocated - sum(w for r, w in self._in_overhead.values() if r > self.now)
+        running = sum(1 for j in self.active.values() if j.status is JobStatus.RUNNING)
+        self.timeline.append(
+            TimelineSample(
+                t_s=self.now,
+                gpus_total=self._alive_gpus,
+                gpus_allocated=self._allocated,
+                gpus_busy=busy,
+                queued=len(self.active) - running,
+                running=running,
+            )
+        )
+
+    def _apply(
+        self,
+        snapshot: Snapshot,
+        run: Any,
+        suspend: frozenset[str],
+        batch_sizes: Any,
+    ) -> None:
+        name = self.policy.name
+        changed: list[tuple[_Job, Allocation]] = []
+        for job_id, alloc in run.items():
+            job = self.active.get(job_id)
+            if job is None:
+                raise PlanError(f"{name}: plan runs unknown or finished job {job_id}")
+            batch = batch_sizes.get(job_id, job.batch)
+            if job.status is JobStatus.RUNNING and alloc == job.alloc and batch == job.batch:
+                continue
+            spec = job.spec
+            if not spec.min_gpus <= alloc.num_gpus <= spec.max_gpus:
+                raise PlanError(
+                    f"{name}: job {job_id} given {alloc.num_gpus} GPUs, "
+                    f"outside {spec.min_gpus}..{spec.max_gpus}"
+                )
+            changed.append((job, alloc))
+        # Stop first: running jobs left out of the plan, and running jobs that change.
+        for view in snapshot.jobs:
+            job = self.active[view.job_id]
+            if job.status is not JobStatus.RUNNING:
+                continue
+            if view.job_id not in run:
+                status = JobStatus.SUSPENDED if view.job_id in suspend else JobStatus.PREEMPTED
+                self._stop(job, status)
+        for job, _ in changed:
+            if job.status is JobStatus.RUNNING:
+                self._stop(job, JobStatus.PREEMPTED, moving=True)
+        for job, alloc in changed:
+            if any(s.node in self.down for s in alloc.shares):
+                raise PlanError(f"{name}: job {job.spec.job_id} placed on a down node")
+            try:
+                self.pool.take(alloc, job.spec.gpu_mem_mib)
+            except ValueError as exc:
+                raise PlanError(f"{name}: job {job.spec.job_id}: {exc}") from None
+            job.batch = batch_sizes.get(job.spec.job_id, job.batch)
+            self._start(job, alloc)
+
+    def _start(self, job: _Job, alloc: Allocation) -> None:
+        prev = job.status
+        job.mark = self.now
+        if prev is JobStatus.QUEUED:
+            overhead = 0.0
+            job.first_start = self.now
+        elif prev is JobStatus.SUSPENDED:
+            overhead = self.config.suspend_resume_s
+            job.restarts += 1
+        else:
+            overhead = self.rates.restart_s(job.spec)
+            job.restarts += 1
+        job.status = JobStatus.RUNNING
+        job.alloc = alloc
+        job.started_at = self.now
+        job.resume = self.now + overhead
+        self._allocated += alloc.gpu_weight
+        if overhead > 0:
+            self._in_overhead[job.spec.job_id] = (job.resume, alloc.gpu_weight)
+        if alloc.shared:
+            touched = self._join_shared(job, alloc)
+            for other in touched:
+                self._rerate(other)
+        self._rerate(job)
+
+    def _rerate(self, job: _Job) -> None:
+        """Recompute a running job's speed (its neighbours changed) and its finish."""
+        assert job.alloc is not None
+        job.advance(self.now)
+        load = self._neighbour_load(job) if job.alloc.shared else 0.0
+        job.rate = self.rates.rate_ips(job.spec, job.alloc, batch_size=job.batch, gpu_load=load)
+        job.version += 1
+        job.view_cache = None
+        self._push(job.finish_time(), _FINISH, (job.spec.job_id, job.version))
+
+    def _stop(
+        self, job: _Job, status: JobStatus, *, failed: bool = False, moving: bool = False
+    ) -> None:
+        job.advance(self.now)
+        if failed and job.alloc is not None:
+            job.done = self._last_checkpoint(job)
+        self._release(job)
+        self._account_stop(job)
+        job.status = status
+        job.alloc = None
+        job.rate = 0.0
+        job.version += 1
+        job.view_cache = None
+        if not moving:
+            job.waiting_since = self.now
+            job.preemptions += 1
+
+    def _last_checkpoint(self, job: _Job) -> float:
+        """Iterations done at the job's last checkpoint before now."""
+        ran = self.now - job.resume
+        if ran <= 0:
+            return job.done
+        lost_s = ran % self.config.checkpoint_interval_s
+        return max(0.0, job.done - job.rate * lost_s)
+
+    def _release(self, job: _Job) -> None:
+        alloc = job.alloc
+        if alloc is None:
+            return
+        self.pool.release(alloc, job.spec.gpu_mem_mib)
+        self._allocated -= alloc.gpu_weight
+        self._in_overhead.pop(job.spec.job_id, None)
+        if alloc.shared:
+            for other in self._leave_shared(job, alloc):
+                self._rerate(other)
+
+    def _account_stop(self, job: _Job) -> None:
+        """Add a running stretch's allocated and busy GPU-seconds to the totals."""
+        if job.alloc is None or job.status is not JobStatus.RUNNING:
+            return
+        weight = job.alloc.gpu_weight
+        self._alloc_s += weight * (self.now - job.started_at)
+        self._busy_s += weight * max(0.0, self.now - max(job.started_at, job.resume))
+
+    # -- shared GPUs ----------------------------------------------------------------
+
+    def _join_shared(self, job: _Job, alloc: Allocation) -> set[_Job]:
+        touched: set[str] = set()
+        for s in alloc.shares:
+            if s.fraction < 1.0:
+                ids = self.sharers.setdefault((s.node, s.gpu), set())
+                touched |= ids
+                ids.add(job.spec.job_id)
+        return {self.active[i] for i in touched if i in self.active}
+
+    def _leave_shared(self, job: _Job, alloc: Allocation) -> list[_Job]:
+        touched: set[str] = set()
+        for s in alloc.shares:
+            ids = self.sharers.get((s.node, s.gpu))
+            if ids is None:
+                continue
+            ids.discard(job.spec.job_id)
+            touched |= ids
+            if not ids:
+                del self.sharers[(s.node, s.gpu)]
+        others = [self.active[i] for i in sorted(touched) if i in self.active]
+        return [o for o in others if o.status is JobStatus.RUNNING and o is not job]
+
+    def _neighbour_load(self, job: _Job) -> float:
+        assert job.alloc is not None
+        worst = 0.0
+        for s in job.alloc.shares:
+            ids = self.sharers.get((s.node, s.gpu), ())
+            load = sum(
+                self.rates.utilization(self.active[i].spec)
+                for i in ids
+                if i != job.spec.job_id and i in self.active
+            )
+            worst = max(worst, load)
+        return worst
+
+    # -- results ----------------------------------------------------------------------
+
+    def _outcome(self, job: _Job) -> JobOutcome:
+        end = job.finish_s if job.finish_s is not None else self.now
+        span = end - job.spec.submit_s
+        contention = (self._active_integral - job.contention_at_submit) / span if span > 0 else 1.0
+        return JobOutcome(
+            job_id=job.spec.job_id,
+            tenant=job.spec.tenant,
+            model=job.spec.model,
+            num_gpus=job.spec.num_gpus,
+            submit_s=job.spec.submit_s,
+            first_start_s=job.first_start,
+            finish_s=job.finish_s,
+            attained_gpu_s=job.attained,
+            executed_s=job.executed,
+            nominal_s=job.total / job.nominal_rate,
+            restarts=job.restarts,
+            preemptions=job.preemptions,
+            contention_avg=max(1.0, contention),
+        )
+
+
+def _rejected(spec: JobSpec) -> JobOutcome:
+    return JobOutcome(
+        job_id=spec.job_id,
+        tenant=spec.tenant,
+        model=spec.model,
+        num_gpus=spec.num_gpus,
+        submit_s=spec.submit_s,
+        first_start_s=None,
+        finish_s=None,
+        attained_gpu_s=0.0,
+        executed_s=0.0,
+        nominal_s=spec.duration_s or 0.0,
+        restarts=0,
+        preemptions=0,
+        contention_avg=1.0,
+    )

@@ -1,0 +1,57 @@
+"""Job traces: reading the public GPU-cluster trace formats into `JobSpec`s.
+
+The CLI and the experiment drivers call `load_trace(path, fmt)`; it finds the format
+(`detect_format`) unless told, runs that format's loader (`FORMATS`, one module per
+format family), and returns a `Trace` with the jobs sorted by (submit_s, job_id) and
+shifted so the first arrives at 0. `synthetic.generate` makes Philly-like workloads
+instead of reading one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from controller.traces.canonical import write_canonical
+from controller.traces.detection import detect_format
+from controller.traces.registry import FORMATS, Loader
+from controller.traces.trace import Trace, TraceError, UnknownFormatError
+
+__all__ = [
+    "FORMATS",
+    "Loader",
+    "Trace",
+    "TraceError",
+    "UnknownFormatError",
+    "detect_format",
+    "load_trace",
+    "write_canonical",
+]
+
+
+def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
+    """Read the trace at `path`, in format `fmt` (a key of `FORMATS`) or the detected one.
+
+    Raises `TraceError` naming the file, line and field of the first bad record, when
+    the trace holds no job, or when two jobs share an id; `UnknownFormatError` when the
+    format is not known or cannot be told from the file.
+    """
+    path = Path(path)
+    if fmt is None:
+        fmt = detect_format(path)
+    loader = FORMATS.get(fmt)
+    if loader is None:
+        raise UnknownFormatError(path, f"unknown format {fmt!r}", list(FORMATS))
+    try:
+        parsed = loader(path)
+    except UnicodeDecodeError as exc:
+        raise TraceError(path, None, None, f"not UTF-8 text: {exc.reason}") from None
+    except OSError as exc:
+        raise TraceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+    if not parsed.jobs:
+        skipped = f" ({parsed.skipped} records skipped)" if parsed.skipped else ""
+        raise TraceError(path, None, None, f"no jobs in the trace{skipped}")
+    jobs = sorted(parsed.jobs, key=lambda job: (job.submit_s, job.job_id))
+    start_s = jobs[0].submit_s
+    shifted = tuple(replace(job, submit_s=job.submit_s - start_s) for job in jobs)
+    return Trace(name=path.stem, fmt=fmt, jobs=shifted, skipped=parsed.skipped)

@@ -1,0 +1,338 @@
+"""The `gpuflow` command line: replays, comparisons, traces, clusters, policies.
+
+Bad input (a malformed trace or cluster spec, an unknown policy or format) ends
+with one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class ReplayArgs:
+    trace: str
+    fmt: str | None
+    cluster: str
+    policy: str
+    placement: str
+    interval_s: float
+    seed: int
+    failures: str | None
+    max_time_s: float | None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        code: int = args.func(args)
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except (CliError, ValueError, OSError) as exc:
+        # ValueError covers the input errors of traces, specs, policies, failures;
+        # all name the file, line and field (or the known names) themselves.
+        print(f"gpuflow: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpuflow", description=__doc__)
+    sub = p.add_subparsers(metavar="COMMAND")
+
+    replay = sub.add_parser("replay", help="replay a trace under one policy")
+    _replay_options(replay)
+    replay.add_argument("--policy", "-p", required=True)
+    replay.set_defaults(func=_cmd_replay)
+
+    compare = sub.add_parser("compare", help="replay a trace under several policies")
+    _replay_options(compare)
+    compare.add_argument("--policies", required=True, help="comma-separated, e.g. fifo,srtf")
+    compare.add_argument("--jobs", "-j", type=int, default=0, help="parallel replays (0: cores)")
+    compare.set_defaults(func=_cmd_compare)
+
+    demo = sub.add_parser("demo", help="generate a trace, compare the policies, write plots")
+    demo.add_argument("--out", default="out/demo")
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(func=_cmd_demo)
+
+    trace = sub.add_parser("trace", help="generate or validate traces").add_subparsers(
+        metavar="ACTION"
+    )
+    gen = trace.add_parser("generate", help="a synthetic Philly-like trace (canonical CSV)")
+    gen.add_argument("--jobs", "-n", type=int, default=1000)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--cluster", "-c", default="16x4", help="sizes the arrival rate")
+    gen.add_argument("--load", type=float, default=0.9, help="offered load / cluster GPUs")
+    gen.add_argument("--arrival", choices=("poisson", "diurnal"), default="poisson")
+    gen.add_argument("--output", "-o", required=True)
+    gen.set_defaults(func=_cmd_trace_generate)
+    val = trace.add_parser("validate", help="load a trace and report what it holds")
+    val.add_argument("trace")
+    val.add_argument("--format", "-f", dest="fmt")
+    val.add_argument("--json", action="store_true")
+    val.set_defaults(func=_cmd_trace_validate)
+
+    pol = sub.add_parser("policies", help="list the registered policies")
+    pol.set_defaults(func=_cmd_policies)
+
+    cl = sub.add_parser("cluster", help="describe a cluster spec, preset or NODESxGPUS")
+    cl.add_argument("cluster")
+    cl.set_defaults(func=_cmd_cluster)
+    return p
+
+
+def _replay_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace")
+    p.add_argument("--cluster", "-c", required=True, help="YAML file, preset or NODESxGPUS")
+    p.add_argument("--format", "-f", dest="fmt", help="trace format (default: detect)")
+    p.add_argument("--out", "-o", help="directory for JSON, CSV and plots")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--placement", default="consolidated")
+    p.add_argument("--interval", type=float, default=60.0, help="seconds between rounds")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--failures", help="CSV time_s,node,event (down|up)")
+    p.add_argument("--max-time", type=float, dest="max_time", help="stop the clock here (s)")
+
+
+def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
+    if args.interval < 0:
+        raise CliError("--interval must be >= 0")
+    return ReplayArgs(
+        trace=args.trace,
+        fmt=args.fmt,
+        cluster=args.cluster,
+        policy=policy,
+        placement=args.placement,
+        interval_s=args.interval,
+        seed=args.seed,
+        failures=args.failures,
+        max_time_s=args.max_time,
+    )
+
+
+def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = None) -> Any:
+    """Load, replay and summarise; returns (ReplayResult, Summary)."""
+    from controller.failures import load_failures
+    from controller.metrics import summarize
+    from controller.placement import make_placer
+    from controller.sim import SimConfig, Simulator
+    from controller.spec import load_cluster
+    from controller.traces import load_trace
+    from policies.registry import make_policy
+
+    policy = make_policy(ra.policy)
+    cluster = load_cluster(ra.cluster)
+    placer = make_placer(ra.placement, cluster, ra.seed)
+    trace = load_trace(ra.trace, ra.fmt)
+    failures = load_failures(ra.failures, cluster) if ra.failures else ()
+    config = SimConfig(
+        round_interval_s=ra.interval_s,
+        seed=ra.seed,
+        failures=failures,
+        max_time_s=ra.max_time_s,
+    )
+    sim = Simulator(cluster, trace.jobs, policy, placer, config, trace_name=trace.name)
+    result = sim.run(progress)
+    return result, summarize(result)
+
+
+def _progress_bar(label: str) -> Callable[[int, int], None] | None:
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    bar: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        if "bar" not in bar:
+            bar["bar"] = tqdm(total=total, desc=label, unit="job", file=sys.stderr, leave=False)
+        b = bar["bar"]
+        b.update(done - b.n)
+        if done >= total:
+            b.close()
+
+    return update
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from controller.metrics import headline
+    from controller.report import write_replay
+
+    ra = _replay_args(args, args.policy)
+    result, summary = run_replay(ra, _progress_bar(ra.policy))
+    if args.out:
+        write_replay(Path(args.out), result, summary)
+    head = headline(summary, result.policy, result.wall_s)
+    if args.json:
+        print(json.dumps(head))
+    else:
+        _print_table([head])
+        if args.out:
+            print(f"wrote {args.out}/summary.json, jobs.csv, timeline.csv and plots")
+    return 0
+
+
+def _replay_worker(ra: ReplayArgs) -> Any:
+    return run_replay(ra)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from controller.metrics import headline
+    from controller.report import write_comparison, write_replay
+    from policies.registry import make_policy
+
+    names = [n.strip() for n in args.policies.split(",") if n.strip()]
+    if not names:
+        raise CliError("--policies: give at least one policy name")
+    for name in names:
+        make_policy(name)  # fail fast on an unknown name
+    runs = [_replay_args(args, name) for name in names]
+    workers = args.jobs if args.jobs > 0 else min(len(runs), _cores())
+    if workers > 1 and len(runs) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            pairs = list(pool.map(_replay_worker, runs))
+    else:
+        pairs = [run_replay(ra, _progress_bar(ra.policy)) for ra in runs]
+    heads = [headline(s, r.policy, r.wall_s) for r, s in pairs]
+    if args.out:
+        out = Path(args.out)
+        for result, summary in pairs:
+            write_replay(out / result.policy, result, summary)
+        write_comparison(out, pairs)
+    if args.json:
+        print(json.dumps(heads))
+    else:
+        _print_table(heads)
+    return 0
+
+
+def _cores() -> int:
+    import os
+
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """The embedded-defaults run: a seeded synthetic trace, every policy, plots."""
+    from controller.traces import write_canonical
+    from controller.traces.synthetic import generate
+    from policies.registry import policy_names
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    trace_path = out / "trace.csv"
+    write_canonical(trace_path, generate(400, seed=1, cluster_gpus=64, load=1.2))
+    ns = argparse.Namespace(
+        trace=str(trace_path),
+        fmt="gpuflow",
+        cluster="16x4",
+        policies=",".join(policy_names()),
+        placement="consolidated",
+        interval=60.0,
+        seed=0,
+        failures=None,
+        max_time=None,
+        out=str(out),
+        json=args.json,
+        jobs=0,
+    )
+    code = _cmd_compare(ns)
+    if not args.json:
+        print(f"wrote {out}/compare.json, compare_jct_cdf.png, compare_bars.png")
+    return code
+
+
+def _cmd_trace_generate(args: argparse.Namespace) -> int:
+    from controller.spec import load_cluster
+    from controller.traces import write_canonical
+    from controller.traces.synthetic import generate
+
+    if args.jobs < 1:
+        raise CliError("--jobs must be >= 1")
+    if not args.load > 0:
+        raise CliError("--load must be > 0")
+    cluster = load_cluster(args.cluster)
+    jobs = generate(
+        args.jobs,
+        seed=args.seed,
+        cluster_gpus=cluster.num_gpus,
+        load=args.load,
+        arrival=args.arrival,
+    )
+    write_canonical(Path(args.output), jobs)
+    print(f"wrote {len(jobs)} jobs to {args.output}")
+    return 0
+
+
+def _cmd_trace_validate(args: argparse.Namespace) -> int:
+    from controller.traces import load_trace
+
+    trace = load_trace(args.trace, args.fmt)
+    info = {
+        "trace": trace.name,
+        "format": trace.fmt,
+        "jobs": len(trace.jobs),
+        "skipped": trace.skipped,
+        "gpus_max": max(j.num_gpus for j in trace.jobs),
+        "span_s": trace.jobs[-1].submit_s - trace.jobs[0].submit_s,
+    }
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(" ".join(f"{k}={v}" for k, v in info.items()))
+    return 0
+
+
+def _cmd_policies(args: argparse.Namespace) -> int:
+    from policies.registry import POLICIES
+
+    for name in sorted(POLICIES):
+        doc = (POLICIES[name].__doc__ or "").strip().splitlines()
+        print(f"{name:10} {doc[0] if doc else ''}")
+    return 0
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    from controller.spec import describe, load_cluster
+
+    print(describe(load_cluster(args.cluster)))
+    return 0
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    cols = ["policy", "jobs", "avg_jct_s", "p99_jct_s", "makespan_s", "gpu_utilization", "wall_s"]
+    print("  ".join(f"{c:>15}" for c in cols))
+    for row in rows:
+        cells = []
+        for c in cols:
+            v = row.get(c)
+            cells.append(f"{v:>15.3f}" if isinstance(v, float) else f"{v!s:>15}")
+        print("  ".join(cells))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+from pathlib import Path
+
+import pytest
+
+from controller.model.job import JobSpec
+from controller.traces import TraceError, load_trace, write_canonical
+from controller.traces.canonical import COLUMNS
+from tests.controller.traces.builders import write
+
+
+def test_reads_every_column(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "jobs.csv",
+        """
+        job_id,submit_s,num_gpus,min_gpus,max_gpus,model,duration_s,iterations,batch_size,gpu_mem_mib,tenant,user,priority
+        a,10,4,2,8,bert,3600,,32,8192,research,alice,2
+        b,25.5,1,,,,,1000,,,,,
+        """,
+    )
+    trace = load_trace(path)
+    assert trace.fmt == "gpuflow" and trace.name == "jobs" and trace.skipped == 0
+    assert trace.jobs == (
+        JobSpec(
+            job_id="a",
+            submit_s=0.0,
+            num_gpus=4,
+            min_gpus=2,
+            max_gpus=8,
+            model="bert",
+            duration_s=3600.0,
+            batch_size=32,
+            gpu_mem_mib=8192,
+            tenant="research",
+            user="alice",
+            priority=2,
+        ),
+        JobSpec(job_id="b", submit_s=15.5, num_gpus=1, iterations=1000.0),
+    )
+
+
+def test_columns_may_come_in_any_order_and_be_left_out(tmp_path: Path) -> None:
+    path = write(tmp_path, "jobs.csv", "num_gpus,iterations,job_id,submit_s\n2,50,x,0\n")
+    (job,) = load_trace(path).jobs
+    assert (job.job_id, job.num_gpus, job.iterations, job.duration_s) == ("x", 2, 50.0, None)
+    assert job.tenant == "default"
+
+
+def test_write_then_load_gives_the_same_jobs(tmp_path: Path) -> None:
+    jobs = [
+        JobSpec(job_id="j1", submit_s=0.0, num_gpus=2, duration_s=1234.5678, model="gpt2"),
+        JobSpec(
+            job_id="j2",
+            submit_s=0.1 + 0.2,
+            num_gpus=4,
+            min_gpus=1,
+            max_gpus=16,
+            iterations=1e6,
+            batch_size=256,
+            gpu_mem_mib=4000,
+            tenant="t, with comma",
+            user="bob",
+            priority=-1,
+        ),
+    ]
+    path = tmp_path / "out.csv"
+    write_canonical(path, jobs)
+    assert path.read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert load_trace(path).jobs == tuple(jobs)
+
+
+def test_unknown_column_is_a_header_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "jobs.csv", "job_id,submit_s,num_gpus,duration\na,0,1,5\n")
+    with pytest.raises(TraceError) as caught:
+        load_trace(path, "gpuflow")
+    assert (caught.value.line, caught.value.field) == (1, "duration_s")
+
+
+def test_header_without_duration_or_iterations_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "jobs.csv", "job_id,submit_s,num_gpus,model\na,0,1,x\n")
+    with pytest.raises(TraceError) as caught:
+        load_trace(path, "gpuflow")
+    assert (caught.value.line, caught.value.field) == (1, "duration_s")
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("a,0,2,3,,,", "min_gpus"),
+        ("a,0,2,,1,,", "max_gpus"),
+        ("a,0,2,,,,", "duration_s"),
+        ("a,0,2,,,0,", "duration_s"),
+        ("a,0,2,,,,-5", "iterations"),
+        ("a,-1,2,,,5,", "submit_s"),
+        (",0,2,,,5,", "job_id"),
+        ("a,0,1.5,,,5,", "num_gpus"),
+    ],
+)
+def test_bad_values_name_their_field(tmp_path: Path, row: str, field: str) -> None:
+    header = "job_id,submit_s,num_gpus,min_gpus,max_gpus,duration_s,iterations"
+    path = write(tmp_path, "jobs.csv", f"{header}\n{row}\n")
+    with pytest.raises(TraceError) as caught:
+        load_trace(path)
+    assert (caught.value.line, caught.value.field) == (2, field)

@@ -1,0 +1,85 @@
+"""The invariant suite every policy runs (tests/policies/test_invariants.py).
+
+Random snapshots — running gangs already placed, queued and preempted jobs waiting —
+on clusters of 1..16 nodes, in the spirit of AdaptDL's pollux_test.py: a plan must
+never over-allocate a GPU, must place every gang whole within its size limits, must
+give every waiting job a reason, and must be the same for the same input.
+"""
+
+from __future__ import annotations
+
+import random
+
+from controller.model import (
+    GpuPool,
+    JobStatus,
+    JobView,
+    Plan,
+    Policy,
+    Snapshot,
+    validate_plan,
+)
+from controller.placement import ConsolidatedPlacer
+from tests.builders import make_cluster, make_job, make_view
+
+MODELS = ("resnet50", "vgg16", "bert", "gpt2", "cifar10", "ncf")
+
+
+def random_snapshot(seed: int) -> Snapshot:
+    rng = random.Random(seed)
+    nodes = rng.choice([1, 2, 3, 4, 8, 16])
+    gpus = rng.choice([2, 4, 8])
+    cluster = make_cluster(nodes=nodes, gpus=gpus, racks=1 if nodes < 4 else 2)
+    placer = ConsolidatedPlacer(cluster)
+    pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
+    now = 1000.0
+    views: list[JobView] = []
+    for i in range(rng.randint(1, 3 * nodes * gpus)):
+        size = min(rng.choice([1, 1, 1, 2, 2, 4, 8, 16]), cluster.num_gpus)
+        elastic = rng.random() < 0.3
+        spec = make_job(
+            f"j{i:03d}",
+            size,
+            submit_s=rng.uniform(0, now),
+            duration_s=rng.uniform(60, 20000),
+            model=rng.choice(MODELS),
+            tenant=rng.choice(["a", "b", "c"]),
+            min_gpus=1 if elastic else 0,
+            max_gpus=max(size, min(2 * size, cluster.num_gpus)) if elastic else 0,
+            gpu_mem_mib=rng.choice([None, 4096, 8192]),
+        )
+        state = rng.choice([JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PREEMPTED])
+        total = spec.duration_s or 1.0
+        done = rng.uniform(0, 0.9) * total if state is not JobStatus.QUEUED else 0.0
+        alloc = None
+        if state is JobStatus.RUNNING:
+            probe = make_view(spec)
+            alloc = placer.place(pool, probe, size)
+            if alloc is None:
+                state = JobStatus.PREEMPTED
+            else:
+                pool.take(alloc, spec.gpu_mem_mib)
+        views.append(
+            make_view(
+                spec,
+                status=state,
+                allocation=alloc,
+                now_s=now,
+                done_iters=done,
+                total_iters=total,
+                attained_gpu_s=done * size,
+                executed_s=done,
+                waiting_since_s=rng.uniform(spec.submit_s, now),
+            )
+        )
+    return Snapshot(now_s=now, cluster=cluster, jobs=tuple(views), placer=placer)
+
+
+def check_round(policy: Policy, snapshot: Snapshot, state: object = None) -> Plan:
+    """One round under the invariants; returns the plan for further checks."""
+    plan = policy.schedule(snapshot, state)
+    validate_plan(snapshot, plan)  # over-allocation, gangs, sizes, reasons
+    again = policy.schedule(snapshot, state)
+    assert dict(again.run) == dict(plan.run), "same snapshot, different plan"
+    assert again.reasons == plan.reasons
+    return plan
