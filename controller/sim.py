@@ -23,12 +23,13 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterable
+from itertools import compress
+from operator import is_not, itemgetter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from controller.model import (
-    WAITING,
     Allocation,
     Cluster,
     GpuPool,
@@ -127,6 +128,7 @@ class _Job:
     def view(self) -> JobView:
         if self.view_cache is None:
             self.view_cache = JobView(
+                job_id=self.spec.job_id,
                 spec=self.spec,
                 status=self.status,
                 allocation=self.alloc,
@@ -155,7 +157,6 @@ class _Job:
             if now > start:
                 self.done = min(self.total, self.done + self.rate * (now - start))
             self.mark = now
-            self.view_cache = None
 
     def finish_time(self) -> float:
         start = max(self.mark, self.resume)
@@ -188,6 +189,13 @@ class Simulator:
             raise ValueError("job ids must be unique")
         self.now = 0.0
         self.active: dict[str, _Job] = {}
+        # Frozen views of the active jobs by state, refreshed for the jobs in `_stale`
+        # only, so that a round costs little for jobs that did not change.
+        self._views_run: dict[str, JobView] = {}
+        self._views_wait: dict[str, JobView] = {}
+        self._stale: dict[str, None] = {}
+        self._num_running = 0
+        self._allocs: dict[str, Allocation] = {}  # running job -> its allocation
         self.pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
         self.down: set[int] = set()
         self.events: list[tuple[float, int, int, Any]] = []
@@ -225,6 +233,7 @@ class Simulator:
             t = math.inf
             if next_arrival < total_jobs:
                 t = self.pending[next_arrival].submit_s
+            self._drop_stale_events()
             if self.events and self.events[0][0] < t:
                 t = self.events[0][0]
             if self.next_round is not None and self.next_round < t:
@@ -266,6 +275,17 @@ class Simulator:
             params={"round_interval_s": self.config.round_interval_s, "seed": self.config.seed},
         )
 
+    def _drop_stale_events(self) -> None:
+        """Pop finish events that a later change of their job has outdated, so that
+        they never move the clock."""
+        events = self.events
+        while events and events[0][1] == _FINISH:
+            job_id, version = events[0][3]
+            job = self.active.get(job_id)
+            if job is not None and job.version == version:
+                return
+            heapq.heappop(events)
+
     def _push(self, t: float, kind: int, data: Any) -> None:
         self._seq += 1
         heapq.heappush(self.events, (t, kind, self._seq, data))
@@ -298,6 +318,7 @@ class Simulator:
         job = _Job(spec, total, nominal, self.now)
         job.contention_at_submit = self._active_integral
         self.active[spec.job_id] = job
+        self._touch(job)
         self._dirty()
 
     def _handle(self, kind: int, data: Any) -> None:
@@ -319,6 +340,9 @@ class Simulator:
         self._account_stop(job)
         job.status = JobStatus.SUCCEEDED
         job.alloc = None
+        self._num_running -= 1
+        del self._allocs[job.spec.job_id]
+        self._touch(job)
         del self.active[job.spec.job_id]
         self.outcomes.append(self._outcome(job))
         self._dirty()
@@ -340,60 +364,84 @@ class Simulator:
 
     # -- rounds -------------------------------------------------------------------
 
+    def _touch(self, job: _Job) -> None:
+        job.view_cache = None
+        self._stale[job.spec.job_id] = None
+
+    def _refresh_views(self) -> None:
+        for job_id in self._stale:
+            self._views_run.pop(job_id, None)
+            self._views_wait.pop(job_id, None)
+            job = self.active.get(job_id)
+            if job is not None:
+                views = self._views_run if job.status is JobStatus.RUNNING else self._views_wait
+                views[job_id] = job.view()
+        self._stale.clear()
+
     def _round(self) -> None:
         self.rounds += 1
         for job_id, (resume, _) in list(self._in_overhead.items()):
             if resume <= self.now:
                 del self._in_overhead[job_id]
+        self._refresh_views()
+        running = tuple(self._views_run.values())
+        waiting = tuple(self._views_wait.values())
         snapshot = Snapshot(
             now_s=self.now,
             cluster=self.cluster,
-            jobs=tuple(j.view() for j in self.active.values()),
+            jobs=running + waiting,
             placer=self.placer,
             down_nodes=frozenset(self.down),
             pool=self.pool,
+            running_jobs=running,
+            waiting_jobs=waiting,
+            current=self._allocs,
         )
         plan = self.policy.schedule(snapshot, self.state)
         if self.config.check_plans:
             validate_plan(snapshot, plan)
-        self._apply(snapshot, plan.run, plan.suspend, plan.batch_sizes)
+        self._apply(plan.run, plan.suspend, plan.batch_sizes)
         if self.config.validate_reasons and plan.default_reason is None:
-            for job in self.active.values():
-                if job.status in WAITING and job.spec.job_id not in plan.reasons:
-                    raise PlanError(f"{self.policy.name}: job {job.spec.job_id} waits, no reason")
+            unexplained = self.active.keys() - plan.run.keys() - plan.reasons.keys()
+            if unexplained:
+                job_id = min(unexplained)
+                raise PlanError(f"{self.policy.name}: job {job_id} waits, no reason")
         self.last_reasons = dict(plan.reasons)
         self.state = plan.state
         if plan.wake_s is not None and plan.wake_s > self.now:
             self._push(plan.wake_s, _WAKE, None)
-        busy = self._allocated - sum(w for r, w in self._in_overhead.values() if r > self.now)
-        running = sum(1 for j in self.active.values() if j.status is JobStatus.RUNNING)
+        overhead = sum(w for r, w in self._in_overhead.values() if r > self.now)
         self.timeline.append(
             TimelineSample(
                 t_s=self.now,
                 gpus_total=self._alive_gpus,
                 gpus_allocated=self._allocated,
-                gpus_busy=busy,
-                queued=len(self.active) - running,
-                running=running,
+                gpus_busy=self._allocated - overhead,
+                queued=len(self.active) - self._num_running,
+                running=self._num_running,
             )
         )
 
     def _apply(
         self,
-        snapshot: Snapshot,
-        run: Any,
+        run: Mapping[str, Allocation],
         suspend: frozenset[str],
-        batch_sizes: Any,
+        batch_sizes: Mapping[str, int],
     ) -> None:
         name = self.policy.name
+        changed_ids, stopped_ids = _plan_diff(run, self._allocs)
+        for job_id, batch in batch_sizes.items():
+            job = self.active.get(job_id)
+            if job is not None and job_id in run and batch != job.batch:
+                changed_ids.append(job_id)
         changed: list[tuple[_Job, Allocation]] = []
-        for job_id, alloc in run.items():
+        for job_id in sorted(set(changed_ids)):
             job = self.active.get(job_id)
             if job is None:
                 raise PlanError(f"{name}: plan runs unknown or finished job {job_id}")
-            batch = batch_sizes.get(job_id, job.batch)
-            if job.status is JobStatus.RUNNING and alloc == job.alloc and batch == job.batch:
-                continue
+            alloc = run[job_id]
+            if alloc == job.alloc and batch_sizes.get(job_id, job.batch) == job.batch:
+                continue  # an equal allocation, rebuilt: kept
             spec = job.spec
             if not spec.min_gpus <= alloc.num_gpus <= spec.max_gpus:
                 raise PlanError(
@@ -402,13 +450,9 @@ class Simulator:
                 )
             changed.append((job, alloc))
         # Stop first: running jobs left out of the plan, and running jobs that change.
-        for view in snapshot.jobs:
-            job = self.active[view.job_id]
-            if job.status is not JobStatus.RUNNING:
-                continue
-            if view.job_id not in run:
-                status = JobStatus.SUSPENDED if view.job_id in suspend else JobStatus.PREEMPTED
-                self._stop(job, status)
+        for job_id in stopped_ids:
+            status = JobStatus.SUSPENDED if job_id in suspend else JobStatus.PREEMPTED
+            self._stop(self.active[job_id], status)
         for job, _ in changed:
             if job.status is JobStatus.RUNNING:
                 self._stop(job, JobStatus.PREEMPTED, moving=True)
@@ -419,7 +463,8 @@ class Simulator:
                 self.pool.take(alloc, job.spec.gpu_mem_mib)
             except ValueError as exc:
                 raise PlanError(f"{name}: job {job.spec.job_id}: {exc}") from None
-            job.batch = batch_sizes.get(job.spec.job_id, job.batch)
+            if batch_sizes:
+                job.batch = batch_sizes.get(job.spec.job_id, job.batch)
             self._start(job, alloc)
 
     def _start(self, job: _Job, alloc: Allocation) -> None:
@@ -435,6 +480,8 @@ class Simulator:
             overhead = self.rates.restart_s(job.spec)
             job.restarts += 1
         job.status = JobStatus.RUNNING
+        self._num_running += 1
+        self._allocs[job.spec.job_id] = alloc
         job.alloc = alloc
         job.started_at = self.now
         job.resume = self.now + overhead
@@ -454,7 +501,7 @@ class Simulator:
         load = self._neighbour_load(job) if job.alloc.shared else 0.0
         job.rate = self.rates.rate_ips(job.spec, job.alloc, batch_size=job.batch, gpu_load=load)
         job.version += 1
-        job.view_cache = None
+        self._touch(job)
         self._push(job.finish_time(), _FINISH, (job.spec.job_id, job.version))
 
     def _stop(
@@ -466,10 +513,12 @@ class Simulator:
         self._release(job)
         self._account_stop(job)
         job.status = status
+        self._num_running -= 1
+        del self._allocs[job.spec.job_id]
         job.alloc = None
         job.rate = 0.0
         job.version += 1
-        job.view_cache = None
+        self._touch(job)
         if not moving:
             job.waiting_since = self.now
             job.preemptions += 1
@@ -559,6 +608,30 @@ class Simulator:
             preemptions=job.preemptions,
             contention_avg=max(1.0, contention),
         )
+
+
+def _plan_diff(
+    run: Mapping[str, Allocation], current: Mapping[str, Allocation]
+) -> tuple[list[str], list[str]]:
+    """(jobs to start or change, running jobs to stop), each sorted.
+
+    This is the simulator's hottest path (every round, every running job), so it
+    uses set operations and identity comparisons that run in C: an allocation the
+    policy kept is the very object of the current one; one rebuilt equal to it is
+    reported as changed and recognised as kept by the caller.
+    """
+    if run == current:
+        return [], []
+    stopped = sorted(current.keys() - run.keys())
+    changed = set(run.keys() - current.keys())
+    common = list(run.keys() & current.keys())
+    if common:
+        pick = itemgetter(*common)
+        mine, theirs = pick(run), pick(current)
+        if len(common) == 1:
+            mine, theirs = (mine,), (theirs,)
+        changed.update(compress(common, map(is_not, mine, theirs)))
+    return sorted(changed), stopped
 
 
 def _rejected(spec: JobSpec) -> JobOutcome:

@@ -24,28 +24,25 @@ class Fifo:
     name: str = "fifo"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
-        run: dict[str, Allocation] = {}
-        waiting: list[JobView] = []
-        for job in snapshot.jobs:
-            if job.running and job.allocation is not None:
-                run[job.job_id] = job.allocation
-            else:
-                waiting.append(job)
-        waiting.sort(key=lambda j: (-j.spec.priority, j.spec.submit_s, j.job_id))
-        pool = snapshot.free_pool()
+        run: dict[str, Allocation] = snapshot.allocations()
+        waiting = sorted(
+            snapshot.waiting(), key=lambda j: (-j.spec.priority, j.spec.submit_s, j.job_id)
+        )
         reasons: dict[str, Reason] = {}
         head: JobView | None = None
-        for job in waiting:
-            alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
-            if alloc is not None:
-                pool.take(alloc, job.spec.gpu_mem_mib)
-                run[job.job_id] = alloc
-                continue
-            reasons[job.job_id] = _no_room(job, pool.total_free)
-            if head is None:
-                head = job
-            if not self.backfill:
-                break
+        if waiting:
+            pool = snapshot.free_pool()
+            for job in waiting:
+                alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
+                if alloc is not None:
+                    pool.take(alloc, job.spec.gpu_mem_mib)
+                    run[job.job_id] = alloc
+                    continue
+                reasons[job.job_id] = _no_room(job, pool.total_free)
+                if head is None:
+                    head = job
+                if not self.backfill:
+                    break
         default = None
         if head is not None:
             default = Reason(

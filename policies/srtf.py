@@ -26,39 +26,53 @@ class Srtf:
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         now = snapshot.now_s
-        order = sorted(
-            snapshot.jobs, key=lambda j: (j.remaining_s_at(now), j.spec.submit_s, j.job_id)
-        )
+        waiting = snapshot.waiting()
         budget = snapshot.cluster.num_gpus - _down_gpus(snapshot)
-        chosen: list[JobView] = []
-        for job in order:
-            if job.spec.num_gpus <= budget:
-                chosen.append(job)
-                budget -= job.spec.num_gpus
-        chosen_ids = {j.job_id for j in chosen}
-
-        pool = snapshot.free_pool()
-        for job in snapshot.jobs:
-            if job.running and job.job_id not in chosen_ids and job.allocation is not None:
-                pool.release(job.allocation, job.spec.gpu_mem_mib)
-
+        demand = sum(j.spec.num_gpus for j in snapshot.running())
+        if demand + sum(j.spec.num_gpus for j in waiting) <= budget:
+            # Everyone fits the budget, so the greedy pass below would choose every
+            # job: keep the running ones and start the rest, shortest first.
+            shortest_first = sorted(
+                waiting, key=lambda j: (j.remaining_s_at(now), j.spec.submit_s, j.job_id)
+            )
+            return self._place(snapshot, snapshot.allocations(), shortest_first)
+        order = sorted(
+            (j.remaining_s_at(now), j.spec.submit_s, j.job_id, j) for j in snapshot.jobs
+        )
         run: dict[str, Allocation] = {}
+        to_start: list[JobView] = []
+        for _, _, job_id, job in order:
+            need = job.spec.num_gpus
+            if need > budget:
+                continue
+            budget -= need
+            if job.allocation is not None and job.running:
+                run[job_id] = job.allocation
+            else:
+                to_start.append(job)
+        return self._place(snapshot, run, to_start)
+
+    def _place(
+        self, snapshot: Snapshot, run: dict[str, Allocation], to_start: list[JobView]
+    ) -> Plan:
+        """Place `to_start` in order on what `run` leaves free; the plan."""
         reasons: dict[str, Reason] = {}
-        for job in chosen:
-            if job.running and job.allocation is not None:
-                run[job.job_id] = job.allocation
-        for job in chosen:
-            if job.running:
-                continue
-            alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
-            if alloc is None:
-                reasons[job.job_id] = Reason(
-                    "Fragmented",
-                    f"among the shortest jobs but no placement of {job.spec.num_gpus} GPUs fits",
-                )
-                continue
-            pool.take(alloc, job.spec.gpu_mem_mib)
-            run[job.job_id] = alloc
+        if to_start:
+            pool = snapshot.free_pool()
+            for job in snapshot.running():
+                if job.job_id not in run and job.allocation is not None:
+                    pool.release(job.allocation, job.spec.gpu_mem_mib)
+            for job in to_start:
+                alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
+                if alloc is None:
+                    reasons[job.job_id] = Reason(
+                        "Fragmented",
+                        f"among the shortest jobs but no placement of "
+                        f"{job.spec.num_gpus} GPUs fits",
+                    )
+                    continue
+                pool.take(alloc, job.spec.gpu_mem_mib)
+                run[job.job_id] = alloc
         default = Reason("ShorterJobsFirst", "jobs with less remaining time hold the GPUs")
         return Plan(run=run, reasons=reasons, default_reason=default)
 

@@ -90,6 +90,7 @@ def make_view(
     """A job view with one iteration per second nominal speed: iterations = seconds."""
     total = total_iters if total_iters is not None else (spec.duration_s or 1.0)
     return JobView(
+        job_id=spec.job_id,
         spec=spec,
         status=status,
         allocation=allocation,

@@ -93,6 +93,7 @@ class JobView:
     the job changes again; read them with the `*_at` methods.
     """
 
+    job_id: str  # spec.job_id, kept flat: policies read it in their inner loops
     spec: JobSpec
     status: JobStatus
     allocation: Allocation | None
@@ -108,10 +109,6 @@ class JobView:
     waiting_since_s: float = 0.0  # last time it entered the queue
     restarts: int = 0
     batch_size: int | None = None
-
-    @property
-    def job_id(self) -> str:
-        return self.spec.job_id
 
     @property
     def num_gpus(self) -> int:
@@ -145,7 +142,10 @@ class JobView:
 
     def remaining_s_at(self, now_s: float) -> float:
         """Oracle estimate of the remaining run time on its requested GPUs."""
-        return self.remaining_iters_at(now_s) / self.nominal_rate_ips
+        done = self.done_iters
+        if self.status is JobStatus.RUNNING and now_s > self.resume_s:
+            done += self.rate_ips * (now_s - max(self.mark_s, self.resume_s))
+        return max(0.0, self.total_iters - done) / self.nominal_rate_ips
 
     def progress_at(self, now_s: float) -> float:
         return self.done_iters_at(now_s) / self.total_iters

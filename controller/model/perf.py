@@ -241,7 +241,7 @@ def packed_gpu_signature(cluster: Cluster, alloc: Allocation) -> PlacementSignat
 
 
 # Caches keyed by object id; the object is kept with its entry so the id is not reused.
-_ring_cache: dict[int, tuple[Node, dict[tuple[int, ...], float]]] = {}
+_ring_cache: dict[tuple[int, int], tuple[Node, dict[tuple[int, ...], float]]] = {}
 _rack_cache: dict[int, tuple[Cluster, tuple[int, ...]]] = {}
 
 
@@ -251,10 +251,13 @@ def best_ring_gbps(node: Node, gpus: tuple[int, ...]) -> float:
     Exact (all rings searched) up to 9 GPUs; above that the slowest pair, a lower
     bound that is exact for the uniform NVSwitch nodes such sizes come in.
     """
-    entry = _ring_cache.get(id(node))
-    if entry is None or entry[0] is not node:
+    # Nodes of one type share their link matrix and GPU type objects, so keying by
+    # those shares the searches among all nodes of a type.
+    key = (id(node.links), id(node.gpu_type))
+    entry = _ring_cache.get(key)
+    if entry is None or entry[0].links is not node.links or entry[0].gpu_type is not node.gpu_type:
         entry = (node, {})
-        _ring_cache[id(node)] = entry
+        _ring_cache[key] = entry
     cached = entry[1].get(gpus)
     if cached is None:
         cached = _search_ring(node, gpus)

@@ -41,6 +41,27 @@ class Snapshot:
     down_nodes: frozenset[int] = frozenset()
     # The backend may hand over the free capacity it keeps; it is never mutated here.
     pool: GpuPool | None = field(default=None, repr=False, compare=False)
+    # `jobs` split by state; derived when the backend does not give them.
+    running_jobs: tuple[JobView, ...] | None = field(default=None, repr=False, compare=False)
+    waiting_jobs: tuple[JobView, ...] | None = field(default=None, repr=False, compare=False)
+    # job id -> allocation of every running job; derived when not given.
+    current: Mapping[str, Allocation] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.running_jobs is None or self.waiting_jobs is None:
+            running = tuple(j for j in self.jobs if j.status is JobStatus.RUNNING)
+            waiting = tuple(j for j in self.jobs if j.status in WAITING)
+            object.__setattr__(self, "running_jobs", running)
+            object.__setattr__(self, "waiting_jobs", waiting)
+        if self.current is None:
+            current = {j.job_id: j.allocation for j in self.running() if j.allocation}
+            object.__setattr__(self, "current", current)
+
+    def allocations(self) -> dict[str, Allocation]:
+        """A fresh dict of the running jobs' allocations: the "keep everything" plan
+        that a policy edits."""
+        assert self.current is not None
+        return dict(self.current)
 
     def free_pool(self) -> GpuPool:
         """A fresh scratch copy of the capacity not held by running jobs."""
@@ -50,18 +71,20 @@ class Snapshot:
                 (n.gpu_type.mem_mib for n in self.cluster.nodes),
                 self.down_nodes,
             )
-            for job in self.jobs:
-                if job.running and job.allocation is not None:
+            for job in self.running():
+                if job.allocation is not None:
                     pool.take(job.allocation, job.spec.gpu_mem_mib)
             object.__setattr__(self, "pool", pool)
             assert self.pool is not None
         return self.pool.copy()
 
-    def running(self) -> list[JobView]:
-        return [j for j in self.jobs if j.status is JobStatus.RUNNING]
+    def running(self) -> tuple[JobView, ...]:
+        assert self.running_jobs is not None
+        return self.running_jobs
 
-    def waiting(self) -> list[JobView]:
-        return [j for j in self.jobs if j.status in WAITING]
+    def waiting(self) -> tuple[JobView, ...]:
+        assert self.waiting_jobs is not None
+        return self.waiting_jobs
 
 
 class Action(Enum):
