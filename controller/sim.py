@@ -31,6 +31,7 @@ from typing import Any
 
 from controller.model import (
     Allocation,
+    EditedAllocations,
     Cluster,
     GpuPool,
     JobSpec,
@@ -620,18 +621,23 @@ def _plan_diff(
     policy kept is the very object of the current one; one rebuilt equal to it is
     reported as changed and recognised as kept by the caller.
     """
+    if isinstance(run, EditedAllocations) and run.origin is current:
+        edited = run.edited
+        stopped = sorted(k for k in edited if k not in run and k in current)
+        changed = sorted(k for k in edited if k in run and run[k] is not current.get(k))
+        return changed, stopped
     if run == current:
         return [], []
     stopped = sorted(current.keys() - run.keys())
-    changed = set(run.keys() - current.keys())
+    added = set(run.keys() - current.keys())
     common = list(run.keys() & current.keys())
     if common:
         pick = itemgetter(*common)
         mine, theirs = pick(run), pick(current)
         if len(common) == 1:
             mine, theirs = (mine,), (theirs,)
-        changed.update(compress(common, map(is_not, mine, theirs)))
-    return sorted(changed), stopped
+        added.update(compress(common, map(is_not, mine, theirs)))
+    return sorted(added), stopped
 
 
 def _rejected(spec: JobSpec) -> JobOutcome:

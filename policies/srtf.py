@@ -28,17 +28,17 @@ class Srtf:
         now = snapshot.now_s
         waiting = snapshot.waiting()
         budget = snapshot.cluster.num_gpus - _down_gpus(snapshot)
-        demand = sum(j.spec.num_gpus for j in snapshot.running())
-        if demand + sum(j.spec.num_gpus for j in waiting) <= budget:
+        # SRTF starts every job on exactly its gang size in whole GPUs, so the GPUs
+        # held are the running jobs' demand (and cost nothing to count).
+        held = budget - snapshot.free_gpu_count()
+        if held + sum(j.spec.num_gpus for j in waiting) <= budget:
             # Everyone fits the budget, so the greedy pass below would choose every
             # job: keep the running ones and start the rest, shortest first.
             shortest_first = sorted(
                 waiting, key=lambda j: (j.remaining_s_at(now), j.spec.submit_s, j.job_id)
             )
             return self._place(snapshot, snapshot.allocations(), shortest_first)
-        order = sorted(
-            (j.remaining_s_at(now), j.spec.submit_s, j.job_id, j) for j in snapshot.jobs
-        )
+        order = sorted((j.remaining_s_at(now), j.spec.submit_s, j.job_id, j) for j in snapshot.jobs)
         run: dict[str, Allocation] = {}
         to_start: list[JobView] = []
         for _, _, job_id, job in order:

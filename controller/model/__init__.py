@@ -8,6 +8,7 @@ from controller.model.cluster import Cluster, Gpu, GpuType, Node, PairLink, Pcie
 from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Reason
 from controller.model.snapshot import (
     Action,
+    EditedAllocations,
     Placer,
     Plan,
     PlanError,
@@ -21,6 +22,7 @@ __all__ = [
     "Action",
     "Allocation",
     "Cluster",
+    "EditedAllocations",
     "Gpu",
     "GpuPool",
     "GpuShare",

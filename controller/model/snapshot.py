@@ -57,11 +57,18 @@ class Snapshot:
             current = {j.job_id: j.allocation for j in self.running() if j.allocation}
             object.__setattr__(self, "current", current)
 
+    def free_gpu_count(self) -> int:
+        """Whole GPUs free on nodes that are up (no copy of the pool)."""
+        if self.pool is None:
+            return self.free_pool().total_free
+        return self.pool.total_free
+
     def allocations(self) -> dict[str, Allocation]:
         """A fresh dict of the running jobs' allocations: the "keep everything" plan
-        that a policy edits."""
+        that a policy edits. It notes which jobs were edited, so that a backend can
+        apply it in time proportional to the edits."""
         assert self.current is not None
-        return dict(self.current)
+        return EditedAllocations(self.current)
 
     def free_pool(self) -> GpuPool:
         """A fresh scratch copy of the capacity not held by running jobs."""
@@ -85,6 +92,49 @@ class Snapshot:
     def waiting(self) -> tuple[JobView, ...]:
         assert self.waiting_jobs is not None
         return self.waiting_jobs
+
+
+class EditedAllocations(dict[str, Allocation]):
+    """A copy of `origin` that records every key written or removed in `edited`."""
+
+    def __init__(self, origin: Mapping[str, Allocation]) -> None:
+        super().__init__(origin)
+        self.origin = origin
+        self.edited: set[str] = set()
+
+    def __setitem__(self, key: str, value: Allocation) -> None:
+        self.edited.add(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.edited.add(key)
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self.edited.add(key)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: str, default: Allocation | None = None) -> Any:
+        self.edited.add(key)
+        return super().setdefault(key, default)  # type: ignore[arg-type]
+
+    def update(self, *args: Any, **kwargs: Allocation) -> None:
+        other = dict(*args, **kwargs)
+        self.edited.update(other)
+        super().update(other)
+
+    def popitem(self) -> tuple[str, Allocation]:
+        key, value = super().popitem()
+        self.edited.add(key)
+        return key, value
+
+    def clear(self) -> None:
+        self.edited.update(self)
+        super().clear()
+
+    def __ior__(self, other: Any) -> EditedAllocations:  # type: ignore[override,misc]
+        self.update(other)
+        return self
 
 
 class Action(Enum):
