@@ -23,16 +23,16 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from itertools import compress
-from operator import is_not, itemgetter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import is_not, itemgetter
 from typing import Any
 
 from controller.model import (
     Allocation,
-    EditedAllocations,
     Cluster,
+    EditedAllocations,
     GpuPool,
     JobSpec,
     JobStatus,
