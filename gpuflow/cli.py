@@ -46,11 +46,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return 130
-    except (CliError, ValueError, OSError) as exc:
-        # ValueError covers the input errors of traces, specs, policies, failures;
-        # all name the file, line and field (or the known names) themselves.
+    except _input_errors() as exc:
+        # Each names the file, line and field (or lists the known names) itself.
         print(f"gpuflow: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _input_errors() -> tuple[type[Exception], ...]:
+    from controller.failures import FailureScheduleError
+    from controller.placement import UnknownPlacerError
+    from controller.spec import ClusterSpecError
+    from controller.traces import TraceError
+    from policies.registry import UnknownPolicyError
+
+    return (
+        CliError,
+        TraceError,
+        ClusterSpecError,
+        UnknownPolicyError,
+        UnknownPlacerError,
+        FailureScheduleError,
+        OSError,
+    )
 
 
 def _one_line(exc: BaseException) -> str:
