@@ -20,6 +20,7 @@ The result is deterministic for a given trace, cluster, policy and seed.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import time
@@ -184,10 +185,11 @@ class Simulator:
         self.config = config or SimConfig()
         self.trace_name = trace_name
         self.rates = rates or RateModel(cluster)
-        self.pending = sorted(jobs, key=lambda s: (s.submit_s, s.job_id))
-        ids = {s.job_id for s in self.pending}
-        if len(ids) != len(self.pending):
+        self.pending = sorted(jobs, key=_arrival_key)
+        self._ids = {s.job_id for s in self.pending}
+        if len(self._ids) != len(self.pending):
             raise ValueError("job ids must be unique")
+        self._next_arrival = 0
         self.now = 0.0
         self.active: dict[str, _Job] = {}
         # Frozen views of the active jobs by state, refreshed for the jobs in `_stale`
@@ -207,6 +209,7 @@ class Simulator:
         self.timeline: list[TimelineSample] = []
         self.rounds = 0
         self.last_reasons: dict[str, Reason] = {}
+        self.last_default_reason: Reason | None = None
         # Shared GPUs: who is on each, to slow packed jobs by their neighbours' load.
         self.sharers: dict[tuple[int, int], set[str]] = {}
         self._alive_gpus = cluster.num_gpus
@@ -226,42 +229,14 @@ class Simulator:
         """Run to the end of the trace (or `max_time_s`); `progress(done, total)`
         is called now and then."""
         started = time.perf_counter()
-        total_jobs = len(self.pending)
-        next_arrival = 0
         stop_at = self.config.max_time_s if self.config.max_time_s is not None else math.inf
-        tick = 0
-        while True:
-            t = math.inf
-            if next_arrival < total_jobs:
-                t = self.pending[next_arrival].submit_s
-            self._drop_stale_events()
-            if self.events and self.events[0][0] < t:
-                t = self.events[0][0]
-            if self.next_round is not None and self.next_round < t:
-                t = self.next_round
-            if t == math.inf or t > stop_at:
-                break
-            self._advance_clock(t)
-            while next_arrival < total_jobs and self.pending[next_arrival].submit_s <= t:
-                self._arrive(self.pending[next_arrival])
-                next_arrival += 1
-            while self.events and self.events[0][0] <= t:
-                _, kind, _, data = heapq.heappop(self.events)
-                self._handle(kind, data)
-            if self.next_round is not None and self.next_round <= t:
-                self.next_round = None
-                self._round()
-            tick += 1
-            if progress is not None and tick % 2048 == 0:
-                progress(len(self.outcomes), total_jobs)
-        if stop_at != math.inf and stop_at > self.now:
-            self._advance_clock(stop_at)
+        self.advance(stop_at, progress)
         for job in list(self.active.values()):
             job.advance(self.now)
             self._account_stop(job)
             self.outcomes.append(self._outcome(job))
         if progress is not None:
-            progress(len(self.outcomes), total_jobs)
+            progress(len(self.outcomes), len(self.pending))
         return ReplayResult(
             policy=self.policy.name,
             cluster=self.cluster.name,
@@ -275,6 +250,85 @@ class Simulator:
             gpu_s_busy=self._busy_s,
             params={"round_interval_s": self.config.round_interval_s, "seed": self.config.seed},
         )
+
+    def advance(self, until_s: float, progress: Callable[[int, int], None] | None = None) -> None:
+        """Process every event up to `until_s` and move the clock there (if finite).
+
+        A replay advances to infinity once; local mode advances in small steps of
+        wall-clock-scaled time and submits jobs in between.
+        """
+        tick = 0
+        while True:
+            t = math.inf
+            if self._next_arrival < len(self.pending):
+                t = self.pending[self._next_arrival].submit_s
+            self._drop_stale_events()
+            if self.events and self.events[0][0] < t:
+                t = self.events[0][0]
+            if self.next_round is not None and self.next_round < t:
+                t = self.next_round
+            if t == math.inf or t > until_s:
+                break
+            self._advance_clock(t)
+            pending = self.pending
+            while self._next_arrival < len(pending) and pending[self._next_arrival].submit_s <= t:
+                self._arrive(pending[self._next_arrival])
+                self._next_arrival += 1
+            while self.events and self.events[0][0] <= t:
+                _, kind, _, data = heapq.heappop(self.events)
+                self._handle(kind, data)
+            if self.next_round is not None and self.next_round <= t:
+                self.next_round = None
+                self._round()
+            tick += 1
+            if progress is not None and tick % 2048 == 0:
+                progress(len(self.outcomes), len(pending))
+        if until_s != math.inf and until_s > self.now:
+            self._advance_clock(until_s)
+
+    def submit(self, spec: JobSpec) -> None:
+        """Add a job arriving at `spec.submit_s` (not before the clock)."""
+        if spec.submit_s < self.now:
+            raise ValueError(f"job {spec.job_id}: submit_s {spec.submit_s} is in the past")
+        if spec.job_id in self._ids:
+            raise ValueError(f"job {spec.job_id}: id already used")
+        self._ids.add(spec.job_id)
+        bisect.insort(self.pending, spec, lo=self._next_arrival, key=_arrival_key)
+
+    def cancel(self, job_id: str) -> bool:
+        """Withdraw a job that has not finished; False if there is none such."""
+        job = self.active.get(job_id)
+        if job is None:
+            for i in range(self._next_arrival, len(self.pending)):
+                if self.pending[i].job_id == job_id:
+                    spec = self.pending.pop(i)
+                    self.outcomes.append(_rejected(spec))
+                    return True
+            return False
+        if job.status is JobStatus.RUNNING:
+            self._stop(job, JobStatus.PREEMPTED)
+        job.status = JobStatus.CANCELLED
+        self._touch(job)
+        del self.active[job_id]
+        self.outcomes.append(self._outcome(job))
+        self._dirty()
+        return True
+
+    def reason_for(self, job_id: str) -> Reason | None:
+        """Why an active job waits, as the last round said (None if running)."""
+        job = self.active.get(job_id)
+        if job is None or job.status is JobStatus.RUNNING:
+            return None
+        return self.last_reasons.get(job_id, self.last_default_reason)
+
+    def views(self) -> list[JobView]:
+        """The active jobs as of now."""
+        out = []
+        for job in self.active.values():
+            job.advance(self.now)
+            self._touch(job)
+            out.append(job.view())
+        return out
 
     def _drop_stale_events(self) -> None:
         """Pop finish events that a later change of their job has outdated, so that
@@ -408,6 +462,7 @@ class Simulator:
                 job_id = min(unexplained)
                 raise PlanError(f"{self.policy.name}: job {job_id} waits, no reason")
         self.last_reasons = dict(plan.reasons)
+        self.last_default_reason = plan.default_reason
         self.state = plan.state
         if plan.wake_s is not None and plan.wake_s > self.now:
             self._push(plan.wake_s, _WAKE, None)
@@ -638,6 +693,10 @@ def _plan_diff(
             mine, theirs = (mine,), (theirs,)
         added.update(compress(common, map(is_not, mine, theirs)))
     return sorted(added), stopped
+
+
+def _arrival_key(spec: JobSpec) -> tuple[float, str]:
+    return (spec.submit_s, spec.job_id)
 
 
 def _rejected(spec: JobSpec) -> JobOutcome:

@@ -71,6 +71,7 @@ class JobStatus(Enum):
     SUSPENDED = "Suspended"  # time-sliced out, state kept in host memory
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    CANCELLED = "Cancelled"
 
 
 WAITING = frozenset({JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SUSPENDED})

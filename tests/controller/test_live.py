@@ -1,0 +1,77 @@
+"""Local mode's backend: jobs submitted at scaled wall-clock time run and finish."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.live import LiveCluster
+from controller.model import JobStatus
+from controller.placement import ConsolidatedPlacer
+from policies.registry import make_policy
+from tests.builders import make_cluster, make_job
+
+
+class ManualClock:
+    """Wall time the test moves by hand (an injected clock, not a stand-in service)."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _live(clock: ManualClock, scale: float = 10.0) -> LiveCluster:
+    cluster = make_cluster(nodes=1, gpus=4)
+    return LiveCluster(
+        cluster,
+        make_policy("fifo"),
+        ConsolidatedPlacer(cluster),
+        time_scale=scale,
+        round_interval_s=0.0,
+        clock=clock,
+    )
+
+
+def test_a_submitted_job_runs_and_finishes_on_scaled_time() -> None:
+    clock = ManualClock()
+    live = _live(clock)
+    clock.t += 1.0  # 10 simulated seconds
+    spec = live.submit(make_job("a", 4, duration_s=100))
+    assert spec.submit_s == pytest.approx(10.0)
+    state = live.job("a")
+    assert state is not None and state.status is JobStatus.RUNNING
+    clock.t += 5.0  # 50 s later: half done
+    state = live.job("a")
+    assert state is not None and state.progress == pytest.approx(0.5)
+    clock.t += 6.0
+    state = live.job("a")
+    assert state is not None and state.status is JobStatus.SUCCEEDED
+    assert state.finish_s == pytest.approx(110.0)
+
+
+def test_a_queued_job_says_why_and_can_be_cancelled() -> None:
+    clock = ManualClock()
+    live = _live(clock)
+    live.submit(make_job("a", 4, duration_s=100))
+    live.submit(make_job("b", 2, duration_s=100))
+    waiting = live.job("b")
+    assert waiting is not None and waiting.status is JobStatus.QUEUED
+    assert waiting.reason is not None and waiting.reason.code == "InsufficientGpus"
+    assert live.cancel("b") is True
+    gone = live.job("b")
+    assert gone is not None and gone.status is JobStatus.CANCELLED
+    assert live.cancel("b") is False
+    assert [s.job_id for s in live.jobs()] == ["a", "b"]
+
+
+def test_switching_policy_takes_effect_at_the_next_round() -> None:
+    clock = ManualClock()
+    live = _live(clock)
+    live.set_policy(make_policy("srtf"))
+    assert live.policy_name == "srtf"
+    live.submit(make_job("long", 4, duration_s=1000))
+    clock.t += 1.0
+    live.submit(make_job("short", 4, duration_s=10))
+    short = live.job("short")
+    assert short is not None and short.status is JobStatus.RUNNING  # SRTF preempted "long"
