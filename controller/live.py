@@ -3,7 +3,7 @@
 `gpuflow serve` (api/) keeps one `LiveCluster`: jobs submitted over REST arrive at
 the current scaled time, the same policies and placement schedule them, and they
 run and finish on the simulator's performance model, with no Kubernetes. Every
-call first advances the simulation to "now" (wall seconds since start × the time
+call first advances the simulation to "now" (wall seconds since start times the time
 scale). Thread-safe: calls are serialised by a lock.
 """
 
@@ -145,10 +145,7 @@ class LiveCluster:
         out = self._done.get(job_id)
         if out is None:
             return None
-        if out.finish_s is not None:
-            status = JobStatus.SUCCEEDED
-        else:
-            status = JobStatus.CANCELLED
+        status = JobStatus.SUCCEEDED if out.finish_s is not None else JobStatus.CANCELLED
         return JobState(
             job_id=job_id,
             status=status,
