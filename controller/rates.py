@@ -8,7 +8,7 @@ shape (not its GPU ids), which is what the iteration time depends on.
 from __future__ import annotations
 
 from controller.model import Allocation, Cluster, JobSpec
-from controller.model.catalog import ModelProfile, resolve
+from controller.model.catalog import ModelProfile, measured_profile, resolve
 from controller.model.perf import packed_gpu_signature, restart_s, throughput_ips
 from controller.placement import packed_allocation
 
@@ -67,6 +67,31 @@ class RateModel:
                 raise ValueError(f"job {spec.job_id}: {spec.num_gpus} GPUs exceed the cluster")
             rate = self._nominal[key] = self.rate_ips(spec, alloc)
         return rate
+
+    def reference_batch(self, spec: JobSpec) -> int:
+        """The batch size the job's work is counted in (its own, else the profile's)."""
+        return spec.batch_size if spec.batch_size is not None else self.profile(spec).batch_size
+
+    def goodput_factor(self, spec: JobSpec, batch_size: int | None, progress: float) -> float:
+        """Reference-batch iterations per iteration at `batch_size`.
+
+        Pollux (Qiao et al., OSDI 2021, §3.1): a step at batch M is worth
+        (M / M0) x E(M) steps at the reference batch M0, with statistical efficiency
+        E(M) = (phi + M0) / (phi + M) and phi the gradient noise scale. With the
+        measured ratio r = grad_var / grad_sqr at batch M0 (AdaptDL's goodput model,
+        phi = M0 r) and s = M / M0 this is s (r + 1) / (r + s). Models without measured
+        gradient statistics are taken as perfectly efficient (factor s), so only a
+        policy that changes batch sizes ever sees the difference.
+        """
+        ref = self.reference_batch(spec)
+        if batch_size is None or batch_size == ref:
+            return 1.0
+        scale = batch_size / ref
+        measured = measured_profile(self.profile(spec).measured or "")
+        if measured is None:
+            return scale
+        ratio = measured.noise_scale_at(progress * measured.max_progress, ref)
+        return scale * (ratio + 1.0) / (ratio + scale)
 
     def utilization(self, spec: JobSpec) -> float:
         """How busy the job keeps a GPU alone (0..1), for packing interference."""

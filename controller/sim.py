@@ -199,6 +199,7 @@ class Simulator:
         self._stale: dict[str, None] = {}
         self._num_running = 0
         self._allocs: dict[str, Allocation] = {}  # running job -> its allocation
+        self._adaptive: set[str] = set()  # running jobs off their reference batch size
         self.pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
         self.down: set[int] = set()
         self.events: list[tuple[float, int, int, Any]] = []
@@ -456,6 +457,7 @@ class Simulator:
         if self.config.check_plans:
             validate_plan(snapshot, plan)
         self._apply(plan.run, plan.suspend, plan.batch_sizes)
+        self._rerate_adaptive()
         if self.config.validate_reasons and plan.default_reason is None:
             unexplained = self.active.keys() - plan.run.keys() - plan.reasons.keys()
             if unexplained:
@@ -496,8 +498,15 @@ class Simulator:
             if job is None:
                 raise PlanError(f"{name}: plan runs unknown or finished job {job_id}")
             alloc = run[job_id]
-            if alloc == job.alloc and batch_sizes.get(job_id, job.batch) == job.batch:
-                continue  # an equal allocation, rebuilt: kept
+            if alloc == job.alloc and job.status is JobStatus.RUNNING:
+                batch = batch_sizes.get(job_id, job.batch)
+                if batch != job.batch:
+                    # A new batch size on the same GPUs needs no restart (AdaptDL
+                    # rescales the batch between steps); only the speed changes.
+                    job.advance(self.now)
+                    job.batch = batch
+                    self._rerate(job)
+                continue  # an equal allocation, maybe rebuilt: kept
             spec = job.spec
             if not spec.min_gpus <= alloc.num_gpus <= spec.max_gpus:
                 raise PlanError(
@@ -522,6 +531,20 @@ class Simulator:
             if batch_sizes:
                 job.batch = batch_sizes.get(job.spec.job_id, job.batch)
             self._start(job, alloc)
+
+    def _rerate_adaptive(self) -> None:
+        """Statistical efficiency drifts with progress: refresh the speed of running
+        jobs whose batch size differs from their reference batch, once a round."""
+        for job_id in sorted(self._adaptive):
+            job = self.active.get(job_id)
+            if (
+                job is None
+                or job.status is not JobStatus.RUNNING
+                or job.batch == job.spec.batch_size
+            ):
+                self._adaptive.discard(job_id)
+            else:
+                self._rerate(job)
 
     def _start(self, job: _Job, alloc: Allocation) -> None:
         prev = job.status
@@ -555,7 +578,12 @@ class Simulator:
         assert job.alloc is not None
         job.advance(self.now)
         load = self._neighbour_load(job) if job.alloc.shared else 0.0
-        job.rate = self.rates.rate_ips(job.spec, job.alloc, batch_size=job.batch, gpu_load=load)
+        rate = self.rates.rate_ips(job.spec, job.alloc, batch_size=job.batch, gpu_load=load)
+        if job.batch is not None and job.batch != job.spec.batch_size:
+            # Progress is counted in reference-batch iterations (see RateModel).
+            rate *= self.rates.goodput_factor(job.spec, job.batch, job.done / job.total)
+            self._adaptive.add(job.spec.job_id)
+        job.rate = rate
         job.version += 1
         self._touch(job)
         self._push(job.finish_time(), _FINISH, (job.spec.job_id, job.version))

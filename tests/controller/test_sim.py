@@ -108,3 +108,44 @@ def test_same_input_same_result() -> None:
     b = _run(jobs, policy="srtf", nodes=4, round_interval_s=30.0)
     assert a.jobs == b.jobs
     assert a.timeline == b.timeline
+
+
+def test_a_larger_batch_on_the_same_gpus_changes_speed_without_a_restart() -> None:
+    from controller.model import Plan, Snapshot
+    from controller.placement import packed_allocation
+
+    class GrowBatch:
+        """Runs the one job on all GPUs; from t=10 s on at batch 4x."""
+
+        name = "grow-batch"
+
+        def schedule(self, snapshot: Snapshot, state: object) -> Plan:
+            run = snapshot.allocations()
+            batches: dict[str, int] = {}
+            for job in snapshot.jobs:
+                alloc = job.allocation or packed_allocation(snapshot.cluster, 4)
+                assert alloc is not None
+                run[job.job_id] = alloc
+                if snapshot.now_s >= 10.0:
+                    batches[job.job_id] = 4 * 512
+            return Plan(run=run, batch_sizes=batches, wake_s=10.0)
+
+    cluster = make_cluster(nodes=1, gpus=4)
+    spec = JobSpec(
+        job_id="b", submit_s=0.0, num_gpus=4, model="cifar10", duration_s=1000.0, batch_size=512
+    )
+    cfg = SimConfig(round_interval_s=0.0)
+    result = Simulator(cluster, [spec], GrowBatch(), ConsolidatedPlacer(cluster), cfg).run()
+    (out,) = result.jobs
+    assert out.restarts == 0
+
+    rates = RateModel(cluster)
+    alloc = packed_allocation(cluster, 4)
+    assert alloc is not None
+    r0 = rates.rate_ips(spec, alloc)
+    total = 1000.0 * r0
+    done_at_10 = 10.0 * r0
+    factor = rates.goodput_factor(spec, 2048, done_at_10 / total)
+    assert 1.0 < factor < 4.0  # s (r + 1) / (r + s) with s = 4
+    r1 = rates.rate_ips(spec, alloc, batch_size=2048) * factor
+    assert out.finish_s == pytest.approx(10.0 + (total - done_at_10) / r1)
