@@ -499,8 +499,8 @@ class Simulator:
                 raise PlanError(f"{name}: plan runs unknown or finished job {job_id}")
             alloc = run[job_id]
             if alloc == job.alloc and job.status is JobStatus.RUNNING:
-                batch = batch_sizes.get(job_id, job.batch)
-                if batch != job.batch:
+                batch = batch_sizes.get(job_id)
+                if batch is not None and batch != job.batch:
                     # A new batch size on the same GPUs needs no restart (AdaptDL
                     # rescales the batch between steps); only the speed changes.
                     job.advance(self.now)
