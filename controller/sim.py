@@ -499,12 +499,12 @@ class Simulator:
                 raise PlanError(f"{name}: plan runs unknown or finished job {job_id}")
             alloc = run[job_id]
             if alloc == job.alloc and job.status is JobStatus.RUNNING:
-                batch = batch_sizes.get(job_id)
-                if batch is not None and batch != job.batch:
+                new_batch = batch_sizes.get(job_id)
+                if new_batch is not None and new_batch != job.batch:
                     # A new batch size on the same GPUs needs no restart (AdaptDL
                     # rescales the batch between steps); only the speed changes.
                     job.advance(self.now)
-                    job.batch = batch
+                    job.batch = new_batch
                     self._rerate(job)
                 continue  # an equal allocation, maybe rebuilt: kept
             spec = job.spec
