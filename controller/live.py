@@ -109,8 +109,7 @@ class LiveCluster:
         """Switch policy; the next round decides with it, from a fresh state."""
         with self._lock:
             self._sync()
-            self._sim.policy = policy
-            self._sim.state = None
+            self._sim.controller.set_policy(policy)
             self._sim._dirty()
 
     def job(self, job_id: str) -> JobState | None:

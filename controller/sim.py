@@ -30,6 +30,7 @@ from itertools import compress
 from operator import is_not, itemgetter
 from typing import Any
 
+from controller.loop import Controller
 from controller.model import (
     Allocation,
     Cluster,
@@ -39,11 +40,11 @@ from controller.model import (
     JobStatus,
     JobView,
     Placer,
+    Plan,
     PlanError,
     Policy,
     Reason,
     Snapshot,
-    validate_plan,
 )
 from controller.rates import RateModel
 from controller.records import JobOutcome, ReplayResult, TimelineSample
@@ -180,9 +181,9 @@ class Simulator:
         rates: RateModel | None = None,
     ) -> None:
         self.cluster = cluster
-        self.policy = policy
         self.placer = placer
         self.config = config or SimConfig()
+        self.controller = Controller(policy, check_plans=self.config.check_plans)
         self.trace_name = trace_name
         self.rates = rates or RateModel(cluster)
         self.pending = sorted(jobs, key=_arrival_key)
@@ -204,7 +205,6 @@ class Simulator:
         self.down: set[int] = set()
         self.events: list[tuple[float, int, int, Any]] = []
         self._seq = 0
-        self.state: Any = None
         self.next_round: float | None = None
         self.outcomes: list[JobOutcome] = []
         self.timeline: list[TimelineSample] = []
@@ -434,15 +434,12 @@ class Simulator:
                 views[job_id] = job.view()
         self._stale.clear()
 
-    def _round(self) -> None:
-        self.rounds += 1
-        for job_id, (resume, _) in list(self._in_overhead.items()):
-            if resume <= self.now:
-                del self._in_overhead[job_id]
+    def observe(self) -> Snapshot:
+        """The snapshot a policy decides on (Backend protocol)."""
         self._refresh_views()
         running = tuple(self._views_run.values())
         waiting = tuple(self._views_wait.values())
-        snapshot = Snapshot(
+        return Snapshot(
             now_s=self.now,
             cluster=self.cluster,
             jobs=running + waiting,
@@ -453,9 +450,9 @@ class Simulator:
             waiting_jobs=waiting,
             current=self._allocs,
         )
-        plan = self.policy.schedule(snapshot, self.state)
-        if self.config.check_plans:
-            validate_plan(snapshot, plan)
+
+    def apply(self, plan: Plan) -> None:
+        """Carry out a plan (Backend protocol): stops, then starts, gangs whole."""
         self._apply(plan.run, plan.suspend, plan.batch_sizes)
         self._rerate_adaptive()
         if self.config.validate_reasons and plan.default_reason is None:
@@ -465,9 +462,19 @@ class Simulator:
                 raise PlanError(f"{self.policy.name}: job {job_id} waits, no reason")
         self.last_reasons = dict(plan.reasons)
         self.last_default_reason = plan.default_reason
-        self.state = plan.state
         if plan.wake_s is not None and plan.wake_s > self.now:
             self._push(plan.wake_s, _WAKE, None)
+
+    @property
+    def policy(self) -> Policy:
+        return self.controller.policy
+
+    def _round(self) -> None:
+        self.rounds += 1
+        for job_id, (resume, _) in list(self._in_overhead.items()):
+            if resume <= self.now:
+                del self._in_overhead[job_id]
+        self.controller.decide(self)
         overhead = sum(w for r, w in self._in_overhead.values() if r > self.now)
         self.timeline.append(
             TimelineSample(

@@ -1,0 +1,48 @@
+"""The controller: one scheduling decision over any backend.
+
+The simulator (controller.sim) calls `Controller.decide` at each scheduling round;
+the Kubernetes operator (operators/) will call it from its reconcile loop. Both
+backends implement `Backend`: `observe()` builds the immutable snapshot of what is
+running and waiting, `apply(plan)` carries the plan out gang by gang (or raises
+PlanError for a plan that breaks the rules). The policy, and the explicit state it
+carries from round to round, live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from controller.model import Plan, Policy, Snapshot, validate_plan
+
+
+class Backend(Protocol):
+    def observe(self) -> Snapshot:
+        """The cluster and its active jobs now."""
+        ...
+
+    def apply(self, plan: Plan) -> None:
+        """Start, stop, resize and migrate jobs as the plan says, each gang whole."""
+        ...
+
+
+class Controller:
+    """Holds the policy and its state; `decide` runs one round on a backend."""
+
+    def __init__(self, policy: Policy, *, check_plans: bool = False) -> None:
+        self.policy = policy
+        self.state: Any = None
+        self.check_plans = check_plans
+
+    def set_policy(self, policy: Policy) -> None:
+        """Switch policy; it starts from a fresh state at the next round."""
+        self.policy = policy
+        self.state = None
+
+    def decide(self, backend: Backend) -> Plan:
+        snapshot = backend.observe()
+        plan = self.policy.schedule(snapshot, self.state)
+        if self.check_plans:
+            validate_plan(snapshot, plan)  # the full invariants, for tests
+        backend.apply(plan)
+        self.state = plan.state
+        return plan
