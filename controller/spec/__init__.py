@@ -1,0 +1,157 @@
+"""Cluster specs: build a `Cluster` from a YAML file, a preset, a shorthand or a CSV.
+
+Called by the CLI (`--cluster`) and by anything that needs a cluster to replay
+on; `describe` gives the CLI its one-paragraph summary. See docs/clusters.md.
+
+`load_cluster(arg)` accepts:
+
+- a YAML cluster spec (`*.yaml`, `*.yml`; schema below);
+- a preset node type: `dgx-h100`, `dgx-a100`, `dgx1-v100`, `pcie4` alone means
+  one rack of 4 such nodes, `PRESET:N` means N of them (`dgx-a100:32`);
+- `NODESxGPUS` (`16x4`, `256x8`): generic PCIe servers of V100-PCIe GPUs
+  (`pcie_topology`), with one `GENERIC_NIC_GBPS` NIC each;
+- a Tiresias simulator `cluster_spec.csv`
+  (`num_switch,num_node_p_switch,num_gpu_p_node[,num_cpu_p_node,mem_p_node]`,
+  one row; a switch is a rack, the nodes are generic PCIe servers);
+- an Alibaba openb node list (`sn,cpu_milli,memory_mib,gpu,model`, from
+  cluster-trace-gpu-v2023; nodes without GPUs are dropped).
+
+Nodes from `PRESET:N`, shorthands and CSVs fill racks of `RACK_SIZE`, uplinks
+non-blocking (oversubscription 1).
+
+The YAML schema (bandwidths unidirectional, Gbit/s)::
+
+    name: my-cluster                 # optional; default: the file name
+    gpu_types:                       # optional; presets/gpus.yaml models are known
+      MyGPU: {mem_mib: 24576, nvlink_gbps: 0, pcie_gbps: 252, speed: 0.8}
+    node_types:                      # optional; preset node types are known
+      mybox:
+        gpu: V100-SXM2-16GB          # a known model, or a mapping: model plus any
+                                     # of mem_mib, nvlink_gbps, pcie_gbps, speed
+                                     # (all but speed needed for an unknown model)
+        nic_gbps: 100
+        gpus: 8                      # optional with a topology, else required
+        numa: [0,0,0,0,1,1,1,1]      # optional; default per socket or all 0
+        topology: |                  # optional `nvidia-smi topo -m` GPU matrix;
+          X NV1 ...                  # default: the generic PCIe layout
+    racks:
+      - name: r0                     # optional; default r<index>
+        oversubscription: 2          # >= 1, default 1: uplink = sum of NICs / ratio
+        nodes:
+          - {type: dgx-a100, count: 4, name_prefix: a}  # count 1, prefix = type
+
+Nodes are named `<prefix>-<k>`, k counting per prefix over the whole cluster. GPU
+UUIDs are deterministic fakes, `GPU-<uuid5 of cluster/node/index>`. Errors are
+`ClusterSpecError`s that name the file, the line of the offending key (or the
+CSV line) and the field.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from controller.model.cluster import Cluster, Node
+from controller.spec.csv_spec import load_csv
+from controller.spec.types import (
+    GENERIC_NIC_GBPS,
+    PRESET_COUNT,
+    PRESET_NODES,
+    RACK_SIZE,
+    SHORTHAND,
+    ClusterSpecError,
+    NodeType,
+    pcie_topology,
+    uniform_cluster,
+)
+from controller.spec.yaml_spec import generic_node_type, load_yaml, presets
+
+__all__ = [
+    "GENERIC_NIC_GBPS",
+    "PRESET_NODES",
+    "RACK_SIZE",
+    "ClusterSpecError",
+    "NodeType",
+    "describe",
+    "generic_node_type",
+    "load_cluster",
+    "pcie_topology",
+    "preset_names",
+]
+
+
+def load_cluster(arg: str) -> Cluster:
+    """Build the cluster that `arg` names: a file, a preset, `PRESET:N` or `NODESxGPUS`."""
+    path = Path(arg)
+    if path.suffix.lower() in {".yaml", ".yml", ".csv"} or path.is_file():
+        if not path.is_file():
+            raise ClusterSpecError("no such file", source=arg)
+        if path.suffix.lower() == ".csv":
+            return load_csv(path)
+        return load_yaml(path)
+    if m := SHORTHAND.fullmatch(arg):
+        nodes, gpus = int(m[1]), int(m[2])
+        if nodes < 1 or gpus < 1:
+            raise ClusterSpecError("NODESxGPUS needs at least one node and one GPU", source=arg)
+        return uniform_cluster(arg, generic_node_type(gpus), nodes)
+    name, count = arg, PRESET_NODES
+    if m := PRESET_COUNT.fullmatch(arg):
+        name, count = m[1], int(m[2])
+        if count < 1:
+            raise ClusterSpecError("PRESET:N needs N >= 1", source=arg)
+    node_types = presets()[1]
+    if name not in node_types:
+        raise ClusterSpecError(
+            "not a file, preset or shorthand; expected a .yaml or .csv file, a preset "
+            f"({', '.join(preset_names())}), PRESET:N (e.g. dgx-a100:32) "
+            "or NODESxGPUS (e.g. 16x4)",
+            source=arg,
+        )
+    return uniform_cluster(arg, node_types[name], count, prefix=name)
+
+
+def preset_names() -> list[str]:
+    return sorted(presets()[1])
+
+
+def describe(cluster: Cluster) -> str:
+    """A few lines for people: nodes by kind, racks by size and uplink."""
+    lines = [
+        f"cluster {cluster.name}: {_count(len(cluster.nodes), 'node')}, "
+        f"{_count(cluster.num_gpus, 'GPU')}, {_count(len(cluster.racks), 'rack')}"
+    ]
+    kinds: Counter[tuple[str, int, int, float, str, float]] = Counter()
+    for node in cluster.nodes:
+        t = node.gpu_type
+        kinds[(t.name, node.num_gpus, t.mem_mib, t.speed, _pair_kinds(node), node.nic_gbps)] += 1
+    for (gpu, n, mem_mib, speed, pairs, nic), count in sorted(kinds.items()):
+        inside = f", GPU pairs {pairs}" if pairs else ""
+        lines.append(
+            f"  {_count(count, 'node')} x {n} {gpu} ({mem_mib // 1024} GiB, speed {speed:g}x V100)"
+            f"{inside}, NIC {nic:g} Gbit/s"
+        )
+    members: dict[int, list[Node]] = {}
+    for node in cluster.nodes:
+        members.setdefault(node.rack, []).append(node)
+    racks: Counter[tuple[int, float, float]] = Counter()
+    for i, rack in enumerate(cluster.racks):
+        nodes = members.get(i, [])
+        nic = sum(n.nic_gbps for n in nodes)
+        racks[(len(nodes), rack.uplink_gbps, nic / rack.uplink_gbps)] += 1
+    for (n, uplink, ratio), count in sorted(racks.items(), reverse=True):
+        lines.append(
+            f"  {_count(count, 'rack')} x {_count(n, 'node')}, uplink {uplink:g} Gbit/s "
+            f"(oversubscription {ratio:.3g}:1)"
+        )
+    return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _pair_kinds(node: Node) -> str:
+    """The node's kinds of GPU pair link, nearest first: `NV2/NV1/SYS`."""
+    links = {link for row in node.links for link in row if link is not None}
+    nearest = sorted(links, key=lambda link: (-link.nvlinks, link.pcie))
+    return "/".join(dict.fromkeys(link.label() for link in nearest))

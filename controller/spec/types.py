@@ -1,0 +1,134 @@
+"""Shared pieces of cluster specs: errors, node types, racks, assembly into a Cluster."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from controller.model.cluster import (
+    Cluster,
+    Gpu,
+    GpuType,
+    Node,
+    PairLink,
+    PcieLevel,
+    Rack,
+)
+
+Links = tuple[tuple[PairLink | None, ...], ...]
+
+RACK_SIZE = 16  # nodes per rack for PRESET:N, NODESxGPUS and CSV clusters
+PRESET_NODES = 4  # nodes of a preset named without a count
+GENERIC_GPU = "V100-PCIE-16GB"
+# gpuflow's choice for generic servers: one 100 Gbit/s port (EDR InfiniBand or
+# 100 GbE), the common fabric of V100-era GPU clusters.
+GENERIC_NIC_GBPS = 100.0
+# openb `model` column -> gpuflow GPU type (presets/gpus.yaml).
+OPENB_MODELS = {
+    "V100M16": "V100-PCIE-16GB",
+    "V100M32": "V100-PCIE-32GB",
+    "P100": "P100-PCIE-16GB",
+    "T4": "T4-16GB",
+    "A10": "A10-24GB",
+    "G2": "openb-G2",
+    "G3": "openb-G3",
+}
+TIRESIAS_FIELDS = ("num_switch", "num_node_p_switch", "num_gpu_p_node")
+OPENB_FIELDS = ("sn", "gpu", "model")
+GPU_FIELDS = ("mem_mib", "nvlink_gbps", "pcie_gbps", "speed")
+SHORTHAND = re.compile(r"(\d+)x(\d+)")
+PRESET_COUNT = re.compile(r"(.+):(\d+)")
+
+
+class ClusterSpecError(ValueError):
+    """A cluster spec that cannot be built: `{source}:{line}: field '{field}': {message}`,
+    leaving out the parts that are unknown."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message, self.source, self.line, self.field = message, source, line, field
+        where = ":".join(str(p) for p in (source, line) if p is not None)
+        parts = [where] if where else []
+        if field:
+            parts.append(f"field '{field}'")
+        super().__init__(": ".join([*parts, message]))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeType:
+    """A kind of server: what every node built from it shares."""
+
+    name: str
+    gpu_type: GpuType
+    links: Links
+    numa: tuple[int, ...]
+    nic_gbps: float
+
+
+@dataclass(frozen=True, slots=True)
+class RackPlan:
+    name: str
+    oversubscription: float
+    nodes: tuple[tuple[str, NodeType], ...]  # (node name, type)
+
+
+# --- node types and assembly --------------------------------------------------------------
+
+
+def pcie_topology(num_gpus: int) -> tuple[Links, tuple[int, ...]]:
+    """The GPU matrix and NUMA nodes of a generic PCIe server.
+
+    GPUs go in pairs behind PCIe switches (PIX); the switches are split between two
+    CPU sockets, the first half (rounded up) on socket 0. GPUs behind different
+    switches of one socket reach each other through host bridges of that NUMA node
+    (NODE, as nvidia-smi reports on dual-Xeon Skylake servers); across sockets, SYS.
+    """
+    switches = (num_gpus + 1) // 2
+    on_socket0 = (switches + 1) // 2
+    numa = tuple(0 if i // 2 < on_socket0 else 1 for i in range(num_gpus))
+
+    def link(i: int, j: int) -> PairLink | None:
+        if i == j:
+            return None
+        if i // 2 == j // 2:
+            return PairLink(0, PcieLevel.PIX)
+        return PairLink(0, PcieLevel.NODE if numa[i] == numa[j] else PcieLevel.SYS)
+
+    links = tuple(tuple(link(i, j) for j in range(num_gpus)) for i in range(num_gpus))
+    return links, numa
+
+
+def uniform_cluster(name: str, node_type: NodeType, count: int, prefix: str = "node") -> Cluster:
+    names = [f"{prefix}-{k}" for k in range(count)]
+    racks = [
+        RackPlan(f"r{r}", 1.0, tuple((n, node_type) for n in names[start : start + RACK_SIZE]))
+        for r, start in enumerate(range(0, count, RACK_SIZE))
+    ]
+    return assemble(name, racks)
+
+
+def assemble(name: str, racks: Sequence[RackPlan]) -> Cluster:
+    nodes: list[Node] = []
+    out_racks: list[Rack] = []
+    for r, plan in enumerate(racks):
+        nic_total = 0.0
+        for node_name, t in plan.nodes:
+            gpus = tuple(
+                Gpu(i, gpu_uuid(name, node_name, i), t.numa[i]) for i in range(len(t.numa))
+            )
+            nodes.append(Node(node_name, r, t.gpu_type, gpus, t.links, t.nic_gbps))
+            nic_total += t.nic_gbps
+        out_racks.append(Rack(plan.name, nic_total / plan.oversubscription))
+    return Cluster(name, tuple(nodes), tuple(out_racks))
+
+
+def gpu_uuid(cluster: str, node: str, index: int) -> str:
+    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'gpuflow:{cluster}/{node}/{index}')}"
