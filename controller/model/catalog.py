@@ -1,21 +1,9 @@
-"""The model catalogue: profiles of real training jobs, and the measured Pollux profiles.
+"""The model catalogue: profiles of real training jobs.
 
 Trace loaders and the simulator turn a job's model name into a `ModelProfile` with
 `resolve`; `controller.model.perf` turns a profile and an allocation into an iteration
 time. Six models (bert, cifar10, deepspeech2, imagenet, ncf, yolov3) also have the
-measurements published with Pollux (see `profiles/README.md`): `measured_profile`
-loads them lazily and fits the Pollux throughput model to them (Qiao et al., OSDI'21
-§3.2): with K replicas on N nodes at local batch m,
-
-    T_grad(m)   = alpha_grad + beta_grad·m
-    T_sync(N,K) = alpha_local + beta_local·(K-1)  if N == 1
-                  alpha_node + beta_node·(K-1)    if N > 1
-    T_iter      = (T_grad^gamma + T_sync^gamma)^(1/gamma),  T_sync = 0 when K == 1.
-
-The fit, in pure Python: T_grad by least squares on `step_time - sync_time`; then for
-each gamma of a golden-section search over [1, 10], the T_sync implied by each multi-GPU
-row, `(step^gamma - T_grad^gamma)^(1/gamma)`, fitted by least squares per case (one node or
-several); the gamma kept minimises the squared log error of the predicted step time.
+measurements published with Pollux: `controller.model.measured` (re-exported here).
 
 Figures are fp32, per V100, unless a comment says otherwise. "Estimate" marks a figure
 gpuflow derived rather than read from its source; the derivation is given.
@@ -23,18 +11,23 @@ gpuflow derived rather than read from its source; the derivation is given.
 
 from __future__ import annotations
 
-import csv
-import itertools
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from types import MappingProxyType
-from typing import NamedTuple
 
 from controller.model.cluster import PCIE_LEVEL_EFFICIENCY, PcieLevel
+from controller.model.measured import (
+    MEASURED_APPS,
+    MeasuredProfile,
+    PolluxFit,
+    StepSample,
+    ValidationRow,
+    fit_pollux,
+    measured_profile,
+)
 
 MIB = 2**20
 FP32_BYTES = 4
@@ -60,8 +53,6 @@ CHECKPOINT_MIB_PER_S = 1024.0
 PROFILED_GPU_SPEED = 0.32
 PROFILED_INTRA_GBPS = 126.0 * PCIE_LEVEL_EFFICIENCY[PcieLevel.PHB]
 PROFILED_NIC_GBPS = 50.0
-
-MEASURED_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,221 +432,17 @@ def names() -> tuple[str, ...]:
     return tuple(sorted(CATALOG))
 
 
-# ---------------------------------------------------------------------------------------
-# Measured profiles (Pollux artifact)
-
-
-class StepSample(NamedTuple):
-    """One measured step: placement size, local batch, step and sync times (T4 testbed)."""
-
-    num_nodes: int
-    num_replicas: int
-    local_bsz: float
-    step_time_s: float
-    sync_time_s: float
-
-
-class ValidationRow(NamedTuple):
-    progress: float
-    iteration: float
-    metric: float
-    grad_sqr: float
-    grad_var: float
-
-
-@dataclass(frozen=True, slots=True)
-class PolluxFit:
-    """Fitted Pollux throughput parameters; times in seconds on the profiling testbed."""
-
-    alpha_grad: float
-    beta_grad: float
-    alpha_local: float
-    beta_local: float
-    alpha_node: float
-    beta_node: float
-    gamma: float
-
-    def grad_s(self, local_bsz: float) -> float:
-        return self.alpha_grad + self.beta_grad * local_bsz
-
-    def sync_s(self, num_nodes: int, num_replicas: int) -> float:
-        if num_replicas <= 1:
-            return 0.0
-        if num_nodes <= 1:
-            return self.alpha_local + self.beta_local * (num_replicas - 1)
-        return self.alpha_node + self.beta_node * (num_replicas - 1)
-
-    def step_s(self, num_nodes: int, num_replicas: int, local_bsz: float) -> float:
-        grad = self.grad_s(local_bsz)
-        sync = self.sync_s(num_nodes, num_replicas)
-        if sync <= 0.0:
-            return grad
-        g = self.gamma
-        return float((grad**g + sync**g) ** (1.0 / g))
-
-
-@dataclass(frozen=True)
-class MeasuredProfile:
-    """One Pollux application: its measured steps, the fit, and its validation runs.
-
-    `validation` maps a total batch size to its rows, by progress. Progress is in the
-    files' own units (samples processed at the reference batch, as the artifact counts).
-    """
-
-    name: str
-    samples: tuple[StepSample, ...]
-    fit: PolluxFit
-    validation: Mapping[int, tuple[ValidationRow, ...]] = field(repr=False)
-
-    @property
-    def max_progress(self) -> float:
-        return max(rows[-1].progress for rows in self.validation.values() if rows)
-
-    def grad_stats_at(self, progress: float, batch_size: int | None = None) -> tuple[float, float]:
-        """(grad_sqr, grad_var) at a progress, interpolated linearly, clamped at the ends,
-        from the run at the largest measured batch not above `batch_size` (the smallest
-        when None or below all)."""
-        batches = sorted(self.validation)
-        chosen = batches[0]
-        if batch_size is not None:
-            chosen = max((b for b in batches if b <= batch_size), default=batches[0])
-        rows = self.validation[chosen]
-        if progress <= rows[0].progress:
-            return rows[0].grad_sqr, rows[0].grad_var
-        for lo, hi in itertools.pairwise(rows):
-            if progress <= hi.progress:
-                w = (progress - lo.progress) / (hi.progress - lo.progress)
-                return (
-                    lo.grad_sqr + w * (hi.grad_sqr - lo.grad_sqr),
-                    lo.grad_var + w * (hi.grad_var - lo.grad_var),
-                )
-        return rows[-1].grad_sqr, rows[-1].grad_var
-
-    def noise_scale_at(self, progress: float, batch_size: int | None = None) -> float:
-        """Gradient noise scale grad_var / grad_sqr (Pollux §3.1's φ/M0 ratio input)."""
-        sqr, var = self.grad_stats_at(progress, batch_size)
-        return var / sqr if sqr > 0 else math.inf
-
-
-@cache
-def measured_profile(name: str) -> MeasuredProfile | None:
-    """The measured profile of a Pollux application (by catalogue name), or None."""
-    if name not in MEASURED_APPS:
-        return None
-    folder = resources.files("controller.model").joinpath("profiles", name)
-
-    def rows(file: str) -> list[dict[str, str]]:
-        return list(csv.DictReader(folder.joinpath(file).read_text().splitlines()))
-
-    samples = [
-        StepSample(
-            len(r["placement"]),
-            sum(int(d) for d in r["placement"]),
-            float(r["local_bsz"]),
-            float(r["step_time"]),
-            float(r["sync_time"]),
-        )
-        for r in rows("placements.csv")
-    ]
-    samples += [
-        StepSample(
-            int(r["num_nodes"]),
-            int(r["num_replicas"]),
-            float(r["local_bsz"]),
-            float(r["step_time"]),
-            float(r["sync_time"]),
-        )
-        for r in rows("scalability.csv")
-    ]
-    validation: dict[int, tuple[ValidationRow, ...]] = {}
-    for entry in folder.iterdir():
-        match = re.fullmatch(r"validation-(\d+)\.csv", entry.name)
-        if match is not None:
-            runs = (
-                ValidationRow(*(float(r[k]) for k in ValidationRow._fields))
-                for r in rows(entry.name)
-            )
-            validation[int(match.group(1))] = tuple(sorted(runs))
-    return MeasuredProfile(name, tuple(samples), fit_pollux(samples), MappingProxyType(validation))
-
-
-def fit_pollux(samples: Sequence[StepSample]) -> PolluxFit:
-    """Fit the Pollux throughput model to measured steps (see the module docstring)."""
-    alpha_grad, beta_grad = _least_squares(
-        [s.local_bsz for s in samples],
-        [max(s.step_time_s - s.sync_time_s, 1e-9) for s in samples],
-        relative=True,
-    )
-    alpha_grad = max(alpha_grad, 0.0)
-    # Per case (one node, several nodes): K - 1, step time and T_grad of each multi-GPU
-    # row; and for the loss, every row's (case, K - 1, T_grad, step time).
-    groups: dict[bool, tuple[list[float], list[float], list[float]]] = {
-        True: ([], [], []),
-        False: ([], [], []),
-    }
-    points: list[tuple[bool, int, float, float]] = []
-    for s in samples:
-        grad = alpha_grad + beta_grad * s.local_bsz
-        points.append((s.num_nodes == 1, s.num_replicas - 1, grad, s.step_time_s))
-        if s.num_replicas > 1:
-            xs, steps, grads = groups[s.num_nodes == 1]
-            xs.append(s.num_replicas - 1)
-            steps.append(s.step_time_s)
-            grads.append(grad)
-
-    def make(gamma: float) -> tuple[float, PolluxFit]:
-        params: dict[bool, tuple[float, float]] = {}
-        for single_node, (xs, steps, grads) in groups.items():
-            implied = [
-                max(st**gamma - g**gamma, 0.0) ** (1.0 / gamma)
-                for st, g in zip(steps, grads, strict=True)
-            ]
-            a, b = _least_squares(xs, implied, relative=False) if xs else (0.0, 0.0)
-            params[single_node] = (max(a, 0.0), max(b, 0.0))
-        loss = 0.0
-        inv = 1.0 / gamma
-        for single_node, hops, grad, step in points:
-            if hops:
-                a, b = params[single_node]
-                sync = a + b * hops
-                grad = (grad**gamma + sync**gamma) ** inv
-            loss += math.log(grad / step) ** 2
-        fit = PolluxFit(alpha_grad, beta_grad, *params[True], *params[False], gamma)
-        return loss, fit
-
-    # Golden-section search on gamma in [1, 10], Pollux's range; 20 steps narrow it to 1e-4.
-    lo, hi = 1.0, 10.0
-    ratio = (math.sqrt(5.0) - 1.0) / 2.0
-    c, d = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fc, fd = make(c), make(d)
-    for _ in range(20):
-        if fc[0] < fd[0]:
-            hi, d, fd = d, c, fc
-            c = hi - ratio * (hi - lo)
-            fc = make(c)
-        else:
-            lo, c, fc = c, d, fd
-            d = lo + ratio * (hi - lo)
-            fd = make(d)
-    return min(fc, fd, key=lambda pair: pair[0])[1]
-
-
-def _least_squares(
-    xs: Sequence[float], ys: Sequence[float], *, relative: bool
-) -> tuple[float, float]:
-    """(a, b) minimising Σ w·(a + b·x - y)², w = 1/y² if relative else 1."""
-    sw = sx = sy = sxx = sxy = 0.0
-    for x, y in zip(xs, ys, strict=True):
-        w = 1.0 / (y * y) if relative else 1.0
-        sw += w
-        sx += w * x
-        sy += w * y
-        sxx += w * x * x
-        sxy += w * x * y
-    det = sw * sxx - sx * sx
-    if sw == 0.0:
-        return 0.0, 0.0
-    if abs(det) <= 1e-12 * max(sw * sxx, 1e-300):
-        return sy / sw, 0.0
-    b = (sw * sxy - sx * sy) / det
-    return (sy - b * sx) / sw, b
+__all__ = [
+    "CATALOG",
+    "GENERIC",
+    "MEASURED_APPS",
+    "MeasuredProfile",
+    "ModelProfile",
+    "PolluxFit",
+    "StepSample",
+    "ValidationRow",
+    "fit_pollux",
+    "measured_profile",
+    "names",
+    "resolve",
+]
