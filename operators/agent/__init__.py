@@ -1,0 +1,1 @@
+"""The node agent (a DaemonSet): GPU discovery, utilisation reports, bandwidth enforcement."""

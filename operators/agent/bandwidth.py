@@ -1,0 +1,357 @@
+"""Per-pod egress rates with Linux traffic control: the node agent's bandwidth enforcer.
+
+The network allocator (controller/) decides a rate for every flow a job sends; the
+node agent sums them per pod and calls `BandwidthEnforcer.apply` with one `PodRate`
+per pod on its node, each time the allocator decides again. The enforcer keeps an
+HTB tree on the node's egress device in step with those rates:
+
+    1:      htb root qdisc, unclassified traffic to 1:ffff
+    1:1     the link: rate = ceil = link rate
+    1:ffff  default class: a small guaranteed floor, may borrow up to the link rate
+    1:N     one class per pod: rate = ceil = the pod's rate, a leaf qdisc,
+            and a u32 filter (preference N) matching the pod's source IP
+
+Rates are Gbit/s, as everywhere in gpuflow; tc is given whole bits per second
+("200000000bit") and byte counts for burst and quantum. Every tc call goes through
+`subprocess.run` with an argument list, never a shell. docs/bandwidth.md explains
+the choices and the measured accuracy.
+"""
+
+from __future__ import annotations
+
+import heapq
+import ipaddress
+import json
+import math
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+BITS_PER_GBIT = 1_000_000_000
+
+# The whole tree lives under handle 1:. Minor 1 is the link class, ffff the default
+# class; pods take minors 2..fffe, which double as their filter preference (tc
+# preferences are 16-bit, 0 meaning "pick one", so every pod minor is valid).
+ROOT_HANDLE = "1:"
+LINK_MINOR = 0x1
+DEFAULT_MINOR = 0xFFFF
+FIRST_POD_MINOR = 0x2
+LAST_POD_MINOR = 0xFFFE
+
+# veth and loopback have no link speed, so HTB needs one: 100 Gbit/s is more than a
+# veth carries (about 20 Gbit/s on our CI VM), so the link class never binds there.
+# On a real node pass the NIC's speed, or unclassified traffic may crowd the NIC.
+DEFAULT_LINK_RATE_GBPS = 100.0
+
+# The default class's guaranteed share of the link, so that unclassified traffic
+# (kubelet, DNS, the agent itself) is never starved by pods; it borrows the rest.
+DEFAULT_FLOOR_FRACTION = 0.01
+
+# Burst sizing. tc's own default burst is rate/HZ + MTU, and with high-resolution
+# timers tc takes HZ = 10^9 from /proc/net/psched, so the default collapses to about
+# one MTU: smaller than a single 64 KiB GSO packet, and HTB then loses throughput to
+# timer latency at Gbit/s rates (and tc prints cburst 0b at 100 Gbit/s). We size the
+# bucket to cover BURST_TIME_S of traffic at the class's rate, one jiffy at HZ=250
+# (Debian's kernel default), the latency HTB's watchdog can see under load; and never
+# below MIN_BURST_BYTES = two maximal GSO packets, so that a class can always send
+# one while the next is being charged. Measured on veth (docs/bandwidth.md): with
+# 1 ms, 1 Gbit/s came out at 93 % of the rate; with 4 ms, at 96 %, which is the TCP
+# goodput ceiling over Ethernet framing (1448 / 1514).
+BURST_TIME_S = 0.004
+GSO_MAX_BYTES = 65_536
+MIN_BURST_BYTES = 2 * GSO_MAX_BYTES
+
+# Quantum: HTB derives it as rate/r2q (r2q = 10) and warns in the kernel log when the
+# result falls outside [1000, 200000] bytes. We pass it explicitly, clamped to those
+# kernel bounds, so no warning is logged at any rate. Pods never borrow (ceil = rate),
+# so the quantum only shapes how the default class borrows.
+R2Q = 10
+MIN_QUANTUM_BYTES = 1_000
+MAX_QUANTUM_BYTES = 200_000
+
+DEFAULT_LEAF_QDISC = "fq_codel"
+
+Runner = Callable[[list[str]], str]
+
+
+class BandwidthError(RuntimeError):
+    """A tc command failed; the message carries tc's stderr on one line."""
+
+
+@dataclass(frozen=True)
+class PodRate:
+    """The egress rate the allocator gives one pod, identified by its source IP."""
+
+    pod_key: str
+    ip: str
+    rate_gbps: float
+
+    def __post_init__(self) -> None:
+        ipaddress.ip_address(self.ip)  # raises ValueError on a malformed address
+        if not (math.isfinite(self.rate_gbps) and self.rate_gbps > 0):
+            raise ValueError(f"{self.pod_key}: rate must be positive, got {self.rate_gbps}")
+        if rate_bits(self.rate_gbps) < 1:
+            raise ValueError(f"{self.pod_key}: rate {self.rate_gbps} Gbit/s rounds to 0 bit/s")
+
+
+def rate_bits(rate_gbps: float) -> int:
+    """Gbit/s to whole bits per second (what tc's "bit" suffix means)."""
+    return round(rate_gbps * BITS_PER_GBIT)
+
+
+def tc_rate(rate_gbps: float) -> str:
+    """tc's spelling of a rate: "bit" is bits per second ("bps" would be bytes)."""
+    return f"{rate_bits(rate_gbps)}bit"
+
+
+def burst_bytes(rate_gbps: float) -> int:
+    """Token-bucket size in bytes for a class at `rate_gbps` (see BURST_TIME_S)."""
+    return max(MIN_BURST_BYTES, math.ceil(rate_bits(rate_gbps) / 8 * BURST_TIME_S))
+
+
+def quantum_bytes(rate_gbps: float) -> int:
+    """HTB quantum in bytes: rate/r2q clamped to the kernel's bounds."""
+    return min(MAX_QUANTUM_BYTES, max(MIN_QUANTUM_BYTES, rate_bits(rate_gbps) // 8 // R2Q))
+
+
+def class_id(minor: int) -> str:
+    """A class id under the root handle: tc reads the minor as hex."""
+    return f"{ROOT_HANDLE}{minor:x}"
+
+
+def htb_class_args(
+    verb: str, dev: str, minor: int, parent: str, rate_gbps: float, ceil_gbps: float
+) -> list[str]:
+    """`tc class add|change` for one HTB class, with explicit burst, cburst and quantum."""
+    return [
+        "class", verb, "dev", dev, "parent", parent, "classid", class_id(minor),
+        "htb", "rate", tc_rate(rate_gbps), "ceil", tc_rate(ceil_gbps),
+        "burst", str(burst_bytes(rate_gbps)), "cburst", str(burst_bytes(ceil_gbps)),
+        "quantum", str(quantum_bytes(rate_gbps)),
+    ]  # fmt: skip
+
+
+def leaf_args(dev: str, minor: int, leaf_qdisc: str) -> list[str]:
+    """The pod's own queue under its class (HTB's default leaf is a plain pfifo)."""
+    handle = f"{minor:x}:"
+    return ["qdisc", "add", "dev", dev, "parent", class_id(minor), "handle", handle, leaf_qdisc]
+
+
+def filter_add_args(dev: str, minor: int, ip: str) -> list[str]:
+    """A u32 filter sending packets whose source address is `ip` to the pod's class."""
+    addr = ipaddress.ip_address(ip)
+    if addr.version == 4:
+        proto, match = "ip", ["match", "ip", "src", f"{addr}/32"]
+    else:
+        proto, match = "ipv6", ["match", "ip6", "src", f"{addr}/128"]
+    return [
+        "filter", "add", "dev", dev, "parent", ROOT_HANDLE, "protocol", proto,
+        "pref", str(minor), "u32", *match, "flowid", class_id(minor),
+    ]  # fmt: skip
+
+
+def filter_del_args(dev: str, minor: int) -> list[str]:
+    """Deletes every filter at the pod's preference (there is exactly one)."""
+    return ["filter", "del", "dev", dev, "parent", ROOT_HANDLE, "pref", str(minor)]
+
+
+_TEXT_CLASS = re.compile(r"^class htb (?P<handle>\S+) .*?\brate (?P<rate>\S+)", re.MULTILINE)
+_TEXT_RATE = re.compile(r"^(?P<num>[0-9.]+)(?P<prefix>[KMGT]?)(?P<iec>i?)bit$")
+_PREFIX_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
+
+
+def parse_tc_rate(text: str) -> float:
+    """A rate as tc prints it ("123456Kbit", "1Gbit", "2Gibit") to Gbit/s."""
+    m = _TEXT_RATE.match(text)
+    if m is None:
+        raise BandwidthError(f"cannot parse tc rate {text!r}")
+    base = 1024 if m["iec"] else 1000
+    scale: int = base ** _PREFIX_POWER[m["prefix"]]
+    return float(m["num"]) * scale / BITS_PER_GBIT
+
+
+def parse_class_rates(stdout: str) -> dict[str, float]:
+    """HTB class id -> rate in Gbit/s, from `tc -j class show`.
+
+    Newer iproute2 prints HTB classes as JSON (rate in bytes/s); 6.1 (Debian 12)
+    ignores -j for classes and prints text, with rates rounded to the display unit
+    (at worst a part in a thousand). Both are accepted.
+    """
+    text = stdout.strip()
+    if text.startswith("["):
+        rates: dict[str, float] = {}
+        for entry in json.loads(text):
+            if entry.get("class") == "htb" and "rate" in entry:
+                rates[str(entry["handle"])] = int(entry["rate"]) * 8 / BITS_PER_GBIT
+        return rates
+    return {m["handle"]: parse_tc_rate(m["rate"]) for m in _TEXT_CLASS.finditer(text)}
+
+
+def run_tc(argv: list[str]) -> str:
+    """Runs one command; a failure becomes a BandwidthError with stderr on one line."""
+    try:
+        proc = subprocess.run(argv, check=True, capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise BandwidthError(f"{argv[0]} not found") from exc
+    except subprocess.CalledProcessError as exc:
+        detail = " ".join(str(exc.stderr).split()) or f"exit status {exc.returncode}"
+        raise BandwidthError(f"{' '.join(argv)}: {detail}") from exc
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class _Installed:
+    minor: int
+    ip: str
+    rate_bits: int
+
+
+class BandwidthEnforcer:
+    """Keeps the HTB tree on one device in step with the allocator's pod rates.
+
+    The pod -> class minor mapping lives here: new pods take the lowest free minor,
+    so the same sequence of `apply` calls always yields the same class ids. A fresh
+    enforcer (an agent restart) rebuilds the tree on its first `apply`, and so does
+    the next `apply` after a failed one, since the device's state is then unknown.
+    """
+
+    def __init__(
+        self,
+        dev: str,
+        *,
+        netns: str | None = None,
+        link_rate_gbps: float = DEFAULT_LINK_RATE_GBPS,
+        leaf_qdisc: str | None = DEFAULT_LEAF_QDISC,
+        runner: Runner = run_tc,
+    ) -> None:
+        if not (math.isfinite(link_rate_gbps) and link_rate_gbps > 0):
+            raise ValueError(f"link rate must be positive, got {link_rate_gbps}")
+        self.dev = dev
+        self.netns = netns
+        self.link_rate_gbps = link_rate_gbps
+        self.leaf_qdisc = leaf_qdisc
+        self._runner = runner
+        self._pods: dict[str, _Installed] = {}
+        self._free: list[int] = []  # a heap of released minors
+        self._next_minor = FIRST_POD_MINOR
+        self._ready = False
+
+    def apply(self, rates: Sequence[PodRate]) -> None:
+        """Makes the device enforce exactly `rates`; pods not listed fall to the default."""
+        desired = _index(rates)
+        try:
+            if not self._ready:
+                self._rebuild()
+            for key in sorted(self._pods.keys() - desired.keys()):
+                self._remove(key)
+            for key in sorted(desired):
+                pod = desired[key]
+                have = self._pods.get(key)
+                if have is None:
+                    self._add(pod)
+                    continue
+                if rate_bits(pod.rate_gbps) != have.rate_bits:
+                    # change, not delete + add: the class keeps its queue and its
+                    # filter, so packets in flight are not dropped nor misrouted.
+                    self._tc(self._class_args("change", have.minor, pod.rate_gbps))
+                if pod.ip != have.ip:
+                    self._tc(filter_del_args(self.dev, have.minor))
+                    self._tc(filter_add_args(self.dev, have.minor, pod.ip))
+                self._pods[key] = _Installed(have.minor, pod.ip, rate_bits(pod.rate_gbps))
+        except BandwidthError:
+            self._ready = False
+            raise
+
+    def current(self) -> dict[str, float]:
+        """Pod key -> rate in Gbit/s, as the kernel reports the pods' classes now."""
+        out = self._tc(["-j", "class", "show", "dev", self.dev])
+        by_class = parse_class_rates(out)
+        return {
+            key: by_class[class_id(pod.minor)]
+            for key, pod in sorted(self._pods.items())
+            if class_id(pod.minor) in by_class
+        }
+
+    def class_of(self, pod_key: str) -> str | None:
+        """The HTB class id that carries `pod_key`'s traffic, if it has one."""
+        pod = self._pods.get(pod_key)
+        return None if pod is None else class_id(pod.minor)
+
+    def clear(self) -> None:
+        """Removes the root qdisc (and with it every class and filter) if it is ours."""
+        if self._has_root():
+            self._tc(["qdisc", "del", "dev", self.dev, "root"])
+        self._forget()
+
+    def _rebuild(self) -> None:
+        self.clear()
+        link = self.link_rate_gbps
+        # replace, not add: a foreign root qdisc (mq, fq_codel on a NIC) gives way.
+        self._tc(["qdisc", "replace", "dev", self.dev, "root", "handle", ROOT_HANDLE,
+                  "htb", "default", f"{DEFAULT_MINOR:x}"])  # fmt: skip
+        self._tc(htb_class_args("add", self.dev, LINK_MINOR, ROOT_HANDLE, link, link))
+        floor = link * DEFAULT_FLOOR_FRACTION
+        self._tc(htb_class_args("add", self.dev, DEFAULT_MINOR, class_id(LINK_MINOR), floor, link))
+        if self.leaf_qdisc is not None:
+            self._tc(leaf_args(self.dev, DEFAULT_MINOR, self.leaf_qdisc))
+        self._ready = True
+
+    def _add(self, pod: PodRate) -> None:
+        minor = self._take_minor()
+        # Record the pod before its first command: if one fails, the next apply
+        # rebuilds anyway, and the minor must not be handed out twice meanwhile.
+        self._pods[pod.pod_key] = _Installed(minor, pod.ip, rate_bits(pod.rate_gbps))
+        self._tc(self._class_args("add", minor, pod.rate_gbps))
+        if self.leaf_qdisc is not None:
+            self._tc(leaf_args(self.dev, minor, self.leaf_qdisc))
+        self._tc(filter_add_args(self.dev, minor, pod.ip))
+
+    def _remove(self, key: str) -> None:
+        pod = self._pods[key]
+        # Filter first, so no packet is classified into a class about to vanish.
+        self._tc(filter_del_args(self.dev, pod.minor))
+        self._tc(["class", "del", "dev", self.dev, "classid", class_id(pod.minor)])
+        del self._pods[key]
+        heapq.heappush(self._free, pod.minor)
+
+    def _class_args(self, verb: str, minor: int, rate_gbps: float) -> list[str]:
+        return htb_class_args(verb, self.dev, minor, class_id(LINK_MINOR), rate_gbps, rate_gbps)
+
+    def _take_minor(self) -> int:
+        if self._free:
+            return heapq.heappop(self._free)
+        if self._next_minor > LAST_POD_MINOR:
+            raise BandwidthError(f"{self.dev}: no free HTB class id for another pod")
+        minor = self._next_minor
+        self._next_minor += 1
+        return minor
+
+    def _has_root(self) -> bool:
+        out = self._tc(["-j", "qdisc", "show", "dev", self.dev, "root"])
+        entries = json.loads(out) if out.strip() else []
+        return any(e.get("kind") == "htb" and e.get("handle") == ROOT_HANDLE for e in entries)
+
+    def _forget(self) -> None:
+        self._pods.clear()
+        self._free.clear()
+        self._next_minor = FIRST_POD_MINOR
+        self._ready = False
+
+    def _tc(self, args: list[str]) -> str:
+        prefix = ["tc"] if self.netns is None else ["tc", "-netns", self.netns]
+        return self._runner([*prefix, *args])
+
+
+def _index(rates: Sequence[PodRate]) -> dict[str, PodRate]:
+    by_key: dict[str, PodRate] = {}
+    owner_of_ip: dict[str, str] = {}
+    for pod in rates:
+        if pod.pod_key in by_key:
+            raise ValueError(f"pod {pod.pod_key} listed twice")
+        ip = str(ipaddress.ip_address(pod.ip))
+        if ip in owner_of_ip:
+            raise ValueError(f"pods {owner_of_ip[ip]} and {pod.pod_key} share the IP {ip}")
+        by_key[pod.pod_key] = pod
+        owner_of_ip[ip] = pod.pod_key
+    return by_key
