@@ -11,10 +11,12 @@ from typing import Any
 
 from controller.model import Policy
 from policies.fifo import Fifo
+from policies.gandiva import Gandiva
 from policies.srtf import Srtf
 
 POLICIES: dict[str, Callable[..., Policy]] = {
     "fifo": Fifo,
+    "gandiva": Gandiva,
     "srtf": Srtf,
 }
 

@@ -1,0 +1,212 @@
+"""Gandiva's packing and its introspection (Xiao et al., OSDI 2018, §4.1, §4.2).
+
+Called by `policies.gandiva` each round: `introspect` first judges the packs made in
+earlier rounds by the jobs' measured speeds, then, when jobs still wait for GPUs,
+`pack_waiting` puts low-utilisation waiting jobs next to running ones.
+
+A pack is two jobs of the same gang size on the same GPUs of one node, each with an
+MPS share of every GPU: its own utilisation plus half the GPU's spare, so that
+neither is capped below what it uses alone. A host that held its GPUs whole is
+restarted on the shared allocation (the model has no in-place change of a share);
+a host left alone by an undone pack keeps its share and takes the next guest
+without a restart. See `policies.gandiva` for the deviations from the paper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from controller.model import Allocation, GpuShare, JobView, Reason
+from policies.gandiva_work import Work, gpu_util, mem_mib
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Two jobs sharing GPUs since `since_s`; `verified` once introspection kept it."""
+
+    host: str
+    guest: str
+    since_s: float
+    verified: bool = False
+
+
+def model_pair(a: JobView, b: JobView) -> tuple[str, str]:
+    first, second = sorted((a.spec.model, b.spec.model))
+    return first, second
+
+
+def introspect(
+    work: Work,
+    packs: Iterable[Pack],
+    banned: frozenset[tuple[str, str]],
+    *,
+    quantum_s: float,
+    margin: float,
+) -> tuple[list[Pack], frozenset[tuple[str, str]]]:
+    """Keep the packs whose jobs together beat running alone; undo the others.
+
+    A pack is judged once, after it has run a quantum past both jobs' restarts, on
+    the sum of each job's measured speed over its solo speed (§4.2: packing is kept
+    only while it improves on time-slicing, whose sum is 1). An undone pack's guest
+    is suspended and its model pair never packed again.
+    """
+    packs = tuple(packs)
+    if not packs:
+        return [], banned
+    by_id = {j.job_id: j for j in work.snapshot.running()}
+    kept: list[Pack] = []
+    new_bans: list[tuple[str, str]] = []
+    for pack in packs:
+        host, guest = by_id.get(pack.host), by_id.get(pack.guest)
+        if host is None or guest is None:
+            continue  # one of them finished, failed or was stopped: the pack is over
+        if pack.verified:
+            kept.append(pack)
+            continue
+        ready = max(pack.since_s, host.resume_s, guest.resume_s) + quantum_s
+        if work.now < ready:
+            kept.append(pack)
+            continue
+        gain = host.rate_ips / host.nominal_rate_ips + guest.rate_ips / guest.nominal_rate_ips
+        if gain > 1.0 + margin:
+            kept.append(replace(pack, verified=True))
+            continue
+        new_bans.append(model_pair(host, guest))
+        message = (
+            f"unpacked from job {host.job_id}: together they ran at {gain:.2f} of one "
+            f"GPU's worth of solo speed; {host.spec.model} and {guest.spec.model} are "
+            f"not packed again"
+        )
+        work.suspend_job(guest, Reason("Unpacked", message))
+    return kept, banned | frozenset(new_bans)
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    util_max: float
+    share_unsized: bool
+
+
+def pack_waiting(
+    work: Work,
+    waiting: Sequence[JobView],
+    packs: list[Pack],
+    banned: frozenset[tuple[str, str]],
+    options: PackOptions,
+) -> list[JobView]:
+    """Start waiting jobs on running jobs' GPUs; returns the jobs still waiting.
+
+    Appends the new packs to `packs`. A guest needs a host of its gang size on one
+    node, neither elastic, their summed utilisation below `util_max`, their memory
+    within every GPU's, and a model pair not banned by introspection.
+    """
+    util_of = _utils(waiting)
+    if not util_of:
+        return list(waiting)
+    in_packs = {p.host for p in packs} | {p.guest for p in packs}
+    hosts = _hosts(work, in_packs, options, options.util_max - min(util_of.values()))
+    if not hosts:
+        return list(waiting)
+    lightest = min(gpu_util(jobs[0].spec) for jobs in hosts.values())
+    placed: dict[str, None] = {}
+    hopeless: set[tuple[int, str, int | None]] = set()  # hosts are only used up
+    for guest in waiting:
+        spec = guest.spec
+        util = util_of[spec.model]
+        key = (spec.num_gpus, spec.model, spec.gpu_mem_mib)
+        if util + lightest >= options.util_max or key in hopeless:
+            continue
+        if not _packable(guest, options.share_unsized):
+            continue
+        candidates = hosts.get(spec.num_gpus, [])
+        for i, host in enumerate(candidates):
+            if gpu_util(host.spec) + util >= options.util_max:
+                break  # hosts are sorted lightest first
+            if model_pair(host, guest) not in banned and _try_pack(work, host, guest, options):
+                del candidates[i]
+                placed[guest.job_id] = None
+                packs.append(Pack(host.job_id, guest.job_id, work.now))
+                break
+        else:
+            hopeless.add(key)
+    return [j for j in waiting if j.job_id not in placed]
+
+
+def _utils(jobs: Sequence[JobView]) -> dict[str, float]:
+    """GPU utilisation by model name, for the models of `jobs` (a handful)."""
+    out: dict[str, float] = {}
+    for job in jobs:
+        if job.spec.model not in out:
+            out[job.spec.model] = gpu_util(job.spec)
+    return out
+
+
+def _packable(job: JobView, share_unsized: bool) -> bool:
+    return not job.spec.elastic and mem_mib(job.spec, share_unsized) is not None
+
+
+def _hosts(
+    work: Work, in_packs: set[str], options: PackOptions, util_below: float
+) -> dict[int, list[JobView]]:
+    """Running jobs lighter than `util_below` that could take a guest, by gang size,
+    lightest first."""
+    out: dict[int, list[JobView]] = {}
+    util_of: dict[str, float] = {}
+    for job in work.snapshot.running():
+        util = util_of.get(job.spec.model)
+        if util is None:
+            util = util_of[job.spec.model] = gpu_util(job.spec)
+        if util >= util_below or job.job_id in in_packs or job.spec.elastic:
+            continue
+        alloc = job.allocation
+        if alloc is None or len(alloc.nodes) != 1 or not work.settled(job):
+            continue
+        if not _packable(job, options.share_unsized):
+            continue
+        if alloc.shared and not _alone(work, alloc):
+            continue
+        out.setdefault(alloc.num_gpus, []).append(job)
+    for jobs in out.values():
+        jobs.sort(key=lambda j: (util_of[j.spec.model], j.job_id))
+    return out
+
+
+def _alone(work: Work, alloc: Allocation) -> bool:
+    """Whether nobody else holds a share of the allocation's GPUs."""
+    used = work.pool.shared_gpus()
+    return all(abs(used.get((s.node, s.gpu), 0.0) - s.fraction) < 1e-9 for s in alloc.shares)
+
+
+def _try_pack(work: Work, host: JobView, guest: JobView, options: PackOptions) -> bool:
+    u_host, u_guest = gpu_util(host.spec), gpu_util(guest.spec)
+    if u_host + u_guest >= options.util_max:
+        return False
+    host_mem = mem_mib(host.spec, options.share_unsized)
+    guest_mem = mem_mib(guest.spec, options.share_unsized)
+    assert host_mem is not None and guest_mem is not None
+    alloc = host.allocation
+    assert alloc is not None
+    gpu_mem = work.snapshot.cluster.nodes[alloc.nodes[0]].gpu_type.mem_mib
+    if host_mem + guest_mem > gpu_mem:
+        return False
+    if alloc.shared:  # alone on its share since an unpack: the guest takes the rest
+        guest_alloc = Allocation(tuple(GpuShare(s.node, s.gpu, 1.0 - s.fraction) for s in alloc))
+        if not work.pool.fits(guest_alloc, guest.spec.gpu_mem_mib):
+            return False
+        work.start(guest, guest_alloc)
+        return True
+    host_frac = _host_fraction(u_host, u_guest)
+    host_alloc = Allocation(tuple(GpuShare(s.node, s.gpu, host_frac) for s in alloc))
+    guest_alloc = Allocation(tuple(GpuShare(s.node, s.gpu, 1.0 - host_frac) for s in alloc))
+    work.move(host, host_alloc)
+    work.start(guest, guest_alloc)
+    return True
+
+
+def _host_fraction(u_host: float, u_guest: float) -> float:
+    """The host's share: its utilisation plus half the spare (in proportion if none)."""
+    total = u_host + u_guest
+    if total >= 1.0:
+        return u_host / total
+    return u_host + (1.0 - total) / 2.0

@@ -1,0 +1,79 @@
+"""The plan one Gandiva round builds: allocations, the free pool, and what changed.
+
+`policies.gandiva` makes one `Work` per call of `Gandiva.schedule` and hands it to its
+mechanisms (time-slicing there, packing in `gandiva_packing`, migration and
+grow-shrink in `gandiva_moves`). It starts from the snapshot's current allocations
+(the "keep everything" plan) and its free pool, and each mechanism edits both
+together, so that the pool is always what the plan leaves free.
+"""
+
+from __future__ import annotations
+
+from controller.model import Allocation, JobSpec, JobView, Reason, Snapshot
+from controller.model.catalog import resolve
+
+
+class Work:
+    """The round's editable plan; `touched` holds every job started or moved in it."""
+
+    __slots__ = (
+        "migrations_left",
+        "now",
+        "pool",
+        "reasons",
+        "run",
+        "share_unsized",
+        "snapshot",
+        "suspend",
+        "touched",
+    )
+
+    def __init__(self, snapshot: Snapshot, *, share_unsized: bool, migrations: int) -> None:
+        self.snapshot = snapshot
+        self.now = snapshot.now_s
+        self.run: dict[str, Allocation] = snapshot.allocations()
+        self.pool = snapshot.free_pool()
+        self.share_unsized = share_unsized
+        self.migrations_left = migrations
+        # Ordered sets (dicts): iteration order must not depend on string hashing.
+        self.touched: dict[str, None] = {}
+        self.suspend: dict[str, None] = {}
+        self.reasons: dict[str, Reason] = {}
+
+    def settled(self, job: JobView) -> bool:
+        """Running on the GPUs it had, untouched this round and past its (re)start."""
+        return (
+            job.allocation is not None
+            and self.run.get(job.job_id) is job.allocation
+            and job.job_id not in self.touched
+            and job.resume_s <= self.now
+        )
+
+    def start(self, job: JobView, alloc: Allocation) -> None:
+        self.pool.take(alloc, job.spec.gpu_mem_mib)
+        self.run[job.job_id] = alloc
+        self.touched[job.job_id] = None
+
+    def move(self, job: JobView, alloc: Allocation) -> None:
+        """Give a running job other GPUs (a migration or resize: a restart)."""
+        self.pool.release(self.run[job.job_id], job.spec.gpu_mem_mib)
+        self.start(job, alloc)
+
+    def suspend_job(self, job: JobView, reason: Reason) -> None:
+        """Time-slice a running job out: its state stays in host memory."""
+        self.pool.release(self.run.pop(job.job_id), job.spec.gpu_mem_mib)
+        self.suspend[job.job_id] = None
+        self.touched[job.job_id] = None
+        self.reasons[job.job_id] = reason
+
+
+def gpu_util(spec: JobSpec) -> float:
+    """GPU utilisation of the job alone (catalogue), what packing is decided on."""
+    return resolve(spec.model).gpu_util
+
+
+def mem_mib(spec: JobSpec, share_unsized: bool) -> int | None:
+    """GPU memory the job needs on a shared GPU; None: it may not share."""
+    if spec.gpu_mem_mib is not None:
+        return spec.gpu_mem_mib
+    return resolve(spec.model).mem_mib if share_unsized else None
