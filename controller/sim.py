@@ -525,8 +525,14 @@ class Simulator:
         for job_id in stopped_ids:
             status = JobStatus.SUSPENDED if job_id in suspend else JobStatus.PREEMPTED
             self._stop(self.active[job_id], status)
-        for job, _ in changed:
-            if job.status is JobStatus.RUNNING:
+        # Same GPUs, other shares (packing a running job): MPS limits change in place,
+        # no restart. Everything else that changes restarts.
+        for job, alloc in changed:
+            if job.status is not JobStatus.RUNNING:
+                continue
+            if job.alloc is not None and alloc.gpus() == job.alloc.gpus():
+                self._release(job)  # stays RUNNING: re-shared below
+            else:
                 self._stop(job, JobStatus.PREEMPTED, moving=True)
         for job, alloc in changed:
             if any(s.node in self.down for s in alloc.shares):
@@ -537,7 +543,10 @@ class Simulator:
                 raise PlanError(f"{name}: job {job.spec.job_id}: {exc}") from None
             if batch_sizes:
                 job.batch = batch_sizes.get(job.spec.job_id, job.batch)
-            self._start(job, alloc)
+            if job.status is JobStatus.RUNNING:
+                self._reshare(job, alloc)
+            else:
+                self._start(job, alloc)
 
     def _rerate_adaptive(self) -> None:
         """Statistical efficiency drifts with progress: refresh the speed of running
@@ -577,6 +586,22 @@ class Simulator:
         if alloc.shared:
             touched = self._join_shared(job, alloc)
             for other in touched:
+                self._rerate(other)
+        self._rerate(job)
+
+    def _reshare(self, job: _Job, alloc: Allocation) -> None:
+        """Give a running job new shares of the same GPUs (already taken from the pool)."""
+        assert job.alloc is not None
+        job.advance(self.now)
+        self._account_stop(job)  # close the stretch at the old weight
+        job.started_at = self.now
+        self._allocs[job.spec.job_id] = alloc
+        job.alloc = alloc
+        self._allocated += alloc.gpu_weight
+        if job.resume > self.now:
+            self._in_overhead[job.spec.job_id] = (job.resume, alloc.gpu_weight)
+        if alloc.shared:
+            for other in self._join_shared(job, alloc):
                 self._rerate(other)
         self._rerate(job)
 

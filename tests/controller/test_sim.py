@@ -149,3 +149,31 @@ def test_a_larger_batch_on_the_same_gpus_changes_speed_without_a_restart() -> No
     assert 1.0 < factor < 4.0  # s (r + 1) / (r + s) with s = 4
     r1 = rates.rate_ips(spec, alloc, batch_size=2048) * factor
     assert out.finish_s == pytest.approx(10.0 + (total - done_at_10) / r1)
+
+
+def test_new_shares_of_the_same_gpus_do_not_restart_the_job() -> None:
+    from controller.model import Allocation, GpuShare, Plan, Snapshot
+
+    class PackLater:
+        """Job a alone on GPU 0 whole; when b arrives, both get half of GPU 0."""
+
+        name = "pack-later"
+
+        def schedule(self, snapshot: Snapshot, state: object) -> Plan:
+            ids = sorted(j.job_id for j in snapshot.jobs)
+            if ids == ["a"]:
+                return Plan(run={"a": Allocation((GpuShare(0, 0, 1.0),))})
+            return Plan(run={i: Allocation((GpuShare(0, 0, 0.5),)) for i in ids})
+
+    cluster = make_cluster(nodes=1, gpus=1)
+    a = make_job("a", 1, duration_s=1000, model="ncf", gpu_mem_mib=2048)
+    b = make_job("b", 1, submit_s=100, duration_s=1000, model="ncf", gpu_mem_mib=2048)
+    cfg = SimConfig(round_interval_s=0.0, check_plans=True)
+    result = Simulator(cluster, [a, b], PackLater(), ConsolidatedPlacer(cluster), cfg).run()
+    jobs = _by_id(result)
+    assert jobs["a"].restarts == 0  # type: ignore[attr-defined]
+    # Both ran packed from t=100 on: a got its half-GPU share without a restart, and
+    # held GPU-seconds count the shares by fraction.
+    assert jobs["a"].attained_gpu_s == pytest.approx(  # type: ignore[attr-defined]
+        100.0 + 0.5 * (jobs["a"].finish_s - 100.0)  # type: ignore[attr-defined]
+    )
