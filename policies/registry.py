@@ -12,11 +12,13 @@ from typing import Any
 from controller.model import Policy
 from policies.fifo import Fifo
 from policies.gandiva import Gandiva
+from policies.optimus import Optimus
 from policies.srtf import Srtf
 
 POLICIES: dict[str, Callable[..., Policy]] = {
     "fifo": Fifo,
     "gandiva": Gandiva,
+    "optimus": Optimus,
     "srtf": Srtf,
 }
 

@@ -1,0 +1,416 @@
+"""Optimus: remaining-time-driven elastic allocation by marginal gain.
+
+Peng, Bao, Chen, Wu and Guo, "Optimus: An Efficient Dynamic Resource Scheduler for Deep
+Learning Clusters", EuroSys 2018. Made by the registry (`"optimus": Optimus`); the
+simulator (or another backend) calls `schedule` once a round. The fitting lives in
+`policies.optimus_fit`.
+
+Each round, for every active job:
+
+- §3.1 Convergence: the losses the job reported so far (`loss_source`, one per round
+  while it runs, once its iterations done have grown by `sample_growth`) are fitted to
+  Eq. (1) l(e) = 1/(β0·e + β1) + β2 by non-negative least squares; the job converges at
+  the epoch e* where the fitted loss falls by less than `convergence_threshold` an
+  epoch, and its remaining iterations are Q = e*·iters_per_epoch - done (at least
+  2 % of done). Before `min_loss_samples` losses, Q = the iterations it would do in
+  `prior_remaining_s` at its requested size, or its iterations done if more (it is
+  assumed at most half way).
+- §3.2 Speed: f(w) = (θ0·M/w + θ1 + θ2·2(w-1)/w + θ3·2(n-1)/n)^-1, Eq. (3) adapted to
+  all-reduce without parameter servers (see `optimus_fit`), fitted by NNLS to the
+  speeds seen. Optimus runs each new job briefly at several sizes before scheduling
+  it (§3.2); in replay that profiling is the performance model's speed
+  (`controller.model.perf.throughput_ips`) at min, max, the requested size, powers of
+  two and one whole server, each placed on the fewest servers of the empty cluster. The
+  speed measured while the job runs (`JobView.rate_ips`) replaces the profiled one at
+  its size. As the authors' estimator does, f at a size seen is the speed seen there,
+  and the fitted function elsewhere.
+- Remaining time T(w) = Q / f(w) (§4.1), plus a switching cost: a running job that
+  changes size pays its model's restart time x (1 + `resize_hysteresis`), a preempted
+  job restarting pays the restart time, a first start nothing.
+
+§4.1 Allocation, greedy by marginal gain: jobs in order of T at their minimum size
+(then submit time, then id) get that minimum (`spec.min_gpus`; a non-elastic job has
+min = max = its gang) while GPUs last, the others wait. Then, repeatedly, the job whose
+remaining time drops most per GPU added, (T(w) - T(w')) / (w' - w), grows to w', until
+the GPUs run out or no job gains. A step may add several GPUs at once (any w' up to
+its max and the GPUs left), since f is not concave where a job crosses a server, and a
+running job's own size (free of the switching cost) is always among the candidates.
+
+§4.2 Placement on the fewest servers: a job that keeps its size keeps its GPUs; the
+others are placed, largest first, on the one server that fits best, or else the
+emptiest servers first (the fewest servers that hold the gang). An elastic job that
+does not place shrinks until it does; one that cannot place its minimum waits.
+
+Cross-round memory is the frozen `OptimusState` in `Plan.state`: per job the losses
+seen, its epoch length, the fitted curve, the speed samples and the fitted θ.
+
+Deviations:
+- No parameter servers: the speed function is the all-reduce form above, and the
+  allocation unit is one GPU rather than one worker or PS with its dominant share.
+- Loss samples come, in replay, from `optimus_fit.synthetic_loss` (a seeded curve per
+  job whose convergence point is its true total iterations); the paper fits real
+  training losses. The paper also normalises losses and drops outliers before fitting;
+  the fit here takes the samples as they come.
+- Remaining time adds a switching (restart) cost with hysteresis, which the paper does
+  not model: its resizes are checkpoint-restarts too (§5), but its allocation ignores
+  their cost. Without it, small gains would restart jobs every round.
+- The order in which jobs get their minimum (least estimated remaining time first) is
+  gpuflow's choice; the paper starts every job with one worker and one PS, assuming
+  they fit.
+- Profiling costs nothing in replay (the paper runs each job for a few minutes first).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controller.model import (
+    Allocation,
+    Cluster,
+    GpuPool,
+    JobStatus,
+    JobView,
+    Plan,
+    Reason,
+    Snapshot,
+)
+from controller.model.catalog import resolve
+from controller.model.perf import throughput_ips
+from policies.optimus_fit import (
+    CONVERGENCE_THRESHOLD,
+    LossCurve,
+    LossSource,
+    fit_loss_curve,
+    fit_speed,
+    predict_speed,
+    synthetic_loss,
+)
+
+# A fitted remaining work below this fraction of the work done is raised to it: the job
+# still runs, so the fit has called convergence early.
+_MIN_REMAINING_FRACTION = 0.02
+# A gain per GPU must beat this fraction of the job's remaining time to count as one
+# (float noise, not a policy knob).
+_GAIN_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class JobMemory:
+    """What Optimus has learnt of one job (all it keeps between rounds)."""
+
+    losses: tuple[tuple[float, float], ...] = ()  # (iteration, loss) as reported
+    iters_per_epoch: float = 0.0
+    curve: LossCurve | None = None  # fitted in epochs
+    speeds: tuple[tuple[int, float], ...] = ()  # (GPUs, iterations/s), by GPUs
+    theta: tuple[float, ...] | None = None
+    speed_table: tuple[float, ...] = ()  # f(w) for w = min_gpus .. its largest size
+
+
+@dataclass(frozen=True)
+class OptimusState:
+    jobs: Mapping[str, JobMemory] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    job: JobView
+    sizes: np.ndarray  # candidate GPU counts, min .. max that fits the cluster
+    time_s: np.ndarray  # estimated remaining time at each size, switching included
+    current: int  # GPUs held now (0 when waiting)
+
+
+@dataclass(frozen=True)
+class Optimus:
+    """Options: the convergence threshold δ (loss per epoch), how many losses before
+    the fit is trusted, how much a job's iterations must grow between two recorded
+    losses, how many are kept, the prior remaining time of a job without a fit, the
+    resize hysteresis (restart cost multiplier - 1), and where losses come from."""
+
+    convergence_threshold: float = CONVERGENCE_THRESHOLD
+    min_loss_samples: int = 5
+    sample_growth: float = 0.25
+    max_loss_samples: int = 40
+    prior_remaining_s: float = 3600.0
+    resize_hysteresis: float = 1.0
+    loss_source: LossSource = synthetic_loss
+    name: str = "optimus"
+
+    def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
+        now = snapshot.now_s
+        known = state.jobs if isinstance(state, OptimusState) else {}
+        cluster = snapshot.cluster
+        budget = cluster.num_gpus - sum(cluster.nodes[n].num_gpus for n in snapshot.down_nodes)
+        profiler = _Profiler(cluster)
+        memory: dict[str, JobMemory] = {}
+        estimates: list[_Estimate] = []
+        for job in snapshot.jobs:
+            mem = known.get(job.job_id)
+            if mem is None:
+                mem = profiler.profile(job)
+            mem = self._observe(job, mem, now, cluster)
+            memory[job.job_id] = mem
+            estimates.append(self._estimate(job, mem, now, cluster))
+        sizes, reasons = self._allocate(estimates, budget)
+        run, placed_reasons = _place(snapshot, sizes, estimates)
+        reasons.update(placed_reasons)
+        return Plan(run=run, reasons=reasons, state=OptimusState(memory))
+
+    # -- models ---------------------------------------------------------------------
+
+    def _observe(self, job: JobView, mem: JobMemory, now: float, cluster: Cluster) -> JobMemory:
+        """Add what a running job shows now: its speed at its size, maybe a loss."""
+        if not job.running or job.allocation is None:
+            return mem
+        speeds, theta, table = mem.speeds, mem.theta, mem.speed_table
+        gpus = job.allocation.num_gpus
+        if job.rate_ips > 0 and dict(speeds).get(gpus) != job.rate_ips:
+            speeds = tuple(sorted({**dict(speeds), gpus: job.rate_ips}.items()))
+            theta, table = _speed_model(job, speeds, cluster)
+        losses, per_epoch, curve = mem.losses, mem.iters_per_epoch, mem.curve
+        done = job.done_iters_at(now)
+        last = losses[-1][0] if losses else -1.0
+        if done > last and done >= last * (1.0 + self.sample_growth):
+            report = self.loss_source(job, now)
+            if report is not None and report.iteration <= done:
+                losses = _thin((*losses, (report.iteration, report.loss)), self.max_loss_samples)
+                per_epoch = report.iters_per_epoch
+                if len(losses) >= self.min_loss_samples:
+                    curve = fit_loss_curve(
+                        [k / per_epoch for k, _ in losses], [v for _, v in losses]
+                    )
+        return JobMemory(losses, per_epoch, curve, speeds, theta, table)
+
+    def _estimate(self, job: JobView, mem: JobMemory, now: float, cluster: Cluster) -> _Estimate:
+        spec = job.spec
+        sizes = _sizes(job, cluster)
+        speed = np.array(mem.speed_table)
+        done = job.done_iters_at(now)
+        if mem.curve is not None and mem.iters_per_epoch > 0:
+            converged = mem.curve.converged_epoch(self.convergence_threshold)
+            remaining = converged * mem.iters_per_epoch - done
+            remaining = max(remaining, _MIN_REMAINING_FRACTION * done, 1.0)
+        else:
+            asked = float(speed[min(spec.num_gpus, int(sizes[-1])) - spec.min_gpus])
+            remaining = max(self.prior_remaining_s * asked, done, 1.0)
+        time_s = remaining / speed  # speeds seen or fitted are > 0
+        current = job.allocation.num_gpus if job.running and job.allocation else 0
+        restart = resolve(spec.model).restart_s
+        if job.running:
+            time_s = time_s + np.where(
+                sizes == current, 0.0, restart * (1 + self.resize_hysteresis)
+            )
+        elif job.status is not JobStatus.QUEUED:
+            time_s = time_s + restart
+        return _Estimate(job, sizes, time_s, current)
+
+    # -- §4.1 allocation --------------------------------------------------------------
+
+    def _allocate(
+        self, estimates: list[_Estimate], budget: int
+    ) -> tuple[dict[str, tuple[int, int]], dict[str, Reason]]:
+        """GPUs per job (job id -> (GPUs, index in the order)) and reasons for the rest."""
+        order = sorted(
+            range(len(estimates)),
+            key=lambda i: (
+                float(estimates[i].time_s[0]),
+                estimates[i].job.spec.submit_s,
+                estimates[i].job.job_id,
+            ),
+        )
+        index: dict[str, int] = {}  # job id -> index into its sizes
+        reasons: dict[str, Reason] = {}
+        for i in order:
+            est = estimates[i]
+            need = int(est.sizes[0])
+            if need <= budget:
+                index[est.job.job_id] = 0
+                budget -= need
+            else:
+                reasons[est.job.job_id] = Reason(
+                    "InsufficientGpus",
+                    f"needs {need} GPUs; jobs with less estimated remaining time hold "
+                    f"the {budget if budget > 0 else 'no'} others",
+                )
+        by_id = {e.job.job_id: (rank, e) for rank, e in enumerate(estimates)}
+        heap: list[tuple[float, int, str, int]] = []
+        for job_id in index:
+            rank, est = by_id[job_id]
+            self._push(heap, est, rank, 0, budget)
+        while heap and budget > 0:
+            _, rank, job_id, target = heapq.heappop(heap)
+            est = estimates[rank]
+            at = index[job_id]
+            step = int(est.sizes[target] - est.sizes[at])
+            if step > budget:
+                self._push(heap, est, rank, at, budget)
+                continue
+            index[job_id] = target
+            budget -= step
+            self._push(heap, est, rank, target, budget)
+        position = {estimates[i].job.job_id: p for p, i in enumerate(order)}
+        sizes = {j: (int(by_id[j][1].sizes[k]), position[j]) for j, k in index.items()}
+        return sizes, reasons
+
+    @staticmethod
+    def _push(
+        heap: list[tuple[float, int, str, int]], est: _Estimate, rank: int, at: int, budget: int
+    ) -> None:
+        """Queue a job's best next step from size index `at` within `budget` GPUs."""
+        sizes, time_s = est.sizes, est.time_s
+        last = int(np.searchsorted(sizes, sizes[at] + budget, side="right"))
+        if last <= at + 1:
+            return
+        gains = (time_s[at] - time_s[at + 1 : last]) / (sizes[at + 1 : last] - sizes[at])
+        best = int(np.argmax(gains))
+        gain = float(gains[best])
+        scale = float(time_s[at]) if math.isfinite(time_s[at]) else 1.0
+        if gain > _GAIN_EPS * scale:
+            heapq.heappush(heap, (-gain, rank, est.job.job_id, at + 1 + best))
+
+
+# -- §4.2 placement -----------------------------------------------------------------
+
+
+def _place(
+    snapshot: Snapshot, sizes: Mapping[str, tuple[int, int]], estimates: list[_Estimate]
+) -> tuple[dict[str, Allocation], dict[str, Reason]]:
+    run = snapshot.allocations()
+    pool = snapshot.free_pool()
+    for job in snapshot.running():
+        if job.allocation is not None and sizes.get(job.job_id, (0, 0))[0] != job.num_gpus:
+            pool.release(job.allocation, job.spec.gpu_mem_mib)
+            del run[job.job_id]
+    to_place = sorted(
+        (e for e in estimates if e.job.job_id in sizes and e.job.job_id not in run),
+        key=lambda e: (-sizes[e.job.job_id][0], sizes[e.job.job_id][1]),
+    )
+    reasons: dict[str, Reason] = {}
+    for est in to_place:
+        want = sizes[est.job.job_id][0]
+        alloc = None
+        for gpus in range(want, int(est.sizes[0]) - 1, -1):
+            alloc = pack_fewest_servers(pool, gpus)
+            if alloc is not None:
+                break
+        if alloc is None:
+            reasons[est.job.job_id] = Reason(
+                "Fragmented",
+                f"given {want} GPUs but no placement of {int(est.sizes[0])} fits the free GPUs",
+            )
+            continue
+        pool.take(alloc, est.job.spec.gpu_mem_mib)
+        run[est.job.job_id] = alloc
+    return run, reasons
+
+
+def pack_fewest_servers(pool: GpuPool, num_gpus: int) -> Allocation | None:
+    """`num_gpus` whole GPUs on the fewest servers: the fullest server that holds them
+    all (best fit, lowest index), else the emptiest servers first. Leaves `pool` as is."""
+    if pool.total_free < num_gpus:
+        return None
+    for free_count in range(num_gpus, len(pool.buckets)):
+        bucket = pool.buckets[free_count]
+        if bucket:
+            node = min(bucket)
+            return Allocation.whole((node, g) for g in pool.free_gpus(node)[:num_gpus])
+    nodes = sorted(
+        (n for n in range(pool.num_nodes) if pool.free_gpus(n)),
+        key=lambda n: (-len(pool.free_gpus(n)), n),
+    )
+    gpus: list[tuple[int, int]] = []
+    for node in nodes:
+        for g in pool.free_gpus(node)[: num_gpus - len(gpus)]:
+            gpus.append((node, g))
+        if len(gpus) == num_gpus:
+            return Allocation.whole(gpus)
+    return None
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+class _Profiler:
+    """Speeds of new jobs from the performance model at a few sizes (§3.2 profiling),
+    placed on the fewest servers of the empty cluster; cached for one round."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._pool: GpuPool | None = None
+        self._cache: dict[tuple[str, int | None, int], float] = {}
+
+    def profile(self, job: JobView) -> JobMemory:
+        spec = job.spec
+        top = min(spec.max_gpus, self.cluster.num_gpus)
+        per_node = self.cluster.max_gpus_per_node
+        # A handful of sizes, as the authors' estimator collects 8 to 10 speed points.
+        wanted = {spec.min_gpus, top, spec.num_gpus, per_node}
+        wanted.update(1 << i for i in range(top.bit_length()))
+        sizes = sorted(w for w in wanted if spec.min_gpus <= w <= top)
+        profile = resolve(spec.model)
+        batch = job.batch_size if job.batch_size is not None else spec.batch_size
+        samples: list[tuple[int, float]] = []
+        for w in sizes:
+            key = (profile.name, batch, w)
+            if key not in self._cache:
+                alloc = pack_fewest_servers(self._empty(), w)
+                if alloc is None:
+                    continue
+                self._cache[key] = throughput_ips(profile, self.cluster, alloc, batch_size=batch)
+            samples.append((w, self._cache[key]))
+        theta, table = _speed_model(job, tuple(samples), self.cluster)
+        return JobMemory(speeds=tuple(samples), theta=theta, speed_table=table)
+
+    def _empty(self) -> GpuPool:
+        if self._pool is None:
+            nodes = self.cluster.nodes
+            self._pool = GpuPool(self.cluster.gpus_per_node, (n.gpu_type.mem_mib for n in nodes))
+        return self._pool
+
+
+def _batch(job: JobView) -> float:
+    """M, the global batch of Eq. (3)."""
+    batch = job.batch_size or job.spec.batch_size
+    return float(batch if batch is not None else resolve(job.spec.model).batch_size)
+
+
+def _sizes(job: JobView, cluster: Cluster) -> np.ndarray:
+    """The GPU counts a job may get: min_gpus .. max_gpus, at most the cluster's."""
+    spec = job.spec
+    return np.arange(spec.min_gpus, max(spec.min_gpus, min(spec.max_gpus, cluster.num_gpus)) + 1)
+
+
+def _speed_model(
+    job: JobView, speeds: tuple[tuple[int, float], ...], cluster: Cluster
+) -> tuple[tuple[float, ...] | None, tuple[float, ...]]:
+    """θ fitted to `speeds`, and f at each of the job's sizes: the speed seen where a
+    size was profiled or measured (as the authors' estimator does), the fitted model
+    elsewhere, or without a fit the speed of the nearest size seen."""
+    sizes = _sizes(job, cluster)
+    if not speeds:
+        return None, (1.0,) * len(sizes)
+    per_node = cluster.max_gpus_per_node
+    theta = fit_speed(speeds, _batch(job), per_node)
+    sampled = np.array([w for w, _ in speeds])
+    values = np.array([v for _, v in speeds])
+    if theta is None:
+        table = values[np.abs(sizes[:, None] - sampled[None, :]).argmin(axis=1)]
+    else:
+        table = predict_speed(theta, sizes, _batch(job), per_node)
+        at = np.minimum(np.searchsorted(sampled, sizes), len(sampled) - 1)
+        seen = sampled[at] == sizes
+        table[seen] = values[at[seen]]
+    return theta, tuple(float(v) for v in table)
+
+
+def _thin(samples: tuple[tuple[float, float], ...], cap: int) -> tuple[tuple[float, float], ...]:
+    """At most `cap` samples: every other one dropped, the newest kept."""
+    if len(samples) <= cap:
+        return samples
+    kept = samples[:-1:2]
+    return (*kept, samples[-1])
