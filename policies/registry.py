@@ -14,12 +14,14 @@ from policies.fifo import Fifo
 from policies.gandiva import Gandiva
 from policies.optimus import Optimus
 from policies.srtf import Srtf
+from policies.tiresias import Tiresias
 
 POLICIES: dict[str, Callable[..., Policy]] = {
     "fifo": Fifo,
     "gandiva": Gandiva,
     "optimus": Optimus,
     "srtf": Srtf,
+    "tiresias": Tiresias,
 }
 
 

@@ -1,0 +1,400 @@
+"""Tiresias: discretized two-dimensional attained-service scheduling.
+
+Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019,
+and its simulator (github.com/SymbioticLab/Tiresias: `simulator/run_sim.py`
+`dlas_sim_jobs`, `simulator/jobs.py`). Made by the registry; the simulator (or another
+backend) calls `schedule` once a round.
+
+- §3.2.2 2DAS: a job's attained service is GPUs x executed time, in GPU-seconds
+  (`JobView.attained_gpu_s_at`: GPU-seconds held, restart overhead included, as the
+  simulator's `executed_time x num_gpu` counts held time).
+- §3.2.3 Priority discretization (discretized 2D-LAS): K queues split by
+  `thresholds_gpu_s`; a job sits in the queue of its attained service, so crossing a
+  threshold demotes it. Queues have strict priority; within a queue jobs go first in,
+  first out by the time they entered it (then submit time, then id). Each round the
+  jobs that should run are chosen greedily in that order against the GPUs alive (a
+  gang that does not fit is skipped, as the simulator's count placement does); the
+  running ones among them keep their GPUs, every other running job is preempted, then
+  the newly admitted are placed in order.
+- §3.2.3 starvation (STARVELIMIT = PROMOTEKNOB x executed time; the simulator's
+  `solve_starvation`): a waiting job below Q0 whose waiting since it last entered Q0
+  (its first start, or its last promotion) reaches `starve_limit` x its running since
+  then is promoted to Q0, and its queue counts service afresh from there (the
+  simulator zeroes `executed_time`).
+- §3.2.2 Eq. 1, discretized 2D-Gittins index, when `service_samples_gpu_s` is given:
+  G(a, Δ) = P(S - a <= Δ | S > a) / E[min(S - a, Δ) | S > a] over the samples
+  (`policies.gittins`). Queues stay; within a queue the higher index goes first, with
+  Δ the rest of the job's queue (its upper threshold minus a; infinite in the last).
+- §3.3 Placement: a job whose model is skewed (`catalog.resolve(model).skewed`: VGG,
+  AlexNet, ...) runs only on the fewest nodes its gang can take (ceil(GPUs / largest
+  node)), else it waits ("AwaitingConsolidation"); other models take what the placer
+  gives.
+
+Cross-round memory is `TiresiasState` (`Plan.state`): queue entries below Q0 and
+promotions. `wake_s`: the first threshold crossing or starvation limit to come.
+
+Deviations:
+- Thresholds follow the simulator's `_TFJobs` (3 queues split at 3250 and 7200);
+  the simulator compares executed time x num_gpu, gpuflow GPU-seconds held (the same
+  for whole-GPU gangs).
+- The simulator keeps running jobs ahead of waiting ones within a queue (it moves
+  pending jobs to the back each round); here a queue is FIFO by entry time, so a
+  waiting job that entered a queue earlier may preempt a running job of that queue.
+- Promotion counts waiting as wall time since the last entry to Q0 minus executed time
+  (the simulator skips time waited in Q0 after a promotion before running again).
+- Eq. 1 takes the supremum over Δ; the discretized index here fixes Δ to the rest of
+  the queue (the simulator fixes Δ = 3250 GPU-s). Indices are re-read every round
+  (per whole GPU-second of service); their drift between rounds wakes nobody.
+- A running job whose preemption would free GPUs no admitted gang could use is kept
+  (a gang admitted by count may still not place), and GPUs left free by such a gang
+  are backfilled by later jobs in priority order. No job is preempted to consolidate
+  a skewed one.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from itertools import pairwise
+from typing import Any
+
+from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model.catalog import resolve
+from policies.gittins import ServiceDistribution
+
+# Simulator defaults (`simulator/jobs.py`, `_TFJobs.__init__`: num_queue = 3 and
+# queue_limit = [3250, 7200, 18000], of which the first num_queue - 1 split the queues).
+DEFAULT_THRESHOLDS_GPU_S = (3250.0, 7200.0)
+# PROMOTEKNOB: waiting, as a multiple of the time run since the last entry to Q0, that
+# promotes a job. The simulator's default run (`dlas-gpu`) has none; its sweeps use 0.5
+# to 1000 (`dlas-gpu-05` .. `dlas-gpu-1000`, `dlas-gpu-gittins-1` .. `-8`). 8, the
+# largest Gittins setting, gave the lowest average JCT of 0, 2 and 8 on gpuflow's
+# synthetic replays (300 jobs, 4x4 GPUs, load 1.3, seeds 1 and 2).
+DEFAULT_STARVE_LIMIT = 8.0
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """A job's last promotion to Q0: its queue counts service from `attained_gpu_s`."""
+
+    at_s: float
+    attained_gpu_s: float
+    executed_s: float
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class TiresiasState:
+    """Per active job: (queue, time it entered it) for queues below Q0, promotions."""
+
+    entered: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    promotions: Mapping[str, Promotion] = field(default_factory=dict)
+
+
+_NO_STATE = TiresiasState()
+
+
+# One job in its queue's bucket: (-Gittins index, time it entered the queue, submit
+# time, id, view, GPUs it needs, attained service counted by the queues). Job ids are
+# unique, so sorting never compares past the id.
+_Entry = tuple[float, float, float, str, JobView, int, float]
+
+
+@dataclass(frozen=True)
+class Tiresias:
+    thresholds_gpu_s: tuple[float, ...] = DEFAULT_THRESHOLDS_GPU_S
+    starve_limit: float = DEFAULT_STARVE_LIMIT  # 0 turns promotion off
+    service_samples_gpu_s: tuple[float, ...] = ()
+    name: str = "tiresias"
+    _dist: ServiceDistribution | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        limits = tuple(float(t) for t in self.thresholds_gpu_s)
+        if any(t <= 0 for t in limits) or any(a >= b for a, b in pairwise(limits)):
+            raise ValueError(f"thresholds must be positive and increasing, got {limits}")
+        if self.starve_limit < 0:
+            raise ValueError(f"starve_limit must be >= 0, got {self.starve_limit}")
+        object.__setattr__(self, "thresholds_gpu_s", limits)
+        samples = tuple(self.service_samples_gpu_s)
+        object.__setattr__(self, "service_samples_gpu_s", samples)
+        dist = ServiceDistribution.from_samples(samples) if samples else None
+        object.__setattr__(self, "_dist", dist)
+
+    def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
+        prev = state if isinstance(state, TiresiasState) else _NO_STATE
+        round_ = _Round(snapshot, len(self.thresholds_gpu_s) + 1)
+        self._rank_running(snapshot, prev, round_)
+        self._rank_waiting(snapshot, prev, round_)
+        self._admit(snapshot, round_)
+        self._place(snapshot, round_)
+        default = Reason(
+            "LowerPriorityQueue",
+            f"the GPUs go to jobs of Q{round_.lowest_admitted} or higher-priority queues "
+            "(and earlier arrivals in the same queue)",
+        )
+        return Plan(
+            run=round_.run,
+            reasons=round_.reasons,
+            default_reason=default,
+            state=TiresiasState(round_.entered, round_.promotions),
+            wake_s=self._wake_s(round_),
+        )
+
+    # The two loops below see every active job each round, so they are written flat;
+    # they bucket jobs by queue, and only the queues the admission reaches are sorted.
+
+    def _rank_running(self, snapshot: Snapshot, prev: TiresiasState, round_: _Round) -> None:
+        """Bucket the running jobs by queue; note when each will cross its threshold."""
+        now, limits, buckets = round_.now, self.thresholds_gpu_s, round_.buckets
+        for job in snapshot.running():
+            jid, alloc = job.job_id, job.allocation
+            assert alloc is not None
+            promo = prev.promotions.get(jid)
+            service = job.attained_gpu_s_at(now)
+            if promo is not None:
+                service -= promo.attained_gpu_s
+                round_.promotions[jid] = promo
+            q = bisect_right(limits, service)
+            if q < len(limits):  # attained service grows with GPUs held
+                round_.crossings.append((now + (limits[q] - service) / alloc.gpu_weight, jid))
+            if q:
+                entry = prev.entered.get(jid)
+                if entry is None or entry[0] != q:
+                    entry = (q, _crossed_at(job, service - limits[q - 1], now))
+                round_.entered[jid] = entry
+                since = entry[1]
+            else:
+                since = promo.at_s if promo else job.spec.submit_s
+            g = -self._index(q, service, round_.gittins) if self._dist else 0.0
+            buckets[q].append((g, since, job.spec.submit_s, jid, job, alloc.num_gpus, service))
+
+    def _rank_waiting(self, snapshot: Snapshot, prev: TiresiasState, round_: _Round) -> None:
+        """Bucket the waiting jobs by queue, promoting the starved (§3.2 STARVELIMIT)."""
+        now, limits, knob = round_.now, self.thresholds_gpu_s, self.starve_limit
+        buckets, promos, entered = round_.buckets, prev.promotions, round_.entered
+        entered_before, gittins = prev.entered, self._dist is not None
+        for job in snapshot.waiting():
+            jid, spec = job.job_id, job.spec
+            promo = promos.get(jid)
+            service = job.attained_gpu_s
+            if promo is not None:
+                service -= promo.attained_gpu_s
+            q = bisect_right(limits, service)
+            if q and knob:
+                starve_s = _starves_at(job, promo, job.executed_s, knob)
+                if starve_s is not None and starve_s <= now:
+                    promo, service, q = _promotion(job, promo, starve_s), 0.0, 0
+                elif starve_s is not None:
+                    round_.starving.append((starve_s, jid))
+            if q:
+                entry = entered_before.get(jid)
+                if entry is None or entry[0] != q:
+                    entry = (q, _crossed_at(job, service - limits[q - 1], now))
+                entered[jid] = entry
+                since = entry[1]
+            elif promo is not None:
+                since = promo.at_s
+            else:
+                since = spec.submit_s
+            if promo is not None:
+                round_.promotions[jid] = promo
+            g = -self._index(q, service, round_.gittins) if gittins else 0.0
+            buckets[q].append((g, since, spec.submit_s, jid, job, spec.num_gpus, service))
+
+    def _index(self, q: int, service: float, cache: dict[tuple[int, int], float]) -> float:
+        """Gittins index (Eq. 1) of `service` with Δ the rest of queue q, cached per
+        whole GPU-second."""
+        key = (q, int(service))
+        index = cache.get(key)
+        if index is None:
+            assert self._dist is not None
+            a = float(key[1])
+            top = self.thresholds_gpu_s[q] if q < len(self.thresholds_gpu_s) else math.inf
+            index = self._dist.index(a, top - a)
+            cache[key] = index
+        return index
+
+    def _admit(self, snapshot: Snapshot, round_: _Round) -> None:
+        """Walk the queues in priority order against the GPUs alive, skipping a gang
+        that does not fit: running jobs chosen are kept, waiting ones admitted."""
+        budget = _alive_gpus(snapshot)
+        for q, bucket in enumerate(round_.buckets):
+            if budget == 0:
+                round_.rest.append((q, bucket))
+                continue
+            bucket.sort()
+            for i, entry in enumerate(bucket):
+                job, need = entry[4], entry[5]
+                if need > budget:
+                    if job.running:
+                        round_.dropped.append((q, job))
+                    else:
+                        round_.passed.append((q, entry))
+                    continue
+                budget -= need
+                round_.lowest_admitted = q
+                if not job.running:
+                    round_.admitted.append((q, entry))
+                if budget == 0:
+                    round_.rest.append((q, bucket[i + 1 :]))
+                    break
+
+    def _place(self, snapshot: Snapshot, round_: _Round) -> None:
+        """Stop the running jobs not kept, place the admitted in order; then keep the
+        stopped jobs whose GPUs nobody took and backfill what is left free."""
+        stopped = round_.dropped + [
+            (q, e[4]) for q, bucket in round_.rest for e in bucket if e[4].running
+        ]
+        if not stopped and not round_.admitted:
+            return
+        run, pool = round_.run, snapshot.free_pool()
+        for _, job in stopped:
+            assert job.allocation is not None
+            del run[job.job_id]
+            pool.release(job.allocation, job.spec.gpu_mem_mib)
+        for q, entry in round_.admitted:
+            reason = self._start(snapshot, pool, q, entry, round_)
+            if reason is not None:
+                round_.reasons[entry[3]] = reason
+        for q, job in stopped:
+            alloc = job.allocation
+            assert alloc is not None
+            if pool.fits(alloc, job.spec.gpu_mem_mib):
+                pool.take(alloc, job.spec.gpu_mem_mib)
+                run[job.job_id] = alloc
+                continue
+            round_.preempted.append(job)
+            round_.reasons[job.job_id] = Reason(
+                "Preempted", f"preempted in Q{q}: jobs of higher priority need its GPUs"
+            )
+        if pool.total_free:
+            later = [(q, e) for q, bucket in round_.rest for e in sorted(bucket)]
+            for q, entry in round_.passed + later:
+                if pool.total_free == 0:
+                    break
+                if not entry[4].running and entry[5] <= pool.total_free:
+                    self._start(snapshot, pool, q, entry, round_)  # else it waits, passed
+
+    def _start(
+        self, snapshot: Snapshot, pool: GpuPool, q: int, entry: _Entry, round_: _Round
+    ) -> Reason | None:
+        """Place a waiting job into `pool` and the plan (§3.3); or why it cannot start."""
+        job, need = entry[4], entry[5]
+        alloc = snapshot.placer.place(pool, job, need)
+        if _skewed(job.spec.model):
+            fewest = -(-need // snapshot.cluster.max_gpus_per_node)
+            if alloc is None or len(alloc.nodes) > fewest:
+                alloc = _consolidated(pool, need, fewest)
+            if alloc is None:
+                return Reason(
+                    "AwaitingConsolidation",
+                    f"Q{q}: {job.spec.model} is skewed and waits for {need} GPUs "
+                    f"on {fewest} node(s)",
+                )
+        if alloc is None:
+            free = pool.total_free
+            code = "Fragmented" if free >= need else "InsufficientGpus"
+            return Reason(code, f"Q{q}: needs {need} GPUs; {free} are free, no placement fits")
+        pool.take(alloc, job.spec.gpu_mem_mib)
+        round_.run[job.job_id] = alloc
+        if q < len(self.thresholds_gpu_s):
+            left = self.thresholds_gpu_s[q] - entry[6]
+            round_.crossings.append((round_.now + left / alloc.gpu_weight, job.job_id))
+        return None
+
+    def _wake_s(self, round_: _Round) -> float | None:
+        """The first threshold crossing of a job that runs after this round, or the
+        first starvation limit of a job that waits after it."""
+        now, run = round_.now, round_.run
+        wake = math.inf
+        for t, jid in round_.crossings:
+            if now < t < wake and jid in run:
+                wake = t
+        for t, jid in round_.starving:
+            if now < t < wake and jid not in run:
+                wake = t
+        if self.starve_limit:
+            for job in round_.preempted:
+                promo = round_.promotions.get(job.job_id)
+                executed = job.executed_s_at(now)
+                starve_s = _starves_at(job, promo, executed, self.starve_limit)
+                if starve_s is not None and now < starve_s < wake:
+                    wake = starve_s
+        return wake if wake < math.inf else None
+
+
+class _Round:
+    """The scratch record of one `schedule` call (never kept across rounds)."""
+
+    def __init__(self, snapshot: Snapshot, num_queues: int) -> None:
+        self.now = snapshot.now_s
+        self.run: dict[str, Allocation] = snapshot.allocations()
+        self.reasons: dict[str, Reason] = {}
+        self.entered: dict[str, tuple[int, float]] = {}
+        self.promotions: dict[str, Promotion] = {}
+        self.gittins: dict[tuple[int, int], float] = {}
+        self.buckets: list[list[_Entry]] = [[] for _ in range(num_queues)]
+        self.crossings: list[tuple[float, str]] = []  # (time, job) a threshold is crossed
+        self.starving: list[tuple[float, str]] = []  # (time, job) a waiting job starves
+        self.admitted: list[tuple[int, _Entry]] = []
+        self.passed: list[tuple[int, _Entry]] = []  # waiting, skipped: did not fit
+        self.dropped: list[tuple[int, JobView]] = []  # running, skipped: did not fit
+        self.rest: list[tuple[int, list[_Entry]]] = []  # after the GPUs ran out
+        self.preempted: list[JobView] = []
+        self.lowest_admitted = 0
+
+
+def _promotion(job: JobView, last: Promotion | None, starve_s: float) -> Promotion:
+    """A waiting job's promotion to Q0 on reaching its starvation limit at `starve_s`."""
+    count = last.count + 1 if last else 1
+    at_s = max(starve_s, job.waiting_since_s)
+    return Promotion(at_s, job.attained_gpu_s, job.executed_s, count)
+
+
+def _starves_at(
+    job: JobView, promo: Promotion | None, executed_s: float, knob: float
+) -> float | None:
+    """When the job's waiting since it last entered Q0 (first start or promotion)
+    reaches `knob` x its running since then; None if it has not run since.
+
+    Waiting = (t - since) - ran, so the limit falls at since + ran x (1 + knob)."""
+    since, ran = job.first_start_s, executed_s
+    if promo is not None:
+        since, ran = promo.at_s, executed_s - promo.executed_s
+    if since is None or ran <= 0:
+        return None
+    return since + ran * (1.0 + knob)
+
+
+def _crossed_at(job: JobView, past_gpu_s: float, now: float) -> float:
+    """When a job that is `past_gpu_s` beyond its queue's lower threshold crossed it: on
+    the current run's slope if running, else when it last stopped."""
+    if job.running and job.allocation is not None:
+        return now - past_gpu_s / job.allocation.gpu_weight
+    return min(job.mark_s, now)
+
+
+def _alive_gpus(snapshot: Snapshot) -> int:
+    down = sum(snapshot.cluster.nodes[n].num_gpus for n in snapshot.down_nodes)
+    return snapshot.cluster.num_gpus - down
+
+
+@cache
+def _skewed(model: str) -> bool:
+    return resolve(model).skewed
+
+
+def _consolidated(pool: GpuPool, need: int, nodes: int) -> Allocation | None:
+    """`need` GPUs on `nodes` nodes: best fit on one node, else the emptiest nodes."""
+    if nodes == 1:
+        for free in range(need, len(pool.buckets)):
+            if pool.buckets[free]:
+                node = min(pool.buckets[free])
+                return Allocation.whole((node, g) for g in pool.free_gpus(node)[:need])
+        return None
+    order = sorted(range(pool.num_nodes), key=lambda n: (-len(pool.free_gpus(n)), n))
+    gpus = [(n, g) for n in order[:nodes] for g in pool.free_gpus(n)]
+    return Allocation.whole(gpus[:need]) if len(gpus) >= need else None
