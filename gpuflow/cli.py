@@ -33,6 +33,9 @@ class ReplayArgs:
     seed: int
     failures: str | None
     max_time_s: float | None
+    # (key, value) options for the policy; the value "trace" for a `*_samples_gpu_s`
+    # option means "the service (GPUs x duration) of the trace's own jobs".
+    policy_options: tuple[tuple[str, str], ...] = ()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,6 +136,14 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--failures", help="CSV time_s,node,event (down|up)")
     p.add_argument("--max-time", type=float, dest="max_time", help="stop the clock here (s)")
+    p.add_argument(
+        "--policy-opt",
+        action="append",
+        default=[],
+        metavar="[POLICY:]KEY=VALUE",
+        help="a policy option (JSON value or string), e.g. tiresias:starve_limit=2 or "
+        "tiresias:service_samples_gpu_s=trace; repeatable",
+    )
 
 
 def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
@@ -148,7 +159,34 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         seed=args.seed,
         failures=args.failures,
         max_time_s=args.max_time,
+        policy_options=_policy_options(args.policy_opt, policy),
     )
+
+
+def _policy_options(raw: list[str], policy: str) -> tuple[tuple[str, str], ...]:
+    """`[POLICY:]KEY=VALUE` items that apply to `policy`."""
+    out: list[tuple[str, str]] = []
+    for item in raw:
+        scope, _, rest = item.rpartition(":") if ":" in item.split("=", 1)[0] else ("", "", item)
+        key, sep, value = rest.partition("=")
+        if not sep or not key:
+            raise CliError(f"--policy-opt {item!r}: expected [POLICY:]KEY=VALUE")
+        if scope in ("", policy):
+            out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
+def _option_values(options: tuple[tuple[str, str], ...], jobs: Sequence[Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, raw in options:
+        if raw == "trace" and key.endswith("_samples_gpu_s"):
+            values[key] = tuple(j.duration_s * j.num_gpus for j in jobs if j.duration_s is not None)
+            continue
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    return values
 
 
 def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = None) -> Any:
@@ -161,10 +199,10 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     from controller.traces import load_trace
     from policies.registry import make_policy
 
-    policy = make_policy(ra.policy)
+    trace = load_trace(ra.trace, ra.fmt)
+    policy = make_policy(ra.policy, **_option_values(ra.policy_options, trace.jobs))
     cluster = load_cluster(ra.cluster)
     placer = make_placer(ra.placement, cluster, ra.seed)
-    trace = load_trace(ra.trace, ra.fmt)
     failures = load_failures(ra.failures, cluster) if ra.failures else ()
     config = SimConfig(
         round_interval_s=ra.interval_s,
@@ -226,7 +264,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if not names:
         raise CliError("--policies: give at least one policy name")
     for name in names:
-        make_policy(name)  # fail fast on an unknown name
+        make_policy(name)  # fail fast on an unknown name (options are checked per run)
     runs = [_replay_args(args, name) for name in names]
     workers = args.jobs if args.jobs > 0 else min(len(runs), _cores())
     if workers > 1 and len(runs) > 1:
@@ -273,6 +311,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         seed=0,
         failures=None,
         max_time=None,
+        policy_opt=[],
         out=str(out),
         json=args.json,
         jobs=0,

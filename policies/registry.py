@@ -26,7 +26,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
 
 
 class UnknownPolicyError(ValueError):
-    pass
+    """An unknown policy name, or options the policy refuses."""
 
 
 def policy_names() -> list[str]:
@@ -43,5 +43,5 @@ def make_policy(name: str, **options: Any) -> Policy:
         ) from None
     try:
         return factory(**options)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise UnknownPolicyError(f"policy {name!r}: bad options {options}: {exc}") from None

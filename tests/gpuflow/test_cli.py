@@ -160,3 +160,31 @@ def test_console_script_exits_2_without_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and ":2: field 'num_gpus'" in proc.stderr
+
+
+def test_policy_options_reach_the_policy_and_trace_fills_gittins_samples(
+    trace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["compare", str(trace), "--policies", "tiresias,fifo", "-c", "4x4", "--json", "-j", "1"]
+    args = [*base, "--policy-opt", "tiresias:service_samples_gpu_s=trace"]
+    assert main([*args, "--policy-opt", "tiresias:starve_limit=0"]) == 0
+    gittins = json.loads(capsys.readouterr().out)
+    assert main(base) == 0
+    las = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in gittins] == ["tiresias", "fifo"]
+    assert gittins[1] == {**las[1], "wall_s": gittins[1]["wall_s"]}  # FIFO untouched
+    assert gittins[0]["avg_jct_s"] != las[0]["avg_jct_s"]  # Gittins ordering changed it
+
+
+def test_a_bad_policy_option_is_a_one_line_error(
+    trace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["replay", str(trace), "-p", "tiresias", "-c", "4x4", "--policy-opt", "bogus=1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bogus" in err
+    assert main(["replay", str(trace), "-p", "fifo", "-c", "4x4", "--policy-opt", "novalue"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    args = ["replay", str(trace), "-p", "tiresias", "-c", "4x4", "--policy-opt", "starve_limit=-1"]
+    assert main(args) == 2
+    assert "starve_limit" in capsys.readouterr().err
