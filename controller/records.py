@@ -43,7 +43,9 @@ class TimelineSample:
     t_s: float
     gpus_total: int  # GPUs on nodes that are up
     gpus_allocated: float  # held by running jobs (shares by fraction)
-    gpus_busy: float  # held by running jobs past their restart overhead
+    # GPUs' worth of compute in use: each running job past its restart overhead counts
+    # its model's utilisation alone on each of its GPUs, scaled down when packed.
+    gpus_busy: float
     queued: int  # active jobs not running
     running: int
 
@@ -60,5 +62,5 @@ class ReplayResult:
     # Integrals over the replay, exact (not from the sampled timeline).
     gpu_s_capacity: float = 0.0  # GPU-seconds of nodes that were up
     gpu_s_allocated: float = 0.0
-    gpu_s_busy: float = 0.0
+    gpu_s_busy: float = 0.0  # integral of gpus_busy (see TimelineSample)
     params: dict[str, object] = field(default_factory=dict)

@@ -82,6 +82,8 @@ class _Job:
     """The simulator's mutable record of one job; `view()` is its frozen face."""
 
     __slots__ = (
+        "act_mark",
+        "activity",
         "alloc",
         "attained",
         "batch",
@@ -118,6 +120,8 @@ class _Job:
         self.rate = 0.0
         self.resume = now
         self.started_at = now
+        self.activity = 0.0  # GPUs' worth of compute in use while it progresses
+        self.act_mark = now
         self.first_start: float | None = None
         self.finish_s: float | None = None
         self.waiting_since = now
@@ -215,7 +219,8 @@ class Simulator:
         self.sharers: dict[tuple[int, int], set[str]] = {}
         self._alive_gpus = cluster.num_gpus
         self._allocated = 0.0
-        self._in_overhead: dict[str, tuple[float, float]] = {}  # id -> (resume_s, weight)
+        self._in_overhead: dict[str, float] = {}  # job id -> resume_s
+        self._activity = 0.0  # sum of the running jobs' activity
         self._cap_s = 0.0
         self._alloc_s = 0.0
         self._busy_s = 0.0
@@ -397,6 +402,8 @@ class Simulator:
         job.status = JobStatus.SUCCEEDED
         job.alloc = None
         self._num_running -= 1
+        self._activity -= job.activity
+        job.activity = 0.0
         del self._allocs[job.spec.job_id]
         self._touch(job)
         del self.active[job.spec.job_id]
@@ -471,17 +478,21 @@ class Simulator:
 
     def _round(self) -> None:
         self.rounds += 1
-        for job_id, (resume, _) in list(self._in_overhead.items()):
+        for job_id, resume in list(self._in_overhead.items()):
             if resume <= self.now:
                 del self._in_overhead[job_id]
         self.controller.decide(self)
-        overhead = sum(w for r, w in self._in_overhead.values() if r > self.now)
+        idle = sum(
+            self.active[job_id].activity
+            for job_id, resume in self._in_overhead.items()
+            if resume > self.now and job_id in self.active
+        )
         self.timeline.append(
             TimelineSample(
                 t_s=self.now,
                 gpus_total=self._alive_gpus,
                 gpus_allocated=self._allocated,
-                gpus_busy=self._allocated - overhead,
+                gpus_busy=max(0.0, self._activity - idle),
                 queued=len(self.active) - self._num_running,
                 running=self._num_running,
             )
@@ -582,7 +593,8 @@ class Simulator:
         job.resume = self.now + overhead
         self._allocated += alloc.gpu_weight
         if overhead > 0:
-            self._in_overhead[job.spec.job_id] = (job.resume, alloc.gpu_weight)
+            self._in_overhead[job.spec.job_id] = job.resume
+        job.act_mark = self.now
         if alloc.shared:
             touched = self._join_shared(job, alloc)
             for other in touched:
@@ -599,7 +611,7 @@ class Simulator:
         job.alloc = alloc
         self._allocated += alloc.gpu_weight
         if job.resume > self.now:
-            self._in_overhead[job.spec.job_id] = (job.resume, alloc.gpu_weight)
+            self._in_overhead[job.spec.job_id] = job.resume
         if alloc.shared:
             for other in self._join_shared(job, alloc):
                 self._rerate(other)
@@ -616,9 +628,36 @@ class Simulator:
             rate *= self.rates.goodput_factor(job.spec, job.batch, job.done / job.total)
             self._adaptive.add(job.spec.job_id)
         job.rate = rate
+        self._set_activity(job, load)
         job.version += 1
         self._touch(job)
         self._push(job.finish_time(), _FINISH, (job.spec.job_id, job.version))
+
+    def _set_activity(self, job: _Job, load: float) -> None:
+        """How much GPU compute the job keeps busy: on each of its GPUs, its model's
+        utilisation alone, scaled by its speed against the same GPUs unshared (so two
+        packed jobs add up to at most one GPU, and a capped MPS share counts as its
+        cap). This is what `gpu_utilization` integrates."""
+        assert job.alloc is not None
+        self._close_activity(job)
+        alloc = job.alloc
+        util = self.rates.utilization(job.spec)
+        if alloc.shared or load > 0:
+            whole = self.rates.rate_ips(
+                job.spec, Allocation.whole(alloc.gpus()), batch_size=job.batch
+            )
+            shared = self.rates.rate_ips(job.spec, alloc, batch_size=job.batch, gpu_load=load)
+            util *= min(1.0, shared / whole)
+        activity = alloc.num_gpus * util
+        self._activity += activity - job.activity
+        job.activity = activity
+
+    def _close_activity(self, job: _Job) -> None:
+        """Add the job's compute GPU-seconds since its last mark to the total."""
+        start = max(job.act_mark, job.resume)
+        if self.now > start:
+            self._busy_s += job.activity * (self.now - start)
+        job.act_mark = self.now
 
     def _stop(
         self, job: _Job, status: JobStatus, *, failed: bool = False, moving: bool = False
@@ -630,6 +669,8 @@ class Simulator:
         self._account_stop(job)
         job.status = status
         self._num_running -= 1
+        self._activity -= job.activity
+        job.activity = 0.0
         del self._allocs[job.spec.job_id]
         job.alloc = None
         job.rate = 0.0
@@ -662,9 +703,8 @@ class Simulator:
         """Add a running stretch's allocated and busy GPU-seconds to the totals."""
         if job.alloc is None or job.status is not JobStatus.RUNNING:
             return
-        weight = job.alloc.gpu_weight
-        self._alloc_s += weight * (self.now - job.started_at)
-        self._busy_s += weight * max(0.0, self.now - max(job.started_at, job.resume))
+        self._alloc_s += job.alloc.gpu_weight * (self.now - job.started_at)
+        self._close_activity(job)
 
     # -- shared GPUs ----------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.model import JobSpec
+from controller.model.catalog import resolve
 from controller.placement import ConsolidatedPlacer
 from controller.rates import RateModel
 from controller.records import ReplayResult
@@ -35,7 +36,10 @@ def test_a_lone_job_runs_for_its_traced_duration() -> None:
     assert out.first_start_s == 0.0
     assert out.finish_s == pytest.approx(500.0)
     assert out.attained_gpu_s == pytest.approx(2000.0)
-    assert result.gpu_s_busy == pytest.approx(2000.0)
+    util = resolve("resnet50").gpu_util
+    assert util < 1.0
+    assert result.gpu_s_allocated == pytest.approx(2000.0)
+    assert result.gpu_s_busy == pytest.approx(2000.0 * util)
     assert result.gpu_s_capacity == pytest.approx(4 * 500.0)
 
 
@@ -65,8 +69,11 @@ def test_srtf_preemption_costs_the_restart_overhead() -> None:
     assert jobs["long"].preemptions == 1  # type: ignore[attr-defined]
     assert jobs["long"].restarts == 1  # type: ignore[attr-defined]
     assert jobs["long"].finish_s == pytest.approx(1050.0 + restart)  # type: ignore[attr-defined]
-    # The overhead held GPUs without progress: allocated exceeds busy by exactly it.
-    assert result.gpu_s_allocated - result.gpu_s_busy == pytest.approx(4 * restart)
+    # The overhead held GPUs without progress: they were allocated for 1050 s plus the
+    # restart, and busy, at the model's utilisation, for the 1050 s of running only.
+    util = resolve(long.model).gpu_util
+    assert result.gpu_s_allocated == pytest.approx(4 * (1050.0 + restart))
+    assert result.gpu_s_busy == pytest.approx(4 * 1050.0 * util)
 
 
 def test_a_failed_node_rolls_jobs_back_to_their_checkpoint() -> None:
@@ -177,3 +184,9 @@ def test_new_shares_of_the_same_gpus_do_not_restart_the_job() -> None:
     assert jobs["a"].attained_gpu_s == pytest.approx(  # type: ignore[attr-defined]
         100.0 + 0.5 * (jobs["a"].finish_s - 100.0)  # type: ignore[attr-defined]
     )
+    # Packing two light jobs keeps more of the GPU busy than either alone, never more
+    # than the whole GPU.
+    util = resolve("ncf").gpu_util
+    busy = [s.gpus_busy for s in result.timeline]
+    assert busy[0] == pytest.approx(util)
+    assert util < max(busy) <= 1.0

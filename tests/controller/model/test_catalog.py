@@ -1,5 +1,4 @@
 import statistics
-import time
 
 import pytest
 
@@ -106,12 +105,16 @@ def test_default_gamma_is_near_the_median_fitted_gamma() -> None:
     assert abs(statistics.median(gammas) - DEFAULT_GAMMA) < 0.3
 
 
-def test_measured_profiles_load_lazily_and_fast() -> None:
+def test_measured_profiles_load_lazily_once() -> None:
+    # Speed is measured in bench/, not here; what is tested is that each profile is
+    # read and fitted once, on first use.
     measured_profile.cache_clear()
-    start = time.perf_counter()
+    assert measured_profile.cache_info().currsize == 0
     for app in catalog.MEASURED_APPS:
-        measured_profile(app)
-    assert time.perf_counter() - start < 1.5  # ~0.4 s on a laptop; slack for CI
+        assert measured_profile(app) is measured_profile(app)
+    info = measured_profile.cache_info()
+    assert info.misses == len(catalog.MEASURED_APPS)
+    assert info.hits == len(catalog.MEASURED_APPS)
     assert measured_profile("resnet50") is None
 
 
