@@ -122,6 +122,10 @@ def _parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("cluster", help="describe a cluster spec, preset or NODESxGPUS")
     cl.add_argument("cluster")
     cl.set_defaults(func=_cmd_cluster)
+
+    from gpuflow import serve_cmd
+
+    serve_cmd.add_parsers(sub)
     return p
 
 

@@ -1,0 +1,108 @@
+"""The FastAPI app factory: `create_app(settings)`. Nothing is built at import time.
+
+Called by `gpuflow serve` (through uvicorn), the tests and bench/api.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import text
+
+from api import errors
+from api.db import make_engine, make_sessionmaker
+from api.local import LocalMode
+from api.observability import LiveCollector, Metrics, MetricsMiddleware
+from api.routes import api_router
+from api.settings import Settings
+from api.tasks import celery_app, configure
+
+API_PREFIX = "/api/v1"
+DESCRIPTION = """GPU-cluster manager: submit jobs, watch the cluster, switch the scheduling
+policy, upload traces and replay them against policies.
+
+Authenticate with `Authorization: Bearer <token>`; the first admin's token comes from
+`gpuflow admin create`. Users see and act on their own tenant's objects only."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    engine = make_engine(settings)
+    configure(celery_app, settings)
+    metrics = Metrics()
+    app = FastAPI(title="gpuflow", version="0.1.0", description=DESCRIPTION, lifespan=_lifespan)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = make_sessionmaker(engine)
+    app.state.local = LocalMode(settings, app.state.sessions) if settings.live else None
+    app.state.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
+    app.state.metrics = metrics
+    metrics.registry.register(LiveCollector(lambda: _live(app)))
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    errors.install(app)
+    app.include_router(api_router, prefix=API_PREFIX)
+    _health_routes(app)
+    return app
+
+
+def _live(app: FastAPI) -> Any:
+    local: LocalMode | None = app.state.local
+    return None if local is None else local.live
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    local: LocalMode | None = app.state.local
+    if local is not None:
+        local.start()
+    try:
+        yield
+    finally:
+        if local is not None:
+            local.stop()
+        app.state.executor.shutdown(wait=True, cancel_futures=True)
+        app.state.engine.dispose()
+
+
+def _health_routes(app: FastAPI) -> None:
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """The process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], responses={503: {"description": "a dependency is down"}})
+    def readyz(request: Request) -> JSONResponse:
+        """The database answers and, if configured, the broker does."""
+        return JSONResponse(*_readiness(request.app.state.settings, request.app.state))
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    def prometheus(request: Request) -> Response:
+        """Prometheus text format."""
+        body = request.app.state.metrics.render()
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def _readiness(settings: Settings, state: Any) -> tuple[dict[str, str], int]:
+    checks: dict[str, str] = {}
+    try:
+        with state.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except errors.DB_DOWN as exc:
+        checks["database"] = f"unavailable: {errors.one_line(exc)}"
+    if settings.broker_url:
+        try:
+            with celery_app.connection_for_write(settings.broker_url) as conn:
+                conn.ensure_connection(max_retries=1)
+            checks["broker"] = "ok"
+        except errors.BROKER_DOWN as exc:
+            checks["broker"] = f"unavailable: {errors.one_line(exc)}"
+    else:
+        checks["broker"] = "none: replays run in-process"
+    ok = all(v == "ok" or v.startswith("none") for v in checks.values())
+    return checks, 200 if ok else 503

@@ -1,0 +1,56 @@
+"""Exception handlers: a dependency that is down is a 503 with a message, never a 500.
+
+Installed by `create_app`. The database session is rolled back by its context
+manager before these run, so a failed request leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import kombu.exceptions
+import redis.exceptions
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa
+
+log = logging.getLogger(__name__)
+
+DB_DOWN = (sa.OperationalError, sa.InterfaceError, sa.DisconnectionError, sa.TimeoutError)
+BROKER_DOWN = (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:500]
+
+
+async def database_down(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("database unavailable: %s", exc)
+    return JSONResponse({"detail": f"database unavailable: {one_line(exc)}"}, status_code=503)
+
+
+async def broker_down(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("broker unavailable: %s", exc)
+    return JSONResponse({"detail": f"task broker unavailable: {one_line(exc)}"}, status_code=503)
+
+
+async def bad_value(request: Request, exc: Exception) -> JSONResponse:
+    # Schemas bound every value, so this is a value the database still refused.
+    return JSONResponse(
+        {"detail": f"value refused by the database: {one_line(exc)}"}, status_code=422
+    )
+
+
+async def conflict(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse(
+        {"detail": f"conflicts with existing data: {one_line(exc)}"}, status_code=409
+    )
+
+
+def install(app: FastAPI) -> None:
+    for cls in DB_DOWN:
+        app.add_exception_handler(cls, database_down)
+    for broker_cls in BROKER_DOWN:
+        app.add_exception_handler(broker_cls, broker_down)
+    app.add_exception_handler(sa.DataError, bad_value)
+    app.add_exception_handler(sa.IntegrityError, conflict)

@@ -1,0 +1,147 @@
+"""Local mode: the job database in step with a LiveCluster (the simulator on the wall clock).
+
+`create_app` builds one `LocalMode` when settings.live is on; routes submit and
+cancel through it; its ticker thread syncs the LiveCluster every
+settings.sync_interval_s and records each job's state changes as events. A job is
+committed to the database before the backend sees it, so an acknowledged job is
+never lost: on start, unfinished jobs found in the database are submitted again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.history import EventRecord, Seen, row_values, transition_events
+from api.models import Job, JobEvent
+from api.settings import Settings
+from controller.live import JobState, LiveCluster
+from controller.model import JobSpec, JobStatus
+from controller.placement import make_placer
+from controller.spec import load_cluster
+from policies.registry import make_policy
+
+log = logging.getLogger(__name__)
+TERMINAL = ("Succeeded", "Failed", "Cancelled")
+
+
+def job_spec(job: Job) -> JobSpec:
+    return JobSpec(
+        job_id=job.id,
+        submit_s=0.0,
+        num_gpus=job.num_gpus,
+        model=job.model,
+        duration_s=job.duration_s,
+        iterations=job.iterations,
+        min_gpus=job.min_gpus,
+        max_gpus=job.max_gpus,
+        batch_size=job.batch_size,
+        gpu_mem_mib=job.gpu_mem_mib,
+        tenant=job.tenant,
+        user=str(job.user_id),
+        priority=job.priority,
+    )
+
+
+class LocalMode:
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
+        cluster = load_cluster(settings.cluster)
+        self.live = LiveCluster(
+            cluster,
+            make_policy(settings.policy),
+            make_placer(settings.placement, cluster),
+            time_scale=settings.time_scale,
+            round_interval_s=settings.round_interval_s,
+        )
+        self.node_names = [n.name for n in cluster.nodes]
+        self._sessions = sessions
+        self._interval_s = settings.sync_interval_s
+        self._seen: dict[str, Seen] = {}
+        # Serialises recording: the ticker's diff-and-write against a cancel's.
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._resubmit_unfinished()
+        self._thread = threading.Thread(target=self._run, name="gpuflow-ticker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def submit(self, job: Job) -> JobSpec:
+        """Hand a committed job to the backend; returns the spec as placed (submit_s)."""
+        return self.live.submit(job_spec(job))
+
+    def cancel(self, session: Session, job: Job) -> bool:
+        """Cancel in the backend and record it (caller commits); False if already over."""
+        with self.lock:
+            if not self.live.cancel(job.id):
+                return False
+            now = self.live.now_s()
+            job.status = JobStatus.CANCELLED.value
+            job.reason_code = job.reason_message = None
+            session.add(JobEvent(job_id=job.id, kind="cancelled", sim_s=now, detail="by user"))
+            self._seen[job.id] = Seen(JobStatus.CANCELLED, job.restarts)
+            return True
+
+    def tick(self) -> None:
+        """Sync the backend and write what changed since the last tick."""
+        with self.lock:
+            states = self.live.jobs()
+            now = self.live.now_s()
+            changed = [s for s in states if self._changed(s)]
+            if not changed:
+                return
+            events = {
+                s.job_id: transition_events(self._seen.get(s.job_id), now, s) for s in changed
+            }
+            with self._sessions() as session:
+                session.execute(update(Job), [row_values(s, self.node_names) for s in changed])
+                session.add_all(_event_rows(events))
+                session.commit()
+            for s in changed:
+                self._seen[s.job_id] = Seen(s.status, s.restarts)
+
+    def _changed(self, state: JobState) -> bool:
+        seen = self._seen.get(state.job_id)
+        if seen is None:
+            return True
+        if seen.status is JobStatus.RUNNING:
+            return True  # progress moves: keep the row current
+        return seen.status is not state.status or seen.restarts != state.restarts
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self.tick()
+            except SQLAlchemyError as exc:
+                # The database is down: nothing is marked seen, so the next tick retries.
+                log.warning("job database unavailable, retrying: %s", exc)
+
+    def _resubmit_unfinished(self) -> None:
+        with self._sessions() as session:
+            jobs = session.scalars(select(Job).where(Job.status.not_in(TERMINAL))).all()
+            for job in jobs:
+                placed = self.submit(job)
+                job.status, job.progress, job.nodes = JobStatus.QUEUED.value, 0.0, ""
+                detail = "resubmitted after a restart of the service"
+                session.add(
+                    JobEvent(job_id=job.id, kind="submitted", sim_s=placed.submit_s, detail=detail)
+                )
+            session.commit()
+
+
+def _event_rows(events: dict[str, list[EventRecord]]) -> list[JobEvent]:
+    return [
+        JobEvent(job_id=job_id, kind=e.kind, sim_s=e.sim_s, detail=e.detail)
+        for job_id, records in events.items()
+        for e in records
+    ]

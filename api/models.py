@@ -1,0 +1,161 @@
+"""The job database: SQLAlchemy 2 models. Alembic (alembic/versions) mirrors these.
+
+Written by the routes, local mode's ticker (api.local) and the replay tasks
+(api.tasks); a test checks that the migrations produce exactly these tables.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAME_LEN = 100
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LEN), unique=True)
+    tenant: Mapped[str] = mapped_column(String(NAME_LEN), index=True)
+    role: Mapped[str] = mapped_column(String(16))  # "admin" | "user"
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Token(Base):
+    """A bearer token: only its sha256 is kept; the secret is shown once."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(NAME_LEN))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(NAME_LEN), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(NAME_LEN))
+    # The spec as asked (controller.model.JobSpec fields).
+    num_gpus: Mapped[int] = mapped_column(Integer)
+    min_gpus: Mapped[int] = mapped_column(Integer)
+    max_gpus: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str] = mapped_column(String(NAME_LEN))
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    iterations: Mapped[float | None] = mapped_column(Float)
+    batch_size: Mapped[int | None] = mapped_column(Integer)
+    gpu_mem_mib: Mapped[int | None] = mapped_column(Integer)
+    priority: Mapped[int] = mapped_column(Integer)
+    metrics_token_hash: Mapped[str] = mapped_column(String(64))
+    # What the backend last reported (local mode's ticker keeps these current).
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    reason_code: Mapped[str | None] = mapped_column(String(NAME_LEN))
+    reason_message: Mapped[str | None] = mapped_column(Text)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    nodes: Mapped[str] = mapped_column(Text, default="")  # comma-separated node names
+    submit_s: Mapped[float | None] = mapped_column(Float)  # the backend's clock
+    first_start_s: Mapped[float | None] = mapped_column(Float)
+    finish_s: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
+class JobEvent(Base):
+    """One change of a job's life: submitted, started, preempted, finished, cancelled."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    sim_s: Mapped[float | None] = mapped_column(Float)
+    detail: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class JobMetric(Base):
+    """A figure a running job reported (loss, throughput, ...) with its job token."""
+
+    __tablename__ = "job_metrics"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(NAME_LEN))
+    value: Mapped[float] = mapped_column(Float)
+    step: Mapped[int | None] = mapped_column(Integer)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class TraceFile(Base):
+    """An uploaded trace, validated on upload; the file lives under the data dir."""
+
+    __tablename__ = "traces"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(NAME_LEN), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    name: Mapped[str] = mapped_column(String(NAME_LEN))
+    fmt: Mapped[str] = mapped_column(String(32))
+    path: Mapped[str] = mapped_column(Text)
+    jobs: Mapped[int] = mapped_column(Integer)
+    skipped: Mapped[int] = mapped_column(Integer)
+    span_s: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Sweep(Base):
+    """Policies x traces x clusters, one replay each, fanned out as a Celery group."""
+
+    __tablename__ = "sweeps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(NAME_LEN), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Replay(Base):
+    __tablename__ = "replays"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(NAME_LEN), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    trace_id: Mapped[int] = mapped_column(ForeignKey("traces.id", ondelete="CASCADE"))
+    sweep_id: Mapped[int | None] = mapped_column(
+        ForeignKey("sweeps.id", ondelete="CASCADE"), index=True
+    )
+    policy: Mapped[str] = mapped_column(String(32))
+    cluster: Mapped[str] = mapped_column(String(NAME_LEN))
+    placement: Mapped[str] = mapped_column(String(32))
+    interval_s: Mapped[float] = mapped_column(Float)
+    seed: Mapped[int] = mapped_column(Integer)
+    max_time_s: Mapped[float | None] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16))  # queued|running|succeeded|failed
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    headline: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    out_dir: Mapped[str | None] = mapped_column(Text)
+    plots: Mapped[dict[str, str] | None] = mapped_column(JSON)  # name -> path
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

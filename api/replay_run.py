@@ -1,0 +1,95 @@
+"""Running one stored replay: load its trace and cluster, simulate, store the results.
+
+Called by api.tasks.replay_task, in a Celery worker or (no broker) in-process.
+Progress goes to the replays row as the simulation runs; results (headline and
+summary) to its JSON columns; report files and plots under data_dir/replays/<id>/.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.models import Replay, TraceFile, utcnow
+from controller.metrics import headline, summarize
+from controller.placement import make_placer
+from controller.report import write_replay
+from controller.sim import SimConfig, Simulator
+from controller.spec import load_cluster
+from controller.traces import load_trace
+from policies.registry import make_policy
+
+log = logging.getLogger(__name__)
+PROGRESS_EVERY_S = 1.0  # wall seconds between progress writes: cheap, still live
+
+
+def run_stored_replay(sessions: sessionmaker[Session], data_dir: Path, replay_id: int) -> str:
+    """Run replay `replay_id`; returns its final status (or "missing")."""
+    with sessions() as session:
+        replay = session.get(Replay, replay_id)
+        if replay is None:
+            log.warning("replay %s no longer exists; skipped", replay_id)
+            return "missing"
+        trace = session.get(TraceFile, replay.trace_id)
+        replay.status = "running"
+        session.commit()
+        try:
+            if trace is None:
+                raise ValueError(f"trace {replay.trace_id} no longer exists")
+            _simulate(sessions, data_dir, replay, trace)
+            replay.status = "succeeded"
+            replay.progress = 1.0
+        except Exception as exc:  # any failure is the replay's result, not the worker's
+            log.exception("replay %s failed", replay_id)
+            replay.status = "failed"
+            replay.error = " ".join(str(exc).split())[:2000]
+        replay.finished_at = utcnow()
+        session.commit()
+        return replay.status
+
+
+def _simulate(
+    sessions: sessionmaker[Session], data_dir: Path, replay: Replay, trace_row: TraceFile
+) -> None:
+    cluster = load_cluster(replay.cluster)
+    trace = load_trace(trace_row.path, trace_row.fmt)
+    sim = Simulator(
+        cluster,
+        trace.jobs,
+        make_policy(replay.policy),
+        make_placer(replay.placement, cluster, replay.seed),
+        SimConfig(
+            round_interval_s=replay.interval_s, seed=replay.seed, max_time_s=replay.max_time_s
+        ),
+        trace_name=trace.name,
+    )
+    result = sim.run(_progress_writer(sessions, replay.id))
+    summary = summarize(result)
+    out_dir = data_dir / "replays" / str(replay.id)
+    paths = write_replay(out_dir, result, summary)
+    replay.headline = headline(summary, result.policy, result.wall_s)
+    replay.summary = summary.to_dict()  # never NaN or infinite (controller.metrics)
+    replay.out_dir = str(out_dir.resolve())
+    replay.plots = {p.stem: str(p.resolve()) for p in paths if p.suffix == ".png"}
+
+
+def _progress_writer(sessions: sessionmaker[Session], replay_id: int) -> Callable[[int, int], None]:
+    last = [0.0]
+
+    def write(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < PROGRESS_EVERY_S or total <= 0:
+            return
+        last[0] = now
+        with sessions() as session:
+            session.execute(
+                update(Replay).where(Replay.id == replay_id).values(progress=min(1.0, done / total))
+            )
+            session.commit()
+
+    return write

@@ -1,0 +1,13 @@
+"""One router per resource; `api_router` gathers them under /api/v1."""
+
+from fastapi import APIRouter
+
+from api.routes import cluster, jobs, policies, replays, traces, users
+
+api_router = APIRouter()
+api_router.include_router(jobs.router)
+api_router.include_router(cluster.router)
+api_router.include_router(policies.router)
+api_router.include_router(traces.router)
+api_router.include_router(replays.router)
+api_router.include_router(users.router)

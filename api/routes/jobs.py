@@ -1,0 +1,183 @@
+"""Jobs: submit, list, get, cancel, events, why it waits, metrics from running jobs.
+
+A job of another tenant is answered exactly like a job that does not exist (404).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Query, status
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.deps import CurrentUser, LocalDep, SessionDep, can_see
+from api.models import Job, JobEvent, JobMetric, User
+from api.schemas.common import Limit, Name, Responses, Skip
+from api.schemas.jobs import (
+    JobCreate,
+    JobCreated,
+    JobEventPublic,
+    JobEventsPublic,
+    JobMetricPublic,
+    JobMetricsCreate,
+    JobMetricsPublic,
+    JobPublic,
+    JobsPublic,
+    WaitReason,
+)
+from api.security import hash_token, new_token, token_matches
+from controller.model import JobStatus
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+NOT_FOUND: Responses = {404: {"description": "no such job (or another tenant's)"}}
+JOB_ID = re.compile(r"[0-9a-f]{32}")
+WAITING = {s.value for s in (JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SUSPENDED)}
+
+
+def visible_job(session: Session, user: User, job_id: str) -> Job:
+    job = session.get(Job, job_id) if JOB_ID.fullmatch(job_id) else None
+    if job is None or not can_see(user, job.tenant):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id!r} not found")
+    return job
+
+
+@router.post("", status_code=201, response_model=JobCreated, responses={503: {}})
+def submit_job(
+    body: JobCreate, session: SessionDep, user: CurrentUser, local: LocalDep
+) -> JobCreated:
+    """Submit a job; it is stored before the scheduler sees it. Returns its metrics token."""
+    if body.num_gpus > local.live.cluster.num_gpus:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", "num_gpus"),
+                    "type": "value_error",
+                    "msg": f"more GPUs than the cluster has ({local.live.cluster.num_gpus})",
+                    "input": body.num_gpus,
+                }
+            ]
+        )
+    secret = new_token()
+    spec = body.model_dump()
+    spec["min_gpus"] = spec["min_gpus"] or body.num_gpus
+    spec["max_gpus"] = spec["max_gpus"] or body.num_gpus
+    job = Job(
+        id=uuid.uuid4().hex,
+        tenant=user.tenant,
+        user_id=user.id,
+        metrics_token_hash=hash_token(secret),
+        status=JobStatus.QUEUED.value,
+        progress=0.0,
+        attained_gpu_s=0.0,
+        restarts=0,
+        nodes="",
+        submit_s=local.live.now_s(),
+        **spec,
+    )
+    session.add(job)
+    session.add(JobEvent(job_id=job.id, kind="submitted", sim_s=job.submit_s, detail=""))
+    session.commit()
+    local.submit(job)
+    return JobCreated.model_validate(
+        {**JobPublic.model_validate(job).model_dump(), "metrics_token": secret}
+    )
+
+
+@router.get("", response_model=JobsPublic)
+def list_jobs(
+    session: SessionDep,
+    user: CurrentUser,
+    skip: Annotated[Skip, Query()] = 0,
+    limit: Annotated[Limit, Query()] = 100,
+    status_: Annotated[str | None, Query(alias="status", max_length=16)] = None,
+    tenant: Annotated[Name | None, Query(description="admins only; others see theirs")] = None,
+    user_id: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+) -> JobsPublic:
+    """Jobs newest first, filtered by status, tenant, user; paginated by skip/limit."""
+    query = select(Job)
+    if user.role != "admin":
+        query = query.where(Job.tenant == user.tenant)
+    elif tenant is not None:
+        query = query.where(Job.tenant == tenant)
+    if status_ is not None:
+        query = query.where(Job.status == status_)
+    if user_id is not None:
+        query = query.where(Job.user_id == user_id)
+    count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(Job.created_at.desc(), Job.id).offset(skip).limit(limit))
+    return JobsPublic(data=[JobPublic.model_validate(j) for j in rows], count=count)
+
+
+@router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
+def get_job(job_id: str, session: SessionDep, user: CurrentUser) -> JobPublic:
+    return JobPublic.model_validate(visible_job(session, user, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobPublic, responses={**NOT_FOUND, 409: {}})
+def cancel_job(job_id: str, session: SessionDep, user: CurrentUser, local: LocalDep) -> JobPublic:
+    job = visible_job(session, user, job_id)
+    if not local.cancel(session, job):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id!r} is already {job.status}")
+    session.commit()
+    return JobPublic.model_validate(job)
+
+
+@router.get("/{job_id}/events", response_model=JobEventsPublic, responses=NOT_FOUND)
+def job_events(job_id: str, session: SessionDep, user: CurrentUser) -> JobEventsPublic:
+    """The job's history: submitted, started, preempted, finished, cancelled."""
+    job = visible_job(session, user, job_id)
+    rows = session.scalars(select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id))
+    data = [JobEventPublic.model_validate(e) for e in rows]
+    return JobEventsPublic(data=data, count=len(data))
+
+
+@router.get("/{job_id}/reason", response_model=WaitReason, responses=NOT_FOUND)
+def why_waiting(job_id: str, session: SessionDep, user: CurrentUser) -> WaitReason:
+    """Why the job is not running, as the scheduler's last round said."""
+    job = visible_job(session, user, job_id)
+    return WaitReason(
+        job_id=job.id,
+        status=job.status,
+        waiting=job.status in WAITING,
+        code=job.reason_code,
+        message=job.reason_message,
+    )
+
+
+@router.post(
+    "/{job_id}/metrics", status_code=201, response_model=JobMetricsPublic, responses=NOT_FOUND
+)
+def report_metrics(
+    job_id: str,
+    body: JobMetricsCreate,
+    session: SessionDep,
+    x_job_token: Annotated[str, Header(description="the job's metrics_token")],
+) -> JobMetricsPublic:
+    """A running job reports figures with its own token (not a user token)."""
+    job = session.get(Job, job_id) if JOB_ID.fullmatch(job_id) else None
+    if job is None or not token_matches(x_job_token, job.metrics_token_hash):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id!r} not found")
+    rows = [JobMetric(job_id=job.id, **m.model_dump()) for m in body.metrics]
+    session.add_all(rows)
+    session.commit()
+    data = [JobMetricPublic.model_validate(r) for r in rows]
+    return JobMetricsPublic(data=data, count=len(data))
+
+
+@router.get("/{job_id}/metrics", response_model=JobMetricsPublic, responses=NOT_FOUND)
+def job_metrics(
+    job_id: str,
+    session: SessionDep,
+    user: CurrentUser,
+    skip: Annotated[Skip, Query()] = 0,
+    limit: Annotated[Limit, Query()] = 1000,
+) -> JobMetricsPublic:
+    job = visible_job(session, user, job_id)
+    query = select(JobMetric).where(JobMetric.job_id == job.id)
+    count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(JobMetric.id).offset(skip).limit(limit))
+    return JobMetricsPublic(data=[JobMetricPublic.model_validate(r) for r in rows], count=count)

@@ -1,0 +1,207 @@
+"""Replays and sweeps: submit (queued on Celery), progress, results, plots.
+
+A replay row is committed before its task is queued, and deleted again if the
+broker refuses it, so a 503 leaves no orphan row and a 202 is never lost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
+from api.models import Replay, Sweep, TraceFile, User
+from api.schemas.common import INT32_MAX, Limit, Responses, Skip
+from api.schemas.replays import (
+    ReplayCreate,
+    ReplayOptions,
+    ReplayPublic,
+    ReplayResults,
+    ReplaysPublic,
+    SweepCreate,
+    SweepPublic,
+)
+from api.settings import Settings
+from api.tasks import dispatch
+from controller.placement import PLACERS
+from controller.spec import ClusterSpecError, load_cluster
+from policies.registry import POLICIES
+
+router = APIRouter(prefix="/replays", tags=["replays"])
+NOT_FOUND: Responses = {404: {"description": "no such replay (or another tenant's)"}}
+ACCEPTED: Responses = {503: {"description": "broker or database unavailable; nothing was queued"}}
+
+
+def _invalid(field: str, msg: str, value: object) -> RequestValidationError:
+    return RequestValidationError(
+        [{"loc": ("body", field), "type": "value_error", "msg": msg, "input": value}]
+    )
+
+
+def _check_run(
+    session: Session,
+    user: User,
+    trace_id: int,
+    policy: str,
+    cluster: str,
+    placement: str,
+    prefix: str = "",
+) -> None:
+    trace = session.get(TraceFile, trace_id)
+    if trace is None or not can_see(user, trace.tenant):
+        raise _invalid(f"{prefix}trace_id", f"no trace {trace_id}", trace_id)
+    if policy not in POLICIES:
+        raise _invalid(f"{prefix}policy", f"unknown policy; known: {sorted(POLICIES)}", policy)
+    if placement not in PLACERS:
+        raise _invalid("placement", f"unknown placement; known: {sorted(PLACERS)}", placement)
+    try:
+        load_cluster(cluster)
+    except (ClusterSpecError, OSError) as exc:
+        raise _invalid(f"{prefix}cluster", " ".join(str(exc).split()), cluster) from None
+
+
+def _row(user: User, trace_id: int, policy: str, cluster: str, opts: ReplayOptions) -> Replay:
+    return Replay(
+        tenant=user.tenant,
+        user_id=user.id,
+        trace_id=trace_id,
+        policy=policy,
+        cluster=cluster,
+        status="queued",
+        progress=0.0,
+        **opts.model_dump(include={"placement", "interval_s", "seed", "max_time_s"}),
+    )
+
+
+def _queue(
+    request: Request, settings: Settings, session: Session, rows: list[Replay], sweep: Sweep | None
+) -> None:
+    try:
+        dispatch(
+            settings, request.app.state.sessions, request.app.state.executor, [r.id for r in rows]
+        )
+    except Exception as exc:
+        session.execute(delete(Replay).where(Replay.id.in_([r.id for r in rows])))
+        if sweep is not None:
+            session.delete(sweep)
+        session.commit()
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"task broker unavailable: {' '.join(str(exc).split())}",
+        ) from None
+
+
+def public(row: Replay) -> ReplayPublic:
+    data = {c: getattr(row, c) for c in ReplayPublic.model_fields if c != "plots"}
+    return ReplayPublic(**data, plots=sorted(row.plots or {}))
+
+
+@router.post("", status_code=202, response_model=ReplayPublic, responses=ACCEPTED)
+def submit_replay(
+    body: ReplayCreate,
+    request: Request,
+    session: SessionDep,
+    user: CurrentUser,
+    settings: SettingsDep,
+) -> ReplayPublic:
+    """Replay an uploaded trace under a policy on a cluster (preset or NODESxGPUS)."""
+    _check_run(session, user, body.trace_id, body.policy, body.cluster, body.placement)
+    row = _row(user, body.trace_id, body.policy, body.cluster, body)
+    session.add(row)
+    session.commit()
+    _queue(request, settings, session, [row], None)
+    return public(row)
+
+
+@router.post("/sweeps", status_code=202, response_model=SweepPublic, responses=ACCEPTED)
+def submit_sweep(
+    body: SweepCreate,
+    request: Request,
+    session: SessionDep,
+    user: CurrentUser,
+    settings: SettingsDep,
+) -> SweepPublic:
+    """Every trace x policy x cluster, one replay each, spread over the workers."""
+    combos = [(t, p, c) for t in body.trace_ids for p in body.policies for c in body.clusters]
+    for t, p, c in {(t, p, c) for t, p, c in combos}:
+        _check_run(session, user, t, p, c, body.placement)
+    sweep = Sweep(tenant=user.tenant, user_id=user.id)
+    session.add(sweep)
+    session.flush()
+    rows = [_row(user, t, p, c, body) for t, p, c in combos]
+    for r in rows:
+        r.sweep_id = sweep.id
+    session.add_all(rows)
+    session.commit()
+    _queue(request, settings, session, rows, sweep)
+    return _sweep_public(sweep, rows)
+
+
+def _sweep_public(sweep: Sweep, rows: list[Replay]) -> SweepPublic:
+    states = {r.status for r in rows}
+    state = next((s for s in ("failed", "running", "queued") if s in states), "succeeded")
+    if state == "queued" and "succeeded" in states:
+        state = "running"
+    progress = sum(r.progress for r in rows) / len(rows) if rows else 1.0
+    return SweepPublic(
+        id=sweep.id, status=state, progress=progress, replays=[public(r) for r in rows]
+    )
+
+
+@router.get("/sweeps/{sweep_id}", response_model=SweepPublic, responses={404: {}})
+def get_sweep(sweep_id: int, session: SessionDep, user: CurrentUser) -> SweepPublic:
+    sweep = session.get(Sweep, sweep_id) if 0 < sweep_id <= INT32_MAX else None
+    if sweep is None or not can_see(user, sweep.tenant):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"sweep {sweep_id} not found")
+    rows = session.scalars(select(Replay).where(Replay.sweep_id == sweep.id).order_by(Replay.id))
+    return _sweep_public(sweep, list(rows))
+
+
+@router.get("", response_model=ReplaysPublic)
+def list_replays(
+    session: SessionDep,
+    user: CurrentUser,
+    skip: Annotated[Skip, Query()] = 0,
+    limit: Annotated[Limit, Query()] = 100,
+) -> ReplaysPublic:
+    query = select(Replay)
+    if user.role != "admin":
+        query = query.where(Replay.tenant == user.tenant)
+    count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(Replay.id.desc()).offset(skip).limit(limit))
+    return ReplaysPublic(data=[public(r) for r in rows], count=count)
+
+
+def visible_replay(session: Session, user: User, replay_id: int) -> Replay:
+    row = session.get(Replay, replay_id) if 0 < replay_id <= INT32_MAX else None
+    if row is None or not can_see(user, row.tenant):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"replay {replay_id} not found")
+    return row
+
+
+@router.get("/{replay_id}", response_model=ReplayPublic, responses=NOT_FOUND)
+def get_replay(replay_id: int, session: SessionDep, user: CurrentUser) -> ReplayPublic:
+    """Status and progress (0..1) of a replay."""
+    return public(visible_replay(session, user, replay_id))
+
+
+@router.get("/{replay_id}/results", response_model=ReplayResults, responses=NOT_FOUND)
+def replay_results(replay_id: int, session: SessionDep, user: CurrentUser) -> ReplayResults:
+    """The headline figures and the full summary (null until the replay succeeds)."""
+    return ReplayResults.model_validate(visible_replay(session, user, replay_id))
+
+
+@router.get("/{replay_id}/plots/{name}", response_class=FileResponse, responses=NOT_FOUND)
+def replay_plot(replay_id: int, name: str, session: SessionDep, user: CurrentUser) -> FileResponse:
+    """A PNG plot: jct_cdf, utilization or queue."""
+    row = visible_replay(session, user, replay_id)
+    path = (row.plots or {}).get(name)
+    if path is None or not Path(path).is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"replay {replay_id} has no plot {name!r}")
+    return FileResponse(path, media_type="image/png")

@@ -1,0 +1,1 @@
+"""Request and response bodies, one module per resource (JobCreate, JobPublic, ...)."""

@@ -1,0 +1,141 @@
+"""Job bodies: JobCreate (a validated spec), JobPublic, JobsPublic, events, metrics."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from api.schemas.common import INT32_MAX, Name, Public, Strict, example_config
+
+Gpus = Annotated[int, Field(ge=1, le=4096)]
+
+JOB_EXAMPLE = {
+    "name": "bert-finetune",
+    "num_gpus": 4,
+    "model": "bert",
+    "duration_s": 3600,
+    "priority": 0,
+}
+
+
+class JobCreate(Strict):
+    """A job as submitted; mirrors controller.model.JobSpec."""
+
+    model_config = example_config(JOB_EXAMPLE)
+
+    name: Name = "job"
+    num_gpus: Gpus
+    min_gpus: Gpus | None = Field(default=None, description="elastic jobs: fewest GPUs")
+    max_gpus: Gpus | None = Field(default=None, description="elastic jobs: most GPUs")
+    model: Name = Field(default="generic", description="catalogue model name")
+    duration_s: float | None = Field(default=None, gt=0, le=1e9)
+    iterations: float | None = Field(default=None, gt=0, le=1e15, validate_default=True)
+    batch_size: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    gpu_mem_mib: int | None = Field(default=None, ge=1, le=INT32_MAX, description="may share")
+    priority: int = Field(default=0, ge=-1000, le=1000)
+
+    @field_validator("min_gpus")
+    @classmethod
+    def _min_not_above_num(cls, v: int | None, info: ValidationInfo) -> int | None:
+        num = info.data.get("num_gpus")
+        if v is not None and num is not None and v > num:
+            raise ValueError("min_gpus must be <= num_gpus")
+        return v
+
+    @field_validator("max_gpus")
+    @classmethod
+    def _max_not_below_num(cls, v: int | None, info: ValidationInfo) -> int | None:
+        num = info.data.get("num_gpus")
+        if v is not None and num is not None and v < num:
+            raise ValueError("max_gpus must be >= num_gpus")
+        return v
+
+    @field_validator("iterations")
+    @classmethod
+    def _some_work(cls, v: float | None, info: ValidationInfo) -> float | None:
+        if v is None and info.data.get("duration_s") is None:
+            raise ValueError("give duration_s or iterations")
+        return v
+
+
+class JobPublic(Public):
+    id: str
+    name: str
+    tenant: str
+    user_id: int
+    status: str = Field(examples=["Running"])
+    num_gpus: int
+    min_gpus: int
+    max_gpus: int
+    model: str
+    duration_s: float | None
+    iterations: float | None
+    batch_size: int | None
+    gpu_mem_mib: int | None
+    priority: int
+    reason_code: str | None
+    reason_message: str | None
+    progress: float
+    attained_gpu_s: float
+    restarts: int
+    nodes: str
+    submit_s: float | None
+    first_start_s: float | None
+    finish_s: float | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class JobCreated(JobPublic):
+    metrics_token: str = Field(description="the job's own token for POST /jobs/{id}/metrics")
+
+
+class JobsPublic(Public):
+    data: list[JobPublic]
+    count: int
+
+
+class WaitReason(Public):
+    job_id: str
+    status: str
+    waiting: bool
+    code: str | None = Field(examples=["InsufficientGpus"])
+    message: str | None
+
+
+class JobEventPublic(Public):
+    kind: str = Field(examples=["started"])
+    sim_s: float | None
+    detail: str
+    at: datetime
+
+
+class JobEventsPublic(Public):
+    data: list[JobEventPublic]
+    count: int
+
+
+class JobMetricCreate(Strict):
+    name: Name = Field(examples=["loss"])
+    value: float = Field(ge=-1e300, le=1e300)
+    step: int | None = Field(default=None, ge=0, le=INT32_MAX)
+
+
+class JobMetricsCreate(Strict):
+    model_config = example_config({"metrics": [{"name": "loss", "value": 0.7}]})
+
+    metrics: list[JobMetricCreate] = Field(min_length=1, max_length=1000)
+
+
+class JobMetricPublic(Public):
+    name: str
+    value: float
+    step: int | None
+    at: datetime
+
+
+class JobMetricsPublic(Public):
+    data: list[JobMetricPublic]
+    count: int

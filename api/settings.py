@@ -1,0 +1,44 @@
+"""The service's one settings class, read from GPUFLOW_* environment variables.
+
+Built by `create_app`, the Celery worker (api.tasks) and `gpuflow serve`; never at
+import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Service configuration. Every field can be set as GPUFLOW_<NAME>."""
+
+    model_config = SettingsConfigDict(env_prefix="GPUFLOW_", extra="ignore")
+
+    data_dir: Path = Field(default=Path("data/service"), description="uploads, plots, SQLite")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: SQLite file under data_dir"
+    )
+    broker_url: str | None = Field(
+        default=None, description="Celery broker (redis://...); None runs tasks in-process"
+    )
+    celery_queue: str = "gpuflow"
+    broker_key_prefix: str = ""  # isolates several deployments (or test runs) on one Redis
+    cluster: str = "16x4"  # preset or NODESxGPUS for local mode's LiveCluster
+    policy: str = "fifo"
+    placement: str = "consolidated"
+    time_scale: float = Field(default=1.0, gt=0)
+    round_interval_s: float = Field(default=5.0, ge=0)
+    sync_interval_s: float = Field(default=0.5, gt=0)  # wall seconds between ticker syncs
+    live: bool = True  # run the LiveCluster and its ticker (off for API-only tests)
+
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            url = self.database_url
+            # A bare postgresql:// URL means psycopg 3, the driver we depend on.
+            if url.startswith("postgresql://"):
+                url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+            return url
+        return f"sqlite:///{self.data_dir / 'gpuflow.db'}"

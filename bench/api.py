@@ -1,0 +1,151 @@
+"""API benchmark: job submissions per second and latency against PostgreSQL.
+
+    .venv/bin/python bench/api.py [--jobs 5000] [--clients 16] [--pg postgresql://postgres@127.0.0.1/test]
+
+Creates a scratch PostgreSQL database, starts `gpuflow serve` (uvicorn, one process,
+local mode on a 16x4 simulated cluster) on a loopback port, and has --clients
+concurrent clients (asyncio + httpx, keep-alive) POST --jobs jobs in all; prints
+submissions per second and latency percentiles. Goal (issue 6): >= 500/s with
+p99 <= 100 ms on the 2-core development machine. Figures go in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psycopg
+
+# Run as a script, this file's folder comes first on sys.path and its name (api.py)
+# would hide the api package: swap it for the project root, then import api in main().
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(_HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+
+SERVE = (
+    "import sys, argparse; from gpuflow import serve_cmd; p = argparse.ArgumentParser(); "
+    "serve_cmd.add_parsers(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); "
+    "sys.exit(a.func(a))"
+)
+SPEC = {"name": "bench", "num_gpus": 2, "model": "resnet50", "duration_s": 3600.0}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _client(http: httpx.AsyncClient, todo: list[int], latencies: list[float]) -> None:
+    while todo:
+        todo.pop()
+        start = time.perf_counter()
+        r = await http.post("/api/v1/jobs", json=SPEC)
+        latencies.append(time.perf_counter() - start)
+        if r.status_code != 201:
+            raise SystemExit(f"submission failed: {r.status_code} {r.text}")
+
+
+async def _load(url: str, token: str, jobs: int, clients: int) -> tuple[float, list[float]]:
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits) as http:
+        warm: list[float] = []
+        await asyncio.gather(*(_client(http, list(range(5)), warm) for _ in range(clients)))
+        todo = list(range(jobs))
+        latencies: list[float] = []
+        start = time.perf_counter()
+        await asyncio.gather(*(_client(http, todo, latencies) for _ in range(clients)))
+        return time.perf_counter() - start, latencies
+
+
+def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise SystemExit("the server did not start")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--jobs", type=int, default=5000)
+    p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--pg", default="postgresql://postgres@127.0.0.1/test", help="admin URL")
+    args = p.parse_args()
+    from api.db import make_engine, make_sessionmaker
+    from api.migrations import upgrade
+    from api.security import create_admin
+    from api.settings import Settings
+
+    db = f"gpuflow_bench_{uuid.uuid4().hex[:8]}"
+    base = args.pg.rpartition("/")[0]
+    with psycopg.connect(args.pg, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    proc = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = Settings(database_url=f"{base}/{db}", data_dir=tmp)
+            engine = make_engine(settings)
+            upgrade(engine)
+            with make_sessionmaker(engine)() as session:
+                token = create_admin(session, "bench", "bench")
+            engine.dispose()
+            port = _free_port()
+            env = {**os.environ, "GPUFLOW_DATABASE_URL": settings.database_url or ""}
+            cmd = [
+                sys.executable,
+                "-c",
+                SERVE,
+                "serve",
+                "--port",
+                str(port),
+                "--data-dir",
+                tmp,
+                "--cluster",
+                "16x4",
+            ]
+            proc = subprocess.Popen(
+                cmd, env=env, cwd=_HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            url = f"http://127.0.0.1:{port}"
+            _wait_up(url, proc)
+            wall_s, lat = asyncio.run(_load(url, token, args.jobs, args.clients))
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+        with psycopg.connect(args.pg, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{db}" WITH (FORCE)')
+    ms = np.array(lat) * 1000
+    print(
+        json.dumps(
+            {
+                "jobs": args.jobs,
+                "clients": args.clients,
+                "wall_s": round(wall_s, 2),
+                "submissions_per_s": round(args.jobs / wall_s, 1),
+                "p50_ms": round(float(np.percentile(ms, 50)), 1),
+                "p99_ms": round(float(np.percentile(ms, 99)), 1),
+                "max_ms": round(float(ms.max()), 1),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""`gpuflow serve`, `submit`, `jobs`, `cancel` and `admin create`: the service commands.
+
+gpuflow.cli registers them with `add_parsers(subparsers)`. `serve` runs the API in
+local mode (the simulator on the wall clock, no Kubernetes); the others talk to it
+through api.client (--url/--token or GPUFLOW_URL/GPUFLOW_TOKEN). Each handler
+returns an exit code: 0 ok, 1 the server refused or could not be reached, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def add_parsers(sub: Any) -> None:
+    """Register the service commands on the CLI's subparsers object."""
+    serve = sub.add_parser("serve", help="run the API and a local simulated cluster")
+    serve.add_argument("--cluster", "-c", help="preset or NODESxGPUS (default 16x4)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--policy", "-p", help="scheduling policy (default fifo)")
+    serve.add_argument(
+        "--time-scale",
+        type=float,
+        dest="time_scale",
+        help="simulated seconds per wall second (default 1)",
+    )
+    serve.add_argument("--data-dir", dest="data_dir", help="SQLite, uploads, plots")
+    serve.set_defaults(func=cmd_serve)
+
+    submit = sub.add_parser("submit", help="submit a job to a running server")
+    _client_options(submit)
+    submit.add_argument("--gpus", "-g", type=int, required=True)
+    submit.add_argument("--duration", type=float, help="seconds on --gpus GPUs")
+    submit.add_argument("--iterations", type=float)
+    submit.add_argument("--model", "-m", default="generic")
+    submit.add_argument("--name", "-n", default="job")
+    submit.add_argument("--priority", type=int, default=0)
+    submit.set_defaults(func=cmd_submit)
+
+    jobs = sub.add_parser("jobs", help="list jobs on a running server")
+    _client_options(jobs)
+    jobs.add_argument("--status", help="e.g. Running, Queued, Succeeded")
+    jobs.add_argument("--limit", type=int, default=100)
+    jobs.set_defaults(func=cmd_jobs)
+
+    cancel = sub.add_parser("cancel", help="cancel a job on a running server")
+    _client_options(cancel)
+    cancel.add_argument("job_id")
+    cancel.set_defaults(func=cmd_cancel)
+
+    admin = sub.add_parser("admin", help="administer the job database").add_subparsers(
+        metavar="ACTION"
+    )
+    create = admin.add_parser("create", help="create an admin user; prints its token once")
+    create.add_argument("name")
+    create.add_argument("--tenant", default="admin")
+    create.add_argument("--data-dir", dest="data_dir")
+    create.set_defaults(func=cmd_admin_create)
+
+
+def _client_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default=os.environ.get("GPUFLOW_URL", DEFAULT_URL))
+    p.add_argument("--token", default=os.environ.get("GPUFLOW_TOKEN"))
+    p.add_argument("--json", action="store_true", help="print the server's JSON")
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from api.settings import Settings
+
+    overrides = {
+        k: v
+        for k, v in {
+            "cluster": getattr(args, "cluster", None),
+            "policy": getattr(args, "policy", None),
+            "time_scale": getattr(args, "time_scale", None),
+            "data_dir": getattr(args, "data_dir", None),
+        }.items()
+        if v is not None
+    }
+    return Settings(**overrides)
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"gpuflow: error: {message}\n")
+    return code
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+    from pydantic import ValidationError
+
+    from api.app import create_app
+    from api.db import make_engine
+    from api.migrations import upgrade
+
+    try:
+        settings = _settings(args)
+        engine = make_engine(settings)
+        upgrade(engine)
+        engine.dispose()
+        app = create_app(settings)
+    except (ValidationError, ValueError) as exc:
+        return _fail(" ".join(str(exc).split()), 2)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def cmd_admin_create(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import IntegrityError
+
+    from api.db import make_engine, make_sessionmaker
+    from api.migrations import upgrade
+    from api.security import create_admin
+
+    engine = make_engine(_settings(args))
+    try:
+        upgrade(engine)
+        with make_sessionmaker(engine)() as session:
+            token = create_admin(session, args.name, args.tenant)
+    except IntegrityError:
+        return _fail(f"user {args.name!r} exists", 2)
+    finally:
+        engine.dispose()
+    sys.stdout.write(
+        f"created admin {args.name!r} (tenant {args.tenant!r}); its token, shown once:\n{token}\n"
+    )
+    return 0
+
+
+def _with_client(args: argparse.Namespace, call: Any) -> int:
+    from api.client import Client, ClientError
+
+    try:
+        with Client(args.url, args.token) as client:
+            result = call(client)
+    except ClientError as exc:
+        return _fail(str(exc), 1)
+    if args.json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    return 0 if args.json else _print_jobs(result)
+
+
+def _print_jobs(result: dict[str, Any]) -> int:
+    rows = result.get("data", [result])
+    for job in rows:
+        sys.stdout.write(
+            f"{job['id']}  {job['status']:10} gpus={job['num_gpus']:<4} "
+            f"progress={job['progress']:.2f}  {job['name']}\n"
+        )
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    spec = {
+        "name": args.name,
+        "num_gpus": args.gpus,
+        "model": args.model,
+        "priority": args.priority,
+        "duration_s": args.duration,
+        "iterations": args.iterations,
+    }
+    if args.duration is None and args.iterations is None:
+        return _fail("give --duration or --iterations", 2)
+    return _with_client(
+        args, lambda c: c.submit_job({k: v for k, v in spec.items() if v is not None})
+    )
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    return _with_client(args, lambda c: c.list_jobs(status=args.status, limit=args.limit))
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    return _with_client(args, lambda c: c.cancel_job(args.job_id))

@@ -1,0 +1,60 @@
+"""Builders for service tests: users with tokens, jobs, uploads, polling."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from api.models import User
+from api.security import issue_token
+
+
+def auth(
+    client: TestClient | FastAPI, name: str, tenant: str, role: str = "user"
+) -> dict[str, str]:
+    """A user straight in the database; returns its Authorization header."""
+    app = client if isinstance(client, FastAPI) else client.app
+    sessions = app.state.sessions  # type: ignore[attr-defined]
+    with sessions() as session:
+        user = User(name=name, tenant=tenant, role=role)
+        session.add(user)
+        session.flush()
+        _, secret = issue_token(session, user, "test")
+        session.commit()
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def job_spec(**overrides: Any) -> dict[str, Any]:
+    return {"name": "train", "num_gpus": 2, "model": "resnet50", "duration_s": 100.0, **overrides}
+
+
+def submit(client: TestClient, headers: dict[str, str], **overrides: Any) -> dict[str, Any]:
+    r = client.post("/api/v1/jobs", json=job_spec(**overrides), headers=headers)
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def upload_trace(client: TestClient, headers: dict[str, str], path: Path) -> dict[str, Any]:
+    with path.open("rb") as f:
+        r = client.post("/api/v1/traces", files={"file": (path.name, f)}, headers=headers)
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float = 30.0, every_s: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s; last value {value!r}")
+        time.sleep(every_s)

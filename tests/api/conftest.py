@@ -1,0 +1,177 @@
+"""Fixtures for the service tests: real PostgreSQL, Redis and a Celery worker process.
+
+PostgreSQL: one fresh database per test session (migrated with Alembic), every table
+truncated after each test. Redis: a key prefix and a queue name unique to the session.
+SQLite tests get a fresh file per test. Services: 127.0.0.1:5432 (database `test`
+reachable to create ours) and 127.0.0.1:6379; override with GPUFLOW_TEST_PG_ADMIN_URL
+and GPUFLOW_TEST_REDIS_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from api.app import create_app
+from api.db import make_engine
+from api.migrations import upgrade
+from api.models import Base
+from api.settings import Settings
+from controller.traces import write_canonical
+from controller.traces.synthetic import generate
+from tests.api.builders import auth
+
+PG_ADMIN_URL = os.environ.get("GPUFLOW_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1/test")
+REDIS_URL = os.environ.get("GPUFLOW_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+RUN_ID = uuid.uuid4().hex[:10]
+DEAD_PG_URL = "postgresql://postgres@127.0.0.1:1/none"
+DEAD_REDIS_URL = "redis://127.0.0.1:1/0"
+
+
+def _pg_url(db: str) -> str:
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    return f"{base}/{db}"
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    name = f"gpuflow_test_{RUN_ID}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = _pg_url(name)
+    engine = make_engine(Settings(database_url=url))
+    upgrade(engine)
+    engine.dispose()
+    yield url
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("service")
+
+
+@pytest.fixture()
+def pg_settings(pg_url: str, session_dir: Path) -> Iterator[Settings]:
+    settings = Settings(
+        database_url=pg_url,
+        data_dir=session_dir,
+        cluster="2x4",
+        time_scale=100.0,
+        round_interval_s=0.0,
+        sync_interval_s=0.05,
+    )
+    yield settings
+    engine = make_engine(settings)
+    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture()
+def sqlite_settings(tmp_path: Path) -> Settings:
+    settings = Settings(
+        data_dir=tmp_path,
+        cluster="2x4",
+        time_scale=100.0,
+        round_interval_s=0.0,
+        sync_interval_s=0.05,
+    )
+    engine = make_engine(settings)
+    upgrade(engine)
+    engine.dispose()
+    return settings
+
+
+@pytest.fixture()
+def client(pg_settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(pg_settings)) as c:
+        yield c
+
+
+@pytest.fixture()
+def sqlite_client(sqlite_settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(sqlite_settings)) as c:
+        yield c
+
+
+@pytest.fixture()
+def admin(client: TestClient) -> dict[str, str]:
+    return auth(client, "root", "ops", "admin")
+
+
+@pytest.fixture(scope="session")
+def trace_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("traces") / "small.csv"
+    write_canonical(path, generate(40, seed=3, cluster_gpus=8, load=0.8))
+    return path
+
+
+@pytest.fixture(scope="session")
+def worker_settings(pg_url: str, session_dir: Path) -> Settings:
+    return Settings(
+        database_url=pg_url,
+        data_dir=session_dir,
+        broker_url=REDIS_URL,
+        broker_key_prefix=f"gpuflow-test-{RUN_ID}:",
+        celery_queue=f"gpuflow-test-{RUN_ID}",
+        cluster="2x4",
+        live=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def celery_worker(worker_settings: Settings, session_dir: Path) -> Iterator[subprocess.Popen[str]]:
+    """A real worker process on a queue of its own; stopped after the session."""
+    env = {**os.environ}
+    for key, value in worker_settings.model_dump().items():
+        if value is not None:
+            env[f"GPUFLOW_{key.upper()}"] = str(value)
+    log = session_dir / "worker.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "api.tasks",
+        "worker",
+        "--pool=solo",
+        "-c",
+        "1",
+        "-Q",
+        worker_settings.celery_queue,
+        "-n",
+        f"test-{RUN_ID}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-l",
+        "info",
+        f"--logfile={log}",
+    ]
+    proc = subprocess.Popen(cmd, env=env, text=True)
+    deadline = time.monotonic() + 60
+    while "ready." not in (log.read_text() if log.exists() else ""):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"celery worker did not start:\n{log.read_text() if log.exists() else ''}")
+        time.sleep(0.2)
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,103 @@
+"""Jobs over REST in local mode: validated specs, scheduling, history, cancel, metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.builders import auth, job_spec, submit, wait_for
+
+JOBS = "/api/v1/jobs"
+
+
+def _job(client: TestClient, headers: dict[str, str], job_id: str) -> dict[str, Any]:
+    r = client.get(f"{JOBS}/{job_id}", headers=headers)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def test_a_submitted_job_is_scheduled_runs_and_finishes(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    job = submit(client, alice, duration_s=50.0)  # 0.5 s of wall time at scale 100
+    assert job["status"] == "Queued" and job["tenant"] == "vision" and job["metrics_token"]
+    done = wait_for(lambda: (j := _job(client, alice, job["id"]))["status"] == "Succeeded" and j)
+    assert done["progress"] == pytest.approx(1.0) and done["finish_s"] is not None
+    events = client.get(f"{JOBS}/{job['id']}/events", headers=alice).json()
+    assert [e["kind"] for e in events["data"]] == ["submitted", "started", "finished"]
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"num_gpus": 0}, "num_gpus"),
+        ({"num_gpus": 99}, "num_gpus"),  # more than the 2x4 cluster has
+        ({"min_gpus": 4}, "min_gpus"),
+        ({"max_gpus": 1}, "max_gpus"),
+        ({"duration_s": None}, "iterations"),
+        ({"duration_s": -1.0, "iterations": 10.0}, "duration_s"),
+        ({"name": "bad name!"}, "name"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_a_bad_spec_is_a_422_naming_the_field(
+    client: TestClient, override: dict[str, Any], field: str
+) -> None:
+    alice = auth(client, "alice", "vision")
+    r = client.post(JOBS, json=job_spec(**override), headers=alice)
+    assert r.status_code == 422
+    assert field in {e["loc"][-1] for e in r.json()["detail"]}
+    assert client.get(JOBS, headers=alice).json()["count"] == 0
+
+
+def test_an_unknown_job_is_404(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    for path in ("0" * 32, "nope", "0" * 32 + "/events", "0" * 32 + "/reason"):
+        assert client.get(f"{JOBS}/{path}", headers=alice).status_code == 404
+    assert client.post(f"{JOBS}/{'0' * 32}/cancel", headers=alice).status_code == 404
+
+
+def test_a_waiting_job_says_why_and_can_be_cancelled(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    submit(client, alice, num_gpus=8, duration_s=1e6)  # holds the whole cluster
+    waiting = submit(client, alice, num_gpus=2)
+    reason = wait_for(
+        lambda: (
+            (r := client.get(f"{JOBS}/{waiting['id']}/reason", headers=alice).json())["code"] and r
+        )
+    )
+    assert reason["waiting"] and reason["code"] == "InsufficientGpus"
+    r = client.post(f"{JOBS}/{waiting['id']}/cancel", headers=alice)
+    assert r.status_code == 200 and r.json()["status"] == "Cancelled"
+    assert client.post(f"{JOBS}/{waiting['id']}/cancel", headers=alice).status_code == 409
+    kinds = [
+        e["kind"]
+        for e in client.get(f"{JOBS}/{waiting['id']}/events", headers=alice).json()["data"]
+    ]
+    assert kinds == ["submitted", "cancelled"]
+
+
+def test_list_filters_and_paginates(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    ids = [submit(client, alice, num_gpus=8, duration_s=1e6)["id"] for _ in range(5)]
+    page = client.get(JOBS, params={"skip": 1, "limit": 2}, headers=alice).json()
+    assert page["count"] == 5 and len(page["data"]) == 2
+    wait_for(lambda: client.get(JOBS, params={"status": "Running"}, headers=alice).json()["count"])
+    running = client.get(JOBS, params={"status": "Running"}, headers=alice).json()
+    queued = client.get(JOBS, params={"status": "Queued"}, headers=alice).json()
+    assert running["count"] == 1 and queued["count"] == 4
+    assert {j["id"] for j in running["data"] + queued["data"]} == set(ids)
+
+
+def test_running_jobs_report_metrics_with_their_own_token(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    job = submit(client, alice, duration_s=1e6)
+    body = {"metrics": [{"name": "loss", "value": 0.9, "step": 1}, {"name": "loss", "value": 0.5}]}
+    path = f"{JOBS}/{job['id']}/metrics"
+    r = client.post(path, json=body, headers={"X-Job-Token": job["metrics_token"]})
+    assert r.status_code == 201 and r.json()["count"] == 2
+    assert client.post(path, json=body, headers={"X-Job-Token": "gf_wrong"}).status_code == 404
+    got = client.get(path, headers=alice).json()
+    assert [m["value"] for m in got["data"]] == [0.9, 0.5]
