@@ -1,16 +1,16 @@
-"""Placement: turning "job J on n GPUs" into a GPU set taken from a free pool.
+"""The simple placers (consolidated, first-fit, random) and the reference placement.
 
-Policies call a placer through `Snapshot.placer`; the simulator and the Kubernetes
-backend choose which one with `make_placer`. The strategies here keep gangs whole
-and never touch the pool they are given.
+`ConsolidatedPlacer` is the default of the CLI; `packed_allocation` gives the
+simulator's rate model the best-case GPUs of a job for its nominal speed. Like every
+placer these keep gangs whole and never touch the pool they are given.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
-from controller.model import Allocation, Cluster, GpuPool, JobView, Placer
+from controller.model import Allocation, Cluster, GpuPool, JobView
+from controller.placement.subsets import cluster_kinds
 
 
 class ConsolidatedPlacer:
@@ -31,7 +31,7 @@ class ConsolidatedPlacer:
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
             return None
-        sticky = _sticky(pool, job, num_gpus)
+        sticky = sticky_allocation(pool, job, num_gpus)
         if sticky is not None:
             return sticky
         for free_count in range(num_gpus, len(pool.buckets)):
@@ -63,7 +63,7 @@ class FirstFitPlacer:
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
             return None
-        sticky = _sticky(pool, job, num_gpus)
+        sticky = sticky_allocation(pool, job, num_gpus)
         if sticky is not None:
             return sticky
         gpus: list[tuple[int, int]] = []
@@ -88,14 +88,17 @@ class RandomPlacer:
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
             return None
+        sticky = sticky_allocation(pool, job, num_gpus)
+        if sticky is not None:
+            return sticky
         free = [(n, g) for n in range(pool.num_nodes) for g in pool.free_gpus(n)]
         return Allocation.whole(self._rng.sample(free, num_gpus))
 
 
-def _sticky(pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
-    """The job's current GPUs if it keeps its size and they are free in `pool`."""
+def sticky_allocation(pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
+    """The job's current GPUs (or GPU shares) if it keeps its size and they fit `pool`."""
     alloc = job.allocation
-    if alloc is None or alloc.num_gpus != num_gpus or alloc.shared:
+    if alloc is None or alloc.num_gpus != num_gpus:
         return None
     return alloc if pool.fits(alloc, job.spec.gpu_mem_mib) else None
 
@@ -115,37 +118,18 @@ def packed_allocation(cluster: Cluster, num_gpus: int) -> Allocation | None:
     """The best-case placement of `num_gpus` on an empty cluster (fewest nodes).
 
     The simulator runs each job's nominal speed on it, to turn a traced duration
-    into work and to estimate remaining time for oracle policies.
+    into work and to estimate remaining time for oracle policies. A job that fits
+    one node gets the GPUs of the biggest node with the best ring (on a DGX-1, an
+    NV2 pair for 2 GPUs, an NVLink quad for 4).
     """
-    pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
-    placer = ConsolidatedPlacer(cluster)
-    return (
-        placer._spread(pool, num_gpus)
-        if num_gpus > cluster.max_gpus_per_node
-        else (Allocation.whole((_biggest_node(cluster), g) for g in range(num_gpus)))
-    )
+    if num_gpus > cluster.max_gpus_per_node:
+        pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
+        return ConsolidatedPlacer(cluster)._spread(pool, num_gpus)
+    node = _biggest_node(cluster)
+    kind = cluster_kinds(cluster).of[node]
+    return Allocation.whole((node, g) for g in kind.best(kind.all_gpus, num_gpus).gpus)
 
 
 def _biggest_node(cluster: Cluster) -> int:
     sizes = cluster.gpus_per_node
     return sizes.index(max(sizes))
-
-
-PLACERS: dict[str, Callable[[Cluster, int], Placer]] = {
-    "consolidated": lambda cluster, seed: ConsolidatedPlacer(cluster),
-    "first-fit": lambda cluster, seed: FirstFitPlacer(cluster),
-    "random": lambda cluster, seed: RandomPlacer(cluster, seed),
-}
-
-
-class UnknownPlacerError(ValueError):
-    pass
-
-
-def make_placer(name: str, cluster: Cluster, seed: int = 0) -> Placer:
-    try:
-        factory = PLACERS[name]
-    except KeyError:
-        known = ", ".join(sorted(PLACERS))
-        raise UnknownPlacerError(f"unknown placement {name!r} (known: {known})") from None
-    return factory(cluster, seed)

@@ -1,0 +1,73 @@
+"""Placement: turning "job J on n GPUs" into a GPU set taken from a free pool.
+
+Policies call a placer through `Snapshot.placer`; the simulator and the Kubernetes
+backend choose which one with `make_placer` (names in `PLACERS`). Every placer keeps
+gangs whole (a whole allocation or None), never touches the pool it is given, and
+keeps a running job's GPUs when the job keeps its size. See docs/placement.md.
+
+- `basic`: `consolidated` (best fit, fewest nodes, one rack), `first-fit`, `random`,
+  and `packed_allocation`, the reference placement for nominal speeds;
+- `subsets`: the best GPU subsets of one node, cached per node type;
+- `topology`: `topology-aware`, scored by the performance model's iteration time;
+- `fragmentation`: `fragmentation-aware` (FGD) and the fragmentation measures the
+  simulator records after each round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from controller.model import Cluster, Placer
+from controller.placement.basic import (
+    ConsolidatedPlacer,
+    FirstFitPlacer,
+    RandomPlacer,
+    packed_allocation,
+    sticky_allocation,
+)
+from controller.placement.fragmentation import (
+    FragmentationAwarePlacer,
+    WorkloadMix,
+    fragmentation,
+    share_fraction,
+    unallocatable_idle_gpus,
+)
+from controller.placement.topology import TopologyAwarePlacer
+
+__all__ = [
+    "PLACERS",
+    "ConsolidatedPlacer",
+    "FirstFitPlacer",
+    "FragmentationAwarePlacer",
+    "RandomPlacer",
+    "TopologyAwarePlacer",
+    "UnknownPlacerError",
+    "WorkloadMix",
+    "fragmentation",
+    "make_placer",
+    "packed_allocation",
+    "share_fraction",
+    "sticky_allocation",
+    "unallocatable_idle_gpus",
+]
+
+PLACERS: dict[str, Callable[[Cluster, int], Placer]] = {
+    "consolidated": lambda cluster, seed: ConsolidatedPlacer(cluster),
+    "first-fit": lambda cluster, seed: FirstFitPlacer(cluster),
+    "fragmentation-aware": lambda cluster, seed: FragmentationAwarePlacer(cluster),
+    "random": lambda cluster, seed: RandomPlacer(cluster, seed),
+    "topology-aware": lambda cluster, seed: TopologyAwarePlacer(cluster),
+}
+
+
+class UnknownPlacerError(ValueError):
+    pass
+
+
+def make_placer(name: str, cluster: Cluster, seed: int = 0) -> Placer:
+    try:
+        factory = PLACERS[name]
+    except KeyError:
+        known = ", ".join(sorted(PLACERS))
+        raise UnknownPlacerError(f"unknown placement {name!r} (known: {known})") from None
+    return factory(cluster, seed)
