@@ -57,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _input_errors() -> tuple[type[Exception], ...]:
     from controller.failures import FailureScheduleError
+    from controller.network import UnknownNetworkPolicyError
+    from controller.network.trace import CoflowTraceError
     from controller.placement import UnknownPlacerError
     from controller.spec import ClusterSpecError
     from controller.traces import TraceError
@@ -69,6 +71,8 @@ def _input_errors() -> tuple[type[Exception], ...]:
         UnknownPolicyError,
         UnknownPlacerError,
         FailureScheduleError,
+        CoflowTraceError,
+        UnknownNetworkPolicyError,
         OSError,
     )
 
@@ -123,8 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("cluster")
     cl.set_defaults(func=_cmd_cluster)
 
-    from gpuflow import serve_cmd
+    from gpuflow import coflow_cmd, serve_cmd
 
+    coflow_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     return p
 

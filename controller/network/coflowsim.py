@@ -1,0 +1,244 @@
+"""Event-driven replay of a coflow benchmark trace, in the model of coflowsim.
+
+coflowsim (github.com/coflow/coflowsim, Chowdhury's reference simulator) is the
+model; read there in `Simulator.simulate`, `CoflowSimulator`, `Constants`, `Job`:
+
+- Every port (a rack: coflowsim merges tasks by rack, one machine per rack for this
+  trace) has one link up and one down, 1 Gbit/s each (`port_gbps`). coflowsim moves
+  2^30 bit per 1,024 ms (RACK_BITS_PER_SEC over SIMULATION_SECOND_MILLIS), i.e.
+  1 MiB per 8 ms or 1.048576 Gbit/s; pass `port_gbps=1.048576` to match its clock.
+- A flow from mapper port m to reducer port r crosses m's up link and r's down link,
+  also when m == r (coflowsim does not short-cut them).
+- Coflows are admitted at epoch boundaries, EPOCH_IN_MILLIS = 10 x 1,024 ms: at the
+  epoch starting at k·10.24 s coflowsim admits every coflow with arrival
+  <= (k+1)·10.24 s, so a coflow starts at k = max(0, ceil(arrival / epoch) - 1),
+  possibly before its arrival stamp, and its CCT counts from that epoch start
+  (Task.startTask(CURRENT_TIME), Job.getSimulatedDuration).
+
+Unlike coflowsim, which advances fixed 8 ms quanta and reallocates only on coflow
+arrivals and departures, this replay is event-driven: rates are constant between
+events (admissions, flow completions and, for Aalo, queue-threshold crossings) and
+progress is advanced analytically, so completion times are exact, not rounded up
+to 8 ms, and bandwidth freed by a finished flow is reallocated at once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from controller.network.allocators import NetworkPolicy, get_policy
+from controller.network.model import MB_PER_S_PER_GBPS
+from controller.network.problem import FlowArrays, IntArray
+from controller.network.trace import MB_PER_MIB, CoflowTrace, TraceCoflow
+
+EPOCH_MS = 10 * 1024  # coflowsim CoflowSim.main: 10 x SIMULATION_SECOND_MILLIS
+# Varys §7 (Table 3) bins: short if the longest flow is under 5 MB, narrow if at
+# most 50 flows.
+SHORT_MB = 5.0
+NARROW_FLOWS = 50
+# A flow whose finish time is within this fraction of the step is done in it.
+_SAME_TIME = 1e-9
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    port_gbps: float = 1.0
+    epoch_ms: int = EPOCH_MS
+
+
+@dataclass(frozen=True)
+class CoflowOutcome:
+    coflow_id: int
+    arrival_s: float
+    start_s: float  # the epoch start it was admitted at
+    finish_s: float
+    n_flows: int
+    longest_flow_mb: float  # in the trace's MB (MiB), as the bins are defined
+
+    @property
+    def cct_s(self) -> float:
+        return self.finish_s - self.start_s
+
+    @property
+    def bin(self) -> str:
+        length = "S" if self.longest_flow_mb < SHORT_MB else "L"
+        width = "N" if self.n_flows <= NARROW_FLOWS else "W"
+        return length + width
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    policy: str
+    outcomes: tuple[CoflowOutcome, ...]
+    events: int
+    wall_s: float
+
+    @property
+    def avg_cct_s(self) -> float:
+        return float(np.mean([o.cct_s for o in self.outcomes])) if self.outcomes else 0.0
+
+    @property
+    def p95_cct_s(self) -> float:
+        if not self.outcomes:
+            return 0.0
+        return float(np.percentile([o.cct_s for o in self.outcomes], 95))
+
+    def bin_avg_cct_s(self) -> dict[str, float | None]:
+        """Average CCT per bin (SN, LN, SW, LW); None for an empty bin."""
+        out: dict[str, float | None] = {}
+        for name in ("SN", "LN", "SW", "LW"):
+            ccts = [o.cct_s for o in self.outcomes if o.bin == name]
+            out[name] = float(np.mean(ccts)) if ccts else None
+        return out
+
+
+def admission_ms(arrival_ms: int, epoch_ms: int = EPOCH_MS) -> int:
+    """Start of the epoch at which coflowsim admits a coflow arriving at `arrival_ms`."""
+    k = max(0, -(-arrival_ms // epoch_ms) - 1)
+    return k * epoch_ms
+
+
+class _Flows:
+    """All flows of the trace as arrays, laid out coflow by coflow in FIFO order."""
+
+    def __init__(self, coflows: list[TraceCoflow], ports: int) -> None:
+        src, dst, size, owner = [], [], [], []
+        for g, c in enumerate(coflows):
+            m, r = len(c.mappers), len(c.reducers)
+            src.append(np.repeat(np.array(c.mappers, dtype=np.int64), r))
+            dst.append(np.tile(np.array(c.reducers, dtype=np.int64), m))
+            size.append(np.tile(np.array(c.reducer_flow_mib, dtype=np.float64), m))
+            owner.append(np.full(m * r, g, dtype=np.int64))
+        self.src = np.concatenate(src) if src else np.zeros(0, dtype=np.int64)
+        self.dst = np.concatenate(dst) if dst else np.zeros(0, dtype=np.int64)
+        self.size_mb = (np.concatenate(size) if size else np.zeros(0)) * MB_PER_MIB
+        self.coflow = np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64)
+        self.ports = ports
+        counts = np.array([c.n_flows for c in coflows], dtype=np.int64)
+        self.bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def replay(trace: CoflowTrace, policy: str, config: ReplayConfig | None = None) -> ReplayResult:
+    """Replay `trace` under the network policy named `policy`."""
+    cfg = config or ReplayConfig()
+    chosen = get_policy(policy)
+    started = time.perf_counter()
+    coflows = sorted(trace.coflows, key=lambda c: (c.arrival_ms, c.coflow_id))
+    admit_s = [admission_ms(c.arrival_ms, cfg.epoch_ms) / 1000.0 for c in coflows]
+    state = _State(_Flows(coflows, trace.ports), cfg.port_gbps)
+    finish = [math.nan] * len(coflows)
+    events = 0
+    admitted = 0
+    now = 0.0
+    while admitted < len(coflows) or state.active.size:
+        while admitted < len(coflows) and admit_s[admitted] <= now + 1e-9:
+            state.admit(admitted)
+            admitted += 1
+        if state.active.size == 0:
+            now = admit_s[admitted]
+            continue
+        horizon = admit_s[admitted] - now if admitted < len(coflows) else math.inf
+        dt, done = state.step(chosen, horizon)
+        events += 1
+        now += dt
+        for g in done:
+            finish[g] = now
+    outcomes = tuple(
+        CoflowOutcome(
+            coflow_id=c.coflow_id,
+            arrival_s=c.arrival_ms / 1000.0,
+            start_s=admit_s[g],
+            finish_s=finish[g],
+            n_flows=c.n_flows,
+            longest_flow_mb=float(c.longest_flow_mib),
+        )
+        for g, c in enumerate(coflows)
+    )
+    return ReplayResult(chosen.name, outcomes, events, time.perf_counter() - started)
+
+
+class _State:
+    """Bytes left per flow and service attained per coflow; the flows in flight."""
+
+    def __init__(self, flows: _Flows, port_gbps: float) -> None:
+        self.flows = flows
+        self.remaining = flows.size_mb.copy()
+        n_coflows = flows.bounds.shape[0] - 1
+        self.attained = np.zeros(n_coflows)
+        self.left = np.diff(flows.bounds)
+        self.active: IntArray = np.zeros(0, dtype=np.int64)
+        # Up link of port p is p, its down link ports + p.
+        self.capacity = np.full(2 * flows.ports, float(port_gbps))
+
+    def admit(self, g: int) -> None:
+        lo, hi = self.flows.bounds[g], self.flows.bounds[g + 1]
+        self.active = np.concatenate([self.active, np.arange(lo, hi, dtype=np.int64)])
+
+    def arrays(self) -> tuple[FlowArrays, IntArray]:
+        act, f = self.active, self.flows
+        # `active` stays sorted, so its coflows come in runs.
+        of = f.coflow[act]
+        change = np.empty(act.size, dtype=bool)
+        change[:1] = True
+        np.not_equal(of[1:], of[:-1], out=change[1:])
+        owners = of[change]
+        coflow = np.cumsum(change) - 1
+        n = act.size
+        src, dst = f.src[act], f.dst[act]
+        arrays = FlowArrays(
+            capacity_gbps=self.capacity,
+            entry_flow=np.concatenate([np.arange(n), np.arange(n)]),
+            entry_link=np.concatenate([src, f.ports + dst]),
+            remaining_mb=self.remaining[act],
+            coflow=coflow.reshape(-1).astype(np.int64),
+            path=src * f.ports + dst,
+            attained_mb=self.attained[owners],
+            weight=np.ones(owners.size),
+            n_paths=f.ports * f.ports,
+        )
+        return arrays, owners.astype(np.int64)
+
+    def step(self, policy: NetworkPolicy, horizon_s: float) -> tuple[float, list[int]]:
+        """Allocate, advance to the next event (at most `horizon_s`), and return the
+        time advanced and the coflows (global indices) that completed."""
+        arrays, owners = self.arrays()
+        mb_s = policy.rates(arrays) * MB_PER_S_PER_GBPS
+        rem = arrays.remaining_mb
+        with np.errstate(divide="ignore"):
+            t_flow = np.where(mb_s > 0, rem / mb_s, np.inf)
+        dt = min(float(t_flow.min()), horizon_s)
+        coflow_mb_s = np.bincount(arrays.coflow, weights=mb_s, minlength=owners.size)
+        t_cross = np.full(owners.size, np.inf)
+        if policy.thresholds is not None:
+            threshold = policy.thresholds(arrays.attained_mb)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t_cross = np.where(
+                    coflow_mb_s > 0, (threshold - arrays.attained_mb) / coflow_mb_s, np.inf
+                )
+            dt = min(dt, float(t_cross.min()))
+        if not math.isfinite(dt):
+            raise RuntimeError(f"policy {policy.name!r} gives no flow a rate: replay stuck")
+        limit = dt * (1 + _SAME_TIME)
+        self.attained[owners] += coflow_mb_s * dt
+        if policy.thresholds is not None:
+            crossed = t_cross <= limit
+            self.attained[owners[crossed]] = np.maximum(
+                self.attained[owners[crossed]], threshold[crossed]
+            )
+        new_rem = rem - mb_s * dt
+        done = (t_flow <= limit) | (new_rem <= _SAME_TIME * self.flows.size_mb[self.active])
+        new_rem[done] = 0.0
+        self.remaining[self.active] = new_rem
+        finished: list[int] = []
+        if done.any():
+            gone = self.flows.coflow[self.active[done]]
+            counts = np.bincount(gone, minlength=self.left.size)
+            touched = np.flatnonzero(counts)
+            self.left[touched] -= counts[touched]
+            finished = [int(g) for g in touched if self.left[g] == 0]
+            self.active = self.active[~done]
+        return dt, finished
