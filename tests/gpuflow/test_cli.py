@@ -188,3 +188,21 @@ def test_a_bad_policy_option_is_a_one_line_error(
     args = ["replay", str(trace), "-p", "tiresias", "-c", "4x4", "--policy-opt", "starve_limit=-1"]
     assert main(args) == 2
     assert "starve_limit" in capsys.readouterr().err
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
+
+
+@pytest.mark.parametrize(
+    ("trace_name", "cluster", "jobs"),
+    [("tiresias_60.csv", "4x4", 60), ("adaptdl_160.csv", "16x4", 160)],
+)
+def test_example_traces_replay_end_to_end_under_tiresias_and_gandiva(
+    trace_name: str, cluster: str, jobs: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["compare", str(EXAMPLES / trace_name), "--policies", "tiresias,gandiva"]
+    assert main([*args, "--cluster", cluster, "--json", "-j", "1"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in rows] == ["tiresias", "gandiva"]
+    for row in rows:
+        assert row["jobs"] == jobs and row["avg_jct_s"] > 0
