@@ -1,0 +1,1 @@
+"""A strict in-memory Kubernetes API server for tests (see docs/kube-test-server.md)."""
