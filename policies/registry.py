@@ -13,6 +13,7 @@ from controller.model import Policy
 from policies.fifo import Fifo
 from policies.gandiva import Gandiva
 from policies.optimus import Optimus
+from policies.pollux import Pollux
 from policies.srtf import Srtf
 from policies.tiresias import Tiresias
 
@@ -20,6 +21,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "fifo": Fifo,
     "gandiva": Gandiva,
     "optimus": Optimus,
+    "pollux": Pollux,
     "srtf": Srtf,
     "tiresias": Tiresias,
 }

@@ -18,6 +18,12 @@ def test_round_invariants(name: str, seed: int) -> None:
     check_round(make_policy(name), random_snapshot(seed))
 
 
+# Whole replays run every registered policy; Pollux's genetic search is shortened so
+# that its replay of days of rigid jobs stays quick (the search itself is tested in
+# test_pollux.py).
+REPLAY_OPTIONS: dict[str, dict[str, object]] = {"pollux": {"generations": 20, "population": 40}}
+
+
 @pytest.mark.parametrize("name", policy_names())
 def test_replay_keeps_invariants_and_finishes_every_job(name: str) -> None:
     from controller.traces.synthetic import generate
@@ -27,7 +33,7 @@ def test_replay_keeps_invariants_and_finishes_every_job(name: str) -> None:
     sim = Simulator(
         cluster,
         jobs,
-        make_policy(name),
+        make_policy(name, **REPLAY_OPTIONS.get(name, {})),
         ConsolidatedPlacer(cluster),
         SimConfig(round_interval_s=60.0, check_plans=True),
     )

@@ -1,0 +1,294 @@
+"""Pollux's per-job goodput model: throughput x statistical efficiency, best batch size.
+
+Called by `policies.pollux` once a round to turn every active job into a table of
+goodput by (nodes, GPUs) and the batch size that reaches it. The equations are those
+of Qiao et al., OSDI 2021, §3 (see `policies.pollux` for the citations):
+
+    T_iter(N, K, M) = (T_grad(M/K)^gamma + T_sync(N, K)^gamma)^(1/gamma)            (§3.2)
+    T_grad(m)       = a·alpha_grad + beta_grad·m,  a = ⌈m / max local batch⌉   (accumulation)
+    EFFICIENCY(M)   = (phi + M_ref) / (phi + M),  phi = r·M_ref                 (§3.1)
+    GOODPUT(N, K, M) = M / T_iter · EFFICIENCY(M)   (here in reference-batch iterations/s)
+
+with r = grad_var / grad_sqr, the measured gradient noise ratio at the job's progress.
+
+The throughput parameters are identified on the cluster the job runs on, from the
+performance model (`controller.model.perf`), as PolluxAgent fits them from a job's own
+step times (§3.2, §4.1): alpha_grad and beta_grad from two one-GPU probes, T_sync(N, K) from one
+probe per placement shape, gamma the profile's (the fitted one of a measured profile). For
+the six applications with a measured Pollux profile the perf model *is* the fitted
+Pollux model (`catalog.PolluxFit`) carried over to this cluster's GPUs and links, so the
+goodput here is what the simulator credits. A job without measured gradient statistics
+keeps its batch size (its efficiency is unknown), so only its throughput matters.
+
+Throughput tables are cached in this module per (cluster, application, candidate
+batches) and goodput tables per (job kind, progress bucket), least recently used
+first out: they are pure functions of those, as `controller.model.perf` caches its
+rings; nothing of a round is kept on the policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.model import Allocation, Cluster
+from controller.model.catalog import MeasuredProfile, ModelProfile, measured_profile
+from controller.model.perf import packed_gpu_signature, signature_time_s
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+# Candidate global batch sizes per application, geometric between M0 and the largest
+# batch: AdaptDL's `GoodputFunction.optimize` samples 50; 32 keep the search cheap and
+# the chosen batch within ~12% of the best on the grid's span (M0..64·M0 at most).
+BATCH_CANDIDATES = 32
+
+# Progress is bucketed to 1/200 for the noise-scale lookup, so that jobs of one
+# application at nearly the same progress share one goodput table.
+PROGRESS_BUCKETS = 200
+
+# Goodput tables kept across rounds (about 20 KB each on 16x4): enough for every job
+# of a few hundred at its progress bucket and the next.
+GOODPUT_CACHE_ENTRIES = 1024
+
+
+@dataclass(frozen=True)
+class AppKey:
+    """What a goodput table depends on besides the cluster."""
+
+    profile: str
+    ref_batch: int  # M_ref: the batch the job's work is counted in
+    max_batch: int  # largest global batch considered (= ref_batch when not adaptive)
+    adaptive: bool  # gradient statistics known: the batch size may change
+
+
+@dataclass(frozen=True)
+class TableKey:
+    """What a throughput table depends on besides the cluster: the candidate batches."""
+
+    profile: str
+    low_batch: int
+    max_batch: int
+
+
+@dataclass
+class ThroughputTable:
+    """`rate[n, k, b]`: iterations per second on n nodes, k GPUs, global batch `batches[b]`
+    (0 where the local batch would fall below the smallest allowed)."""
+
+    batches: FloatArray  # (B,)
+    rate: FloatArray  # (N + 1, K + 1, B)
+
+    @property
+    def max_gpus(self) -> int:
+        return int(self.rate.shape[1]) - 1
+
+
+@dataclass
+class _ClusterCache:
+    cluster: Cluster
+    tables: dict[TableKey, ThroughputTable] = field(default_factory=dict)
+    sync: dict[tuple[str, int, int], tuple[float, float]] = field(default_factory=dict)
+    goodput: OrderedDict[tuple[AppKey, int], tuple[FloatArray, IntArray]] = field(
+        default_factory=OrderedDict
+    )
+
+
+_caches: dict[int, _ClusterCache] = {}
+
+
+def app_key(
+    profile: ModelProfile, ref_batch: int | None, max_batches: Mapping[str, int] | None
+) -> AppKey:
+    """The goodput-table key of a job of `profile` whose work counts batches of `ref_batch`."""
+    ref = ref_batch if ref_batch is not None else profile.batch_size
+    measured = measured_profile(profile.measured) if profile.measured else None
+    if measured is None:
+        return AppKey(profile.name, ref, ref, adaptive=False)
+    largest = max(measured.validation)
+    if max_batches is not None:
+        largest = max_batches.get(profile.name, largest)
+    return AppKey(profile.name, ref, max(ref, largest), adaptive=True)
+
+
+@cache
+def min_local_batch(profile: ModelProfile) -> float:
+    """The smallest per-GPU batch profiled (AdaptDL's atomic batch lower bound)."""
+    measured = measured_profile(profile.measured) if profile.measured else None
+    if measured is None:
+        return 1.0
+    return min(s.local_bsz for s in measured.samples)
+
+
+def max_useful_gpus(profile: ModelProfile, key: AppKey) -> int:
+    """More GPUs than this would push the local batch below the smallest allowed."""
+    return max(1, int(key.max_batch // min_local_batch(profile)))
+
+
+def noise_ratio(profile: ModelProfile, key: AppKey, progress: float) -> float:
+    """r = grad_var / grad_sqr at a progress (0..1), at the job's reference batch."""
+    measured = _measured(profile)
+    if measured is None:
+        return math.inf
+    return measured.noise_scale_at(progress * measured.max_progress, key.ref_batch)
+
+
+def progress_bucket(progress: float) -> int:
+    return min(PROGRESS_BUCKETS, max(0, round(progress * PROGRESS_BUCKETS)))
+
+
+def goodput_table(
+    cluster: Cluster, profile: ModelProfile, key: AppKey, bucket: int, max_gpus: int
+) -> tuple[FloatArray, IntArray]:
+    """(goodput[n, k], best batch[n, k]) at a progress bucket, for k <= `max_gpus` at
+    least. Goodput is in reference-batch iterations per second; 0 where not allowed."""
+    cache = _cache(cluster)
+    entry = cache.goodput.get((key, bucket))
+    if entry is not None and entry[0].shape[1] > max_gpus:
+        cache.goodput.move_to_end((key, bucket))
+        return entry
+    table = _throughput(cache, profile, key, max_gpus)
+    scale = table.batches / key.ref_batch
+    if key.adaptive:
+        gain = scale * efficiency_at(scale, noise_ratio(profile, key, bucket / PROGRESS_BUCKETS))
+    else:
+        gain = scale
+    weighted = table.rate * gain
+    best = np.argmax(weighted, axis=2)
+    goodput = np.take_along_axis(weighted, best[:, :, None], axis=2)[:, :, 0]
+    entry = (goodput, table.batches.astype(np.int64)[best])
+    cache.goodput[(key, bucket)] = entry
+    if len(cache.goodput) > GOODPUT_CACHE_ENTRIES:
+        cache.goodput.popitem(last=False)
+    return entry
+
+
+def efficiency_at(scale: FloatArray, ratio: float) -> FloatArray:
+    """EFFICIENCY(M) = (r + 1) / (r + M/M_ref) (§3.1); 1 for an infinite noise ratio."""
+    if not math.isfinite(ratio):
+        return np.ones_like(scale)
+    result: FloatArray = (ratio + 1.0) / (ratio + scale)
+    return result
+
+
+def _measured(profile: ModelProfile) -> MeasuredProfile | None:
+    return measured_profile(profile.measured) if profile.measured else None
+
+
+def _cache(cluster: Cluster) -> _ClusterCache:
+    entry = _caches.get(id(cluster))
+    if entry is None or entry.cluster is not cluster:
+        entry = _ClusterCache(cluster)
+        _caches[id(cluster)] = entry
+    return entry
+
+
+def _throughput(
+    cache: _ClusterCache, profile: ModelProfile, key: AppKey, max_gpus: int
+) -> ThroughputTable:
+    if key.adaptive:
+        table_key = TableKey(profile.name, profile.batch_size, key.max_batch)
+    else:
+        table_key = TableKey(profile.name, key.ref_batch, key.ref_batch)
+    table = cache.tables.get(table_key)
+    if table is None or table.max_gpus < max_gpus:
+        # Grown by doubling, so that a replay builds each table a few times at most.
+        grown = max(max_gpus, 2 * table.max_gpus if table is not None else 0)
+        table = _build(cache, profile, table_key, key.adaptive, min(grown, cache.cluster.num_gpus))
+        cache.tables[table_key] = table
+    return table
+
+
+def _build(
+    cache: _ClusterCache, profile: ModelProfile, key: TableKey, adaptive: bool, max_gpus: int
+) -> ThroughputTable:
+    cluster = cache.cluster
+    grid = np.geomspace(key.low_batch, key.max_batch, BATCH_CANDIDATES if adaptive else 1)
+    batches = np.unique(np.round(grid))
+    order = sorted(range(len(cluster.nodes)), key=lambda i: (-cluster.nodes[i].num_gpus, i))
+    capacity = np.cumsum([cluster.nodes[i].num_gpus for i in order])
+    max_nodes = min(len(order), max_gpus)
+    rate = np.zeros((max_nodes + 1, max_gpus + 1, len(batches)))
+    alpha, beta, probe_speed = _compute_params(cluster, profile, order[0])
+    gamma = _gamma(profile)
+    min_local = min_local_batch(profile) if adaptive else 0.0
+    for k in range(1, max_gpus + 1):
+        local = batches / k
+        steps = np.maximum(1.0, np.ceil(local / profile.max_local_batch - 1e-9))
+        allowed = local >= min_local - 1e-9
+        for n in range(max(1, _min_nodes(capacity, k)), min(k, max_nodes) + 1):
+            sync_key = (profile.name, n, k)
+            sync = cache.sync.get(sync_key)
+            if sync is None:
+                sync = _sync(cluster, profile, order[:n], k, alpha, beta, probe_speed)
+                cache.sync[sync_key] = sync
+            sync_s, speed = sync
+            compute_s = (steps * alpha + beta * local) * (probe_speed / speed)
+            if sync_s > 0.0:
+                iter_s = (compute_s**gamma + sync_s**gamma) ** (1.0 / gamma)
+            else:
+                iter_s = compute_s
+            rate[n, k] = np.where(allowed, 1.0 / iter_s, 0.0)
+    return ThroughputTable(batches, rate)
+
+
+def _min_nodes(capacity: npt.NDArray[np.int64], k: int) -> int:
+    """Fewest nodes (the largest first) that hold k GPUs; len + 1 if none do."""
+    return int(np.searchsorted(capacity, k)) + 1
+
+
+def _gamma(profile: ModelProfile) -> float:
+    measured = _measured(profile)
+    return measured.fit.gamma if measured is not None else profile.gamma
+
+
+def _compute_params(
+    cluster: Cluster, profile: ModelProfile, node: int
+) -> tuple[float, float, float]:
+    """(alpha, beta, GPU speed): one-GPU iteration time alpha + beta·m on `node`, one
+    accumulation step."""
+    sig = packed_gpu_signature(cluster, Allocation.whole([(node, 0)]))
+    high = profile.max_local_batch
+    low = max(1, high // 2)
+    t_high = signature_time_s(profile, sig, batch_size=high)
+    if low == high:
+        return 0.0, t_high / high, sig.speed
+    t_low = signature_time_s(profile, sig, batch_size=low)
+    beta = (t_high - t_low) / (high - low)
+    return t_low - beta * low, beta, sig.speed
+
+
+def _sync(
+    cluster: Cluster,
+    profile: ModelProfile,
+    nodes: list[int],
+    k: int,
+    alpha: float,
+    beta: float,
+    probe_speed: float,
+) -> tuple[float, float]:
+    """(T_sync, slowest GPU speed) of k GPUs on `nodes`, packed, identified from one probe."""
+    counts = [1] * len(nodes)
+    left = k - len(nodes)
+    for i, node in enumerate(nodes):
+        extra = min(left, cluster.nodes[node].num_gpus - 1)
+        counts[i] += extra
+        left -= extra
+    alloc = Allocation.whole(
+        (node, g) for node, c in zip(nodes, counts, strict=True) for g in range(c)
+    )
+    sig = packed_gpu_signature(cluster, alloc)
+    if k == 1:
+        return 0.0, sig.speed
+    local = profile.max_local_batch  # one accumulation step
+    step_s = signature_time_s(profile, sig, batch_size=local * k)
+    compute_s = (alpha + beta * local) * probe_speed / sig.speed
+    gamma = _gamma(profile)
+    excess = step_s**gamma - compute_s**gamma
+    return (excess ** (1.0 / gamma) if excess > 0.0 else 0.0), sig.speed

@@ -1,0 +1,293 @@
+"""Pollux: goodput model, batch size, GPU limits, the genetic search, replay."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controller.model import Allocation, JobSpec, JobStatus, JobView, Snapshot
+from controller.model.catalog import resolve
+from controller.model.perf import packed_gpu_signature, signature_time_s
+from controller.placement import ConsolidatedPlacer
+from controller.sim import SimConfig, Simulator
+from controller.spec import load_cluster
+from controller.traces import load_trace
+from policies.pollux import Pollux, PolluxState
+from policies.pollux_goodput import app_key, goodput_table, noise_ratio, progress_bucket
+from policies.pollux_search import Problem, fitness, search
+from tests.builders import make_cluster, make_job, make_view
+from tests.policies.invariants import check_round, random_snapshot
+
+APPS = ("cifar10", "ncf", "deepspeech2", "bert", "yolov3", "imagenet")
+
+
+def _elastic(
+    job_id: str, model: str, *, lo: int = 1, hi: int = 64, submit_s: float = 0.0
+) -> JobSpec:
+    return make_job(
+        job_id, lo, model=model, min_gpus=lo, max_gpus=hi, submit_s=submit_s, duration_s=3600.0
+    )
+
+
+def _snapshot(
+    views: list[JobView], nodes: int = 4, gpus: int = 4, now_s: float = 600.0
+) -> Snapshot:
+    cluster = make_cluster(nodes=nodes, gpus=gpus)
+    return Snapshot(
+        now_s=now_s, cluster=cluster, jobs=tuple(views), placer=ConsolidatedPlacer(cluster)
+    )
+
+
+def _running(
+    spec: JobSpec, alloc: Allocation, progress: float = 0.0, now_s: float = 600.0
+) -> JobView:
+    return make_view(
+        spec,
+        status=JobStatus.RUNNING,
+        allocation=alloc,
+        now_s=now_s,
+        done_iters=progress * (spec.duration_s or 1.0),
+    )
+
+
+# -- invariants ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_round_invariants(seed: int) -> None:
+    plan = check_round(Pollux(), random_snapshot(seed))
+    snapshot = random_snapshot(seed)
+    by_id = {j.job_id: j for j in snapshot.jobs}
+    for job_id, alloc in plan.run.items():
+        spec = by_id[job_id].spec
+        assert spec.min_gpus <= alloc.num_gpus <= spec.max_gpus
+        if not spec.elastic:
+            assert alloc.num_gpus == spec.num_gpus
+        assert all(s.fraction == 1.0 for s in alloc.shares)
+    _assert_one_distributed_job_per_node(plan.run.values())
+
+
+def _assert_one_distributed_job_per_node(allocs: Iterable[Allocation]) -> None:
+    seen: dict[int, int] = {}
+    for alloc in allocs:
+        if len(alloc.nodes) > 1:
+            for node in alloc.nodes:
+                seen[node] = seen.get(node, 0) + 1
+    assert all(count == 1 for count in seen.values()), seen
+
+
+def test_same_snapshot_and_state_give_the_same_plan_over_rounds() -> None:
+    snapshot = random_snapshot(9)
+    first = Pollux().schedule(snapshot, None)
+    later = replace(snapshot, now_s=snapshot.now_s + 60.0)
+    a = Pollux().schedule(later, first.state)
+    b = Pollux().schedule(later, first.state)
+    assert dict(a.run) == dict(b.run) and a.batch_sizes == b.batch_sizes
+    assert isinstance(a.state, PolluxState)
+    assert np.array_equal(a.state.population, b.state.population)
+
+
+# -- goodput model ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_throughput_model_matches_the_performance_model(app: str) -> None:
+    cluster = load_cluster("16x4")
+    profile = resolve(app)
+    key = app_key(profile, None, None)
+    _, batches = goodput_table(cluster, profile, key, 0, 16)
+    goodput, _ = goodput_table(cluster, profile, replace(key, adaptive=False), 0, 16)
+    for nodes, gpus in [(1, 1), (1, 4), (2, 8), (4, 13)]:
+        alloc = Allocation.whole((n, g) for n in range(nodes) for g in range(4) if n * 4 + g < gpus)
+        want = 1.0 / signature_time_s(
+            profile, packed_gpu_signature(cluster, alloc), batch_size=key.ref_batch
+        )
+        assert goodput[nodes, gpus] == pytest.approx(want, rel=1e-6)
+        assert batches[nodes, gpus] >= profile.batch_size
+
+
+@pytest.mark.parametrize(
+    ("app", "early", "late"),
+    [
+        ("cifar10", 0.02, 0.95),
+        ("yolov3", 0.02, 0.95),
+        ("imagenet", 0.02, 0.6),
+        ("deepspeech2", 0.02, 0.5),
+    ],
+)
+def test_the_best_batch_grows_with_the_noise_scale(app: str, early: float, late: float) -> None:
+    cluster = load_cluster("16x4")
+    profile = resolve(app)
+    key = app_key(profile, None, None)
+    assert noise_ratio(profile, key, late) > noise_ratio(profile, key, early)
+    _, small = goodput_table(cluster, profile, key, progress_bucket(early), 16)
+    _, large = goodput_table(cluster, profile, key, progress_bucket(late), 16)
+    shapes = [(1, 1), (1, 4), (2, 8), (4, 16)]
+    assert all(large[n, k] >= small[n, k] for n, k in shapes)
+    assert any(large[n, k] > small[n, k] for n, k in shapes)
+
+
+def test_the_plan_raises_a_running_jobs_batch_as_it_progresses() -> None:
+    alloc = Allocation.whole((0, g) for g in range(4))
+    spec = make_job("c", 4, model="cifar10", duration_s=3600.0)  # rigid: the GPUs stay
+    early = Pollux().schedule(_snapshot([_running(spec, alloc, 0.02)], nodes=1), None)
+    late = Pollux().schedule(_snapshot([_running(spec, alloc, 0.95)], nodes=1), None)
+    assert early.run["c"] is alloc and late.run["c"] is alloc  # same GPUs: no restart
+    assert late.batch_sizes["c"] > early.batch_sizes["c"] >= resolve("cifar10").batch_size
+
+
+def test_a_model_without_gradient_statistics_keeps_its_batch() -> None:
+    spec = _elastic("r", "resnet50", hi=4)
+    plan = Pollux().schedule(_snapshot([make_view(spec)], nodes=1), None)
+    assert plan.run["r"].num_gpus >= 1
+    assert "r" not in plan.batch_sizes
+
+
+# -- GPU limits ---------------------------------------------------------------------
+
+
+def test_a_job_never_gets_more_than_its_max_or_fewer_than_its_min() -> None:
+    views = [
+        make_view(_elastic("few", "cifar10", lo=3, hi=5)),
+        make_view(_elastic("many", "imagenet", lo=2, hi=6)),
+        make_view(make_job("rigid", 8, model="bert")),
+    ]
+    views += [make_view(_elastic(f"s{i}", "ncf", hi=2)) for i in range(6)]
+    for growth in (0.0, 2.0):
+        for nodes in (1, 2, 4, 8):
+            snapshot = _snapshot(views, nodes=nodes)
+            plan = Pollux(growth_factor=growth).schedule(snapshot, None)
+            by_id = {v.job_id: v for v in views}
+            for job_id, alloc in plan.run.items():
+                spec = by_id[job_id].spec
+                assert spec.min_gpus <= alloc.num_gpus <= spec.max_gpus
+            if "rigid" in plan.run:
+                assert plan.run["rigid"].num_gpus == 8
+            for view in views:
+                if view.job_id not in plan.run:
+                    assert plan.reason_for(view.job_id) is not None
+
+
+def test_a_new_job_starts_on_one_gpu_then_may_double() -> None:
+    spec = _elastic("i", "imagenet")
+    view = make_view(spec)
+    plan = Pollux().schedule(_snapshot([view], nodes=4), None)
+    assert plan.run["i"].num_gpus == 1
+    running = _running(spec, plan.run["i"], 0.1, now_s=660.0)
+    again = Pollux().schedule(_snapshot([running], nodes=4, now_s=660.0), plan.state)
+    assert again.run["i"].num_gpus <= 2
+    unbounded = Pollux(growth_factor=0.0).schedule(_snapshot([view], nodes=4), None)
+    assert unbounded.run["i"].num_gpus > 2
+
+
+def test_a_job_larger_than_the_cluster_waits_with_a_reason() -> None:
+    plan = Pollux().schedule(_snapshot([make_view(make_job("big", 32))], nodes=2), None)
+    assert plan.run == {}
+    reason = plan.reason_for("big")
+    assert reason is not None and reason.code == "InsufficientGpus"
+
+
+def test_jobs_left_out_wait_for_lack_of_goodput_gain() -> None:
+    views = [make_view(_elastic(f"j{i}", "cifar10", submit_s=i)) for i in range(6)]
+    plan = Pollux().schedule(_snapshot(views, nodes=1), None)
+    assert len(plan.run) == 4
+    for view in views:
+        if view.job_id not in plan.run:
+            reason = plan.reason_for(view.job_id)
+            assert reason is not None and reason.code == "NoGoodputGain"
+
+
+def test_a_kept_allocation_is_the_same_object() -> None:
+    alloc = Allocation.whole((0, g) for g in range(2))
+    spec = _elastic("k", "bert", hi=2)
+    plan = Pollux().schedule(_snapshot([_running(spec, alloc, 0.3)], nodes=1), None)
+    assert plan.run["k"] is alloc
+
+
+# -- search -------------------------------------------------------------------------
+
+
+def _hand_built_problem() -> Problem:
+    """4 jobs on 2 nodes of 4 GPUs; speedup sqrt(k) on one node, 0.8·sqrt(k) on two."""
+    jobs, nodes, kdim, ndim = 4, 2, 9, 3
+    table = np.zeros((jobs, ndim, kdim))
+    ks = np.arange(kdim)
+    table[:, 1, :] = np.sqrt(ks)
+    table[:, 2, :] = 0.8 * np.sqrt(ks)
+    base = np.zeros((jobs, nodes), dtype=np.float32)
+    base[0] = [4, 4]  # naive: one job holds the whole cluster
+    return Problem(
+        capacity=np.array([4, 4], dtype=np.float32),
+        base=base,
+        lo=np.ones(jobs, dtype=np.float32),
+        hi=np.full(jobs, 8, dtype=np.float32),
+        speedup=table.ravel(),
+        ndim=ndim,
+        kdim=kdim,
+        restart_factor=np.ones(jobs),
+        p=-1.0,
+        avoid_interference=True,
+    )
+
+
+def test_the_search_beats_a_naive_allocation() -> None:
+    problem = _hand_built_problem()
+    naive = fitness(problem, problem.base[None])[0]
+    best = np.array([[2, 0], [2, 0], [0, 2], [0, 2]], dtype=np.float32)
+    optimum = fitness(problem, best[None])[0]
+    result = search(
+        problem,
+        problem.base[None],
+        population_size=100,
+        generations=100,
+        patience=0,
+        rng=np.random.default_rng(0),
+    )
+    assert naive < 0.01 < optimum
+    assert result.best_fitness == pytest.approx(optimum, rel=1e-6)
+    assert sorted(result.best.sum(axis=1).tolist()) == [2, 2, 2, 2]
+
+
+def test_repair_keeps_one_distributed_job_per_node_and_node_capacity() -> None:
+    problem = _hand_built_problem()
+    states = np.array([[[3, 1], [2, 2], [4, 4], [0, 1]]], dtype=np.float32)
+    result = search(
+        problem, states, population_size=1, generations=0, patience=0, rng=np.random.default_rng(1)
+    )
+    fixed = result.population[0]
+    assert (fixed.sum(axis=0) <= problem.capacity).all()
+    distributed = (fixed > 0).sum(axis=1) > 1
+    assert ((fixed[distributed] > 0).sum(axis=0) <= 1).all()
+    assert fixed[0].tolist() == [3, 1]  # first in the priority order keeps its GPUs
+
+
+# -- replay -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_replay_of_an_adaptdl_workload_finishes_every_job(tmp_path: Path) -> None:
+    rows = ["name,time,application,num_replicas,batch_size"]
+    rng = np.random.default_rng(3)
+    for i in range(16):
+        app = ("cifar10", "ncf", "cifar10", "bert", "deepspeech2", "yolov3")[i % 6]
+        replicas = int(rng.choice([1, 2, 4]))
+        rows.append(f"{app}-{i},{i * 300},{app},{replicas},{resolve(app).batch_size * replicas}")
+    path = tmp_path / "workload.csv"
+    path.write_text("\n".join(rows) + "\n")
+    trace = load_trace(path, "adaptdl")
+    cluster = load_cluster("16x4")
+    sim = Simulator(
+        cluster,
+        trace.jobs,
+        Pollux(generations=30),
+        ConsolidatedPlacer(cluster),
+        SimConfig(round_interval_s=60.0, check_plans=True),
+    )
+    result = sim.run()
+    assert len(result.jobs) == 16
+    assert all(o.finish_s is not None for o in result.jobs)
+    assert result.gpu_s_allocated <= result.gpu_s_capacity + 1e-6
