@@ -1,0 +1,122 @@
+"""`gpuflow operator run` and `gpuflow agent run`: the Kubernetes side's commands.
+
+gpuflow.cli registers them with `add_parsers(subparsers)`. The operator schedules
+DLJobs with a policy (operators/operator.py); the agent publishes its node's GPUs
+(operators/agent/main.py). Both take --kubeconfig (default: in-cluster, then
+~/.kube/config). Exit codes: 0 stopped, 1 lost the lease or the API, 2 bad input,
+3 no NVML (agent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+
+def add_parsers(sub: Any) -> None:
+    """Register `operator run` and `agent run` on the CLI's subparsers object."""
+    op = sub.add_parser("operator", help="the Kubernetes operator").add_subparsers(metavar="ACTION")
+    run = op.add_parser("run", help="schedule DLJobs on a Kubernetes cluster")
+    _common(run)
+    run.add_argument("--policy", "-p", default="fifo", help="scheduling policy (default fifo)")
+    run.add_argument("--placement", default="consolidated", help="placement (default consolidated)")
+    run.add_argument("--namespace", help="watch DLJobs of this namespace only (default: all)")
+    run.add_argument("--interval", type=float, default=5.0, help="seconds between rounds at most")
+    run.add_argument("--identity", default=None, help="leader-election identity (default host:pid)")
+    run.add_argument("--lease-namespace", default="default")
+    run.add_argument("--lease-duration", type=float, default=15.0)
+    run.add_argument("--renew-deadline", type=float, default=10.0)
+    run.add_argument("--retry-period", type=float, default=2.0)
+    run.set_defaults(func=cmd_operator_run)
+
+    agent = sub.add_parser("agent", help="the node agent").add_subparsers(metavar="ACTION")
+    arun = agent.add_parser("run", help="publish this node's GPUs on its Node")
+    _common(arun)
+    arun.add_argument("--node-name", default=os.environ.get("NODE_NAME"), help="(env NODE_NAME)")
+    arun.add_argument("--topology-file", help="YAML node type for a machine without NVML")
+    arun.add_argument("--node-type", help="which node type of --topology-file (if several)")
+    arun.add_argument("--nic-gbps", type=float, default=100.0, help="NIC speed (default 100)")
+    arun.add_argument("--interval", type=float, default=30.0, help="seconds between reports")
+    arun.add_argument("--once", action="store_true", help="publish once and exit")
+    arun.set_defaults(func=cmd_agent_run)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    p.add_argument("--context")
+    p.add_argument("-v", "--verbose", action="store_true")
+
+
+def cmd_operator_run(args: argparse.Namespace) -> int:
+    from operators.kube import KubeApi, api_client
+    from operators.leader import LeaseConfig
+    from operators.operator import Operator, OperatorConfig
+    from policies.registry import UnknownPolicyError
+
+    _logging(args.verbose)
+    lease = LeaseConfig(
+        namespace=args.lease_namespace,
+        lease_duration_s=args.lease_duration,
+        renew_deadline_s=args.renew_deadline,
+        retry_s=args.retry_period,
+    )
+    config = OperatorConfig(
+        identity=args.identity or f"{socket.gethostname()}:{os.getpid()}",
+        policy=args.policy,
+        placement=args.placement,
+        namespace=args.namespace,
+        interval_s=args.interval,
+        lease=lease,
+    )
+    try:
+        operator = Operator(KubeApi(api_client(args.kubeconfig, args.context)), config)
+    except UnknownPolicyError as exc:
+        sys.stderr.write(f"gpuflow: error: {exc}\n")
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: operator.stop())
+    return operator.run()
+
+
+def cmd_agent_run(args: argparse.Namespace) -> int:
+    from operators.agent.main import AgentOptions, run_agent
+
+    _logging(args.verbose)
+    options = AgentOptions(
+        node_name=args.node_name,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        topology_file=args.topology_file,
+        node_type=args.node_type,
+        nic_gbps=args.nic_gbps,
+        interval_s=args.interval,
+        once=args.once,
+    )
+    return run_agent(options)
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run these commands without the rest of the CLI: `python -m gpuflow.operator_cmd`."""
+    parser = argparse.ArgumentParser(prog="gpuflow")
+    add_parsers(parser.add_subparsers(metavar="COMMAND"))
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 2
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

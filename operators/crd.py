@@ -1,0 +1,57 @@
+"""The DLJob custom resource: its API names, and the labels, annotations and finalizer
+the operator and node agent put on Kubernetes objects.
+
+The CRD manifest itself is `helm/gpuflow/crds/dljob.yaml` (applied with kubectl or
+Helm); `load_crd_manifest` reads it for tests and for `gpuflow operator run
+--install-crd`. Everything in gpuflow that names a DLJob field, label or annotation
+takes the name from here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+GROUP = "gpuflow.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "DLJob"
+PLURAL = "dljobs"
+SHORT_NAME = "dlj"
+
+# Finalizer on every DLJob: the operator removes it once the job's pods are gone, so
+# that no pod of a deleted job still holds a GPU the operator thinks is free.
+FINALIZER = f"{GROUP}/cleanup"
+
+# Labels on worker pods and services (label selectors find a job's pods).
+LABEL_JOB = f"{GROUP}/job"
+LABEL_ATTEMPT = f"{GROUP}/attempt"  # 1 for the first start, +1 per restart
+LABEL_MANAGED = f"{GROUP}/managed-by"
+MANAGER = "gpuflow-operator"
+
+# Annotations on worker pods: the operator's whole record of an allocation, read back
+# after a restart (JSON list of {node, gpu, uuid, fraction}).
+ANN_ALLOCATION = f"{GROUP}/allocation"
+ANN_RANK = f"{GROUP}/rank"
+ANN_WORLD_SIZE = f"{GROUP}/world-size"
+ANN_GPU_MEM_MIB = f"{GROUP}/gpu-mem-mib"
+ANN_STARTED_AT = f"{GROUP}/started-at"
+
+# Annotations and labels the node agent publishes on its Node.
+ANN_NODE_GPUS = f"{GROUP}/gpus"  # static: models, UUIDs, topology, NUMA (JSON)
+ANN_NODE_GPU_STATUS = f"{GROUP}/gpu-status"  # changing: health, utilisation (JSON)
+LABEL_RACK = f"{GROUP}/rack"
+LABEL_GPU_COUNT = "nvidia.com/gpu.count"  # GPU Feature Discovery's label names
+LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
+LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
+
+CRD_PATH = Path(__file__).resolve().parent.parent / "helm" / "gpuflow" / "crds" / "dljob.yaml"
+
+
+def load_crd_manifest(path: Path = CRD_PATH) -> dict[str, Any]:
+    """The CustomResourceDefinition of DLJob, as a dict ready to create."""
+    with path.open(encoding="utf-8") as f:
+        doc: dict[str, Any] = yaml.safe_load(f)
+    return doc

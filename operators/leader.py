@@ -1,0 +1,122 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection.
+
+Several operator replicas may run; only the one holding the Lease schedules. A
+candidate takes the Lease when it is free or when its record (holder, renewTime)
+has not changed for `lease_duration_s` as measured on the candidate's own clock
+(never comparing clocks across machines); the holder renews it every `retry_s`, and
+steps down when it could not renew for `renew_deadline_s`. Every write carries the
+Lease's resourceVersion, so two candidates never both win: the second gets 409.
+The operator runs `run()` in a thread and asks `leading()` before every write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from operators.kube import KubeApi, Obj, status_code
+from operators.resources import micro_time
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    namespace: str = "default"
+    name: str = "gpuflow-operator"
+    # client-go's defaults are 15 s / 10 s / 2 s; the operator keeps them in production.
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_s: float = 2.0
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: KubeApi,
+        identity: str,
+        config: LeaseConfig = LeaseConfig(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.identity = identity
+        self.config = config
+        self.clock = clock
+        self._renewed_at: float | None = None  # our clock, last successful acquire/renew
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed_at = 0.0
+        self.lost = threading.Event()
+        self.transitions = 0
+
+    def leading(self) -> bool:
+        at = self._renewed_at
+        return at is not None and self.clock() - at < self.config.renew_deadline_s
+
+    def run(self, stop: threading.Event) -> None:
+        """Try to acquire, then renew, until `stop`; sets `lost` on losing the lease."""
+        while not stop.is_set():
+            was = self.leading()
+            try:
+                self.try_acquire_or_renew()
+            except Exception as exc:  # an API error: retry after retry_s
+                log.warning("lease: %s", exc)
+            if was and not self.leading():
+                log.error("lost the lease %s", self.config.name)
+                self.lost.set()
+                return
+            stop.wait(self.config.retry_s)
+
+    def try_acquire_or_renew(self) -> bool:
+        cfg = self.config
+        now = self.clock()
+        lease = self.api.get_lease(cfg.namespace, cfg.name)
+        if lease is None:
+            return self._write(None, now)
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        record = (holder, str(spec.get("renewTime") or ""))
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration_s)
+        if holder and holder != self.identity and now - self._observed_at < duration:
+            return False  # held by another, still fresh
+        return self._write(lease, now)
+
+    def _write(self, lease: Obj | None, now: float) -> bool:
+        cfg = self.config
+        stamp = micro_time(time.time())
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(cfg.lease_duration_s)),
+            "renewTime": stamp,
+        }
+        try:
+            if lease is None:
+                spec["acquireTime"] = stamp
+                spec["leaseTransitions"] = 0
+                body = {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": cfg.name, "namespace": cfg.namespace},
+                    "spec": spec,
+                }
+                self.api.create_lease(cfg.namespace, body)
+            else:
+                old = lease.get("spec") or {}
+                if old.get("holderIdentity") == self.identity:
+                    spec["acquireTime"] = old.get("acquireTime") or stamp
+                    spec["leaseTransitions"] = old.get("leaseTransitions") or 0
+                else:
+                    spec["acquireTime"] = stamp
+                    spec["leaseTransitions"] = int(old.get("leaseTransitions") or 0) + 1
+                    self.transitions += 1
+                self.api.replace_lease(cfg.namespace, {**lease, "spec": spec})
+        except Exception as exc:
+            if status_code(exc) == 409:
+                return False  # another candidate wrote first
+            raise
+        self._renewed_at = now
+        return True

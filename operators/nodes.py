@@ -1,0 +1,187 @@
+"""Nodes' GPUs as the node agent publishes them, and the `Cluster` the operator builds.
+
+The agent (operators/agent) discovers a `NodeGpus` and writes it on its Node as the
+JSON annotation `gpuflow.dev/gpus` (static: model, UUIDs, NUMA, the pair matrix in
+`nvidia-smi topo -m` labels), GPU-Feature-Discovery-like labels, and a changing
+`gpuflow.dev/gpu-status` annotation (health, utilisation). The backend turns the
+Nodes that carry the annotation into a `Cluster`, nodes sorted by name, racks from
+the `gpuflow.dev/rack` label (else the zone label), rack uplinks non-blocking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from controller.model import Cluster, Gpu, GpuType, Node, PairLink, Rack
+from controller.model.cluster import parse_topology_matrix
+from operators import crd
+from operators.kube import Obj
+
+Links = tuple[tuple[PairLink | None, ...], ...]
+SCHEMA_VERSION = 1
+DEFAULT_RACK = "default"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# PCIe Gen3 x16, one direction (controller/presets/gpus.yaml): for unknown GPU models.
+DEFAULT_PCIE_GBPS = 126.0
+DEFAULT_NVLINK_GBPS = 200.0  # one NVLink2-4 lane, one direction (same file)
+DEFAULT_NIC_GBPS = 100.0
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """One node's GPUs: what the agent publishes and the operator reads."""
+
+    gpu_type: GpuType
+    gpus: tuple[Gpu, ...]
+    links: Links
+    nic_gbps: float
+    product: str  # the name NVML reports, e.g. "Tesla V100-SXM2-16GB"
+
+    def to_annotation(self) -> str:
+        t = self.gpu_type
+        doc = {
+            "version": SCHEMA_VERSION,
+            "model": t.name,
+            "product": self.product,
+            "memMib": t.mem_mib,
+            "nvlinkGbps": t.nvlink_gbps,
+            "pcieGbps": t.pcie_gbps,
+            "speed": t.speed,
+            "nicGbps": self.nic_gbps,
+            "gpus": [{"index": g.index, "uuid": g.uuid, "numa": g.numa} for g in self.gpus],
+            "topology": [
+                " ".join("X" if c is None else c.label() for c in row) for row in self.links
+            ],
+        }
+        return json.dumps(doc, separators=(",", ":"))
+
+    @classmethod
+    def from_annotation(cls, text: str) -> NodeGpus:
+        doc = json.loads(text)
+        if doc.get("version") != SCHEMA_VERSION:
+            raise ValueError(f"unknown {crd.ANN_NODE_GPUS} version {doc.get('version')}")
+        t = GpuType(
+            doc["model"],
+            int(doc["memMib"]),
+            float(doc["nvlinkGbps"]),
+            float(doc["pcieGbps"]),
+            float(doc.get("speed", 1.0)),
+        )
+        gpus = tuple(Gpu(int(g["index"]), str(g["uuid"]), int(g["numa"])) for g in doc["gpus"])
+        links = _links(tuple(doc["topology"]))
+        if len(links) != len(gpus):
+            raise ValueError(f"{len(gpus)} GPUs but a {len(links)}-row topology")
+        return cls(t, gpus, links, float(doc["nicGbps"]), str(doc.get("product", t.name)))
+
+    def labels(self) -> dict[str, str]:
+        """GPU Feature Discovery's labels (count, product, memory in MiB)."""
+        return {
+            crd.LABEL_GPU_COUNT: str(len(self.gpus)),
+            crd.LABEL_GPU_PRODUCT: _label_value(self.product),
+            crd.LABEL_GPU_MEMORY: str(self.gpu_type.mem_mib),
+        }
+
+
+@cache
+def _links(rows: tuple[str, ...]) -> Links:
+    return parse_topology_matrix("\n".join(rows))
+
+
+def _label_value(text: str) -> str:
+    """A valid label value: GFD writes products with '-' for spaces."""
+    out = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+    return out.strip("-_.")[:63]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """The cluster now: the model, and what is down or unhealthy in it."""
+
+    cluster: Cluster
+    down_nodes: frozenset[int]
+    unhealthy: frozenset[tuple[int, int]]  # (node, gpu) reported unhealthy
+    signature: tuple[Any, ...]  # equal signatures: the same Cluster
+
+    def uuid_index(self) -> dict[str, tuple[int, int]]:
+        return _uuid_index(self.cluster)
+
+
+@cache
+def _uuid_index(cluster: Cluster) -> dict[str, tuple[int, int]]:
+    return {g.uuid: (i, g.index) for i, n in enumerate(cluster.nodes) for g in n.gpus}
+
+
+def build_cluster(nodes: Iterable[Obj], previous: ClusterView | None = None) -> ClusterView:
+    """The cluster from Nodes carrying the GPU annotation; reuses `previous`'s Cluster
+    when no node's GPUs, rack or presence changed."""
+    gpu_nodes = sorted(
+        (n for n in nodes if crd.ANN_NODE_GPUS in _annotations(n)),
+        key=lambda n: str(n["metadata"]["name"]),
+    )
+    signature = tuple(
+        (n["metadata"]["name"], _annotations(n)[crd.ANN_NODE_GPUS], _rack_of(n)) for n in gpu_nodes
+    )
+    if previous is not None and previous.signature == signature:
+        cluster = previous.cluster
+    else:
+        cluster = _assemble(signature)
+    down = frozenset(i for i, n in enumerate(gpu_nodes) if not _node_up(n))
+    unhealthy: set[tuple[int, int]] = set()
+    for i, n in enumerate(gpu_nodes):
+        unhealthy.update((i, g) for g in _unhealthy_gpus(n, cluster.nodes[i]))
+    return ClusterView(cluster, down, frozenset(unhealthy), signature)
+
+
+def _assemble(signature: Sequence[tuple[str, str, str]]) -> Cluster:
+    rack_names = sorted({rack for _, _, rack in signature})
+    rack_index = {r: i for i, r in enumerate(rack_names)}
+    nodes: list[Node] = []
+    nic_by_rack = dict.fromkeys(rack_names, 0.0)
+    for name, text, rack in signature:
+        info = NodeGpus.from_annotation(text)
+        nodes.append(
+            Node(name, rack_index[rack], info.gpu_type, info.gpus, info.links, info.nic_gbps)
+        )
+        nic_by_rack[rack] += info.nic_gbps
+    racks = tuple(Rack(r, nic_by_rack[r]) for r in rack_names)
+    return Cluster("kubernetes", tuple(nodes), racks)
+
+
+def _annotations(node: Obj) -> dict[str, str]:
+    ann: dict[str, str] = node["metadata"].get("annotations") or {}
+    return ann
+
+
+def _rack_of(node: Obj) -> str:
+    labels = node["metadata"].get("labels") or {}
+    return str(labels.get(crd.LABEL_RACK) or labels.get(ZONE_LABEL) or DEFAULT_RACK)
+
+
+def _node_up(node: Obj) -> bool:
+    """Schedulable and not reported NotReady (a Node without conditions counts as up)."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return True
+
+
+def _unhealthy_gpus(node: Obj, model: Node) -> list[int]:
+    text = _annotations(node).get(crd.ANN_NODE_GPU_STATUS)
+    if not text:
+        return []
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return []
+    index = {g.uuid: g.index for g in model.gpus}
+    return [
+        index[g["uuid"]]
+        for g in doc.get("gpus", [])
+        if g.get("healthy") is False and g.get("uuid") in index
+    ]

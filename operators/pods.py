@@ -1,0 +1,249 @@
+"""Worker pods and headless services of DLJobs, and the GPUs that pods hold.
+
+A job runs as one pod per node of its allocation (rank = the node's place in the
+allocation), pinned with `nodeName` and given its GPUs by UUID in
+NVIDIA_VISIBLE_DEVICES; shared GPUs add the MPS limits. Every pod carries the whole
+allocation in an annotation, which is all the operator needs to rebuild its state
+after a restart. `Occupancy` sums what the pods that are not finished hold on each
+GPU, terminating ones included: the backend creates a pod only where it fits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from operators import crd
+from operators.kube import Obj
+from operators.resources import grace_period_s
+
+MASTER_PORT = 29500  # PyTorch's default rendezvous port
+CONTAINER = "worker"
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+SHARE_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRecord:
+    """One GPU share of an allocation as pods record it."""
+
+    node: str
+    gpu: int
+    uuid: str
+    fraction: float = 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "gpu": self.gpu, "uuid": self.uuid, "fraction": self.fraction}
+
+
+def encode_shares(shares: Iterable[ShareRecord]) -> str:
+    return json.dumps([s.to_json() for s in shares], separators=(",", ":"))
+
+
+def decode_shares(text: str) -> list[ShareRecord]:
+    return [
+        ShareRecord(str(d["node"]), int(d["gpu"]), str(d["uuid"]), float(d["fraction"]))
+        for d in json.loads(text)
+    ]
+
+
+def pod_name(job: str, attempt: int, rank: int) -> str:
+    return f"{job}-{attempt}-{rank}"
+
+
+def pod_attempt(pod: Obj) -> int:
+    labels = pod["metadata"].get("labels") or {}
+    return int(labels.get(crd.LABEL_ATTEMPT, 0))
+
+
+def pod_phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def finished(pod: Obj) -> bool:
+    return pod_phase(pod) in FINISHED_PHASES
+
+
+def terminating(pod: Obj) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def pod_shares(pod: Obj) -> list[ShareRecord]:
+    """The shares of the job's allocation on this pod's own node."""
+    ann = pod["metadata"].get("annotations") or {}
+    text = ann.get(crd.ANN_ALLOCATION)
+    if not text:
+        return []
+    node = (pod.get("spec") or {}).get("nodeName")
+    return [s for s in decode_shares(text) if s.node == node]
+
+
+def pod_mem_mib(pod: Obj) -> int:
+    ann = pod["metadata"].get("annotations") or {}
+    return int(ann.get(crd.ANN_GPU_MEM_MIB) or 0)
+
+
+class Occupancy:
+    """What unfinished pods hold on each GPU (by UUID): compute fraction and memory."""
+
+    def __init__(self, pods: Iterable[Obj] = ()) -> None:
+        self.fraction: dict[str, float] = {}
+        self.mem_mib: dict[str, int] = {}
+        self.holders: dict[str, set[str]] = {}
+        for pod in pods:
+            if not finished(pod):
+                self.add(pod_shares(pod), pod_mem_mib(pod), pod["metadata"]["name"])
+
+    def add(self, shares: Iterable[ShareRecord], mem_mib: int, holder: str) -> None:
+        for s in shares:
+            self.fraction[s.uuid] = self.fraction.get(s.uuid, 0.0) + s.fraction
+            self.mem_mib[s.uuid] = self.mem_mib.get(s.uuid, 0) + mem_mib
+            self.holders.setdefault(s.uuid, set()).add(holder)
+
+    def conflict(self, shares: Iterable[ShareRecord], mem_mib: int, cap: Mapping[str, int]) -> str:
+        """ "" if the shares fit next to what is held, else the first GPU that is full."""
+        for s in shares:
+            used = self.fraction.get(s.uuid, 0.0)
+            if used + s.fraction > 1.0 + SHARE_EPS:
+                return s.uuid
+            if s.fraction < 1.0 and self.mem_mib.get(s.uuid, 0) + mem_mib > cap.get(s.uuid, 0):
+                return s.uuid
+        return ""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything one attempt of a job needs to build its pods."""
+
+    job: Obj
+    shares: tuple[ShareRecord, ...]
+    attempt: int
+    batch_size: int | None
+    started_at: str
+
+
+def node_order(shares: Iterable[ShareRecord]) -> list[str]:
+    """Nodes of an allocation in rank order (sorted by name: deterministic)."""
+    return sorted({s.node for s in shares})
+
+
+def service_name(job: Obj) -> str:
+    return str(job["metadata"]["name"])
+
+
+def owner_reference(job: Obj) -> Obj:
+    meta = job["metadata"]
+    return {
+        "apiVersion": crd.API_VERSION,
+        "kind": crd.KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def headless_service(job: Obj) -> Obj:
+    meta = job["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": service_name(job),
+            "namespace": meta["namespace"],
+            "labels": {crd.LABEL_JOB: meta["name"], crd.LABEL_MANAGED: crd.MANAGER},
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {crd.LABEL_JOB: meta["name"]},
+            "publishNotReadyAddresses": True,  # rendezvous before readiness
+            "ports": [{"name": "rendezvous", "port": MASTER_PORT}],
+        },
+    }
+
+
+def worker_pods(w: WorkerSpec) -> list[Obj]:
+    meta, spec = w.job["metadata"], w.job.get("spec") or {}
+    name, ns = meta["name"], meta["namespace"]
+    nodes = node_order(w.shares)
+    master = f"{pod_name(name, w.attempt, 0)}.{service_name(w.job)}.{ns}.svc"
+    mem = int(spec.get("gpuMemMib") or 0)
+    pods = []
+    for rank, node in enumerate(nodes):
+        mine = [s for s in w.shares if s.node == node]
+        env = _env(w, mine, mem, master, rank, len(nodes))
+        pod = pod_name(name, w.attempt, rank)
+        container: Obj = {"name": CONTAINER, "image": spec["image"], "env": env}
+        for field in ("command", "args"):
+            if spec.get(field):
+                container[field] = list(spec[field])
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod,
+                    "namespace": ns,
+                    "labels": {
+                        crd.LABEL_JOB: name,
+                        crd.LABEL_ATTEMPT: str(w.attempt),
+                        crd.LABEL_MANAGED: crd.MANAGER,
+                    },
+                    "annotations": {
+                        crd.ANN_ALLOCATION: encode_shares(w.shares),
+                        crd.ANN_RANK: str(rank),
+                        crd.ANN_WORLD_SIZE: str(len(nodes)),
+                        crd.ANN_GPU_MEM_MIB: str(mem),
+                        crd.ANN_STARTED_AT: w.started_at,
+                    },
+                    "ownerReferences": [owner_reference(w.job)],
+                },
+                "spec": {
+                    "nodeName": node,
+                    "restartPolicy": "Never",
+                    "hostname": pod,
+                    "subdomain": service_name(w.job),
+                    "terminationGracePeriodSeconds": grace_period_s(w.job),
+                    "containers": [container],
+                },
+            }
+        )
+    return pods
+
+
+def _env(
+    w: WorkerSpec, mine: list[ShareRecord], mem: int, master: str, rank: int, world: int
+) -> list[Obj]:
+    spec = w.job.get("spec") or {}
+    ckpt = spec.get("checkpoint") or {}
+    env: dict[str, str] = {str(e["name"]): str(e.get("value", "")) for e in spec.get("env") or []}
+    env.update(
+        {
+            "NVIDIA_VISIBLE_DEVICES": ",".join(s.uuid for s in mine),
+            "MASTER_ADDR": master,
+            "MASTER_PORT": str(MASTER_PORT),
+            "WORLD_SIZE": str(world),  # pods (nodes); each runs GPUFLOW_GPUS_PER_POD ranks
+            "RANK": str(rank),
+            "GPUFLOW_JOB": w.job["metadata"]["name"],
+            "GPUFLOW_GPUS_PER_POD": str(len(mine)),
+            "GPUFLOW_ATTEMPT": str(w.attempt),
+            "GPUFLOW_RESUME": "1" if w.attempt > 1 else "0",
+        }
+    )
+    if ckpt.get("path"):
+        env["GPUFLOW_CHECKPOINT_PATH"] = str(ckpt["path"])
+    if w.batch_size is not None:
+        env["GPUFLOW_BATCH_SIZE"] = str(w.batch_size)
+    shared = [s for s in mine if s.fraction < 1.0]
+    if shared:
+        # One MPS client per pod: the smallest share bounds its threads everywhere.
+        pct = max(1, int(min(s.fraction for s in shared) * 100))
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(pct)
+        if mem:
+            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = ",".join(
+                f"{i}={mem}M" for i in range(len(mine))
+            )
+    return [{"name": k, "value": v} for k, v in env.items()]

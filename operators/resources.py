@@ -1,0 +1,171 @@
+"""DLJob objects to and from the controller's model: `JobSpec`s in, statuses out.
+
+The backend calls `job_spec` for every DLJob it shows a policy, and `status_mutator`
+to build each status write (applied by `KubeApi.update_status`, which retries on
+conflicts with a fresh object). Conditions follow the Kubernetes convention: one per
+type, `status` "True"/"False", `lastTransitionTime` moved only when `status` flips.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.model import JobSpec
+from operators.kube import Obj
+
+# A job without an expected duration is shown to policies as one hour long: only
+# oracle policies (SRTF) read it, and they need some figure.
+DEFAULT_DURATION_S = 3600.0
+DEFAULT_GRACE_S = 30
+DEFAULT_BACKOFF_LIMIT = 3
+# Longest DLJob name: pods are named <job>-<attempt>-<rank> and pod hostnames, like
+# the job label and service names, may have at most 63 characters.
+MAX_NAME_LEN = 50
+
+QUEUED, ADMITTED, RUNNING = "Queued", "Admitted", "Running"
+PREEMPTED, SUSPENDED, SUCCEEDED, FAILED = "Preempted", "Suspended", "Succeeded", "Failed"
+TERMINAL = frozenset({SUCCEEDED, FAILED})
+CONDITION_TYPES = (QUEUED, ADMITTED, RUNNING, PREEMPTED, SUSPENDED, SUCCEEDED, FAILED)
+
+
+def job_id(obj: Obj) -> str:
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}"
+
+
+def parse_time(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def format_time(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def micro_time(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def job_spec(obj: Obj) -> JobSpec:
+    """The model's view of a DLJob; ValueError names what is wrong with it."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    if len(meta["name"]) > MAX_NAME_LEN:
+        raise ValueError(f"name longer than {MAX_NAME_LEN} characters")
+    if not spec.get("image"):
+        raise ValueError("spec.image is required")
+    gpus = spec.get("gpus")
+    if not isinstance(gpus, int):
+        raise ValueError("spec.gpus must be an integer")
+    mem = spec.get("gpuMemMib")
+    return JobSpec(
+        job_id=job_id(obj),
+        submit_s=parse_time(meta["creationTimestamp"]),
+        num_gpus=gpus,
+        model=str(spec.get("model") or ""),
+        duration_s=float(spec.get("expectedDurationSeconds") or DEFAULT_DURATION_S),
+        min_gpus=int(spec.get("minGpus") or 0),
+        max_gpus=int(spec.get("maxGpus") or 0),
+        batch_size=spec.get("batchSize"),
+        gpu_mem_mib=int(mem) if mem else None,
+        tenant=str(spec.get("queue") or spec.get("tenant") or "default"),
+        priority=int(spec.get("priority") or 0),
+    )
+
+
+def grace_period_s(obj: Obj) -> int:
+    ckpt = (obj.get("spec") or {}).get("checkpoint") or {}
+    return int(ckpt.get("gracePeriodSeconds", DEFAULT_GRACE_S))
+
+
+def backoff_limit(obj: Obj) -> int:
+    return int((obj.get("spec") or {}).get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
+
+
+def phase_of(obj: Obj) -> str:
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+@dataclass(frozen=True)
+class Reasoned:
+    reason: str
+    message: str
+
+
+def conditions_for(phase: str, why: Reasoned, pending: Reasoned | None) -> dict[str, Reasoned]:
+    """The conditions that are True in `phase`: the phase's own (with `why`), plus
+    Queued with the why-pending reason for a job that waits after a stop, and
+    Admitted under Running."""
+    true = {phase: why}
+    if phase in (PREEMPTED, SUSPENDED) and pending is not None:
+        true[QUEUED] = pending
+    if phase == RUNNING:
+        true[ADMITTED] = Reasoned("Admitted", "the scheduler gave the job its GPUs")
+    return true
+
+
+def status_mutator(
+    phase: str,
+    why: Reasoned,
+    *,
+    pending: Reasoned | None = None,
+    fields: Mapping[str, Any] | None = None,
+    add: Mapping[str, float] | None = None,
+    now_s: float,
+) -> Callable[[Obj], Obj | None]:
+    """A function from a DLJob to it with the new status (None: nothing changes).
+
+    `fields` are set, `add` added to numeric fields (attained service on a stop), so
+    that a retry after a conflict adds to the fresh value, never twice."""
+    true = conditions_for(phase, why, pending)
+
+    def mutate(obj: Obj) -> Obj | None:
+        old = obj.get("status") or {}
+        if phase_of(obj) in TERMINAL and phase not in TERMINAL:
+            return None  # a finished job stays finished
+        status = dict(old)
+        status.update(fields or {})
+        for name, delta in (add or {}).items():
+            status[name] = round(float(old.get(name) or 0.0) + delta, 3)
+        status["phase"] = phase
+        shown = true.get(QUEUED, why) if phase in (PREEMPTED, SUSPENDED) else why
+        status["reason"], status["message"] = shown.reason, shown.message
+        status["conditions"] = _conditions(old.get("conditions") or [], true, now_s)
+        if status == old:
+            return None
+        new = copy.copy(obj)
+        new["status"] = status
+        return new
+
+    return mutate
+
+
+def _conditions(old: list[Obj], true: Mapping[str, Reasoned], now_s: float) -> list[Obj]:
+    by_type = {c["type"]: c for c in old}
+    out = []
+    for ctype in CONDITION_TYPES:
+        prev = by_type.get(ctype)
+        if ctype in true:
+            r = true[ctype]
+            kept = prev is not None and prev.get("status") == "True"
+            when = prev["lastTransitionTime"] if prev and kept else format_time(now_s)
+            out.append(_condition(ctype, "True", r.reason, r.message, when))
+        elif prev is not None:
+            if prev.get("status") == "False":
+                out.append(prev)
+            else:
+                when = format_time(now_s)
+                out.append(_condition(ctype, "False", prev["reason"], prev["message"], when))
+    return out
+
+
+def _condition(ctype: str, status: str, reason: str, message: str, when: str) -> Obj:
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": when,
+    }

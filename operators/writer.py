@@ -1,0 +1,160 @@
+"""The backend's writes: pods, services, DLJob status and finalizers, events.
+
+Writes of one round go out in parallel on a small thread pool and `flush()` waits
+for them, so a round ends with its writes done and in the caches (write-through);
+nothing is written while the operator is not the leader. Failures are logged and
+left to the next round, which sees the cluster as it is and tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from operators import crd
+from operators.kube import KubeApi, Obj
+from operators.pods import WorkerSpec, headless_service, worker_pods
+from operators.resources import Reasoned, format_time, micro_time, status_mutator
+
+if TYPE_CHECKING:
+    from operators.backend import Caches
+    from operators.jobs import JobRecord
+
+log = logging.getLogger(__name__)
+
+# Parallel writes: enough to hide one request's latency behind others, few enough
+# not to flood an API server (client-go's default QPS is 5, burst 10; operators that
+# start thousands of pods raise it, as we do here).
+WRITERS = 16
+# A waiting job's why-pending message changes as GPUs free up ("3 are free"); it is
+# rewritten at most this often unless its reason code changes.
+PENDING_REFRESH_S = 10.0
+
+
+class Writer:
+    def __init__(self, api: KubeApi, caches: Caches, leading: Callable[[], bool]) -> None:
+        self.api = api
+        self.caches = caches
+        self.leading = leading
+        self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="gpuflow-write")
+        self._futures: list[Future[Any]] = []
+        self._services: set[tuple[str, str]] = set()
+        self._pending: dict[str, tuple[str, float]] = {}  # job -> (reason code, written at)
+        self._lock = threading.Lock()
+        self.writes = 0
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        if not self.leading():
+            return
+        self.writes += 1
+        self._futures.append(self._pool.submit(fn, *args))
+
+    def flush(self) -> None:
+        futures, self._futures = self._futures, []
+        for f in futures:
+            try:
+                f.result()
+            except Exception as exc:  # one failed write must not stop the round
+                log.warning("write failed: %s", exc)
+
+    def close(self) -> None:
+        self.flush()
+        self._pool.shutdown(wait=True)
+
+    # -- DLJobs --------------------------------------------------------------------------
+
+    def status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
+        if mutate(obj) is None:
+            return  # nothing to change: no request
+        self._submit(self._status, obj, mutate)
+
+    def _status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
+        new = self.api.update_status(obj, mutate)
+        if new is not None:
+            self.caches.dljobs.upsert(new)
+
+    def status_throttled(
+        self, obj: Obj, code: str, phase: str, pending: Reasoned, now: float
+    ) -> None:
+        """Report why a job waits; the same reason code is rewritten at most every
+        PENDING_REFRESH_S."""
+        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        status = obj.get("status") or {}
+        last = self._pending.get(key)
+        same = status.get("reason") == code and status.get("phase") == phase
+        if same and last is not None and last[0] == code and now - last[1] < PENDING_REFRESH_S:
+            return
+        why = pending
+        for cond in status.get("conditions") or []:
+            if cond["type"] == phase and phase != "Queued":
+                why = Reasoned(cond.get("reason", ""), cond.get("message", ""))
+        mutate = status_mutator(phase, why, pending=pending, now_s=now)
+        if mutate(obj) is not None:
+            self._pending[key] = (code, now)
+            self._submit(self._status, obj, mutate)
+
+    def set_finalizer(self, obj: Obj, present: bool) -> None:
+        finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != crd.FINALIZER]
+        if present:
+            finalizers.append(crd.FINALIZER)
+        new = {**obj, "metadata": {**obj["metadata"], "finalizers": finalizers}}
+        new.pop("status", None)
+        self._submit(self._replace, new, present)
+
+    def _replace(self, obj: Obj, keep: bool) -> None:
+        stored = self.api.replace_dljob(obj)  # 409 on a stale object: next round retries
+        if keep:
+            self.caches.dljobs.upsert(stored)
+
+    # -- pods, services, events ----------------------------------------------------------
+
+    def start(self, rec: JobRecord, worker: WorkerSpec) -> None:
+        key = (rec.namespace, rec.name)
+        if key not in self._services:
+            self._services.add(key)
+            self._submit(self.api.create_service, rec.namespace, headless_service(rec.obj))
+        for pod in worker_pods(worker):
+            self._submit(self._create_pod, rec.namespace, pod)
+
+    def _create_pod(self, namespace: str, pod: Obj) -> None:
+        self.caches.pods.upsert(self.api.create_pod(namespace, pod))
+
+    def delete_pods(self, pods: list[Obj], grace_s: int, now: float) -> None:
+        for pod in pods:
+            meta = pod["metadata"]
+            key = (meta["namespace"], meta["name"])
+            if self.leading():
+                self.caches.pods.mark_deleting(key, format_time(now))
+            self._submit(self.api.delete_pod, meta["namespace"], meta["name"], grace_s)
+
+    def event(self, obj: Obj, reason: str, message: str, kind: str = "Normal") -> None:
+        meta = obj["metadata"]
+        now = micro_time(time.time())
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": crd.API_VERSION,
+                "kind": crd.KIND,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid", ""),
+            },
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "count": 1,
+            "firstTimestamp": now[:19] + "Z",
+            "lastTimestamp": now[:19] + "Z",
+            "eventTime": now,
+            "reportingComponent": crd.MANAGER,
+            "reportingInstance": crd.MANAGER,
+            "action": reason,
+            "source": {"component": crd.MANAGER},
+        }
+        self._submit(self.api.create_event, meta["namespace"], body)

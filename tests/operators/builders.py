@@ -1,0 +1,90 @@
+"""Builders for operator tests: Nodes as the node agent publishes them, DLJobs, the CRD.
+
+`make_node_body("n0")` is a DGX-1 V100 Node with its GPU annotation and GFD labels;
+`make_dljob("j1", gpus=4, duration_s=0.5)` a DLJob whose simulated workload (see
+kubelet.py) runs 0.5 s.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+
+from controller.model import Gpu
+from controller.spec.types import gpu_uuid
+from controller.spec.yaml_spec import presets
+from operators import crd
+from operators.kube import KubeApi
+from operators.nodes import NodeGpus
+
+DURATION_ENV = "GPUFLOW_TEST_DURATION_S"  # the simulated workload's run time
+
+
+def node_gpus(name: str, node_type: str = "dgx1-v100") -> NodeGpus:
+    t = presets()[1][node_type]
+    gpus = tuple(Gpu(i, gpu_uuid("test", name, i), t.numa[i]) for i in range(len(t.numa)))
+    return NodeGpus(t.gpu_type, gpus, t.links, t.nic_gbps, f"Tesla {t.gpu_type.name}")
+
+
+def make_node_body(name: str, node_type: str = "dgx1-v100", rack: str = "r0") -> dict[str, Any]:
+    info = node_gpus(name, node_type)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {**info.labels(), crd.LABEL_RACK: rack},
+            "annotations": {crd.ANN_NODE_GPUS: info.to_annotation()},
+        },
+    }
+
+
+def make_dljob(
+    name: str,
+    gpus: int = 1,
+    *,
+    duration_s: float = 0.5,
+    priority: int = 0,
+    gpu_mem_mib: int | None = None,
+    namespace: str = "default",
+    grace_s: int = 1,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "image": "busybox",
+        "command": ["train"],
+        "gpus": gpus,
+        "priority": priority,
+        "model": "resnet50",
+        "env": [{"name": DURATION_ENV, "value": str(duration_s)}],
+        "checkpoint": {"path": f"/ckpt/{name}", "gracePeriodSeconds": grace_s},
+    }
+    if gpu_mem_mib is not None:
+        spec["gpuMemMib"] = gpu_mem_mib
+    return {
+        "apiVersion": crd.API_VERSION,
+        "kind": crd.KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def install_crd(client: Any) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(client)
+    ext.create_custom_resource_definition(crd.load_crd_manifest())
+    api = KubeApi(client)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            api.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, crd.PLURAL)
+            return
+        except kubernetes.client.ApiException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def dljob_status(api: KubeApi, name: str, namespace: str = "default") -> dict[str, Any]:
+    status: dict[str, Any] = api.get_dljob(namespace, name).get("status") or {}
+    return status

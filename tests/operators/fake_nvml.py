@@ -1,0 +1,142 @@
+"""A fake of the pynvml functions the node agent calls: a DGX-1 with 8 V100s.
+
+The NVML boundary is the one place a fake stands in (no GPU on CI). The topology is
+NVIDIA's DGX-1 V100 hybrid cube-mesh (controller/presets/dgx1-v100.yaml): six NVLink
+lanes per GPU, GPUs 0-3 on CPU 0 and 4-7 on CPU 1, pairs behind one PCIe switch.
+`FakeNvml(missing=True)` behaves as a node without the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+NVML_NVLINK_MAX_LINKS = 18
+NVML_FEATURE_ENABLED = 1
+NVML_FEATURE_DISABLED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_TOPOLOGY_SINGLE, NVML_TOPOLOGY_NODE, NVML_TOPOLOGY_SYSTEM = 10, 40, 50
+
+# nvidia-smi topo -m of a DGX-1 V100: lanes between GPU pairs.
+DGX1_LANES = {
+    (0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2,
+    (1, 2): 2, (1, 3): 1, (1, 5): 2,
+    (2, 3): 2, (2, 6): 1,
+    (3, 7): 1,
+    (4, 5): 1, (4, 6): 1, (4, 7): 2,
+    (5, 6): 2, (5, 7): 1,
+    (6, 7): 2,
+}  # fmt: skip
+V100_MEM = 16 * 1024**3  # 16 GiB (NVML reports 16945512448 bytes on a real board)
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):
+    pass
+
+
+class NVMLError_NotSupported(NVMLError):
+    pass
+
+
+@dataclass
+class _Mem:
+    total: int
+    used: int
+    free: int
+
+
+@dataclass
+class _Util:
+    gpu: int
+    memory: int
+
+
+@dataclass
+class _Pci:
+    busId: bytes
+
+
+class FakeNvml:
+    """Module-like object: pass it where discovery takes `nvml`."""
+
+    NVMLError = NVMLError
+    NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
+    NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
+    NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    NVML_VOLATILE_ECC = NVML_VOLATILE_ECC
+
+    def __init__(self, *, missing: bool = False, ecc_errors: dict[int, int] | None = None) -> None:
+        self.missing = missing
+        self.ecc_errors = ecc_errors or {}
+        self.initialised = False
+        self.calls: list[str] = []
+        self._peers: dict[int, list[int]] = {i: [] for i in range(8)}
+        for (a, b), lanes in sorted(DGX1_LANES.items()):
+            self._peers[a] += [b] * lanes
+            self._peers[b] += [a] * lanes
+
+    def _check(self, name: str) -> None:
+        self.calls.append(name)
+        if not self.initialised:
+            raise NVMLError("Uninitialized")
+
+    def nvmlInit(self) -> None:
+        if self.missing:
+            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+        self.initialised = True
+
+    def nvmlShutdown(self) -> None:
+        self.initialised = False
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._check("count")
+        return 8
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        self._check("handle")
+        return i
+
+    def nvmlDeviceGetName(self, h: int) -> bytes:
+        return b"Tesla V100-SXM2-16GB"
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return f"GPU-fake0000-0000-0000-0000-00000000000{h}"
+
+    def nvmlDeviceGetMemoryInfo(self, h: int) -> _Mem:
+        return _Mem(V100_MEM, 512 * 1024**2, V100_MEM - 512 * 1024**2)
+
+    def nvmlDeviceGetNumaNodeId(self, h: int) -> int:
+        return 0 if h < 4 else 1
+
+    def nvmlDeviceGetPciInfo(self, h: int) -> _Pci:
+        return _Pci(f"00000000:{0x06 + h * 0x10:02X}:00.0".encode())
+
+    def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int:
+        self._check("nvlink")
+        if link >= 6:
+            raise NVMLError_NotSupported("Not Supported")  # V100: six links
+        return NVML_FEATURE_ENABLED
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h: int, link: int) -> _Pci:
+        return self.nvmlDeviceGetPciInfo(self._peers[h][link])
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: int, b: int) -> int:
+        if a // 2 == b // 2:
+            return NVML_TOPOLOGY_SINGLE
+        return NVML_TOPOLOGY_NODE if a // 4 == b // 4 else NVML_TOPOLOGY_SYSTEM
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> _Util:
+        return _Util(gpu=10 * h, memory=5)
+
+    def nvmlDeviceGetTotalEccErrors(self, h: int, kind: int, counter: int) -> int:
+        return self.ecc_errors.get(h, 0)
+
+
+def fake_module(**kwargs: Any) -> FakeNvml:
+    return FakeNvml(**kwargs)

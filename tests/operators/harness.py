@@ -1,0 +1,63 @@
+"""Run an operator in a thread against a test server, and wait for DLJob states."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from operators import crd
+from operators.kube import KubeApi
+from operators.leader import LeaseConfig
+from operators.operator import Operator, OperatorConfig
+
+FAST_LEASE = LeaseConfig(lease_duration_s=2.0, renew_deadline_s=1.5, retry_s=0.25)
+
+
+@contextmanager
+def running_operator(client: Any, **options: Any) -> Iterator[Operator]:
+    config = OperatorConfig(
+        identity=options.pop("identity", "test-operator"),
+        lease=FAST_LEASE,
+        interval_s=options.pop("interval_s", 0.5),
+        watch_timeout_s=5,
+        **options,
+    )
+    op = Operator(KubeApi(client), config)
+    thread = threading.Thread(target=op.run, daemon=True)
+    thread.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+        thread.join(timeout=10)
+
+
+def phases(api: KubeApi, namespace: str = "default") -> dict[str, str]:
+    items, _ = api.list_dljobs(namespace)
+    return {o["metadata"]["name"]: (o.get("status") or {}).get("phase", "") for o in items}
+
+
+def wait_phases(
+    api: KubeApi, want: str, names: list[str] | None = None, timeout_s: float = 30.0
+) -> dict[str, str]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = phases(api)
+        keys = names if names is not None else list(got)
+        if keys and all(got.get(k) == want for k in keys):
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not all {want} after {timeout_s} s: {got}")
+        time.sleep(0.05)
+
+
+def job_pods(api: KubeApi, name: str) -> list[dict[str, Any]]:
+    resp = api.core.list_namespaced_pod(
+        "default", label_selector=f"{crd.LABEL_JOB}={name}", _preload_content=False
+    )
+    items: list[dict[str, Any]] = json.loads(resp.data)["items"]
+    return items

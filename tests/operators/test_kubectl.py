@@ -1,0 +1,64 @@
+"""The real kubectl against the test server with the operator running: apply, get,
+describe (conditions, why pending), delete (finalizer released once pods are gone)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from operators import crd
+from tests.operators.conftest import GpuCluster
+from tests.operators.harness import job_pods, running_operator, wait_phases
+from tests.operators.kubelet import Kubelet
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+BIG = """
+apiVersion: gpuflow.dev/v1alpha1
+kind: DLJob
+metadata: {name: big, namespace: default}
+spec: {image: busybox, gpus: 16, model: bert}
+"""
+
+pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
+
+
+def kubectl(cluster: GpuCluster, *args: str, stdin: str | None = None) -> str:
+    cmd = [KUBECTL, "--kubeconfig", str(cluster.server.kubeconfig), *args]
+    done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"{' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_kubectl_apply_get_describe_delete(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    # The CRD applies with kubectl too (the fixture created it; apply updates it).
+    assert "dljobs.gpuflow.dev" in kubectl(gpu_cluster, "apply", "-f", str(crd.CRD_PATH))
+    out = kubectl(gpu_cluster, "apply", "-f", str(ROOT / "examples" / "dljob.yaml"))
+    assert "dljob.gpuflow.dev/resnet50 created" in out
+    kubelet = Kubelet(gpu_cluster.client, time_scale=1000).start()  # runs "for ever"
+    try:
+        with running_operator(gpu_cluster.client):
+            wait_phases(api, "Running", ["resnet50"])
+            kubectl(gpu_cluster, "apply", "-f", "-", stdin=BIG)
+            wait_phases(api, "Queued", ["big"])
+            table = kubectl(gpu_cluster, "get", "dljobs")
+            header, *rows = table.splitlines()
+            assert header.split() == ["NAME", "GPUS", "STATUS", "NODES", "AGE"]
+            assert rows[1].split()[:4] == ["resnet50", "4", "Running", "node-0"]
+            assert rows[0].split()[:3] == ["big", "16", "Queued"]
+            assert "resnet50" in kubectl(gpu_cluster, "get", "dlj")  # the short name
+            described = kubectl(gpu_cluster, "describe", "dljob", "big")
+            assert "InsufficientGpus" in described
+            assert "needs 16 GPUs; 4 are free" in described
+            running = kubectl(gpu_cluster, "describe", "dljob", "resnet50")
+            assert "WorkersRunning" in running and "Scheduled" in running
+            kubectl(gpu_cluster, "delete", "dljob", "resnet50", "--timeout=30s")
+            assert not job_pods(api, "resnet50")
+            assert "resnet50" not in kubectl(gpu_cluster, "get", "dljobs")
+    finally:
+        kubelet.stop()
