@@ -35,15 +35,25 @@ class RateModel:
         gpu_load: float = 0.0,
         inter_node_gbps: float | None = None,
     ) -> float:
-        """Iterations per second of `spec` on `alloc`."""
+        """Iterations per second of `spec` on `alloc`; `inter_node_gbps` is the rate a
+        network allocator gives the job between its nodes (default: its links alone).
+        Allocated rates vary continuously, so those speeds are not memoised."""
         prof = self.profile(spec)
         batch = batch_size if batch_size is not None else spec.batch_size
+        if inter_node_gbps is not None:
+            return throughput_ips(
+                prof,
+                self.cluster,
+                alloc,
+                batch_size=batch,
+                inter_node_gbps=inter_node_gbps,
+                gpu_load=gpu_load,
+            )
         key = (
             prof.name,
             packed_gpu_signature(self.cluster, alloc),
             batch,
             round(gpu_load, 6),
-            inter_node_gbps,
         )
         rate = self._rates.get(key)
         if rate is None:
@@ -52,7 +62,6 @@ class RateModel:
                 self.cluster,
                 alloc,
                 batch_size=batch,
-                inter_node_gbps=inter_node_gbps,
                 gpu_load=gpu_load,
             )
         return rate

@@ -15,6 +15,11 @@ progresses, a suspended one the (smaller) resume overhead.
 A failed node kills its jobs: they roll back to their last checkpoint, taken
 every `checkpoint_interval_s` of running time, and wait to restart.
 
+With `SimConfig.network` other than "dedicated", running multi-node jobs share NICs
+and rack uplinks: whenever that set of jobs changes (and after each round for the
+time-dependent policies), `controller.network.jobs.job_rates` gives each an
+inter-node rate and every job whose rate changed is re-rated (docs/network.md).
+
 The result is deterministic for a given trace, cluster, policy and seed.
 """
 
@@ -72,6 +77,9 @@ class SimConfig:
     validate_reasons: bool = True
     # Check every plan in full against the invariants (tests; costs O(cluster) a round).
     check_plans: bool = False
+    # How multi-node jobs share NICs and rack uplinks: "dedicated" (no sharing, the
+    # perf model's default) or a network allocator (controller.network.POLICIES).
+    network: str = "dedicated"
 
 
 # Event kinds, in the order events at one instant are handled.
@@ -228,6 +236,22 @@ class Simulator:
         self._last_t = 0.0
         for ev in self.config.failures:
             self._push(ev.time_s, _NODE, ev)
+        # The network: running multi-node jobs, their allocated inter-node Gbit/s, and
+        # whether the set changed since the rates were last computed.
+        self._network: str | None = None
+        self._net_time_dependent = False
+        if self.config.network != "dedicated":
+            from controller.network.jobs import TIME_DEPENDENT, network_names
+
+            if self.config.network not in network_names():
+                known = ", ".join(network_names())
+                raise ValueError(f"unknown network {self.config.network!r} (known: {known})")
+            self._network = self.config.network
+            self._net_time_dependent = self._network in TIME_DEPENDENT
+        self._net_jobs: dict[str, None] = {}
+        self._net_gbps: dict[str, float] = {}
+        self._net_dirty = False
+        self.net_updates = 0  # how many times rates were recomputed
 
     # -- the loop -----------------------------------------------------------------
 
@@ -254,7 +278,11 @@ class Simulator:
             gpu_s_capacity=self._cap_s,
             gpu_s_allocated=self._alloc_s,
             gpu_s_busy=self._busy_s,
-            params={"round_interval_s": self.config.round_interval_s, "seed": self.config.seed},
+            params={
+                "round_interval_s": self.config.round_interval_s,
+                "seed": self.config.seed,
+                "network": self.config.network,
+            },
         )
 
     def advance(self, until_s: float, progress: Callable[[int, int], None] | None = None) -> None:
@@ -265,6 +293,8 @@ class Simulator:
         """
         tick = 0
         while True:
+            if self._net_dirty:
+                self._renet()
             t = math.inf
             if self._next_arrival < len(self.pending):
                 t = self.pending[self._next_arrival].submit_s
@@ -286,6 +316,8 @@ class Simulator:
             if self.next_round is not None and self.next_round <= t:
                 self.next_round = None
                 self._round()
+                # Attained bytes and remaining work move the allocation of some policies.
+                self._net_dirty |= self._net_time_dependent and bool(self._net_jobs)
             tick += 1
             if progress is not None and tick % 2048 == 0:
                 progress(len(self.outcomes), len(pending))
@@ -405,6 +437,7 @@ class Simulator:
         self._activity -= job.activity
         job.activity = 0.0
         del self._allocs[job.spec.job_id]
+        self._net_leave(job)
         self._touch(job)
         del self.active[job.spec.job_id]
         self.outcomes.append(self._outcome(job))
@@ -595,6 +628,9 @@ class Simulator:
         if overhead > 0:
             self._in_overhead[job.spec.job_id] = job.resume
         job.act_mark = self.now
+        if self._network is not None and len(alloc.nodes) > 1:
+            self._net_jobs[job.spec.job_id] = None
+            self._net_dirty = True
         if alloc.shared:
             touched = self._join_shared(job, alloc)
             for other in touched:
@@ -622,18 +658,21 @@ class Simulator:
         assert job.alloc is not None
         job.advance(self.now)
         load = self._neighbour_load(job) if job.alloc.shared else 0.0
-        rate = self.rates.rate_ips(job.spec, job.alloc, batch_size=job.batch, gpu_load=load)
+        gbps = self._net_gbps.get(job.spec.job_id) if self._net_gbps else None
+        rate = self.rates.rate_ips(
+            job.spec, job.alloc, batch_size=job.batch, gpu_load=load, inter_node_gbps=gbps
+        )
         if job.batch is not None and job.batch != job.spec.batch_size:
             # Progress is counted in reference-batch iterations (see RateModel).
             rate *= self.rates.goodput_factor(job.spec, job.batch, job.done / job.total)
             self._adaptive.add(job.spec.job_id)
         job.rate = rate
-        self._set_activity(job, load)
+        self._set_activity(job, load, gbps)
         job.version += 1
         self._touch(job)
         self._push(job.finish_time(), _FINISH, (job.spec.job_id, job.version))
 
-    def _set_activity(self, job: _Job, load: float) -> None:
+    def _set_activity(self, job: _Job, load: float, gbps: float | None = None) -> None:
         """How much GPU compute the job keeps busy: on each of its GPUs, its model's
         utilisation alone, scaled by its speed against the same GPUs unshared (so two
         packed jobs add up to at most one GPU, and a capped MPS share counts as its
@@ -644,9 +683,11 @@ class Simulator:
         util = self.rates.utilization(job.spec)
         if alloc.shared or load > 0:
             whole = self.rates.rate_ips(
-                job.spec, Allocation.whole(alloc.gpus()), batch_size=job.batch
+                job.spec, Allocation.whole(alloc.gpus()), batch_size=job.batch, inter_node_gbps=gbps
             )
-            shared = self.rates.rate_ips(job.spec, alloc, batch_size=job.batch, gpu_load=load)
+            shared = self.rates.rate_ips(
+                job.spec, alloc, batch_size=job.batch, gpu_load=load, inter_node_gbps=gbps
+            )
             util *= min(1.0, shared / whole)
         activity = alloc.num_gpus * util
         self._activity += activity - job.activity
@@ -672,6 +713,7 @@ class Simulator:
         self._activity -= job.activity
         job.activity = 0.0
         del self._allocs[job.spec.job_id]
+        self._net_leave(job)
         job.alloc = None
         job.rate = 0.0
         job.version += 1
@@ -705,6 +747,59 @@ class Simulator:
             return
         self._alloc_s += job.alloc.gpu_weight * (self.now - job.started_at)
         self._close_activity(job)
+
+    # -- the network ----------------------------------------------------------------
+
+    def _net_leave(self, job: _Job) -> None:
+        if job.spec.job_id in self._net_jobs:
+            del self._net_jobs[job.spec.job_id]
+            self._net_gbps.pop(job.spec.job_id, None)
+            self._net_dirty = True
+
+    def _renet(self) -> None:
+        """Recompute every running multi-node job's inter-node rate under the network
+        policy and re-rate the jobs whose rate changed."""
+        from controller.network.jobs import NetJob, job_rates
+
+        self._net_dirty = False
+        assert self._network is not None
+        ids = sorted(self._net_jobs)
+        jobs = []
+        for job_id in ids:
+            job = self.active[job_id]
+            assert job.alloc is not None
+            start = max(job.mark, job.resume)
+            done = job.done
+            if self.now > start:
+                done = min(job.total, done + job.rate * (self.now - start))
+            jobs.append(
+                NetJob(
+                    job_id,
+                    job.alloc.nodes,
+                    self.rates.profile(job.spec).grad_mib,
+                    arrival_s=job.spec.submit_s,
+                    done_iters=done,
+                    remaining_s=(job.total - done) / job.nominal_rate,
+                )
+            )
+        gbps = job_rates(self._network, self.cluster, jobs, self._iteration_s)
+        self.net_updates += 1
+        for job_id in ids:
+            new = gbps[job_id]
+            old = self._net_gbps.get(job_id)
+            if old is None or abs(new - old) > 1e-9 * new:
+                self._net_gbps[job_id] = new
+                self._rerate(self.active[job_id])
+
+    def _iteration_s(self, job_id: str, gbps: float) -> float:
+        """Seconds per iteration of a running job at `gbps` between its nodes."""
+        job = self.active[job_id]
+        assert job.alloc is not None
+        load = self._neighbour_load(job) if job.alloc.shared else 0.0
+        rate = self.rates.rate_ips(
+            job.spec, job.alloc, batch_size=job.batch, gpu_load=load, inter_node_gbps=gbps
+        )
+        return 1.0 / rate
 
     # -- shared GPUs ----------------------------------------------------------------
 

@@ -36,6 +36,8 @@ class ReplayArgs:
     # (key, value) options for the policy; the value "trace" for a `*_samples_gpu_s`
     # option means "the service (GPUs x duration) of the trace's own jobs".
     policy_options: tuple[tuple[str, str], ...] = ()
+    # How multi-node jobs share NICs and rack uplinks (controller.network.jobs).
+    network: str = "dedicated"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,11 +155,22 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
         help="a policy option (JSON value or string), e.g. tiresias:starve_limit=2 or "
         "tiresias:service_samples_gpu_s=trace; repeatable",
     )
+    p.add_argument(
+        "--network",
+        default="dedicated",
+        help="bandwidth sharing among multi-node jobs: dedicated (none), fair, sebf, "
+        "aalo, aalo-strict or sincronia",
+    )
 
 
 def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
     if args.interval < 0:
         raise CliError("--interval must be >= 0")
+    from controller.network.jobs import network_names
+
+    if args.network not in network_names():
+        known = ", ".join(network_names())
+        raise CliError(f"unknown network {args.network!r} (known: {known})")
     return ReplayArgs(
         trace=args.trace,
         fmt=args.fmt,
@@ -169,6 +182,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         failures=args.failures,
         max_time_s=args.max_time,
         policy_options=_policy_options(args.policy_opt, policy),
+        network=args.network,
     )
 
 
@@ -218,6 +232,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
         seed=ra.seed,
         failures=failures,
         max_time_s=ra.max_time_s,
+        network=ra.network,
     )
     sim = Simulator(cluster, trace.jobs, policy, placer, config, trace_name=trace.name)
     result = sim.run(progress)
@@ -321,6 +336,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         failures=None,
         max_time=None,
         policy_opt=[],
+        network="dedicated",
         out=str(out),
         json=args.json,
         jobs=0,
