@@ -7,6 +7,8 @@ shape (not its GPU ids), which is what the iteration time depends on.
 
 from __future__ import annotations
 
+import math
+
 from controller.model import Allocation, Cluster, JobSpec
 from controller.model.catalog import ModelProfile, measured_profile, resolve
 from controller.model.perf import packed_gpu_signature, restart_s, throughput_ips
@@ -100,6 +102,10 @@ class RateModel:
         if measured is None:
             return scale
         ratio = measured.noise_scale_at(progress * measured.max_progress, ref)
+        if not math.isfinite(ratio):
+            # A measured squared gradient norm of zero (deepspeech2 late in training):
+            # noise dominates, every sample counts, as the limit r -> inf gives.
+            return scale
         return scale * (ratio + 1.0) / (ratio + scale)
 
     def utilization(self, spec: JobSpec) -> float:

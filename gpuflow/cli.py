@@ -129,10 +129,11 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("cluster")
     cl.set_defaults(func=_cmd_cluster)
 
-    from gpuflow import coflow_cmd, serve_cmd
+    from gpuflow import coflow_cmd, operator_cmd, serve_cmd
 
     coflow_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
+    operator_cmd.add_parsers(sub)
     return p
 
 

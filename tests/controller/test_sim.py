@@ -190,3 +190,21 @@ def test_new_shares_of_the_same_gpus_do_not_restart_the_job() -> None:
     busy = [s.gpus_busy for s in result.timeline]
     assert busy[0] == pytest.approx(util)
     assert util < max(busy) <= 1.0
+
+
+def test_goodput_factor_is_finite_where_the_gradient_norm_was_measured_zero() -> None:
+    from controller.model.catalog import measured_profile
+
+    measured = measured_profile("deepspeech2")
+    assert measured is not None
+    # deepspeech2's measured runs have grad_sqr == 0 late in training: an infinite
+    # noise ratio, whose limit is perfect efficiency (factor = batch scale).
+    late = next(
+        row.progress for row in measured.validation[20] if row.grad_sqr == 0 and row.progress > 0
+    )
+    progress = late / measured.max_progress
+    assert measured.noise_scale_at(late, 20) == float("inf")
+    spec = JobSpec(
+        job_id="d", submit_s=0.0, num_gpus=1, model="deepspeech2", duration_s=10.0, batch_size=20
+    )
+    assert RateModel(make_cluster()).goodput_factor(spec, 40, progress) == pytest.approx(2.0)
