@@ -1,0 +1,161 @@
+"""The rendered chart against the real kubectl (1.32).
+
+The strict test API server (tests/kube) serves core v1 (services, configmaps, pods,
+...), leases and CRDs, but not apps/v1, batch/v1, rbac.authorization.k8s.io/v1,
+Secrets or ServiceAccounts, and kubectl resolves every kind through discovery even
+for `apply --dry-run=client`. So:
+
+- the kinds it serves (the CRD, ConfigMap, Services) are applied with
+  `kubectl apply -f` and a DLJob (examples/dljob.yaml) is created through the CRD;
+- workloads and role bindings are decoded by kubectl into its compiled-in Go types
+  with `kubectl set env --local` / `kubectl set subject --local`, which need no
+  server: a wrong type fails the decode, and a field the types do not know is
+  dropped, so the output must contain everything the input had;
+- the remaining kinds (ClusterRole, ServiceAccount, Secret) are checked with the
+  Python client's typed models in test_chart.py::test_typed_by_the_kubernetes_models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helm.chart import NAMESPACE, ROOT, VARIANTS, Manifests, Obj, name
+from tests.kube.apiserver import KubeServer
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+Render = Callable[..., Manifests]
+SERVED = ("CustomResourceDefinition", "ConfigMap", "Service")
+
+
+def kubectl(
+    workdir: Path, *args: str, kubeconfig: Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    assert KUBECTL is not None
+    env = {**os.environ, "HOME": str(workdir)}
+    # --local commands must not need a cluster: point them at none.
+    env["KUBECONFIG"] = str(kubeconfig or workdir / "no-such-kubeconfig")
+    result = subprocess.run(
+        [KUBECTL, "--cache-dir", str(workdir / "cache"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+    return result
+
+
+def missing(given: Any, decoded: Any, path: str = "") -> list[str]:
+    """Paths of `given` that `decoded` lacks or holds with another value."""
+    if isinstance(given, dict):
+        if not isinstance(decoded, dict):
+            return [path]
+        return [
+            p
+            for key, value in given.items()
+            for p in ([f"{path}.{key}"] if key not in decoded else [])
+            or missing(value, decoded[key], f"{path}.{key}")
+        ]
+    if isinstance(given, list):
+        if not isinstance(decoded, list) or len(decoded) < len(given):
+            return [f"{path}[]"]
+        return [p for i, v in enumerate(given) for p in missing(v, decoded[i], f"{path}[{i}]")]
+    return [] if given == decoded else [f"{path}: {given!r} -> {decoded!r}"]
+
+
+def as_list(docs: list[Obj]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+
+
+def test_served_kinds_apply_and_the_crd_takes_a_dljob(
+    render: Render, kube_server: KubeServer, tmp_path: Path
+) -> None:
+    m = render()
+    kc = kube_server.kubeconfig
+    served = [d for d in m if d["kind"] in SERVED]
+    assert sorted(d["kind"] for d in served) == [
+        "ConfigMap", "CustomResourceDefinition", "Service", "Service", "Service",
+    ]  # fmt: skip
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    ns_path = tmp_path / "namespace.yaml"
+    ns_path.write_text(yaml.safe_dump(namespace))
+    kubectl(tmp_path, "apply", "-f", str(ns_path), kubeconfig=kc)
+    path = tmp_path / "served.yaml"
+    path.write_text(yaml.safe_dump_all(served))
+    out = kubectl(tmp_path, "apply", "-f", str(path), kubeconfig=kc).stdout
+    assert out.count(" created") == len(served), out
+    assert kubectl(tmp_path, "apply", "-f", str(path), kubeconfig=kc).stdout.count(
+        " unchanged"
+    ) == len(served)
+    api = json.loads(
+        kubectl(tmp_path, "-n", NAMESPACE, "get", "service", name("api"), "-o", "json",
+                kubeconfig=kc).stdout
+    )  # fmt: skip
+    assert api["spec"]["clusterIP"] and api["spec"]["ports"][0]["targetPort"] == "http"
+    job = kubectl(tmp_path, "apply", "-f", str(ROOT / "examples" / "dljob.yaml"), kubeconfig=kc)
+    assert job.stdout.strip() == "dljob.gpuflow.dev/resnet50 created"
+    table = kubectl(tmp_path, "get", "dlj", kubeconfig=kc).stdout.split()
+    assert table[:5] == ["NAME", "GPUS", "STATUS", "NODES", "AGE"] and "resnet50" in table
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_workloads_decode_into_kubectls_types(render: Render, tmp_path: Path, variant: str) -> None:
+    workloads = [
+        d for d in render(**VARIANTS[variant])
+        if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job")
+    ]  # fmt: skip
+    out = kubectl(
+        tmp_path, "set", "env", "--local", "-f", "-", "-o", "yaml", "GPUFLOW_TYPECHECK=1",
+        stdin=as_list(workloads),
+    ).stdout  # fmt: skip
+    decoded = [d for d in yaml.safe_load_all(out) if d]
+    assert [d["kind"] for d in decoded] == [d["kind"] for d in workloads]
+    for given, typed in zip(workloads, decoded, strict=True):
+        assert missing(given, typed) == [], given["metadata"]["name"]
+
+
+@pytest.mark.parametrize("variant", ["default", "cluster-api"])
+def test_role_bindings_decode_into_kubectls_types(
+    render: Render, tmp_path: Path, variant: str
+) -> None:
+    bindings = render(**VARIANTS[variant]).of_kind("ClusterRoleBinding")
+    out = kubectl(
+        tmp_path, "set", "subject", "--local", "-f", "-", "-o", "yaml", "--user=typecheck",
+        stdin=as_list(bindings),
+    ).stdout  # fmt: skip
+    decoded = [d for d in yaml.safe_load_all(out) if d]
+    assert len(decoded) == len(bindings) == (3 if variant == "cluster-api" else 2)
+    for given, typed in zip(bindings, decoded, strict=True):
+        assert missing(given, typed) == [], given["metadata"]["name"]
+
+
+def test_the_check_catches_a_misspelled_field(tmp_path: Path) -> None:
+    """The proof above is worth something: kubectl's types drop an unknown field."""
+    bad = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "x"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {"hostNetwerk": True, "containers": [{"name": "c", "image": "i"}]},
+            },
+        },
+    }
+    out = kubectl(
+        tmp_path, "set", "env", "--local", "-f", "-", "-o", "yaml", "X=1", stdin=json.dumps(bad)
+    ).stdout
+    assert missing(bad, yaml.safe_load(out)) == [".spec.template.spec.hostNetwerk"]
