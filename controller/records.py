@@ -48,6 +48,8 @@ class TimelineSample:
     gpus_busy: float
     queued: int  # active jobs not running
     running: int
+    # Fragmentation: idle whole GPUs that none of the waiting jobs' sizes can use.
+    gpus_unallocatable: int = 0
 
 
 @dataclass

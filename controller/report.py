@@ -186,6 +186,12 @@ def _plot_utilization(path: Path, result: ReplayResult, summary: Summary, title:
         busy = f"busy (mean {summary.gpu_utilization:.0%} of up)"
         ax.step(t, [s.gpus_allocated for s in samples], where="post", label=allocated)
         ax.step(t, [s.gpus_busy for s in samples], where="post", label=busy)
+        ax.step(
+            t,
+            [s.gpus_unallocatable for s in samples],
+            where="post",
+            label="idle, unusable by waiting jobs (fragmentation)",
+        )
         ax.legend(loc="lower right")
     else:
         _no_data(ax, "no timeline samples")

@@ -51,6 +51,7 @@ from controller.model import (
     Reason,
     Snapshot,
 )
+from controller.placement import unallocatable_idle_gpus
 from controller.rates import RateModel
 from controller.records import JobOutcome, ReplayResult, TimelineSample
 
@@ -212,6 +213,8 @@ class Simulator:
         self._stale: dict[str, None] = {}
         self._num_running = 0
         self._allocs: dict[str, Allocation] = {}  # running job -> its allocation
+        self._last_snapshot: Snapshot | None = None
+        self._last_stopped: list[str] = []
         self._adaptive: set[str] = set()  # running jobs off their reference batch size
         self.pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
         self.down: set[int] = set()
@@ -479,7 +482,7 @@ class Simulator:
         self._refresh_views()
         running = tuple(self._views_run.values())
         waiting = tuple(self._views_wait.values())
-        return Snapshot(
+        self._last_snapshot = Snapshot(
             now_s=self.now,
             cluster=self.cluster,
             jobs=running + waiting,
@@ -490,6 +493,7 @@ class Simulator:
             waiting_jobs=waiting,
             current=self._allocs,
         )
+        return self._last_snapshot
 
     def apply(self, plan: Plan) -> None:
         """Carry out a plan (Backend protocol): stops, then starts, gangs whole."""
@@ -514,7 +518,7 @@ class Simulator:
         for job_id, resume in list(self._in_overhead.items()):
             if resume <= self.now:
                 del self._in_overhead[job_id]
-        self.controller.decide(self)
+        plan = self.controller.decide(self)
         idle = sum(
             self.active[job_id].activity
             for job_id, resume in self._in_overhead.items()
@@ -528,8 +532,18 @@ class Simulator:
                 gpus_busy=max(0.0, self._activity - idle),
                 queued=len(self.active) - self._num_running,
                 running=self._num_running,
+                gpus_unallocatable=self._unallocatable(plan),
             )
         )
+
+    def _unallocatable(self, plan: Plan) -> int:
+        """Idle whole GPUs that no job left waiting after the round could use."""
+        snapshot = self._last_snapshot
+        if snapshot is None or self.pool.total_free == 0:
+            return 0
+        sizes = [j.spec.num_gpus for j in snapshot.waiting() if j.job_id not in plan.run]
+        sizes += [self.active[i].spec.num_gpus for i in self._last_stopped if i in self.active]
+        return unallocatable_idle_gpus(self.pool, self.cluster, sizes)
 
     def _apply(
         self,
@@ -539,6 +553,7 @@ class Simulator:
     ) -> None:
         name = self.policy.name
         changed_ids, stopped_ids = _plan_diff(run, self._allocs)
+        self._last_stopped = stopped_ids
         for job_id, batch in batch_sizes.items():
             job = self.active.get(job_id)
             if job is not None and job_id in run and batch != job.batch:

@@ -208,3 +208,18 @@ def test_goodput_factor_is_finite_where_the_gradient_norm_was_measured_zero() ->
         job_id="d", submit_s=0.0, num_gpus=1, model="deepspeech2", duration_s=10.0, batch_size=20
     )
     assert RateModel(make_cluster()).goodput_factor(spec, 40, progress) == pytest.approx(2.0)
+
+
+def test_the_timeline_counts_idle_gpus_no_waiting_job_can_use() -> None:
+    # Two 3-GPU jobs leave one GPU free on each 4-GPU node; the 4-GPU job waiting
+    # behind them can use neither: 2 idle GPUs are unallocatable until one finishes.
+    jobs = [
+        make_job("a", 3, duration_s=100),
+        make_job("b", 3, duration_s=200),
+        make_job("c", 4, submit_s=10, duration_s=50),
+    ]
+    result = _run(jobs, nodes=2)
+    by_time = {s.t_s: s for s in result.timeline}
+    assert by_time[10.0].gpus_unallocatable == 2
+    assert by_time[100.0].gpus_unallocatable == 0  # a finished: c runs on its node
+    assert _by_id(result)["c"].first_start_s == pytest.approx(100.0)  # type: ignore[attr-defined]
