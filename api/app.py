@@ -15,10 +15,12 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
 from api import errors
+from api.backends import JobBackend, make_backend
 from api.db import make_engine, make_sessionmaker
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
 from api.routes import api_router
+from api.security import TokenCache
 from api.settings import Settings
 from api.tasks import celery_app, configure
 
@@ -39,7 +41,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = make_sessionmaker(engine)
-    app.state.local = LocalMode(settings, app.state.sessions) if settings.live else None
+    app.state.tokens = TokenCache(settings.token_cache_s)
+    local_mode = settings.live and not settings.cluster_mode
+    app.state.local = LocalMode(settings, app.state.sessions) if local_mode else None
+    app.state.backend = make_backend(settings, app.state.sessions, app.state.local)
     app.state.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
     app.state.metrics = metrics
     metrics.registry.register(LiveCollector(lambda: _live(app)))
@@ -57,14 +62,14 @@ def _live(app: FastAPI) -> Any:
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    local: LocalMode | None = app.state.local
-    if local is not None:
-        local.start()
+    backend: JobBackend | None = app.state.backend
+    if backend is not None:
+        backend.start()
     try:
         yield
     finally:
-        if local is not None:
-            local.stop()
+        if backend is not None:
+            backend.stop()
         app.state.executor.shutdown(wait=True, cancel_futures=True)
         app.state.engine.dispose()
 

@@ -1,17 +1,23 @@
-"""Typed dependencies for the routers: SessionDep, CurrentUser, AdminUser, LocalDep."""
+"""Typed dependencies for the routers: SessionDep, CurrentUser, AdminUser, LocalDep.
+
+CurrentUser and LocalDep run on the event loop (no thread hop): the user comes from
+the app's TokenCache, or from the database in the threadpool when not cached.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
+from api.backends import JobBackend
 from api.db import get_db
 from api.local import LocalMode
 from api.models import User
-from api.security import user_for_token
+from api.security import TokenCache, hash_token, user_for_token
 from api.settings import Settings
 
 SessionDep = Annotated[Session, Depends(get_db)]
@@ -33,13 +39,24 @@ def get_settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def current_user(session: SessionDep, credentials: Credentials) -> User:
+async def current_user(request: Request, credentials: Credentials) -> User:
     if credentials is None:
         raise UNAUTHORIZED
-    user = user_for_token(session, credentials.credentials)
+    cache: TokenCache = request.app.state.tokens
+    digest = hash_token(credentials.credentials)
+    user = cache.get(digest)
     if user is None:
-        raise UNAUTHORIZED
+        generation = cache.generation()
+        user = await run_in_threadpool(_lookup, request.app.state.sessions, credentials.credentials)
+        if user is None:
+            raise UNAUTHORIZED
+        cache.put(digest, user, generation)
     return user
+
+
+def _lookup(sessions: sessionmaker[Session], token: str) -> User | None:
+    with sessions() as session:
+        return user_for_token(session, token)  # detached once the session closes
 
 
 CurrentUser = Annotated[User, Depends(current_user)]
@@ -54,7 +71,7 @@ def admin_user(user: CurrentUser) -> User:
 AdminUser = Annotated[User, Depends(admin_user)]
 
 
-def get_local(request: Request) -> LocalMode:
+async def get_local(request: Request) -> LocalMode:
     local: LocalMode | None = request.app.state.local
     if local is None:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "no cluster backend running")
@@ -62,6 +79,17 @@ def get_local(request: Request) -> LocalMode:
 
 
 LocalDep = Annotated[LocalMode, Depends(get_local)]
+
+
+async def get_backend(request: Request) -> JobBackend:
+    backend: JobBackend | None = request.app.state.backend
+    if backend is None:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "no cluster backend running")
+    return backend
+
+
+# Where jobs run: local mode's LiveCluster or, in cluster mode, Kubernetes (api.backends).
+BackendDep = Annotated[JobBackend, Depends(get_backend)]
 
 
 def can_see(user: User, tenant: str) -> bool:

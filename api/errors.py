@@ -14,6 +14,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa
 
+from api.backends import BackendUnavailable
+
 log = logging.getLogger(__name__)
 
 DB_DOWN = (sa.OperationalError, sa.InterfaceError, sa.DisconnectionError, sa.TimeoutError)
@@ -47,7 +49,13 @@ async def conflict(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def backend_down(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("job backend unavailable: %s", exc)
+    return JSONResponse({"detail": one_line(exc)}, status_code=503)
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(BackendUnavailable, backend_down)
     for cls in DB_DOWN:
         app.add_exception_handler(cls, database_down)
     for broker_cls in BROKER_DOWN:

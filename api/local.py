@@ -5,17 +5,25 @@ cancel through it; its ticker thread syncs the LiveCluster every
 settings.sync_interval_s and records each job's state changes as events. A job is
 committed to the database before the backend sees it, so an acknowledged job is
 never lost: on start, unfinished jobs found in the database are submitted again.
+Submissions are committed in groups by `api.group_commit.SubmitWriter` (one
+transaction for all the requests waiting), each acknowledged after its commit.
+
+The ticker looks at the active jobs and at those finished since its last tick
+(`LiveCluster.poll`), never at the whole history, and forgets finished jobs once
+recorded: a tick costs what the live jobs cost, however many ran before.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.group_commit import SubmitWriter
 from api.history import EventRecord, Seen, row_values, transition_events
 from api.models import Job, JobEvent
 from api.settings import Settings
@@ -27,6 +35,7 @@ from policies.registry import make_policy
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed", "Cancelled")
+FINISHED = frozenset(JobStatus(s) for s in TERMINAL)
 
 
 def job_spec(job: Job) -> JobSpec:
@@ -47,6 +56,25 @@ def job_spec(job: Job) -> JobSpec:
     )
 
 
+def row_spec(row: dict[str, Any]) -> JobSpec:
+    """`job_spec` of a Job given as its column values (no ORM object to build)."""
+    return JobSpec(
+        job_id=row["id"],
+        submit_s=0.0,
+        num_gpus=row["num_gpus"],
+        model=row["model"],
+        duration_s=row["duration_s"],
+        iterations=row["iterations"],
+        min_gpus=row["min_gpus"],
+        max_gpus=row["max_gpus"],
+        batch_size=row["batch_size"],
+        gpu_mem_mib=row["gpu_mem_mib"],
+        tenant=row["tenant"],
+        user=str(row["user_id"]),
+        priority=row["priority"],
+    )
+
+
 class LocalMode:
     def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
         cluster = load_cluster(settings.cluster)
@@ -60,7 +88,9 @@ class LocalMode:
         self.node_names = [n.name for n in cluster.nodes]
         self._sessions = sessions
         self._interval_s = settings.sync_interval_s
-        self._seen: dict[str, Seen] = {}
+        self._seen: dict[str, Seen] = {}  # unfinished jobs (finished ones are forgotten)
+        self._cursor = 0  # LiveCluster.poll: finished jobs already recorded
+        self.writer = SubmitWriter(sessions, self.live.submit_many)
         # Serialises recording: the ticker's diff-and-write against a cancel's.
         self.lock = threading.Lock()
         self._stop = threading.Event()
@@ -68,10 +98,12 @@ class LocalMode:
 
     def start(self) -> None:
         self._resubmit_unfinished()
+        self.writer.start()
         self._thread = threading.Thread(target=self._run, name="gpuflow-ticker", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        self.writer.stop()  # the queued submissions are committed (or refused) first
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -79,6 +111,11 @@ class LocalMode:
     def submit(self, job: Job) -> JobSpec:
         """Hand a committed job to the backend; returns the spec as placed (submit_s)."""
         return self.live.submit(job_spec(job))
+
+    async def store_and_submit(self, job: dict[str, Any], event: dict[str, Any]) -> JobSpec:
+        """Commit a new job (Job column values) and its "submitted" event with the other
+        requests waiting, then hand it to the backend; returns the spec as placed."""
+        return await self.writer.submit(job, event, row_spec(job))
 
     def cancel(self, session: Session, job: Job) -> bool:
         """Cancel in the backend and record it (caller commits); False if already over."""
@@ -95,28 +132,37 @@ class LocalMode:
     def tick(self) -> None:
         """Sync the backend and write what changed since the last tick."""
         with self.lock:
-            states = self.live.jobs()
+            states, cursor = self.live.poll(self._cursor, self._wanted)
             now = self.live.now_s()
             changed = [s for s in states if self._changed(s)]
-            if not changed:
-                return
-            events = {
-                s.job_id: transition_events(self._seen.get(s.job_id), now, s) for s in changed
-            }
-            with self._sessions() as session:
-                session.execute(update(Job), [row_values(s, self.node_names) for s in changed])
-                session.add_all(_event_rows(events))
-                session.commit()
+            if changed:
+                events = {
+                    s.job_id: transition_events(self._seen.get(s.job_id), now, s) for s in changed
+                }
+                with self._sessions() as session:
+                    rows = [row_values(s, self.node_names) for s in changed]
+                    session.execute(update(Job), rows)
+                    session.add_all(_event_rows(events))
+                    session.commit()
             for s in changed:
                 self._seen[s.job_id] = Seen(s.status, s.restarts)
+            # Recorded (or nothing to record): finished jobs are never polled again.
+            self._cursor = cursor
+            for s in states:
+                if s.status in FINISHED:
+                    del self._seen[s.job_id]
 
     def _changed(self, state: JobState) -> bool:
-        seen = self._seen.get(state.job_id)
+        return self._wanted(state.job_id, state.status, state.restarts)
+
+    def _wanted(self, job_id: str, status: JobStatus, restarts: int) -> bool:
+        """Whether a job's row needs writing: new, running, or its state moved."""
+        seen = self._seen.get(job_id)
         if seen is None:
             return True
         if seen.status is JobStatus.RUNNING:
             return True  # progress moves: keep the row current
-        return seen.status is not state.status or seen.restarts != state.restarts
+        return seen.status is not status or seen.restarts != restarts
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):

@@ -78,6 +78,14 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
+    # Cluster mode (api.cluster): the job's DLJob, and what the follower last recorded
+    # of it — the resourceVersion and the status it diffed against (phase, restarts,
+    # each condition's status and lastTransitionTime), so history is written once.
+    dljob_namespace: Mapped[str | None] = mapped_column(String(63))
+    dljob_name: Mapped[str | None] = mapped_column(String(63))
+    dljob_uid: Mapped[str | None] = mapped_column(String(64))
+    dljob_version: Mapped[str | None] = mapped_column(String(64))
+    dljob_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class JobEvent(Base):

@@ -30,11 +30,12 @@ class LiveCollector(Collector):
         live = self._live()
         if live is None:
             return
-        states = live.jobs()
+        states = live.jobs(active_only=True)
         jobs = GaugeMetricFamily("gpuflow_jobs", "jobs by status", labels=["status"])
-        tally = Tally(s.status.value for s in states)
+        tally = Tally(s.status for s in states)
+        tally.update(live.done_counts())
         for st in JobStatus:
-            jobs.add_metric([st.value], tally[st.value])
+            jobs.add_metric([st.value], tally[st])
         yield jobs
         yield GaugeMetricFamily(
             "gpuflow_cluster_gpus", "GPUs in the cluster", value=live.cluster.num_gpus

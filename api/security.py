@@ -3,6 +3,11 @@
 A sha256 of a 256-bit random secret needs no salt or slow hash: nothing about it
 can be guessed offline. Used by api.deps (user tokens), the jobs router (per-job
 metrics tokens) and `gpuflow admin create`.
+
+`TokenCache` keeps recent token -> user lookups for a few seconds (settings
+token_cache_s), so a busy client does not cost a database round trip per request.
+Revoking a token through the API forgets it at once; the TTL bounds how long a
+token deleted behind the service's back (straight in the database) still works.
 """
 
 from __future__ import annotations
@@ -10,6 +15,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -42,6 +50,57 @@ def user_for_token(session: Session, token: str) -> User | None:
         return None
     user: User = row[0]
     return user
+
+
+class TokenCache:
+    """token sha256 -> User (detached, read-only), for `ttl_s` seconds; thread-safe.
+
+    Only found users are kept (a wrong token always asks the database). `forget`
+    wins over a lookup that was under way when it ran: such a lookup is not cached.
+    """
+
+    def __init__(
+        self, ttl_s: float, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[float, User]] = {}
+        self._generation = 0
+
+    def get(self, digest: str) -> User | None:
+        with self._lock:
+            entry = self._entries.get(digest)
+            if entry is None:
+                return None
+            if self._clock() >= entry[0]:
+                del self._entries[digest]
+                return None
+            return entry[1]
+
+    def generation(self) -> int:
+        """Read before a database lookup, hand to `put` after it."""
+        return self._generation
+
+    def put(self, digest: str, user: User, generation: int) -> None:
+        if self.ttl_s <= 0:
+            return
+        with self._lock:
+            if generation != self._generation:
+                return  # something was revoked meanwhile: the lookup may be stale
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[digest] = (self._clock() + self.ttl_s, user)
+
+    def forget(self, digest: str | None = None) -> None:
+        """Drop one token (None: all); lookups under way are not cached."""
+        with self._lock:
+            self._generation += 1
+            if digest is None:
+                self._entries.clear()
+            else:
+                self._entries.pop(digest, None)
 
 
 def issue_token(session: Session, user: User, name: str) -> tuple[Token, str]:

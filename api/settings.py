@@ -32,7 +32,22 @@ class Settings(BaseSettings):
     time_scale: float = Field(default=1.0, gt=0)
     round_interval_s: float = Field(default=5.0, ge=0)
     sync_interval_s: float = Field(default=0.5, gt=0)  # wall seconds between ticker syncs
+    token_cache_s: float = Field(default=5.0, ge=0)  # token -> user lookups kept; 0: none
     live: bool = True  # run the LiveCluster and its ticker (off for API-only tests)
+    # Cluster mode (api.cluster): jobs become DLJobs on this Kubernetes cluster instead
+    # of running on the LiveCluster. Either a kubeconfig or the pod's service account.
+    kubeconfig: str | None = Field(default=None, description="kubeconfig path: cluster mode")
+    kube_context: str | None = None
+    in_cluster: bool = Field(default=False, description="cluster mode, service account")
+    kube_namespace: str = Field(default="default", description="where REST jobs' DLJobs go")
+    kube_image: str | None = Field(
+        default=None, description="cluster mode: the worker image of jobs that name none"
+    )
+    kube_watch_timeout_s: int = Field(default=60, ge=1)
+
+    @property
+    def cluster_mode(self) -> bool:
+        return self.kubeconfig is not None or self.in_cluster
 
     def sqlalchemy_url(self) -> str:
         if self.database_url:

@@ -1,12 +1,22 @@
 """API benchmark: job submissions per second and latency against PostgreSQL.
 
-    .venv/bin/python bench/api.py [--jobs 5000] [--clients 16] [--pg postgresql://postgres@127.0.0.1/test]
+    .venv/bin/python bench/api.py [--jobs 5000] [--clients 16] [--loadgen raw|httpx]
+                                  [--pg postgresql://postgres@127.0.0.1/test]
 
 Creates a scratch PostgreSQL database, starts `gpuflow serve` (uvicorn, one process,
 local mode on a 16x4 simulated cluster) on a loopback port, and has --clients
-concurrent clients (asyncio + httpx, keep-alive) POST --jobs jobs in all; prints
-submissions per second and latency percentiles. Goal (issue 6): >= 500/s with
-p99 <= 100 ms on the 2-core development machine. Figures go in docs/benchmarks.md.
+concurrent keep-alive connections POST --jobs jobs in all (closed loop: each sends
+its next request when the last was answered); prints submissions per second,
+latency percentiles, and the CPU seconds the server and the load generator used.
+Goal (issue 6): >= 500/s with p99 <= 100 ms on the 2-core development machine.
+Figures go in docs/benchmarks.md.
+
+The load generator shares the machine with the server, so it must be cheap:
+`--loadgen raw` (default) is a minimal HTTP/1.1 client on asyncio streams (one
+task per connection, a prebuilt request, the response read by Content-Length);
+`--loadgen httpx` is httpx.AsyncClient, which costs several times the CPU per
+request and, with 16 connections, does not keep them all busy (its pool serialises),
+so it measures the client more than the server.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -57,7 +68,7 @@ async def _client(http: httpx.AsyncClient, todo: list[int], latencies: list[floa
             raise SystemExit(f"submission failed: {r.status_code} {r.text}")
 
 
-async def _load(url: str, token: str, jobs: int, clients: int) -> tuple[float, list[float]]:
+async def _load_httpx(url: str, token: str, jobs: int, clients: int) -> tuple[float, list[float]]:
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits) as http:
@@ -68,6 +79,71 @@ async def _load(url: str, token: str, jobs: int, clients: int) -> tuple[float, l
         start = time.perf_counter()
         await asyncio.gather(*(_client(http, todo, latencies) for _ in range(clients)))
         return time.perf_counter() - start, latencies
+
+
+def _request(host: str, port: int, token: str) -> bytes:
+    body = json.dumps(SPEC).encode()
+    head = (
+        f"POST /api/v1/jobs HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class _Conn:
+    """One keep-alive HTTP/1.1 connection that POSTs the same request again and again."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def post(self, request: bytes) -> tuple[int, bytes]:
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length)
+
+    async def run(self, request: bytes, todo: list[int], latencies: list[float]) -> None:
+        while todo:
+            todo.pop()
+            start = time.perf_counter()
+            status, body = await self.post(request)
+            latencies.append(time.perf_counter() - start)
+            if status != 201:
+                raise SystemExit(f"submission failed: {status} {body.decode(errors='replace')}")
+
+
+async def _load_raw(url: str, token: str, jobs: int, clients: int) -> tuple[float, list[float]]:
+    host, port = "127.0.0.1", int(url.rpartition(":")[2])
+    request = _request(host, port, token)
+    conns = [_Conn(*await asyncio.open_connection(host, port)) for _ in range(clients)]
+    try:
+        warm: list[float] = []
+        await asyncio.gather(*(c.run(request, list(range(5)), warm) for c in conns))
+        todo = list(range(jobs))
+        latencies: list[float] = []
+        start = time.perf_counter()
+        await asyncio.gather(*(c.run(request, todo, latencies) for c in conns))
+        return time.perf_counter() - start, latencies
+    finally:
+        for c in conns:
+            c.writer.close()
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -85,6 +161,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--loadgen", choices=["raw", "httpx"], default="raw")
     p.add_argument("--pg", default="postgresql://postgres@127.0.0.1/test", help="admin URL")
     args = p.parse_args()
     from api.db import make_engine, make_sessionmaker
@@ -99,7 +176,7 @@ def main() -> None:
     proc = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            settings = Settings(database_url=f"{base}/{db}", data_dir=tmp)
+            settings = Settings(database_url=f"{base}/{db}", data_dir=Path(tmp))
             engine = make_engine(settings)
             upgrade(engine)
             with make_sessionmaker(engine)() as session:
@@ -119,12 +196,21 @@ def main() -> None:
                 "--cluster",
                 "16x4",
             ]
-            proc = subprocess.Popen(
-                cmd, env=env, cwd=_HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
+            log = Path(tmp) / "server.log"  # errors only: access lines go to stdout
+            with log.open("wb") as err:
+                proc = subprocess.Popen(
+                    cmd, env=env, cwd=_HERE.parent, stdout=subprocess.DEVNULL, stderr=err
+                )
             url = f"http://127.0.0.1:{port}"
             _wait_up(url, proc)
-            wall_s, lat = asyncio.run(_load(url, token, args.jobs, args.clients))
+            load = _load_raw if args.loadgen == "raw" else _load_httpx
+            server_cpu, client_cpu = _cpu_s(proc.pid), _own_cpu_s()
+            try:
+                wall_s, lat = asyncio.run(load(url, token, args.jobs, args.clients))
+            except SystemExit:
+                sys.stderr.write(log.read_text(errors="replace")[-5000:])
+                raise
+            server_cpu, client_cpu = _cpu_s(proc.pid) - server_cpu, _own_cpu_s() - client_cpu
     finally:
         if proc is not None:
             proc.terminate()
@@ -142,6 +228,10 @@ def main() -> None:
                 "p50_ms": round(float(np.percentile(ms, 50)), 1),
                 "p99_ms": round(float(np.percentile(ms, 99)), 1),
                 "max_ms": round(float(ms.max()), 1),
+                "loadgen": args.loadgen,
+                "server_cpu_s": round(server_cpu, 2),
+                "loadgen_cpu_s": round(client_cpu, 2),
+                "load_avg_1m": round(os.getloadavg()[0], 2),
             }
         )
     )

@@ -5,13 +5,18 @@ the current scaled time, the same policies and placement schedule them, and they
 run and finish on the simulator's performance model, with no Kubernetes. Every
 call first advances the simulation to "now" (wall seconds since start times the time
 scale). Thread-safe: calls are serialised by a lock.
+
+Cost stays with the jobs that are alive: `jobs(active_only=True)`, `poll` (the active
+jobs plus those finished since a cursor, for local mode's ticker) and `done_counts`
+never walk the finished history; `submit_many` places a batch under one lock.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from controller.model import (
@@ -66,6 +71,7 @@ class LiveCluster:
             cluster, [], policy, placer, SimConfig(round_interval_s=round_interval_s)
         )
         self._done: dict[str, JobOutcome] = {}
+        self._done_counts: Counter[JobStatus] = Counter()
         self._seen_outcomes = 0
 
     @property
@@ -86,15 +92,29 @@ class LiveCluster:
         outcomes = self._sim.outcomes
         for outcome in outcomes[self._seen_outcomes :]:
             self._done[outcome.job_id] = outcome
+            self._done_counts[_done_status(outcome)] += 1
         self._seen_outcomes = len(outcomes)
         return now
 
     def submit(self, spec: JobSpec) -> JobSpec:
         """Submit a job now (its submit_s is replaced by the current time)."""
+        return self.submit_many([spec])[0]
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[JobSpec]:
+        """Submit jobs now, in order, under one lock; returns them as placed.
+
+        All or nothing: a spec the simulator refuses (an id already used) raises
+        ValueError before any of the batch is submitted.
+        """
         with self._lock:
             now = self._sync()
-            placed = replace(spec, submit_s=now)
-            self._sim.submit(placed)
+            placed = [replace(spec, submit_s=now) for spec in specs]
+            ids = [p.job_id for p in placed]
+            used = [i for i in ids if i in self._sim._ids]
+            if used or len(set(ids)) != len(ids):
+                raise ValueError(f"job ids already used: {sorted(set(used)) or ids}")
+            for spec in placed:
+                self._sim.submit(spec)
             self._sync()
             return placed
 
@@ -117,12 +137,46 @@ class LiveCluster:
             self._sync()
             return self._state(job_id, {v.job_id: v for v in self._sim.views()})
 
-    def jobs(self) -> list[JobState]:
+    def jobs(self, *, active_only: bool = False) -> list[JobState]:
+        """Every job ever submitted, by submit time; `active_only`: the unfinished ones."""
         with self._lock:
             self._sync()
             views = {v.job_id: v for v in self._sim.views()}
-            states = [self._state(i, views) for i in [*views, *self._done]]
+            ids = [*views] if active_only else [*views, *self._done]
+            states = [self._state(i, views) for i in ids]
             return sorted((s for s in states if s is not None), key=lambda s: s.submit_s)
+
+    def poll(
+        self, cursor: int = 0, wanted: Callable[[str, JobStatus, int], bool] | None = None
+    ) -> tuple[list[JobState], int]:
+        """The active jobs plus the jobs that finished since `cursor`, and the next cursor.
+
+        Start with 0 (every finished job); pass the returned cursor next time to see
+        each finished job once. `wanted(job_id, status, restarts)` picks the active
+        jobs to report (default: all), so that a caller who only cares about changes
+        skips the unchanged ones cheaply. The cost is that of the active jobs and the
+        new finishers only, however long the history.
+        """
+        with self._lock:
+            self._sync()
+            sim = self._sim
+            views: dict[str, JobView] = {}
+            for job_id, job in sim.active.items():
+                if wanted is None or wanted(job_id, job.status, job.restarts):
+                    job.advance(sim.now)
+                    sim._touch(job)  # its cached view is stale once advanced
+                    views[job_id] = job.view()
+            outcomes = sim.outcomes
+            ids = [*views, *(o.job_id for o in outcomes[cursor:])]
+            states = [self._state(i, views) for i in ids]
+            found = sorted((s for s in states if s is not None), key=lambda s: s.submit_s)
+            return found, len(outcomes)
+
+    def done_counts(self) -> dict[JobStatus, int]:
+        """How many jobs finished, by final status (Succeeded, Cancelled)."""
+        with self._lock:
+            self._sync()
+            return dict(self._done_counts)
 
     def _state(self, job_id: str, views: dict[str, JobView]) -> JobState | None:
         sim = self._sim
@@ -144,10 +198,9 @@ class LiveCluster:
         out = self._done.get(job_id)
         if out is None:
             return None
-        status = JobStatus.SUCCEEDED if out.finish_s is not None else JobStatus.CANCELLED
         return JobState(
             job_id=job_id,
-            status=status,
+            status=_done_status(out),
             submit_s=out.submit_s,
             allocation=None,
             reason=None,
@@ -157,3 +210,7 @@ class LiveCluster:
             first_start_s=out.first_start_s,
             finish_s=out.finish_s,
         )
+
+
+def _done_status(outcome: JobOutcome) -> JobStatus:
+    return JobStatus.SUCCEEDED if outcome.finish_s is not None else JobStatus.CANCELLED

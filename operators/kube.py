@@ -174,6 +174,19 @@ class KubeApi:
         fn = self.custom.create_namespaced_custom_object
         return _json(fn(**_crd_args(), namespace=namespace, body=body, _preload_content=False))
 
+    def delete_dljob(self, namespace: str, name: str) -> bool:
+        """Delete a DLJob (its finalizer lets the operator clean up first); False if it
+        was gone already."""
+        fn = self.custom.delete_namespaced_custom_object
+        try:
+            # Read to the end, so that the connection goes back to the pool.
+            _json(fn(**_crd_args(), namespace=namespace, name=name, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == NOT_FOUND:
+                return False
+            raise
+        return True
+
     def replace_dljob(self, obj: Obj) -> Obj:
         """Replace a DLJob's metadata and spec (finalizers); needs its resourceVersion."""
         meta = obj["metadata"]

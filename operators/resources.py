@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.model import JobSpec
+from operators import crd
 from operators.kube import Obj
 
 # A job without an expected duration is shown to policies as one hour long: only
@@ -25,6 +26,11 @@ DEFAULT_BACKOFF_LIMIT = 3
 # Longest DLJob name: pods are named <job>-<attempt>-<rank> and pod hostnames, like
 # the job label and service names, may have at most 63 characters.
 MAX_NAME_LEN = 50
+
+# Labels the API service puts on the DLJobs it creates for REST submissions: the
+# submitter's tenant and the job's id in the job database (api/cluster.py).
+LABEL_TENANT = f"{crd.GROUP}/tenant"
+LABEL_JOB_ID = f"{crd.GROUP}/job-id"
 
 QUEUED, ADMITTED, RUNNING = "Queued", "Admitted", "Running"
 PREEMPTED, SUSPENDED, SUCCEEDED, FAILED = "Preempted", "Suspended", "Succeeded", "Failed"

@@ -14,8 +14,8 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.deps import CurrentUser, LocalDep, SessionDep, can_see
-from api.models import Job, JobEvent, JobMetric, User
+from api.deps import BackendDep, CurrentUser, SessionDep, can_see
+from api.models import Job, JobEvent, JobMetric, User, utcnow
 from api.schemas.common import Limit, Name, Responses, Skip
 from api.schemas.jobs import (
     JobCreate,
@@ -36,6 +36,7 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 NOT_FOUND: Responses = {404: {"description": "no such job (or another tenant's)"}}
 JOB_ID = re.compile(r"[0-9a-f]{32}")
 WAITING = {s.value for s in (JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SUSPENDED)}
+CONTAINER_FIELDS = {"image", "command", "env"}  # cluster mode: the DLJob's container
 
 
 def visible_job(session: Session, user: User, job_id: str) -> Job:
@@ -46,45 +47,57 @@ def visible_job(session: Session, user: User, job_id: str) -> Job:
 
 
 @router.post("", status_code=201, response_model=JobCreated, responses={503: {}})
-def submit_job(
-    body: JobCreate, session: SessionDep, user: CurrentUser, local: LocalDep
-) -> JobCreated:
-    """Submit a job; it is stored before the scheduler sees it. Returns its metrics token."""
-    if body.num_gpus > local.live.cluster.num_gpus:
+async def submit_job(body: JobCreate, user: CurrentUser, backend: BackendDep) -> JobCreated:
+    """Submit a job; it is stored before the scheduler sees it. Returns its metrics token.
+
+    Runs on the event loop: the job is committed together with the other submissions
+    waiting (api.group_commit) and acknowledged once that commit returned.
+    """
+    capacity = backend.gpu_capacity()
+    if capacity is not None and body.num_gpus > capacity:
         raise RequestValidationError(
             [
                 {
                     "loc": ("body", "num_gpus"),
                     "type": "value_error",
-                    "msg": f"more GPUs than the cluster has ({local.live.cluster.num_gpus})",
+                    "msg": f"more GPUs than the cluster has ({capacity})",
                     "input": body.num_gpus,
                 }
             ]
         )
     secret = new_token()
-    spec = body.model_dump()
+    spec = body.model_dump(exclude=CONTAINER_FIELDS)  # the DLJob keeps those
     spec["min_gpus"] = spec["min_gpus"] or body.num_gpus
     spec["max_gpus"] = spec["max_gpus"] or body.num_gpus
-    job = Job(
-        id=uuid.uuid4().hex,
-        tenant=user.tenant,
-        user_id=user.id,
-        metrics_token_hash=hash_token(secret),
-        status=JobStatus.QUEUED.value,
-        progress=0.0,
-        attained_gpu_s=0.0,
-        restarts=0,
-        nodes="",
-        submit_s=local.live.now_s(),
+    now = utcnow()
+    job = {
+        "id": uuid.uuid4().hex,
+        "tenant": user.tenant,
+        "user_id": user.id,
+        "metrics_token_hash": hash_token(secret),
+        "status": JobStatus.QUEUED.value,
+        "reason_code": None,
+        "reason_message": None,
+        "progress": 0.0,
+        "attained_gpu_s": 0.0,
+        "restarts": 0,
+        "nodes": "",
+        "submit_s": backend.now_s(),
+        "first_start_s": None,
+        "finish_s": None,
+        "created_at": now,
+        "updated_at": now,
         **spec,
-    )
-    session.add(job)
-    session.add(JobEvent(job_id=job.id, kind="submitted", sim_s=job.submit_s, detail=""))
-    session.commit()
-    local.submit(job)
-    return JobCreated.model_validate(
-        {**JobPublic.model_validate(job).model_dump(), "metrics_token": secret}
-    )
+    }
+    event = {
+        "job_id": job["id"],
+        "kind": "submitted",
+        "sim_s": job["submit_s"],
+        "detail": "",
+        "at": now,
+    }
+    await backend.submit(job, event, body)  # BackendUnavailable: 503 (api.errors)
+    return JobCreated.model_validate({**job, "metrics_token": secret})
 
 
 @router.get("", response_model=JobsPublic)
@@ -118,9 +131,11 @@ def get_job(job_id: str, session: SessionDep, user: CurrentUser) -> JobPublic:
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic, responses={**NOT_FOUND, 409: {}})
-def cancel_job(job_id: str, session: SessionDep, user: CurrentUser, local: LocalDep) -> JobPublic:
+def cancel_job(
+    job_id: str, session: SessionDep, user: CurrentUser, backend: BackendDep
+) -> JobPublic:
     job = visible_job(session, user, job_id)
-    if not local.cancel(session, job):
+    if not backend.cancel(session, job):
         raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id!r} is already {job.status}")
     session.commit()
     return JobPublic.model_validate(job)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, Request, status
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
@@ -78,9 +78,12 @@ def list_tokens(session: SessionDep, user: CurrentUser) -> TokensPublic:
 
 
 @router.delete("/tokens/{token_id}", status_code=204, responses={404: {}})
-def revoke_token(token_id: int, session: SessionDep, user: CurrentUser) -> None:
+def revoke_token(token_id: int, request: Request, session: SessionDep, user: CurrentUser) -> None:
+    """Delete a token; it stops working at once (the service's token cache forgets it)."""
     token = session.get(Token, token_id) if 0 < token_id <= INT32_MAX else None
     if token is None or (user.role != "admin" and token.user_id != user.id):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"token {token_id} not found")
+    digest = token.token_hash
     session.delete(token)
     session.commit()
+    request.app.state.tokens.forget(digest)

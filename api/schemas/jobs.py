@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from api.schemas.common import INT32_MAX, Name, Public, Strict, example_config
 
 Gpus = Annotated[int, Field(ge=1, le=4096)]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 JOB_EXAMPLE = {
     "name": "bert-finetune",
@@ -35,6 +36,20 @@ class JobCreate(Strict):
     batch_size: int | None = Field(default=None, ge=1, le=INT32_MAX)
     gpu_mem_mib: int | None = Field(default=None, ge=1, le=INT32_MAX, description="may share")
     priority: int = Field(default=0, ge=-1000, le=1000)
+    # Cluster mode: the worker container of the job's DLJob (local mode ignores them).
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        pattern=r"^\S+$",
+        description="cluster mode: worker image (default: the service's GPUFLOW_KUBE_IMAGE)",
+    )
+    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=64, description="cluster mode: the container's command"
+    )
+    env: dict[EnvName, Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=64, description="cluster mode: the container's environment"
+    )
 
     @field_validator("min_gpus")
     @classmethod
@@ -86,6 +101,9 @@ class JobPublic(Public):
     finish_s: float | None
     created_at: datetime
     updated_at: datetime
+    dljob_namespace: str | None = Field(default=None, description="cluster mode: its DLJob")
+    dljob_name: str | None = None
+    dljob_uid: str | None = None
 
 
 class JobCreated(JobPublic):

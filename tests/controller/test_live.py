@@ -75,3 +75,37 @@ def test_switching_policy_takes_effect_at_the_next_round() -> None:
     live.submit(make_job("short", 4, duration_s=10))
     short = live.job("short")
     assert short is not None and short.status is JobStatus.RUNNING  # SRTF preempted "long"
+
+
+def test_submit_many_places_a_batch_at_one_instant_and_refuses_used_ids() -> None:
+    clock = ManualClock()
+    live = _live(clock)
+    clock.t += 2.0
+    placed = live.submit_many([make_job("a", 2, duration_s=100), make_job("b", 2, duration_s=100)])
+    assert [p.submit_s for p in placed] == [pytest.approx(20.0)] * 2
+    with pytest.raises(ValueError, match="already used"):
+        live.submit_many([make_job("c", 1, duration_s=10), make_job("a", 1, duration_s=10)])
+    assert [s.job_id for s in live.jobs()] == ["a", "b"]  # all or nothing: no "c"
+
+
+def test_active_only_poll_and_done_counts_skip_the_finished_history() -> None:
+    clock = ManualClock()
+    live = _live(clock)
+    live.submit(make_job("short", 4, duration_s=10))
+    live.submit(make_job("long", 4, duration_s=1000))
+    live.submit(make_job("gone", 4, duration_s=1000))
+    assert live.cancel("gone")
+    clock.t += 2.0  # "short" finished, "long" runs
+    assert [s.job_id for s in live.jobs(active_only=True)] == ["long"]
+    assert {s.job_id for s in live.jobs()} == {"short", "long", "gone"}
+    assert live.done_counts() == {JobStatus.SUCCEEDED: 1, JobStatus.CANCELLED: 1}
+    states, cursor = live.poll()
+    assert {s.job_id: s.status for s in states} == {
+        "long": JobStatus.RUNNING,
+        "short": JobStatus.SUCCEEDED,
+        "gone": JobStatus.CANCELLED,
+    }
+    again, cursor2 = live.poll(cursor)
+    assert [s.job_id for s in again] == ["long"] and cursor2 == cursor  # finished: once
+    skipped, _ = live.poll(cursor, wanted=lambda job_id, status, restarts: False)
+    assert skipped == []

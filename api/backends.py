@@ -1,0 +1,144 @@
+"""Where jobs run: the `JobBackend` the routes submit to, cancel through and describe.
+
+Two implementations, chosen by `make_backend` from the settings:
+
+- `LocalBackend` (local mode, api.local): the simulator on the wall clock;
+- `KubeBackend` (cluster mode, api.cluster, with GPUFLOW_KUBECONFIG or
+  GPUFLOW_IN_CLUSTER): each job is a DLJob the operator schedules, followed to
+  record its history.
+
+Reads (job lists, events, reasons) come from the job database in both modes; only
+submit, cancel and the cluster view (`describe`) differ.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.group_commit import WriterStopped
+from api.local import LocalMode
+from api.models import Job
+from api.schemas.cluster import ClusterPublic, NodePublic
+from api.schemas.jobs import JobCreate
+from api.settings import Settings
+from controller.model import WAITING, JobStatus
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot take the request now (503 with this message)."""
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    nodes: list[NodePublic]
+    summary: ClusterPublic
+
+
+class JobBackend(Protocol):
+    mode: str  # "local" | "cluster"
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def gpu_capacity(self) -> int | None:
+        """The most GPUs a job may ask for (None: not known yet)."""
+        ...
+
+    def now_s(self) -> float:
+        """The backend's clock, for submit_s and event times."""
+        ...
+
+    async def submit(self, job: dict[str, Any], event: dict[str, Any], body: JobCreate) -> None:
+        """Store the job (Job column values, which it may complete) and its "submitted"
+        event durably, then hand it to the cluster. Raises BackendUnavailable."""
+        ...
+
+    def cancel(self, session: Session, job: Job) -> bool:
+        """Cancel and record it in `session` (the caller commits); False if already over."""
+        ...
+
+    def describe(self) -> ClusterDescription: ...
+
+
+class LocalBackend:
+    """Local mode: api.local.LocalMode's LiveCluster behind the JobBackend interface."""
+
+    mode = "local"
+
+    def __init__(self, local: LocalMode) -> None:
+        self.local = local
+
+    def start(self) -> None:
+        self.local.start()
+
+    def stop(self) -> None:
+        self.local.stop()
+
+    def gpu_capacity(self) -> int | None:
+        return self.local.live.cluster.num_gpus
+
+    def now_s(self) -> float:
+        return self.local.live.now_s()
+
+    async def submit(self, job: dict[str, Any], event: dict[str, Any], body: JobCreate) -> None:
+        try:
+            await self.local.store_and_submit(job, event)
+        except WriterStopped as exc:
+            raise BackendUnavailable(str(exc)) from None
+
+    def cancel(self, session: Session, job: Job) -> bool:
+        return self.local.cancel(session, job)
+
+    def describe(self) -> ClusterDescription:
+        live = self.local.live
+        allocated: dict[int, float] = defaultdict(float)
+        jobs: dict[int, list[str]] = defaultdict(list)
+        states = live.jobs(active_only=True)
+        running = [s for s in states if s.status is JobStatus.RUNNING]
+        for state in running:
+            if state.allocation is not None:
+                for share in state.allocation:
+                    allocated[share.node] += share.fraction
+                for node in state.allocation.nodes:
+                    jobs[node].append(state.job_id)
+        nodes = [
+            NodePublic(
+                name=node.name,
+                rack=node.rack,
+                gpu_type=node.gpu_type.name,
+                gpus=node.num_gpus,
+                gpus_allocated=allocated[i],
+                jobs=jobs[i],
+            )
+            for i, node in enumerate(live.cluster.nodes)
+        ]
+        summary = ClusterPublic(
+            name=live.cluster.name,
+            nodes=len(live.cluster.nodes),
+            gpus=live.cluster.num_gpus,
+            gpus_allocated=sum(s.allocation.gpu_weight for s in running if s.allocation),
+            running=len(running),
+            waiting=sum(1 for s in states if s.status in WAITING),
+            finished=live.done_counts().get(JobStatus.SUCCEEDED, 0),
+            policy=live.policy_name,
+            now_s=live.now_s(),
+            time_scale=live.time_scale,
+        )
+        return ClusterDescription(nodes, summary)
+
+
+def make_backend(
+    settings: Settings, sessions: sessionmaker[Session], local: LocalMode | None
+) -> JobBackend | None:
+    """Cluster mode when a kubeconfig or in-cluster config is set; else local mode's
+    LiveCluster when settings.live; else none (API-only)."""
+    if settings.cluster_mode:
+        from api.cluster import KubeBackend  # the kubernetes client only when needed
+
+        return KubeBackend(settings, sessions)
+    return LocalBackend(local) if local is not None else None

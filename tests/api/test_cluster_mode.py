@@ -1,0 +1,381 @@
+"""Cluster mode: REST jobs become DLJobs, and every DLJob's history reaches the database.
+
+Against the strict Kubernetes API test server (tests/kube) with the DLJob CRD; the
+service runs with GPUFLOW_KUBECONFIG pointing at it. Statuses are written as the
+operator writes them (operators.resources.status_mutator through the status
+subresource); the last test runs the real operator and the kubelet simulator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.cluster import Follower, KubeBackend, dljob_name
+from api.db import make_engine
+from api.dljob_history import record
+from api.migrations import upgrade
+from api.settings import Settings
+from operators import crd
+from operators.kube import KubeApi, Obj
+from operators.resources import (
+    ADMITTED,
+    LABEL_JOB_ID,
+    LABEL_TENANT,
+    PREEMPTED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    Reasoned,
+    format_time,
+    status_mutator,
+)
+from tests.api.builders import auth, submit, wait_for
+from tests.kube.fixtures import KubeServer, ServerOptions, kube_server
+from tests.operators.builders import DURATION_ENV, install_crd, make_node_body
+from tests.operators.harness import running_operator
+from tests.operators.kubelet import Kubelet
+
+__all__ = ["kube_server"]
+
+JOBS = "/api/v1/jobs"
+T0 = float(int(time.time()) - 100)  # transition times the tests write, whole seconds
+
+
+@pytest.fixture
+def settings(tmp_path: Path, kube_server: KubeServer) -> Settings:
+    install_crd(kube_server.api_client())
+    return _settings(tmp_path, kube_server)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_db(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """Cluster-mode settings on SQLite or on the session's PostgreSQL database."""
+    if request.param == "sqlite":
+        return settings
+    pg: Settings = request.getfixturevalue("pg_settings")  # truncated after the test
+    return settings.model_copy(update={"database_url": pg.database_url})
+
+
+def _settings(tmp_path: Path, server: KubeServer, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": tmp_path,
+        "kubeconfig": str(server.kubeconfig),
+        "kube_watch_timeout_s": 5,
+        "kube_image": "registry.example/train:1",
+        **overrides,
+    }
+    settings = Settings(**values)
+    engine = make_engine(settings)
+    upgrade(engine)
+    engine.dispose()
+    return settings
+
+
+@contextmanager
+def service(settings: Settings) -> Iterator[TestClient]:
+    """The API in cluster mode; on exit its follower stops (a restart: exit, enter)."""
+    with TestClient(create_app(settings)) as client:
+        wait_for(lambda: follower(client).caught_up(), timeout_s=10)
+        yield client
+
+
+def follower(client: TestClient) -> Follower:
+    backend = client.app.state.backend  # type: ignore[attr-defined]
+    assert isinstance(backend, KubeBackend)
+    return backend.follower
+
+
+def settle(client: TestClient) -> None:
+    """Wait until the follower wrote everything it has seen."""
+    time.sleep(0.1)  # the watch event of the last write is on its way
+    wait_for(lambda: follower(client).caught_up(), timeout_s=10)
+
+
+def kinds(client: TestClient, headers: dict[str, str], job_id: str) -> list[str]:
+    r = client.get(f"{JOBS}/{job_id}/events", headers=headers)
+    assert r.status_code == 200, r.text
+    return [e["kind"] for e in r.json()["data"]]
+
+
+def kubectl_dljob(server: KubeServer, name: str, tenant: str, gpus: int = 4) -> Obj:
+    """A DLJob as `kubectl apply` makes it: the official client, no labels of ours."""
+    custom = kubernetes.client.CustomObjectsApi(server.api_client())
+    body = {
+        "apiVersion": crd.API_VERSION,
+        "kind": crd.KIND,
+        "metadata": {"name": name},
+        "spec": {"image": "busybox", "gpus": gpus, "tenant": tenant, "model": "resnet50"},
+    }
+    obj: Obj = custom.create_namespaced_custom_object(
+        crd.GROUP, crd.VERSION, "default", crd.PLURAL, body
+    )
+    return obj
+
+
+class Operatorish:
+    """Writes a DLJob's status as the operator does, at chosen (whole-second) times."""
+
+    def __init__(self, server: KubeServer, name: str) -> None:
+        self.api = KubeApi(server.api_client())
+        self.name = name
+
+    def write(self, phase: str, why: Reasoned, at_s: float, **kw: Any) -> None:
+        obj = self.api.get_dljob("default", self.name)
+        self.api.update_status(obj, status_mutator(phase, why, now_s=at_s, **kw))
+
+    def queued(self, at_s: float) -> None:
+        self.write(QUEUED, Reasoned("InsufficientGpus", "needs 4 GPUs; 0 are free"), at_s)
+
+    def admitted(self, at_s: float, attempt: int) -> None:
+        fields = {
+            "attempt": attempt,
+            "restarts": attempt - 1,
+            "nodes": "node-0",
+            "startTime": format_time(at_s),
+            "allocation": {
+                "nodes": ["node-0"],
+                "shares": [
+                    {"node": "node-0", "gpu": g, "uuid": f"GPU-{g}", "fraction": 1.0}
+                    for g in range(4)
+                ],
+            },
+        }
+        self.write(ADMITTED, Reasoned("Scheduled", "4 GPU(s) on node-0"), at_s, fields=fields)
+
+    def running(self, at_s: float) -> None:
+        self.write(RUNNING, Reasoned("WorkersRunning", "1 worker pod(s) running"), at_s)
+
+    def preempted(self, at_s: float) -> None:
+        why = Reasoned("PreemptedByPolicy", "preempted by the tiresias policy")
+        pending = Reasoned("Restarting", "waits to restart from its checkpoint")
+        self.write(PREEMPTED, why, at_s, pending=pending, fields={"nodes": ""})
+
+    def succeeded(self, at_s: float) -> None:
+        why = Reasoned("AllWorkersSucceeded", "every worker succeeded")
+        self.write(SUCCEEDED, why, at_s, fields={"completionTime": format_time(at_s)})
+
+
+def test_a_rest_submission_becomes_a_labelled_dljob(settings: Settings) -> None:
+    with service(settings) as client:
+        alice = auth(client, "alice", "vision")
+        env = {DURATION_ENV: "0.3"}
+        job = submit(
+            client, alice, num_gpus=4, gpu_mem_mib=8000, command=["python", "t.py"], env=env
+        )
+        api = follower(client).api
+        obj = api.get_dljob("default", job["dljob_name"])
+        assert job["dljob_namespace"] == "default"
+        assert job["dljob_name"] == dljob_name("train", job["id"])
+        assert job["dljob_uid"] == obj["metadata"]["uid"]
+        assert obj["metadata"]["labels"] == {LABEL_TENANT: "vision", LABEL_JOB_ID: job["id"]}
+        spec = obj["spec"]
+        assert spec["image"] == "registry.example/train:1"
+        assert spec["command"] == ["python", "t.py"]
+        assert spec["env"] == [{"name": DURATION_ENV, "value": "0.3"}]
+        assert (spec["gpus"], spec["gpuMemMib"], spec["tenant"]) == (4, 8000, "vision")
+        assert spec["expectedDurationSeconds"] == 100.0 and spec["model"] == "resnet50"
+        settle(client)
+        got = client.get(f"{JOBS}/{job['id']}", headers=alice).json()
+        assert got["dljob_uid"] == obj["metadata"]["uid"] and got["status"] == "Queued"
+        assert kinds(client, alice, job["id"]) == ["submitted"]
+
+
+def test_submit_refusals_name_the_field_or_say_kubernetes_is_down(
+    tmp_path: Path, kube_server: KubeServer
+) -> None:
+    install_crd(kube_server.api_client())
+    no_image = _settings(tmp_path, kube_server, kube_image=None)
+    with service(no_image) as client:
+        alice = auth(client, "alice", "vision")
+        r = client.post(JOBS, json={"num_gpus": 1, "duration_s": 5}, headers=alice)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "image"]
+        kube_server.fail_next("create", "dljobs", 500)
+        r = client.post(JOBS, json={"num_gpus": 1, "duration_s": 5, "image": "x"}, headers=alice)
+        assert r.status_code == 503 and "Kubernetes API" in r.json()["detail"]
+        assert client.get(JOBS, headers=alice).json()["count"] == 0  # nothing half-made
+
+
+def test_a_kubectl_dljob_is_seen_by_its_tenant_only(
+    settings: Settings, kube_server: KubeServer
+) -> None:
+    with service(settings) as client:
+        alice, bob = auth(client, "alice", "vision"), auth(client, "bob", "nlp")
+        root = auth(client, "root", "ops", "admin")
+        obj = kubectl_dljob(kube_server, "from-kubectl", "vision")
+        job_id = obj["metadata"]["uid"].replace("-", "")
+        listed = wait_for(lambda: client.get(JOBS, headers=alice).json()["data"])
+        (job,) = listed
+        assert job["id"] == job_id and job["tenant"] == "vision" and job["name"] == "from-kubectl"
+        assert job["dljob_name"] == "from-kubectl" and job["num_gpus"] == 4
+        assert client.get(JOBS, headers=bob).json()["count"] == 0
+        assert client.get(f"{JOBS}/{job_id}", headers=bob).status_code == 404
+        assert client.post(f"{JOBS}/{job_id}/cancel", headers=bob).status_code == 404
+        assert client.get(f"{JOBS}/{job_id}", headers=root).status_code == 200
+        assert kinds(client, alice, job_id) == ["submitted"]
+
+
+def test_transitions_are_recorded_in_order_exactly_once(
+    any_db: Settings, kube_server: KubeServer
+) -> None:
+    settings = any_db
+    op = Operatorish(kube_server, "train")
+    with service(settings) as client:
+        alice = auth(client, "alice", "vision")
+        job_id = kubectl_dljob(kube_server, "train", "vision")["metadata"]["uid"].replace("-", "")
+        # Written back to back, as the operator does: every version is seen.
+        op.queued(T0)
+        op.admitted(T0 + 1, attempt=1)
+        op.running(T0 + 2)
+        op.preempted(T0 + 3)
+        op.admitted(T0 + 4, attempt=2)
+        op.running(T0 + 5)
+        live = ["submitted", "admitted", "started", "preempted", "admitted", "started"]
+        wait_for(lambda: kinds(client, alice, job_id) == live)
+        settle(client)
+        assert kinds(client, alice, job_id) == live
+        job = client.get(f"{JOBS}/{job_id}", headers=alice).json()
+        assert (job["status"], job["restarts"], job["nodes"]) == ("Running", 1, "node-0")
+        assert job["first_start_s"] == T0 + 2
+    with service(settings) as client:  # a restart relists: nothing is added
+        settle(client)
+        assert kinds(client, alice, job_id) == live
+        relists = follower(client).dljobs.relists
+        kube_server.compact()  # the watch gets 410 Gone and relists
+        wait_for(lambda: follower(client).dljobs.relists > relists)
+        settle(client)
+        assert kinds(client, alice, job_id) == live
+    # While the service is down the job is preempted and restarted: read back from the
+    # conditions when it comes up.
+    op.preempted(T0 + 7)
+    op.admitted(T0 + 8, attempt=3)
+    op.running(T0 + 9)
+    with service(settings) as client:
+        missed = [*live, "preempted", "admitted", "started"]
+        wait_for(lambda: kinds(client, alice, job_id) == missed)
+        op.succeeded(T0 + 12)
+        wait_for(lambda: kinds(client, alice, job_id) == [*missed, "finished"])
+        settle(client)
+        events = client.get(f"{JOBS}/{job_id}/events", headers=alice).json()["data"]
+        assert [e["kind"] for e in events] == [*missed, "finished"]
+        assert events[-1]["sim_s"] == T0 + 12 and events[3]["detail"].startswith("Preempted")
+        job = client.get(f"{JOBS}/{job_id}", headers=alice).json()
+        assert (job["status"], job["restarts"], job["progress"]) == ("Succeeded", 2, 1.0)
+        assert job["finish_s"] == T0 + 12
+    with service(settings) as client:
+        settle(client)
+        assert kinds(client, alice, job_id) == [*missed, "finished"]
+
+
+def test_cancel_deletes_the_dljob_and_deletions_are_recorded(
+    any_db: Settings, kube_server: KubeServer
+) -> None:
+    settings = any_db
+    with service(settings) as client:
+        alice = auth(client, "alice", "vision")
+        job = submit(client, alice, num_gpus=2)
+        api = KubeApi(kube_server.api_client())
+        r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
+        assert r.status_code == 200 and r.json()["status"] == "Cancelled"
+        items, _ = api.list_dljobs("default")
+        assert items == []
+        assert client.post(f"{JOBS}/{job['id']}/cancel", headers=alice).status_code == 409
+        settle(client)
+        assert kinds(client, alice, job["id"]) == ["submitted", "cancelled"]
+        # kubectl delete: while the service runs, and while it is down.
+        live = kubectl_dljob(kube_server, "deleted-live", "vision")["metadata"]["uid"]
+        down = kubectl_dljob(kube_server, "deleted-down", "vision")["metadata"]["uid"]
+        settle(client)
+        api.delete_dljob("default", "deleted-live")
+        job_id = live.replace("-", "")
+        wait_for(lambda: kinds(client, alice, job_id) == ["submitted", "cancelled"])
+    api.delete_dljob("default", "deleted-down")
+    with service(settings) as client:
+        settle(client)
+        wait_for(lambda: kinds(client, alice, down.replace("-", "")) == ["submitted", "cancelled"])
+        for uid in (live, down):
+            job_id = uid.replace("-", "")
+            assert kinds(client, alice, job_id) == ["submitted", "cancelled"]
+            got = client.get(f"{JOBS}/{job_id}", headers=alice).json()
+            assert got["status"] == "Cancelled"
+
+
+def test_nodes_and_cluster_come_from_the_nodes_annotations(
+    settings: Settings, kube_server: KubeServer
+) -> None:
+    api = KubeApi(kube_server.api_client())
+    for i in range(2):
+        api.create_node(make_node_body(f"node-{i}", rack=f"r{i}"))
+    with service(settings) as client:
+        alice = auth(client, "alice", "vision")
+        wait_for(lambda: client.get("/api/v1/cluster", headers=alice).json()["gpus"] == 16)
+        r = client.post(JOBS, json={"num_gpus": 17, "duration_s": 5}, headers=alice)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "num_gpus"]
+        job = submit(client, alice, num_gpus=4)
+        op = Operatorish(kube_server, job["dljob_name"])
+        op.admitted(T0, attempt=1)
+        op.running(T0 + 1)
+        wait_for(lambda: client.get("/api/v1/cluster", headers=alice).json()["running"] == 1)
+        nodes = client.get("/api/v1/nodes", headers=alice).json()["data"]
+        assert [(n["name"], n["gpus"], n["gpus_allocated"], n["jobs"]) for n in nodes] == [
+            ("node-0", 8, 4.0, [job["id"]]),
+            ("node-1", 8, 0.0, []),
+        ]
+        assert nodes[0]["gpu_type"] == "V100-SXM2-16GB" and nodes[1]["rack"] == 1
+        summary = client.get("/api/v1/cluster", headers=alice).json()
+        assert (summary["nodes"], summary["gpus_allocated"], summary["running"]) == (2, 4.0, 1)
+
+
+def test_the_operator_runs_a_rest_job_and_its_history_reaches_the_database(
+    tmp_path: Path,
+) -> None:
+    with KubeServer(options=ServerOptions(graceful_pods=True)) as server:
+        kube = server.api_client()
+        install_crd(kube)
+        api = KubeApi(kube)
+        for i in range(2):
+            api.create_node(make_node_body(f"node-{i}"))
+        kubelet = Kubelet(kube).start()
+        try:
+            with running_operator(kube), service(_settings(tmp_path, server)) as client:
+                alice = auth(client, "alice", "vision")
+                env = {DURATION_ENV: "0.3"}
+                a = submit(client, alice, num_gpus=8, duration_s=30.0, env=env)
+                b = submit(client, alice, num_gpus=16, duration_s=30.0, env=env)  # waits for a
+
+                def done() -> bool:
+                    jobs = client.get(JOBS, headers=alice).json()["data"]
+                    return all(j["status"] == "Succeeded" for j in jobs)
+
+                wait_for(done, timeout_s=30)
+                settle(client)
+                for job in (a, b):
+                    got = kinds(client, alice, job["id"])
+                    assert got == ["submitted", "admitted", "started", "finished"], got
+                row = client.get(f"{JOBS}/{b['id']}", headers=alice).json()
+                assert row["attained_gpu_s"] > 0 and row["progress"] == 1.0
+                assert row["first_start_s"] <= row["finish_s"]
+        finally:
+            kubelet.stop()
+
+
+def test_a_restart_within_one_second_still_shows() -> None:
+    """Stopped and started again within one second: condition times do not move, the
+    restart count does."""
+    api_obj: Obj = {"metadata": {"name": "j"}, "spec": {}, "status": {}}
+    first = status_mutator(RUNNING, Reasoned("WorkersRunning", ""), now_s=T0, fields={})(api_obj)
+    assert first is not None
+    prev = record(None, first).state
+    again = {**first, "status": {**first["status"], "restarts": 1, "attempt": 2}}
+    again["status"]["startTime"] = format_time(T0)
+    change = record(prev, again)
+    assert [e.kind for e in change.events] == ["started"]
+    assert record(change.state, again).events == []
