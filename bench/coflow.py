@@ -1,9 +1,11 @@
 """Replay the Facebook coflow benchmark under each network policy.
 
-    .venv/bin/python bench/coflow.py [--coflows N] [--policies sebf,aalo,fair]
+    .venv/bin/python bench/coflow.py [--coflows N] [--policies sebf,aalo,fair] [--reference]
 
 Prints, per policy: coflows, avg and p95 CCT, average CCT per bin (SN/LN/SW/LW),
-events and wall time. `--coflows N` replays the first N coflows only.
+events and wall time. `--coflows N` replays the first N coflows only; `--reference`
+runs the generic `FlowArrays` replay (the oracle the port-fabric fast path is
+tested against) instead of the fast path.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from controller.network.coflowsim import replay
+from controller.network.coflowsim import replay, replay_reference
 from controller.network.trace import read_trace
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "coflow" / "FB2010-1Hr-150-0.txt"
@@ -23,6 +25,7 @@ def main() -> None:
     parser.add_argument("--trace", default=str(TRACE))
     parser.add_argument("--coflows", type=int, default=None)
     parser.add_argument("--policies", default="sebf,aalo,fair,sincronia")
+    parser.add_argument("--reference", action="store_true", help="the slow generic path")
     args = parser.parse_args()
     trace = read_trace(args.trace)
     if args.coflows is not None:
@@ -33,7 +36,7 @@ def main() -> None:
         f"{'events':>10}{'wall s':>9}"
     )
     for policy in args.policies.split(","):
-        result = replay(trace, policy)
+        result = (replay_reference if args.reference else replay)(trace, policy)
         bins = " ".join("-" if v is None else f"{v:.2f}" for v in result.bin_avg_cct_s().values())
         print(
             f"{policy:<12}{result.avg_cct_s:>11.3f}{result.p95_cct_s:>11.3f}  {bins:<28}"

@@ -20,19 +20,30 @@ arrivals and departures, this replay is event-driven: rates are constant between
 events (admissions, flow completions and, for Aalo, queue-threshold crossings) and
 progress is advanced analytically, so completion times are exact, not rounded up
 to 8 ms, and bandwidth freed by a finished flow is reallocated at once.
+
+Two implementations of one event loop: `replay` keeps the flows in flight as
+compact arrays with flow counts per (up, down) path and allocates with the
+port-fabric forms of the policies (`controller.network.ports`: water-filling on a
+P x P matrix of paths instead of the flows x links incidence); `replay_reference`
+rebuilds `FlowArrays` at every event for the generic allocators. They take the same
+events and give the same completion times up to float rounding
+(tests/controller/network/test_ports.py checks it on slices of the FB trace).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from controller.network.allocators import NetworkPolicy, get_policy
 from controller.network.model import MB_PER_S_PER_GBPS
-from controller.network.problem import FlowArrays, IntArray
+from controller.network.ports import PORT_RATES, PortArrays
+from controller.network.problem import FloatArray, FlowArrays, IntArray
 from controller.network.trace import MB_PER_MIB, CoflowTrace, TraceCoflow
 
 EPOCH_MS = 10 * 1024  # coflowsim CoflowSim.main: 10 x SIMULATION_SECOND_MILLIS
@@ -123,22 +134,57 @@ class _Flows:
 
 
 def replay(trace: CoflowTrace, policy: str, config: ReplayConfig | None = None) -> ReplayResult:
-    """Replay `trace` under the network policy named `policy`."""
-    cfg = config or ReplayConfig()
+    """Replay `trace` under the network policy named `policy`.
+
+    Policies with a port-fabric form (`ports.PORT_RATES`: all of `POLICIES` today)
+    run there, on compact arrays with per-path counts; any other falls back to the
+    generic `FlowArrays` path of `replay_reference`.
+    """
     chosen = get_policy(policy)
+    fast = PORT_RATES.get(chosen.name)
+    if fast is None:
+        return replay_reference(trace, policy, config)
+    return _run(trace, chosen, config, lambda flows, gbps: _PortState(flows, gbps, fast))
+
+
+def replay_reference(
+    trace: CoflowTrace, policy: str, config: ReplayConfig | None = None
+) -> ReplayResult:
+    """The same replay on the generic `FlowArrays` allocators, rebuilt at every event:
+    the oracle the fast path is tested against (fine for a few dozen coflows)."""
+    chosen = get_policy(policy)
+    return _run(trace, chosen, config, lambda flows, gbps: _State(flows, gbps, chosen.rates))
+
+
+class _Stepper(Protocol):
+    def admit(self, g: int) -> None: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def step(self, policy: NetworkPolicy, horizon_s: float) -> tuple[float, list[int]]: ...
+
+
+def _run(
+    trace: CoflowTrace,
+    chosen: NetworkPolicy,
+    config: ReplayConfig | None,
+    make_state: Callable[[_Flows, float], _Stepper],
+) -> ReplayResult:
+    cfg = config or ReplayConfig()
     started = time.perf_counter()
     coflows = sorted(trace.coflows, key=lambda c: (c.arrival_ms, c.coflow_id))
     admit_s = [admission_ms(c.arrival_ms, cfg.epoch_ms) / 1000.0 for c in coflows]
-    state = _State(_Flows(coflows, trace.ports), cfg.port_gbps)
+    state = make_state(_Flows(coflows, trace.ports), cfg.port_gbps)
     finish = [math.nan] * len(coflows)
     events = 0
     admitted = 0
     now = 0.0
-    while admitted < len(coflows) or state.active.size:
+    while admitted < len(coflows) or state.in_flight:
         while admitted < len(coflows) and admit_s[admitted] <= now + 1e-9:
             state.admit(admitted)
             admitted += 1
-        if state.active.size == 0:
+        if not state.in_flight:
             now = admit_s[admitted]
             continue
         horizon = admit_s[admitted] - now if admitted < len(coflows) else math.inf
@@ -161,11 +207,149 @@ def replay(trace: CoflowTrace, policy: str, config: ReplayConfig | None = None) 
     return ReplayResult(chosen.name, outcomes, events, time.perf_counter() - started)
 
 
-class _State:
-    """Bytes left per flow and service attained per coflow; the flows in flight."""
+class _Advance:
+    """One step of the event loop, shared by both states: given every in-flight
+    flow's rate, the time to the next event (a flow completion, an Aalo threshold
+    crossing, or `horizon_s`) and the progress made by then."""
 
-    def __init__(self, flows: _Flows, port_gbps: float) -> None:
+    def __init__(
+        self,
+        policy: NetworkPolicy,
+        mb_s: FloatArray,
+        remaining: FloatArray,
+        size: FloatArray,
+        coflow: IntArray,
+        attained: FloatArray,
+        horizon_s: float,
+    ) -> None:
+        with np.errstate(divide="ignore"):
+            t_flow = np.where(mb_s > 0, remaining / mb_s, np.inf)
+        dt = min(float(t_flow.min()), horizon_s)
+        coflow_mb_s = np.bincount(coflow, weights=mb_s, minlength=attained.size)
+        t_cross = np.full(attained.size, np.inf)
+        threshold = t_cross
+        if policy.thresholds is not None:
+            threshold = policy.thresholds(attained)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t_cross = np.where(coflow_mb_s > 0, (threshold - attained) / coflow_mb_s, np.inf)
+            dt = min(dt, float(t_cross.min()))
+        if not math.isfinite(dt):
+            raise RuntimeError(f"policy {policy.name!r} gives no flow a rate: replay stuck")
+        limit = dt * (1 + _SAME_TIME)
+        new_attained = attained + coflow_mb_s * dt
+        if policy.thresholds is not None:
+            crossed = t_cross <= limit
+            new_attained[crossed] = np.maximum(new_attained[crossed], threshold[crossed])
+        new_rem = remaining - mb_s * dt
+        done = (t_flow <= limit) | (new_rem <= _SAME_TIME * size)
+        new_rem[done] = 0.0
+        self.dt = dt
+        self.attained = new_attained
+        self.remaining = new_rem
+        self.done = done
+
+
+def _runs(owner: IntArray) -> tuple[IntArray, IntArray]:
+    """For a non-decreasing `owner` per flow: the distinct owners and each flow's
+    index among them."""
+    change = np.empty(owner.size, dtype=bool)
+    change[:1] = True
+    np.not_equal(owner[1:], owner[:-1], out=change[1:])
+    local: IntArray = (np.cumsum(change) - 1).astype(np.int64)
+    owners: IntArray = owner[change].astype(np.int64)
+    return owners, local
+
+
+class _PortState:
+    """The flows in flight as compact arrays (coflow by coflow, FIFO), flow counts
+    per path kept up to date, rates from a `ports` function."""
+
+    def __init__(
+        self, flows: _Flows, port_gbps: float, rates: Callable[[PortArrays], FloatArray]
+    ) -> None:
         self.flows = flows
+        self.rates = rates
+        p = flows.ports
+        self.path = flows.src * p + flows.dst
+        self.capacity = np.full(2 * p, float(port_gbps))
+        self.attained = np.zeros(flows.bounds.shape[0] - 1)
+        self.left = np.diff(flows.bounds)
+        self.count = np.zeros(p * p)
+        self.index: IntArray = np.zeros(0, dtype=np.int64)  # global flow ids in flight
+        self.owner: IntArray = np.zeros(0, dtype=np.int64)  # their global coflow
+        self.src: IntArray = np.zeros(0, dtype=np.int64)
+        self.dst: IntArray = np.zeros(0, dtype=np.int64)
+        self.rem: FloatArray = np.zeros(0)
+        self.size: FloatArray = np.zeros(0)
+        self._runs: tuple[IntArray, IntArray] | None = None
+
+    @property
+    def in_flight(self) -> int:
+        return int(self.rem.size)
+
+    def admit(self, g: int) -> None:
+        f = self.flows
+        lo, hi = int(f.bounds[g]), int(f.bounds[g + 1])
+        self.index = np.concatenate([self.index, np.arange(lo, hi, dtype=np.int64)])
+        self.owner = np.concatenate([self.owner, f.coflow[lo:hi]])
+        self.src = np.concatenate([self.src, f.src[lo:hi]])
+        self.dst = np.concatenate([self.dst, f.dst[lo:hi]])
+        self.rem = np.concatenate([self.rem, f.size_mb[lo:hi]])
+        self.size = np.concatenate([self.size, f.size_mb[lo:hi]])
+        self.count += np.bincount(self.path[lo:hi], minlength=self.count.size)
+        self._runs = None
+
+    def step(self, policy: NetworkPolicy, horizon_s: float) -> tuple[float, list[int]]:
+        if self._runs is None:
+            self._runs = _runs(self.owner)
+        owners, local = self._runs
+        p = self.flows.ports
+        arrays = PortArrays(
+            capacity_gbps=self.capacity,
+            src=self.src,
+            dst=self.dst,
+            coflow=local,
+            remaining_mb=self.rem,
+            attained_mb=self.attained[owners],
+            weight=np.ones(owners.size),
+            path_count=self.count.reshape(p, p),
+        )
+        mb_s = self.rates(arrays) * MB_PER_S_PER_GBPS
+        step = _Advance(policy, mb_s, self.rem, self.size, local, arrays.attained_mb, horizon_s)
+        self.attained[owners] = step.attained
+        self.rem = step.remaining
+        finished: list[int] = []
+        done = step.done
+        if done.any():
+            gone = self.owner[done]
+            self.count -= np.bincount(self.path[self.index[done]], minlength=self.count.size)
+            counts = np.bincount(gone, minlength=self.left.size)
+            touched = np.flatnonzero(counts)
+            self.left[touched] -= counts[touched]
+            finished = [int(g) for g in touched if self.left[g] == 0]
+            keep = ~done
+            self.index = self.index[keep]
+            self.owner = self.owner[keep]
+            self.src = self.src[keep]
+            self.dst = self.dst[keep]
+            self.rem = self.rem[keep]
+            self.size = self.size[keep]
+            if finished:
+                self._runs = None
+            else:
+                self._runs = (owners, local[keep])
+        return step.dt, finished
+
+
+class _State:
+    """The reference: bytes left per flow, the flows in flight as global indices,
+    `FlowArrays` rebuilt at every event for the generic allocators."""
+
+    def __init__(
+        self, flows: _Flows, port_gbps: float, rates: Callable[[FlowArrays], FloatArray]
+    ) -> None:
+        self.flows = flows
+        self.rates = rates
         self.remaining = flows.size_mb.copy()
         n_coflows = flows.bounds.shape[0] - 1
         self.attained = np.zeros(n_coflows)
@@ -174,19 +358,17 @@ class _State:
         # Up link of port p is p, its down link ports + p.
         self.capacity = np.full(2 * flows.ports, float(port_gbps))
 
+    @property
+    def in_flight(self) -> int:
+        return int(self.active.size)
+
     def admit(self, g: int) -> None:
         lo, hi = self.flows.bounds[g], self.flows.bounds[g + 1]
         self.active = np.concatenate([self.active, np.arange(lo, hi, dtype=np.int64)])
 
     def arrays(self) -> tuple[FlowArrays, IntArray]:
         act, f = self.active, self.flows
-        # `active` stays sorted, so its coflows come in runs.
-        of = f.coflow[act]
-        change = np.empty(act.size, dtype=bool)
-        change[:1] = True
-        np.not_equal(of[1:], of[:-1], out=change[1:])
-        owners = of[change]
-        coflow = np.cumsum(change) - 1
+        owners, coflow = _runs(f.coflow[act])
         n = act.size
         src, dst = f.src[act], f.dst[act]
         arrays = FlowArrays(
@@ -194,46 +376,33 @@ class _State:
             entry_flow=np.concatenate([np.arange(n), np.arange(n)]),
             entry_link=np.concatenate([src, f.ports + dst]),
             remaining_mb=self.remaining[act],
-            coflow=coflow.reshape(-1).astype(np.int64),
+            coflow=coflow,
             path=src * f.ports + dst,
             attained_mb=self.attained[owners],
             weight=np.ones(owners.size),
             n_paths=f.ports * f.ports,
         )
-        return arrays, owners.astype(np.int64)
+        return arrays, owners
 
     def step(self, policy: NetworkPolicy, horizon_s: float) -> tuple[float, list[int]]:
         """Allocate, advance to the next event (at most `horizon_s`), and return the
         time advanced and the coflows (global indices) that completed."""
         arrays, owners = self.arrays()
-        mb_s = policy.rates(arrays) * MB_PER_S_PER_GBPS
-        rem = arrays.remaining_mb
-        with np.errstate(divide="ignore"):
-            t_flow = np.where(mb_s > 0, rem / mb_s, np.inf)
-        dt = min(float(t_flow.min()), horizon_s)
-        coflow_mb_s = np.bincount(arrays.coflow, weights=mb_s, minlength=owners.size)
-        t_cross = np.full(owners.size, np.inf)
-        if policy.thresholds is not None:
-            threshold = policy.thresholds(arrays.attained_mb)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t_cross = np.where(
-                    coflow_mb_s > 0, (threshold - arrays.attained_mb) / coflow_mb_s, np.inf
-                )
-            dt = min(dt, float(t_cross.min()))
-        if not math.isfinite(dt):
-            raise RuntimeError(f"policy {policy.name!r} gives no flow a rate: replay stuck")
-        limit = dt * (1 + _SAME_TIME)
-        self.attained[owners] += coflow_mb_s * dt
-        if policy.thresholds is not None:
-            crossed = t_cross <= limit
-            self.attained[owners[crossed]] = np.maximum(
-                self.attained[owners[crossed]], threshold[crossed]
-            )
-        new_rem = rem - mb_s * dt
-        done = (t_flow <= limit) | (new_rem <= _SAME_TIME * self.flows.size_mb[self.active])
-        new_rem[done] = 0.0
-        self.remaining[self.active] = new_rem
+        mb_s = self.rates(arrays) * MB_PER_S_PER_GBPS
+        size = self.flows.size_mb[self.active]
+        step = _Advance(
+            policy,
+            mb_s,
+            arrays.remaining_mb,
+            size,
+            arrays.coflow,
+            arrays.attained_mb,
+            horizon_s,
+        )
+        self.attained[owners] = step.attained
+        self.remaining[self.active] = step.remaining
         finished: list[int] = []
+        done = step.done
         if done.any():
             gone = self.flows.coflow[self.active[done]]
             counts = np.bincount(gone, minlength=self.left.size)
@@ -241,4 +410,4 @@ class _State:
             self.left[touched] -= counts[touched]
             finished = [int(g) for g in touched if self.left[g] == 0]
             self.active = self.active[~done]
-        return dt, finished
+        return step.dt, finished
