@@ -130,8 +130,10 @@ class KubeApi:
         """Delete a pod; gone already is fine."""
         body = {"gracePeriodSeconds": grace_s} if grace_s is not None else None
         try:
-            self.core.delete_namespaced_pod(
-                name, namespace, body=body, grace_period_seconds=grace_s, _preload_content=False
+            _drain(
+                self.core.delete_namespaced_pod(
+                    name, namespace, body=body, grace_period_seconds=grace_s, _preload_content=False
+                )
             )
         except ApiException as exc:
             if exc.status != NOT_FOUND:
@@ -148,7 +150,7 @@ class KubeApi:
         return _json(resp)
 
     def create_event(self, namespace: str, body: Obj) -> None:
-        self.core.create_namespaced_event(namespace, body, _preload_content=False)
+        _drain(self.core.create_namespaced_event(namespace, body, _preload_content=False))
 
     def get_node(self, name: str) -> Obj:
         return _json(self.core.read_node(name, _preload_content=False))
@@ -263,5 +265,15 @@ def _crd_args() -> dict[str, str]:
 
 
 def _json(resp: Any) -> Obj:
-    data: Obj = json.loads(resp.data)
+    data: Obj = json.loads(_drain(resp))
     return data
+
+
+def _drain(resp: Any) -> bytes:
+    """Read a raw response whole and give its connection back to the pool (an unread
+    response would keep the socket busy, and leak it when collected)."""
+    try:
+        body: bytes = resp.data
+        return body
+    finally:
+        resp.release_conn()
