@@ -66,7 +66,9 @@ def test_operator_killed_and_restarted_never_double_books(
     api = gpu_cluster.api
     for i in range(JOBS):
         gpus = rng.choice([1, 1, 2, 2, 4, 8])
-        job = make_dljob(f"job-{i:03d}", gpus, duration_s=rng.uniform(0.2, 0.8))
+        # Long enough that the workload outlasts 20 kill cycles (each a lease
+        # takeover, ~2-3 s) on a quiet machine too.
+        job = make_dljob(f"job-{i:03d}", gpus, duration_s=rng.uniform(2.0, 6.0))
         api.create_dljob("default", job)
     checker = DoubleBookingChecker(gpu_cluster.client).start()
     kubelet = Kubelet(gpu_cluster.client).start()
@@ -78,7 +80,7 @@ def test_operator_killed_and_restarted_never_double_books(
     kills = 0
     # Kill at random points until MIN_KILLS kills, then let the last leader finish the
     # workload; the deadline is generous because a loaded machine slows every restart.
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 420
     try:
         while time.monotonic() < deadline:
             leader = wait_leader(api, procs)
