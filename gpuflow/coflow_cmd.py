@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from controller.network.allocators import POLICIES
-from controller.network.coflowsim import ReplayConfig, ReplayResult, replay
+from controller.network.coflowsim import REALLOCATE, ReplayConfig, ReplayResult, replay
 from controller.network.trace import CoflowTraceError, read_trace
 
 __all__ = ["CoflowTraceError", "add_parser", "run", "summary"]
@@ -35,6 +35,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("trace", help="trace file (<ports> <coflows> header)")
     parser.add_argument("--policy", choices=sorted(POLICIES), default="sebf")
     parser.add_argument("--port-gbps", type=float, default=1.0, help="rack port speed")
+    parser.add_argument(
+        "--reallocate",
+        choices=REALLOCATE,
+        default="coflowsim",
+        help=(
+            "when rates are recomputed: coflowsim (as the reference simulator: at every "
+            "flow completion for fair, at coflow arrivals and departures for the coflow "
+            "policies), flow (at every flow completion, work-conserving; slow on the "
+            "full FB trace for coflow policies), coflow (at coflow arrivals and "
+            "departures for every policy)"
+        ),
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
     return parser
@@ -43,7 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Handler: replay and print; returns the exit code. Raises CoflowTraceError."""
     trace = read_trace(args.trace)
-    result = replay(trace, args.policy, ReplayConfig(port_gbps=args.port_gbps))
+    config = ReplayConfig(port_gbps=args.port_gbps, reallocate=args.reallocate)
+    result = replay(trace, args.policy, config)
     out = summary(result)
     if args.json:
         sys.stdout.write(json.dumps(out) + "\n")

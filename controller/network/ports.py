@@ -5,10 +5,10 @@ mapper's port and the down link of its reducer's port (a non-blocking switch
 between P ports). Flows with the same (up, down) pair, a *path*, always get the
 same max-min share, so every water-filling here runs on a dense P x P matrix of
 flow counts per path; and a link's saturation level is all a path needs, since
-a path's max-min rate is the lowest level among its two links. One filling round
-is then two P x P matrix-vector products and a few length-2P passes, whatever the
-number of flows in flight, where `waterfill.max_min_levels` passes over every
-(flow, link) entry still unfrozen.
+a path's max-min rate is the lowest level among its two links. A filling then
+costs O(rounds x 2P + P^2) in a compiled loop (`_filling`), whatever the number of
+flows in flight, where `waterfill.max_min_levels` passes over every (flow, link)
+entry still unfrozen in each round.
 
 The rules are those of `fair`, `varys`, `aalo` and `sincronia` (read the rules and
 the deviations there); the functions here compute the same rates up to float
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from controller.network._filling import fill_levels
 from controller.network.aalo import DEFAULT as AALO_DEFAULT
 from controller.network.aalo import AaloConfig, queue_of
 from controller.network.problem import FloatArray, FlowArrays, IntArray
@@ -134,47 +135,10 @@ def bipartite_levels(
     rate of a flow on (i, j) is `min(rows[i], cols[j])`; links that never fill
     (or carry nothing) get inf.
     """
-    n_rows, n_cols = count.shape
-    out_rows = np.full(n_rows, np.inf)
-    out_cols = np.full(n_cols, np.inf)
-    rows = np.flatnonzero(count.any(axis=1))
-    if rows.size == 0:
-        return out_rows, out_cols
-    cols = np.flatnonzero(count.any(axis=0))
-    w = count[np.ix_(rows, cols)].astype(np.float64)
-    k = rows.size
-    residual = np.maximum(np.concatenate([cap_rows[rows], cap_cols[cols]]), 0.0)
-    full = SATURATED * np.maximum(residual, 1e-12)
-    # Links full from the start (capacity 0) freeze their flows at level 0, as the
-    # first round of the filling would: every link alive after that has residual > 0.
-    level = np.where(residual <= full, 0.0, np.inf)
-    alive = (residual > full).astype(np.float64)
-    alive_rows, alive_cols = alive[:k], alive[k:]
-    load = np.empty(residual.size)
-    load_rows, load_cols = load[:k], load[k:]
-    headroom = np.empty(residual.size)
-    fill = 0.0
-    # Each round is a dozen numpy calls on 2P-long vectors and two P x P products.
-    while True:
-        np.matmul(w, alive_cols, out=load_rows)
-        np.matmul(alive_rows, w, out=load_cols)
-        load *= alive
-        headroom.fill(np.inf)
-        np.divide(residual, load, out=headroom, where=load > 0)
-        j = int(headroom.argmin())
-        step = float(headroom[j])
-        if step == np.inf:
-            break
-        fill += step
-        residual -= load * step
-        residual[j] = 0.0
-        saturated = residual <= full
-        saturated &= alive > 0
-        level[saturated] = fill
-        alive[saturated] = 0.0
-    out_rows[rows] = level[:k]
-    out_cols[cols] = level[k:]
-    return out_rows, out_cols
+    n_rows = count.shape[0]
+    cap = np.concatenate([cap_rows, cap_cols]).astype(np.float64)
+    level = fill_levels(np.ascontiguousarray(count, dtype=np.float64), cap, SATURATED)
+    return level[:n_rows], level[n_rows:]
 
 
 def max_min_by_path(arrays: PortArrays, capacity: FloatArray) -> FloatArray:

@@ -17,11 +17,13 @@ from tests.controller.network.builders import write_trace
 
 # 1 MiB per 8 ms, coflowsim's clock: a 125 MiB flow alone takes exactly 1 s.
 COFLOWSIM_CLOCK = ReplayConfig(port_gbps=1.048576)
+PER_FLOW = ReplayConfig(port_gbps=1.048576, reallocate="flow")
+PER_COFLOW = ReplayConfig(port_gbps=1.048576, reallocate="coflow")
 FB_TRACE = Path(__file__).parents[3] / "data" / "coflow" / "FB2010-1Hr-150-0.txt"
 
 
-def ccts(path: Path, policy: str) -> dict[int, float]:
-    result = replay(read_trace(path), policy, COFLOWSIM_CLOCK)
+def ccts(path: Path, policy: str, config: ReplayConfig = COFLOWSIM_CLOCK) -> dict[int, float]:
+    result = replay(read_trace(path), policy, config)
     return {o.coflow_id: round(o.cct_s, 9) for o in result.outcomes}
 
 
@@ -64,15 +66,46 @@ def test_fair_shares_a_reducer_port_and_sebf_runs_the_small_coflow_first(
     assert ccts(trace, "sincronia") == {1: 1.0, 2: 3.0}
 
 
-def test_aalo_demotes_the_elephant_at_10_mb(tmp_path: Path) -> None:
+def test_aalo_demotes_the_elephant_at_10_mb_when_reallocating_per_flow(
+    tmp_path: Path,
+) -> None:
     trace = write_trace(tmp_path, 3, ["1 0 1 0 1 1:125.0", "2 0 1 2 1 1:125.0"])
-    got = ccts(trace, "aalo-strict")
+    got = ccts(trace, "aalo-strict", PER_FLOW)
     # Strict priority, each coflow 131.072 MB on a 131.072 MB/s port: coflow 1 (FIFO
     # first) sends 10 MB and drops to queue 1, coflow 2 sends 10 MB and joins it;
     # FIFO again: coflow 1 reaches 100 MB and drops to queue 2, coflow 2 follows;
     # in queue 2 coflow 1 finishes first (after 131.072 + 100 MB have moved).
     assert got[1] == pytest.approx((131.072 + 100.0) / 131.072)
     assert got[2] == pytest.approx(2.0)
+
+
+def test_aalo_resorts_its_queues_only_when_a_coflow_arrives_or_leaves(
+    tmp_path: Path,
+) -> None:
+    # coflowsim's CoflowSimulatorDark: queues move in afterJobAdmission and
+    # afterJobDeparture only, so coflow 1 (FIFO first) keeps the port to the end.
+    trace = write_trace(tmp_path, 3, ["1 0 1 0 1 1:125.0", "2 0 1 2 1 1:125.0"])
+    for policy in ("aalo", "aalo-strict"):
+        assert ccts(trace, policy) == {1: 1.0, 2: 2.0}
+
+
+def test_a_finished_flows_bandwidth_waits_for_the_next_coflow_event(tmp_path: Path) -> None:
+    # Coflow 1: port 0 sends 125 MiB to port 1 and 250 MiB to port 2; coflow 2:
+    # port 3 sends 250 MiB to port 1. Max-min: every flow 62.5 MiB/s (up link 0
+    # and down link 1 both full), so 0>1 finishes at 2 s with 125 MiB left on each
+    # of the other two flows.
+    trace = write_trace(tmp_path, 4, ["1 0 1 0 2 1:125.0 2:250.0", "2 0 1 3 1 1:250.0"])
+    # Reallocated at once, both remaining flows run at 125 MiB/s: done at 3 s.
+    assert ccts(trace, "fair", PER_FLOW) == {1: 3.0, 2: 3.0}
+    # coflowsim's FlowSimulator recomputes fair shares every quantum: the default.
+    assert ccts(trace, "fair") == {1: 3.0, 2: 3.0}
+    # Coflow rule: no coflow left at 2 s, so the rates hold: 125 MiB at 62.5 MiB/s.
+    assert ccts(trace, "fair", PER_COFLOW) == {1: 4.0, 2: 4.0}
+
+
+def test_unknown_reallocation_rule_is_refused() -> None:
+    with pytest.raises(ValueError, match="reallocate must be one of coflowsim, flow, coflow"):
+        ReplayConfig(reallocate="never")
 
 
 def test_flow_sizes_follow_coflowsim(tmp_path: Path) -> None:
@@ -152,6 +185,20 @@ def test_command_prints_exactly_one_json_object(
     assert "avg CCT" in capsys.readouterr().out
 
 
+def test_command_takes_the_reallocation_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The trace of test_a_finished_flows_bandwidth_waits_for_the_next_coflow_event.
+    trace = write_trace(tmp_path, 4, ["1 0 1 0 2 1:125.0 2:250.0", "2 0 1 3 1 1:250.0"])
+    avg = {}
+    for rule in ("flow", "coflow"):
+        cmd = ["coflow", str(trace), "--policy", "fair", "--json", "--reallocate", rule]
+        args = _cli([*cmd, "--port-gbps", "1.048576"])
+        assert args.func(args) == 0
+        avg[rule] = json.loads(capsys.readouterr().out)["avg_cct_s"]
+    assert avg == {"flow": pytest.approx(3.0), "coflow": pytest.approx(4.0)}
+
+
 def test_the_fb_trace_is_the_published_one() -> None:
     trace = read_trace(FB_TRACE)
     assert FB_TRACE.read_text().splitlines()[0] == "150 526"
@@ -161,10 +208,24 @@ def test_the_fb_trace_is_the_published_one() -> None:
 
 
 @pytest.mark.slow
-def test_fb_trace_orders_sebf_before_aalo_before_fair() -> None:
-    # The first 100 coflows (56,599 flows, about 5 s on the fast path); the whole
-    # trace takes minutes per policy, see docs/network.md.
+def test_whole_fb_trace_orders_sebf_before_aalo_before_fair() -> None:
+    # All 526 coflows and 706,397 flows, in coflowsim's model; seconds per policy
+    # (bench/coflow.py records the times).
+    trace = read_trace(FB_TRACE)
+    results = {p: replay(trace, p) for p in ("sebf", "aalo", "fair")}
+    for result in results.values():
+        assert len(result.outcomes) == 526
+        assert all(o.finish_s > o.start_s for o in result.outcomes)
+    avg = {p: r.avg_cct_s for p, r in results.items()}
+    assert avg["sebf"] < avg["aalo"] < avg["fair"]
+    # Varys's gain over per-flow fairness is largest for long wide coflows.
+    assert results["sebf"].bin_avg_cct_s()["LW"] < results["fair"].bin_avg_cct_s()["LW"]
+
+
+@pytest.mark.slow
+def test_first_100_coflows_keep_the_order_when_reallocating_per_flow() -> None:
     trace = read_trace(FB_TRACE)
     head = dataclasses.replace(trace, coflows=trace.coflows[:100])
-    avg = {p: replay(head, p).avg_cct_s for p in ("sebf", "aalo", "fair")}
+    per_flow = ReplayConfig(reallocate="flow")
+    avg = {p: replay(head, p, per_flow).avg_cct_s for p in ("sebf", "aalo", "fair")}
     assert avg["sebf"] < avg["aalo"] < avg["fair"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from controller.network.allocators import POLICIES
-from controller.network.coflowsim import replay, replay_reference
+from controller.network.coflowsim import ReplayConfig, replay, replay_reference
 from controller.network.ports import PORT_RATES, PortArrays, bipartite_levels, port_arrays
 from controller.network.trace import read_trace
 from controller.network.waterfill import max_min_levels
@@ -81,14 +81,16 @@ def test_bipartite_levels_equal_progressive_filling() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize(("first", "last"), [(0, 20), (300, 312), (450, 470)])
+@pytest.mark.parametrize("reallocate", ["coflowsim", "flow"])
 def test_fast_replay_equals_the_reference_on_trace_prefixes(
-    policy: str, first: int, last: int
+    policy: str, first: int, last: int, reallocate: str
 ) -> None:
     # The trace's first 20 coflows (31,780 flows) and two later slices.
     trace = read_trace(FB_TRACE)
     part = dataclasses.replace(trace, coflows=trace.coflows[first:last])
-    fast = replay(part, policy)
-    slow = replay_reference(part, policy)
+    config = ReplayConfig(reallocate=reallocate)
+    fast = replay(part, policy, config)
+    slow = replay_reference(part, policy, config)
     assert fast.events == slow.events
     got = np.array([o.finish_s for o in fast.outcomes])
     want = np.array([o.finish_s for o in slow.outcomes])
