@@ -28,9 +28,10 @@ Each round, for every active job:
   changes size pays its model's restart time x (1 + `resize_hysteresis`), a preempted
   job restarting pays the restart time, a first start nothing.
 
-§4.1 Allocation, greedy by marginal gain: jobs in order of T at their minimum size
-(then submit time, then id) get that minimum (`spec.min_gpus`; a non-elastic job has
-min = max = its gang) while GPUs last, the others wait. Then, repeatedly, the job whose
+§4.1 Allocation, greedy by marginal gain: jobs get their minimum (`spec.min_gpus`; a
+non-elastic job has min = max = its gang) while GPUs last, the others wait; in order
+of submission (`admission="arrival"`, the default), or of T at the minimum size
+(`admission="remaining"`), then submit time, then id. Then, repeatedly, the job whose
 remaining time drops most per GPU added, (T(w) - T(w')) / (w' - w), grows to w', until
 the GPUs run out or no job gains. A step may add several GPUs at once (any w' up to
 its max and the GPUs left), since f is not concave where a job crosses a server, and a
@@ -54,9 +55,10 @@ Deviations:
 - Remaining time adds a switching (restart) cost with hysteresis, which the paper does
   not model: its resizes are checkpoint-restarts too (§5), but its allocation ignores
   their cost. Without it, small gains would restart jobs every round.
-- The order in which jobs get their minimum (least estimated remaining time first) is
-  gpuflow's choice; the paper starts every job with one worker and one PS, assuming
-  they fit.
+- The paper starts every job with one worker and one PS, assuming they fit; when they
+  do not, jobs get their minimum in submission order, as the Pollux artifact's
+  Optimus+Oracle (the baseline of the Pollux paper) does. `admission="remaining"`
+  (least estimated remaining time first) is gpuflow's extension.
 - Profiling costs nothing in replay (the paper runs each job for a few minutes first).
 """
 
@@ -95,6 +97,10 @@ from policies.optimus_fit import (
 # A fitted remaining work below this fraction of the work done is raised to it: the job
 # still runs, so the fit has called convergence early.
 _MIN_REMAINING_FRACTION = 0.02
+# Who gets a minimum allocation when not every job fits: in order of submission (the
+# paper starts every job as it arrives; the Pollux artifact's Optimus+Oracle admits
+# in submission order) or least estimated remaining time first (gpuflow's extension).
+ADMISSION = ("arrival", "remaining")
 # A gain per GPU must beat this fraction of the job's remaining time to count as one
 # (float noise, not a policy knob).
 _GAIN_EPS = 1e-9
@@ -138,8 +144,15 @@ class Optimus:
     max_loss_samples: int = 40
     prior_remaining_s: float = 3600.0
     resize_hysteresis: float = 1.0
+    admission: str = "arrival"  # or "remaining": who gets a minimum when not all fit
     loss_source: LossSource = synthetic_loss
     name: str = "optimus"
+
+    def __post_init__(self) -> None:
+        if self.admission not in ADMISSION:
+            raise ValueError(
+                f"admission must be one of {', '.join(ADMISSION)}, not {self.admission!r}"
+            )
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         now = snapshot.now_s
@@ -215,14 +228,16 @@ class Optimus:
         self, estimates: list[_Estimate], budget: int
     ) -> tuple[dict[str, tuple[int, int]], dict[str, Reason]]:
         """GPUs per job (job id -> (GPUs, index in the order)) and reasons for the rest."""
+        by_remaining = self.admission == "remaining"
         order = sorted(
             range(len(estimates)),
             key=lambda i: (
-                float(estimates[i].time_s[0]),
+                float(estimates[i].time_s[0]) if by_remaining else 0.0,
                 estimates[i].job.spec.submit_s,
                 estimates[i].job.job_id,
             ),
         )
+        holders = "jobs with less estimated remaining time" if by_remaining else "earlier jobs"
         index: dict[str, int] = {}  # job id -> index into its sizes
         reasons: dict[str, Reason] = {}
         for i in order:
@@ -234,7 +249,7 @@ class Optimus:
             else:
                 reasons[est.job.job_id] = Reason(
                     "InsufficientGpus",
-                    f"needs {need} GPUs; jobs with less estimated remaining time hold "
+                    f"needs {need} GPUs; {holders} hold "
                     f"the {budget if budget > 0 else 'no'} others",
                 )
         by_id = {e.job.job_id: (rank, e) for rank, e in enumerate(estimates)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -170,6 +171,28 @@ def test_a_job_whose_minimum_does_not_fit_waits_with_a_reason() -> None:
     reason = plan.reason_for("big")
     assert reason is not None and reason.code == "InsufficientGpus"
     assert plan.run["small"].num_gpus == 2  # not elastic: exactly its gang
+
+
+@pytest.mark.parametrize(("admission", "admitted"), [("arrival", "early"), ("remaining", "late")])
+def test_who_gets_the_last_gpu_follows_the_admission_rule(admission: str, admitted: str) -> None:
+    # One GPU, two one-GPU jobs: "early" was submitted first but has 100x the work.
+    cluster = make_cluster(nodes=1, gpus=1)
+    early, mem_early = _known("early", 100_000.0, {1: 1.0}, 1, 1)
+    late, mem_late = _known("late", 1_000.0, {1: 1.0}, 1, 1)
+    late = make_view(dataclasses.replace(late.spec, submit_s=60.0))
+    snap = Snapshot(now_s=120.0, cluster=cluster, jobs=(early, late), placer=_placer(cluster))
+    state = OptimusState({"early": mem_early, "late": mem_late})
+    plan = Optimus(admission=admission).schedule(snap, state)
+    assert set(plan.run) == {admitted}
+    waiting = "late" if admitted == "early" else "early"
+    reason = plan.reason_for(waiting)
+    assert reason is not None and reason.code == "InsufficientGpus"
+    assert ("earlier jobs" in reason.message) == (admission == "arrival")
+
+
+def test_unknown_admission_rule_is_refused() -> None:
+    with pytest.raises(ValueError, match="admission must be one of arrival, remaining"):
+        Optimus(admission="random")
 
 
 def test_fewest_servers_for_an_8_gpu_job_on_4_gpu_nodes() -> None:
