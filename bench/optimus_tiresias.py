@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pollux import CLASSES, NUM_JOBS, WORKLOAD_HOURS, write_workload
+from pollux import requested, write_workload
 
 from controller.model import JobSpec, Policy
 from controller.placement import ConsolidatedPlacer
@@ -46,24 +46,16 @@ TUNED: Mapping[str, tuple[tuple[int, int], ...]] = {
 POLLUX_EVAL_TIRESIAS = {"thresholds_gpu_s": (16 * 3600.0,), "starve_limit": 0.0}
 
 
-def write_tuned(path: Path, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    times = np.sort(rng.uniform(0.0, WORKLOAD_HOURS * 3600.0, NUM_JOBS))
-    shares = np.array([share for share, _ in CLASSES])
-    rows = ["name,time,application,num_replicas,batch_size"]
-    for i, t in enumerate(times):
-        apps = CLASSES[int(rng.choice(len(CLASSES), p=shares / shares.sum()))][1]
-        app = apps[int(rng.integers(len(apps)))]
-        gpus, batch = TUNED[app][int(rng.integers(len(TUNED[app])))]
-        rows.append(f"{app}-{i},{int(t)},{app},{gpus},{batch}")
-    path.write_text("\n".join(rows) + "\n")
+def tuned_ask(app: str, rng: np.random.Generator) -> tuple[int, int]:
+    """The GPUs and total batch a job of `app` asks for, drawn from `TUNED`."""
+    return TUNED[app][int(rng.integers(len(TUNED[app])))]
 
 
 def jobs_for(seed: int, tuned: bool, length_scale: float) -> list[JobSpec]:
     hours = {app: h * length_scale for app, h in REFERENCE_GPU_HOURS.items()}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "workload.csv"
-        (write_tuned if tuned else write_workload)(path, seed)
+        write_workload(path, seed, ask=tuned_ask if tuned else requested)
         jobs = load_adaptdl(path, gpu_hours=hours).jobs
     # As `load_trace` does: the first submission is time 0.
     start = min(job.submit_s for job in jobs)

@@ -31,6 +31,7 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,7 +66,20 @@ CONFIGURATIONS: dict[str, tuple[tuple[int, ...], int]] = {
 }
 
 
-def write_workload(path: Path, seed: int, num_jobs: int = NUM_JOBS) -> None:
+def requested(app: str, rng: np.random.Generator) -> tuple[int, int]:
+    """The GPUs and total batch a job of `app` asks for, drawn from `CONFIGURATIONS`."""
+    counts, per_gpu = CONFIGURATIONS[app]
+    replicas = int(rng.choice(counts))
+    return replicas, per_gpu * replicas
+
+
+def write_workload(
+    path: Path,
+    seed: int,
+    num_jobs: int = NUM_JOBS,
+    ask: Callable[[str, np.random.Generator], tuple[int, int]] = requested,
+) -> None:
+    """An AdaptDL-format workload; `ask` draws each job's GPUs and total batch."""
     rng = np.random.default_rng(seed)
     times = np.sort(rng.uniform(0.0, WORKLOAD_HOURS * 3600.0, num_jobs))
     shares = np.array([share for share, _ in CLASSES])
@@ -73,9 +87,8 @@ def write_workload(path: Path, seed: int, num_jobs: int = NUM_JOBS) -> None:
     for i, t in enumerate(times):
         apps = CLASSES[int(rng.choice(len(CLASSES), p=shares / shares.sum()))][1]
         app = apps[int(rng.integers(len(apps)))]
-        counts, per_gpu = CONFIGURATIONS[app]
-        replicas = int(rng.choice(counts))
-        rows.append(f"{app}-{i},{int(t)},{app},{replicas},{per_gpu * replicas}")
+        replicas, batch = ask(app, rng)
+        rows.append(f"{app}-{i},{int(t)},{app},{replicas},{batch}")
     path.write_text("\n".join(rows) + "\n")
 
 

@@ -123,34 +123,37 @@ def _advance_fair(
     (MB/s) and their clocks before the step. dt is inf if no flow has a rate."""
     p = count.shape[0]
     level = _fill_jit(count, cap, saturated)
-    dt = horizon_s
+    # The paths that carry flows at a rate, and that rate; then the first head reached.
+    busy = np.empty(p * p, dtype=np.int64)
+    rate = np.empty(p * p)
+    n = 0
     for i in range(p):
         for j in range(p):
-            if count[i, j] > 0.0:
-                k = i * p + j
-                rate = min(level[i], level[p + j]) * mb_s_per_gbps
-                if rate > 0.0:
-                    dt = min(dt, (head[k] - clock[k]) / rate)
-    ends = np.empty(p * p, dtype=np.int64)
-    rates = np.empty(p * p)
-    before = np.empty(p * p)
+            r = min(level[i], level[p + j]) * mb_s_per_gbps
+            if count[i, j] > 0.0 and r > 0.0:
+                busy[n] = i * p + j
+                rate[n] = r
+                n += 1
+    dt = horizon_s
+    for t in range(n):
+        k = busy[t]
+        dt = min(dt, (head[k] - clock[k]) / rate[t])
+    ends = np.empty(n, dtype=np.int64)
+    rates = np.empty(n)
+    before = np.empty(n)
     m = 0
     if not np.isfinite(dt):
         return dt, ends[:0], rates[:0], before[:0]
     limit = dt * (1.0 + same_time)
-    for i in range(p):
-        for j in range(p):
-            if count[i, j] > 0.0:
-                k = i * p + j
-                rate = min(level[i], level[p + j]) * mb_s_per_gbps
-                if rate > 0.0:
-                    to_go = head[k] - clock[k]
-                    if to_go / rate <= limit or to_go - rate * dt <= same_time * head_size[k]:
-                        ends[m] = k
-                        rates[m] = rate
-                        before[m] = clock[k]
-                        m += 1
-                    clock[k] += rate * dt
+    for t in range(n):
+        k, r = busy[t], rate[t]
+        to_go = head[k] - clock[k]
+        if to_go / r <= limit or to_go - r * dt <= same_time * head_size[k]:
+            ends[m] = k
+            rates[m] = r
+            before[m] = clock[k]
+            m += 1
+        clock[k] += r * dt
     return dt, ends[:m], rates[:m], before[:m]
 
 
