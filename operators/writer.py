@@ -2,8 +2,11 @@
 
 Writes of one round go out in parallel on a small thread pool and `flush()` waits
 for them, so a round ends with its writes done and in the caches (write-through);
-nothing is written while the operator is not the leader. Failures are logged and
-left to the next round, which sees the cluster as it is and tries again.
+nothing is written while the operator is not the leader. Two status writes to one
+DLJob in a round land in the order they were made: the later one waits for the
+earlier (a conflict then makes it re-read and re-apply its change on top). Failures
+are logged and left to the next round, which sees the cluster as it is and tries
+again.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from operators import crd
@@ -42,6 +45,7 @@ class Writer:
         self.leading = leading
         self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="gpuflow-write")
         self._futures: list[Future[Any]] = []
+        self._last_status: dict[str, Future[Any]] = {}  # this round's, by job
         self._services: set[tuple[str, str]] = set()
         self._pending: dict[str, tuple[str, float]] = {}  # job -> (reason code, written at)
         self._lock = threading.Lock()
@@ -53,7 +57,28 @@ class Writer:
         self.writes += 1
         self._futures.append(self._pool.submit(fn, *args))
 
+    def _submit_status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
+        """Submit a status write that starts once the job's previous one (this round)
+        is done. The pool takes tasks in submission order, so the one waited for has
+        a thread already: no wait can hold up the task it waits for."""
+        if not self.leading():
+            return
+        meta = obj["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        before = self._last_status.get(key)
+
+        def write() -> None:
+            if before is not None:
+                wait((before,))
+            self._status(obj, mutate)
+
+        self.writes += 1
+        future = self._pool.submit(write)
+        self._futures.append(future)
+        self._last_status[key] = future
+
     def flush(self) -> None:
+        self._last_status = {}
         futures, self._futures = self._futures, []
         for f in futures:
             try:
@@ -70,7 +95,7 @@ class Writer:
     def status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
         if mutate(obj) is None:
             return  # nothing to change: no request
-        self._submit(self._status, obj, mutate)
+        self._submit_status(obj, mutate)
 
     def _status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
         new = self.api.update_status(obj, mutate)
@@ -95,7 +120,7 @@ class Writer:
         mutate = status_mutator(phase, why, pending=pending, now_s=now)
         if mutate(obj) is not None:
             self._pending[key] = (code, now)
-            self._submit(self._status, obj, mutate)
+            self._submit_status(obj, mutate)
 
     def set_finalizer(self, obj: Obj, present: bool) -> None:
         finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != crd.FINALIZER]
