@@ -1,15 +1,18 @@
 """Optimus against Tiresias on `bench/pollux.py`'s AdaptDL workload, under changes
 that bring the setup closer to the Pollux paper's evaluation (issue 4).
 
-    .venv/bin/python bench/optimus_tiresias.py
+    .venv/bin/python bench/optimus_tiresias.py [--seeds N]
 
 Each line: the change, the seed, and the average JCT (hours) of each policy run
-under it. The Pollux paper orders Tiresias ahead of Optimus; docs/benchmarks.md
-records what this prints and what it says about the job model.
+under it; with `--seeds N`, instead, Tiresias, Optimus and SRTF on the unchanged
+workload for seeds 0..N-1 and their means (the paper averages 8 workloads). The
+Pollux paper orders Tiresias ahead of Optimus; docs/benchmarks.md records what this
+prints and what it says about the job model.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -29,6 +32,7 @@ from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces.adaptdl import REFERENCE_GPU_HOURS, load_adaptdl
 from policies.optimus import Optimus
+from policies.srtf import Srtf
 from policies.tiresias import Tiresias
 
 # Configurations like the Pollux artifact's tuned workloads (simulator/workloads/*.csv):
@@ -126,7 +130,25 @@ VARIANTS: tuple[tuple[str, int, bool, float, Mapping[str, Make]], ...] = (
 )
 
 
+def across_seeds(n: int) -> None:
+    makes: Mapping[str, Make] = {"tiresias": Tiresias, "optimus": Optimus, "srtf": Srtf}
+    runs: dict[str, list[float]] = {name: [] for name in makes}
+    for seed in range(n):
+        jobs = jobs_for(seed, False, 1.0)
+        for name, make in makes.items():
+            runs[name].append(avg_jct_h(jobs, make(), seed))
+        print(json.dumps({"seed": seed, "avg_jct_h": {k: v[-1] for k, v in runs.items()}}))
+    means = {k: round(sum(v) / len(v), 3) for k, v in runs.items()}
+    print(json.dumps({"seeds": n, "mean_avg_jct_h": means}))
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=0)
+    args = parser.parse_args()
+    if args.seeds > 0:
+        across_seeds(args.seeds)
+        return
     for change, seed, tuned, scale, policies in VARIANTS:
         jobs = jobs_for(seed, tuned, scale)
         figures = {name: avg_jct_h(jobs, make(), seed) for name, make in policies.items()}
