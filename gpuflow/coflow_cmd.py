@@ -34,7 +34,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("trace", help="trace file (<ports> <coflows> header)")
     parser.add_argument("--policy", choices=sorted(POLICIES), default="sebf")
-    parser.add_argument("--port-gbps", type=float, default=1.0, help="rack port speed")
+    parser.add_argument(
+        "--port-gbps", type=_positive, default=1.0, help="rack port speed (Gbit/s, > 0)"
+    )
     parser.add_argument(
         "--reallocate",
         choices=REALLOCATE,
@@ -50,6 +52,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
     return parser
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, not {text}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -81,6 +81,10 @@ class ReplayConfig:
     reallocate: str = "coflowsim"  # one of REALLOCATE
 
     def __post_init__(self) -> None:
+        if not self.port_gbps > 0:
+            raise ValueError(f"port_gbps must be > 0, not {self.port_gbps!r}")
+        if self.epoch_ms <= 0:
+            raise ValueError(f"epoch_ms must be > 0, not {self.epoch_ms!r}")
         if self.reallocate not in REALLOCATE:
             raise ValueError(
                 f"reallocate must be one of {', '.join(REALLOCATE)}, not {self.reallocate!r}"

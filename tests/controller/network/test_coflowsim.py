@@ -108,6 +108,24 @@ def test_unknown_reallocation_rule_is_refused() -> None:
         ReplayConfig(reallocate="never")
 
 
+@pytest.mark.parametrize("gbps", [0.0, -1.0, float("nan")])
+def test_a_port_must_have_a_speed(gbps: float) -> None:
+    with pytest.raises(ValueError, match="port_gbps must be > 0"):
+        ReplayConfig(port_gbps=gbps)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "fast", "inf"])
+def test_command_refuses_a_bad_port_speed_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    trace = write_trace(tmp_path, 2, ["1 0 1 0 1 1:125.0"])
+    with pytest.raises(SystemExit) as exit_info:
+        _cli(["coflow", str(trace), f"--port-gbps={value}"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "coflow: error: argument --port-gbps: " in err[-1]
+
+
 def test_flow_sizes_follow_coflowsim(tmp_path: Path) -> None:
     # 2 mappers, 3 MiB at port 1: rounded up to 4 MiB, 2 MiB per flow; 1.5 MiB
     # (port 2) rounds to 2 MiB, 1 per flow; a merged duplicate reducer port adds up.
