@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -165,8 +166,10 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
 
 
 def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
-    if args.interval < 0:
-        raise CliError("--interval must be >= 0")
+    if not 0 <= args.interval < math.inf:
+        raise CliError("--interval must be a finite number >= 0")
+    if args.max_time is not None and not 0 < args.max_time < math.inf:
+        raise CliError("--max-time must be a finite number > 0")
     from controller.network.jobs import network_names
 
     if args.network not in network_names():
@@ -355,8 +358,8 @@ def _cmd_trace_generate(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise CliError("--jobs must be >= 1")
-    if not args.load > 0:
-        raise CliError("--load must be > 0")
+    if not 0 < args.load < math.inf:
+        raise CliError("--load must be a finite number > 0")
     cluster = load_cluster(args.cluster)
     jobs = generate(
         args.jobs,

@@ -132,6 +132,24 @@ def test_unknown_names_list_the_known_ones(
     assert err.count("\n") == 1 and expect in err
 
 
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        (["--interval", "nan"], "--interval must be a finite number >= 0"),
+        (["--interval", "-1"], "--interval must be a finite number >= 0"),
+        (["--max-time", "0"], "--max-time must be a finite number > 0"),
+        (["--max-time", "nan"], "--max-time must be a finite number > 0"),
+        (["--policy-opt", "starve_limit=abc"], "option 'starve_limit' must be a number"),
+    ],
+)
+def test_bad_numbers_are_one_line_errors(
+    trace: Path, capsys: pytest.CaptureFixture[str], args: list[str], expect: str
+) -> None:
+    assert main(["replay", str(trace), "-p", "tiresias", "-c", "4x4", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expect in err
+
+
 def test_missing_file_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "/nonexistent/t.csv", "-p", "fifo", "-c", "4x4"]) == 2
     assert "/nonexistent/t.csv" in capsys.readouterr().err
