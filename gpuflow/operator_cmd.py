@@ -53,7 +53,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_operator_run(args: argparse.Namespace) -> int:
-    from operators.kube import KubeApi, api_client
+    from operators.kube import KubeApi, KubeConfigError, api_client
     from operators.leader import LeaseConfig
     from operators.operator import Operator, OperatorConfig
     from policies.registry import UnknownPolicyError
@@ -75,7 +75,7 @@ def cmd_operator_run(args: argparse.Namespace) -> int:
     )
     try:
         operator = Operator(KubeApi(api_client(args.kubeconfig, args.context)), config)
-    except UnknownPolicyError as exc:
+    except (UnknownPolicyError, KubeConfigError) as exc:
         sys.stderr.write(f"gpuflow: error: {exc}\n")
         return 2
     signal.signal(signal.SIGTERM, lambda *_: operator.stop())

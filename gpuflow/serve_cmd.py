@@ -17,12 +17,22 @@ from typing import Any
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, not {port}")
+    return port
+
+
 def add_parsers(sub: Any) -> None:
     """Register the service commands on the CLI's subparsers object."""
     serve = sub.add_parser("serve", help="run the API and a local simulated cluster")
     serve.add_argument("--cluster", "-c", help="preset or NODESxGPUS (default 16x4)")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
     serve.add_argument("--policy", "-p", help="scheduling policy (default fifo)")
     serve.add_argument(
         "--time-scale",

@@ -31,8 +31,13 @@ STATUS_RETRIES = 8
 __all__ = ["ApiException", "KubeApi", "Obj", "Resource", "api_client"]
 
 
+class KubeConfigError(ValueError):
+    """No usable kubeconfig (or in-cluster service account): a one-line message."""
+
+
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """An ApiClient from a kubeconfig file, else from the pod's service account."""
+    """An ApiClient from a kubeconfig file, else from the pod's service account.
+    Raises KubeConfigError when neither gives a configuration."""
     config = kubernetes.client.Configuration()
     # One connection per parallel writer and per watch (operators/writer.py WRITERS).
     config.connection_pool_maxsize = 32
@@ -42,9 +47,13 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
             return kubernetes.client.ApiClient(config)
         except kubernetes.config.ConfigException:
             pass
-    kubernetes.config.load_kube_config(
-        config_file=kubeconfig, context=context, client_configuration=config
-    )
+    try:
+        kubernetes.config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=config
+        )
+    except (kubernetes.config.ConfigException, OSError) as exc:
+        where = kubeconfig or "~/.kube/config (no in-cluster service account either)"
+        raise KubeConfigError(f"kubeconfig {where}: {exc}") from None
     return kubernetes.client.ApiClient(config)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from operators import crd
 from operators.agent.discovery import discover, gpu_status
 from operators.agent.topology_file import TopologyFileError, load_topology_file
-from operators.kube import KubeApi, api_client
+from operators.kube import KubeApi, KubeConfigError, api_client
 from operators.nodes import NodeGpus
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,12 @@ def run_agent(
     except TopologyFileError as exc:
         sys.stderr.write(f"gpuflow agent: error: {exc}\n")
         return EXIT_USAGE
-    api = api or KubeApi(api_client(options.kubeconfig, options.context))
+    if api is None:
+        try:
+            api = KubeApi(api_client(options.kubeconfig, options.context))
+        except KubeConfigError as exc:
+            sys.stderr.write(f"gpuflow agent: error: {exc}\n")
+            return EXIT_USAGE
     stop = stop or threading.Event()
     while True:
         status = gpu_status(nvml) if nvml is not None else _all_healthy(info)

@@ -93,3 +93,13 @@ def test_local_mode_runs_jobs_submitted_from_the_cli(
     assert "HTTP 409" in capsys.readouterr().err
     assert run(["jobs", "--url", server, "--token", "gf_bad"]) == 1
     assert run(["submit", *opts, "--gpus", "2"]) == 2  # no work given
+
+
+@pytest.mark.parametrize("port", ["-1", "65536", "http"])
+def test_a_bad_port_is_refused_before_anything_starts(
+    port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run(["serve", f"--port={port}"])
+    assert exit_info.value.code == 2
+    assert "error: argument --port: " in capsys.readouterr().err.splitlines()[-1]

@@ -9,6 +9,7 @@ import pytest
 
 from controller.model import PcieLevel
 from controller.spec.yaml_spec import presets
+from gpuflow.operator_cmd import main as operator_main
 from operators import crd
 from operators.agent.discovery import discover, gpu_status
 from operators.agent.main import EXIT_NO_NVML, AgentOptions, run_agent
@@ -76,6 +77,19 @@ def test_real_pynvml_without_a_driver_exits_3(capsys: pytest.CaptureFixture[str]
     else:
         pynvml.nvmlShutdown()
         pytest.skip("this machine has an NVIDIA driver")
+
+
+def test_a_missing_kubeconfig_is_one_line_and_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere.yaml"
+    options = AgentOptions(node_name="n0", kubeconfig=str(missing), once=True)
+    assert run_agent(options, nvml=initialised()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"kubeconfig {missing}" in err
+    assert operator_main(["operator", "run", "--kubeconfig", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"kubeconfig {missing}" in err
 
 
 def test_topology_file_takes_a_preset_file() -> None:
