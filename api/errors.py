@@ -7,10 +7,14 @@ manager before these run, so a failed request leaves nothing half-written.
 from __future__ import annotations
 
 import logging
+import math
+from typing import Any
 
 import kombu.exceptions
 import redis.exceptions
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa
 
@@ -49,12 +53,31 @@ async def conflict(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422, with the refused input made JSON-safe: a body may carry NaN or
+    Infinity (Python's JSON reader takes them), which the schemas refuse and which the
+    default handler then fails to echo back (a 500)."""
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse({"detail": _json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "nan", "inf", "-inf"
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 async def backend_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("job backend unavailable: %s", exc)
     return JSONResponse({"detail": one_line(exc)}, status_code=503)
 
 
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(BackendUnavailable, backend_down)
     for cls in DB_DOWN:
         app.add_exception_handler(cls, database_down)

@@ -7,6 +7,7 @@ unknown name is an error listing the known ones.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -79,8 +80,8 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         return _coerce(key, value, inner)
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if hint is float:
-        if not number:
-            raise TypeError(f"option {key!r} must be a number, not {value!r}")
+        if not number or not math.isfinite(value):
+            raise TypeError(f"option {key!r} must be a finite number, not {value!r}")
         return float(value)
     if hint is int:
         if not isinstance(value, int) or isinstance(value, bool):

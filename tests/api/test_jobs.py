@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -49,6 +50,26 @@ def test_a_bad_spec_is_a_422_naming_the_field(
     r = client.post(JOBS, json=job_spec(**override), headers=alice)
     assert r.status_code == 422
     assert field in {e["loc"][-1] for e in r.json()["detail"]}
+    assert client.get(JOBS, headers=alice).json()["count"] == 0
+
+
+@pytest.mark.parametrize(
+    ("literal", "field", "echo"),
+    [("NaN", "duration_s", "nan"), ("Infinity", "duration_s", "inf"), ("1e400", "num_gpus", "inf")],
+)
+def test_a_non_finite_number_is_a_422_not_a_500(
+    client: TestClient, literal: str, field: str, echo: str
+) -> None:
+    # Python's JSON reader takes NaN and Infinity; the schemas refuse them, and the
+    # error must still be valid JSON that names the field.
+    alice = auth(client, "alice", "vision")
+    spec = job_spec()
+    spec.pop(field, None)
+    body = json.dumps(spec)[:-1] + f', "{field}": {literal}}}'
+    r = client.post(JOBS, content=body, headers={**alice, "content-type": "application/json"})
+    assert r.status_code == 422
+    errors = {e["loc"][-1]: e for e in r.json()["detail"]}
+    assert errors[field]["type"] == "finite_number" and errors[field]["input"] == echo
     assert client.get(JOBS, headers=alice).json()["count"] == 0
 
 

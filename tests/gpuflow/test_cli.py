@@ -139,7 +139,8 @@ def test_unknown_names_list_the_known_ones(
         (["--interval", "-1"], "--interval must be a finite number >= 0"),
         (["--max-time", "0"], "--max-time must be a finite number > 0"),
         (["--max-time", "nan"], "--max-time must be a finite number > 0"),
-        (["--policy-opt", "starve_limit=abc"], "option 'starve_limit' must be a number"),
+        (["--policy-opt", "starve_limit=abc"], "option 'starve_limit' must be a finite number"),
+        (["--policy-opt", "starve_limit=NaN"], "option 'starve_limit' must be a finite number"),
     ],
 )
 def test_bad_numbers_are_one_line_errors(

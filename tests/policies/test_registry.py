@@ -24,11 +24,13 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
 @pytest.mark.parametrize(
     ("name", "options", "message"),
     [
-        ("pollux", {"p": "abc"}, "option 'p' must be a number, not 'abc'"),
+        ("pollux", {"p": "abc"}, "option 'p' must be a finite number, not 'abc'"),
+        ("pollux", {"p": float("nan")}, "option 'p' must be a finite number, not nan"),
+        ("tiresias", {"starve_limit": float("inf")}, "must be a finite number, not inf"),
         ("pollux", {"population": 2.5}, "option 'population' must be an integer"),
         ("fifo", {"backfill": 1}, "option 'backfill' must be a bool, not 1"),
         ("tiresias", {"thresholds_gpu_s": "x"}, "option 'thresholds_gpu_s' must be a list"),
-        ("tiresias", {"thresholds_gpu_s": [100, "b"]}, "must be a number, not 'b'"),
+        ("tiresias", {"thresholds_gpu_s": [100, "b"]}, "must be a finite number, not 'b'"),
         ("pollux", {"max_batch_sizes": {"cifar10": "big"}}, "must be an integer, not 'big'"),
         ("optimus", {"admission": 7}, "option 'admission' must be a str, not 7"),
         ("srtf", {"speed": 2}, r"unknown option 'speed' \(known: name\)"),
