@@ -55,6 +55,8 @@ from controller.model.cluster import Cluster, Node
 from controller.spec.csv_spec import load_csv
 from controller.spec.types import (
     GENERIC_NIC_GBPS,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
     PRESET_COUNT,
     PRESET_NODES,
     RACK_SIZE,
@@ -93,12 +95,17 @@ def load_cluster(arg: str) -> Cluster:
         nodes, gpus = int(m[1]), int(m[2])
         if nodes < 1 or gpus < 1:
             raise ClusterSpecError("NODESxGPUS needs at least one node and one GPU", source=arg)
+        if nodes > MAX_NODES or gpus > MAX_GPUS_PER_NODE:
+            raise ClusterSpecError(
+                f"NODESxGPUS takes at most {MAX_NODES} nodes of at most {MAX_GPUS_PER_NODE} GPUs",
+                source=arg,
+            )
         return uniform_cluster(arg, generic_node_type(gpus), nodes)
     name, count = arg, PRESET_NODES
     if m := PRESET_COUNT.fullmatch(arg):
         name, count = m[1], int(m[2])
-        if count < 1:
-            raise ClusterSpecError("PRESET:N needs N >= 1", source=arg)
+        if not 1 <= count <= MAX_NODES:
+            raise ClusterSpecError(f"PRESET:N needs 1 <= N <= {MAX_NODES}", source=arg)
     node_types = presets()[1]
     if name not in node_types:
         raise ClusterSpecError(

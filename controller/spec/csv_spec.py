@@ -9,6 +9,8 @@ from controller.model.cluster import (
     Cluster,
 )
 from controller.spec.types import (
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
     OPENB_FIELDS,
     OPENB_MODELS,
     RACK_SIZE,
@@ -44,7 +46,14 @@ def load_csv(path: Path) -> Cluster:
     )
 
 
-def _csv_int(source: str, line: int, row: dict[str, str | None], key: str, minimum: int) -> int:
+def _csv_int(
+    source: str,
+    line: int,
+    row: dict[str, str | None],
+    key: str,
+    minimum: int,
+    maximum: int | None = None,
+) -> int:
     raw = (row.get(key) or "").strip()
     try:
         value = int(raw)
@@ -56,6 +65,10 @@ def _csv_int(source: str, line: int, row: dict[str, str | None], key: str, minim
         raise ClusterSpecError(
             f"must be >= {minimum}, got {value}", source=source, line=line, field=key
         )
+    if maximum is not None and value > maximum:
+        raise ClusterSpecError(
+            f"must be <= {maximum}, got {value}", source=source, line=line, field=key
+        )
     return value
 
 
@@ -63,7 +76,14 @@ def _tiresias(name: str, source: str, rows: list[tuple[int, dict[str, str | None
     if len(rows) != 1:
         raise ClusterSpecError(f"expected one data row, found {len(rows)}", source=source)
     line, row = rows[0]
-    switches, per_switch, gpus = (_csv_int(source, line, row, k, 1) for k in TIRESIAS_FIELDS)
+    switch_field, node_field, gpu_field = TIRESIAS_FIELDS
+    switches = _csv_int(source, line, row, switch_field, 1, MAX_NODES)
+    per_switch = _csv_int(source, line, row, node_field, 1, MAX_NODES)
+    gpus = _csv_int(source, line, row, gpu_field, 1, MAX_GPUS_PER_NODE)
+    if switches * per_switch > MAX_NODES:
+        raise ClusterSpecError(
+            f"{switches} x {per_switch} nodes: more than {MAX_NODES}", source=source, line=line
+        )
     t = generic_node_type(gpus)
     racks = [
         RackPlan(f"r{s}", 1.0, tuple((f"node-{s * per_switch + k}", t) for k in range(per_switch)))
@@ -76,7 +96,7 @@ def _openb(name: str, source: str, rows: list[tuple[int, dict[str, str | None]]]
     nodes: list[tuple[str, NodeType]] = []
     seen: set[str] = set()
     for line, row in rows:
-        gpus = _csv_int(source, line, row, "gpu", 0)
+        gpus = _csv_int(source, line, row, "gpu", 0, MAX_GPUS_PER_NODE)
         if gpus == 0:
             continue
         sn, model = (row.get("sn") or "").strip(), (row.get("model") or "").strip()
@@ -94,6 +114,8 @@ def _openb(name: str, source: str, rows: list[tuple[int, dict[str, str | None]]]
             )
         seen.add(sn)
         nodes.append((sn, generic_node_type(gpus, OPENB_MODELS[model])))
+        if len(nodes) > MAX_NODES:
+            raise ClusterSpecError(f"more than {MAX_NODES} nodes", source=source, line=line)
     if not nodes:
         raise ClusterSpecError("no nodes with GPUs", source=source)
     racks = [

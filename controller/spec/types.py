@@ -20,6 +20,11 @@ from controller.model.cluster import (
 Links = tuple[tuple[PairLink | None, ...], ...]
 
 RACK_SIZE = 16  # nodes per rack for PRESET:N, NODESxGPUS and CSV clusters
+# Bounds on what a spec may ask for, so that a typo (an extra few zeros) is an error
+# naming the field rather than minutes of building nodes: a large cluster today is
+# tens of thousands of nodes; an NVLink domain at most a few hundred GPUs.
+MAX_NODES = 100_000
+MAX_GPUS_PER_NODE = 512
 PRESET_NODES = 4  # nodes of a preset named without a count
 GENERIC_GPU = "V100-PCIE-16GB"
 # gpuflow's choice for generic servers: one 100 Gbit/s port (EDR InfiniBand or

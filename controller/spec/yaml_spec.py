@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from controller.spec.types import (
     GENERIC_GPU,
     GENERIC_NIC_GBPS,
     GPU_FIELDS,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
     ClusterSpecError,
     NodeType,
     RackPlan,
@@ -92,18 +95,22 @@ class _Field:
             raise self.error("expected a non-empty string")
         return value
 
-    def integer(self, minimum: int) -> int:
+    def integer(self, minimum: int, maximum: int | None = None) -> int:
         value = self._scalar()
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(f"expected an integer, got {value!r}")
         if value < minimum:
             raise self.error(f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.error(f"must be <= {maximum}, got {value}")
         return value
 
     def number(self, minimum: float, *, strict: bool = False) -> float:
         value = self._scalar()
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(f"expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise self.error(f"expected a finite number, got {value!r}")
         if value < minimum or (strict and value == minimum):
             raise self.error(f"must be {'>' if strict else '>='} {minimum:g}, got {value:g}")
         return float(value)
@@ -191,14 +198,14 @@ def _node_type(f: _Field, name: str, gpu_types: dict[str, GpuType]) -> NodeType:
         if not links:
             raise m["topology"].error("no GPU rows")
         numa = (0,) * len(links)
-        if "gpus" in m and m["gpus"].integer(1) != len(links):
+        if "gpus" in m and m["gpus"].integer(1, MAX_GPUS_PER_NODE) != len(links):
             raise m["topology"].error(
                 f"{len(links)} GPUs in the matrix but gpus is {m['gpus'].integer(1)}"
             )
         if gpu.nvlink_gbps <= 0 and any(c and c.nvlinks for row in links for c in row):
             raise m["topology"].error(f"NVLink pairs, but GPU {gpu.name} has no nvlink_gbps")
     elif "gpus" in m:
-        links, numa = pcie_topology(m["gpus"].integer(1))
+        links, numa = pcie_topology(m["gpus"].integer(1, MAX_GPUS_PER_NODE))
     else:
         raise f.error("needs 'gpus' or 'topology'")
     if "numa" in m:
@@ -213,6 +220,7 @@ def _racks(f: _Field, node_types: dict[str, NodeType]) -> list[RackPlan]:
     plans: list[RackPlan] = []
     rack_names: set[str] = set()
     next_k: Counter[str] = Counter()
+    total = 0  # nodes so far
     items = f.sequence()
     if not items:
         raise f.error("no racks")
@@ -234,7 +242,11 @@ def _racks(f: _Field, node_types: dict[str, NodeType]) -> list[RackPlan]:
                 known = ", ".join(sorted(node_types))
                 raise g["type"].error(f"unknown node type '{type_name}' (known: {known})")
             prefix = g["name_prefix"].text() if "name_prefix" in g else type_name
-            for _ in range(g["count"].integer(1) if "count" in g else 1):
+            count = g["count"].integer(1, MAX_NODES) if "count" in g else 1
+            total += count
+            if total > MAX_NODES:
+                raise (g.get("count") or group).error(f"more than {MAX_NODES} nodes in all")
+            for _ in range(count):
                 # Unique by construction: k has no dash, so the prefix is everything
                 # before the last one.
                 members.append((f"{prefix}-{next_k[prefix]}", node_types[type_name]))

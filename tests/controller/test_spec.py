@@ -300,6 +300,32 @@ def test_yaml_bad_field_reports_line_and_field(tmp_path: Path) -> None:
             "integer",
         ),
         ("racks: [\n", 2, None, "not valid YAML"),
+        (
+            "racks:\n  - oversubscription: .nan\n    nodes: [{type: pcie4}]\n",
+            2,
+            "racks[0].oversubscription",
+            "expected a finite number",
+        ),
+        (
+            "racks: [{nodes: [{type: pcie4, count: 100000000}]}]\n",
+            1,
+            "racks[0].nodes[0].count",
+            "must be <= 100000",
+        ),
+        (
+            "racks:\n  - nodes: [{type: pcie4, count: 60000}]\n"
+            "  - nodes: [{type: pcie4, count: 60000}]\n",
+            3,
+            "racks[1].nodes[0].count",
+            "more than 100000 nodes in all",
+        ),
+        (
+            "node_types:\n  b: {gpu: V100-SXM2-16GB, nic_gbps: 1, gpus: 100000}\n"
+            "racks: [{nodes: [{type: b}]}]\n",
+            2,
+            "node_types.b.gpus",
+            "must be <= 512",
+        ),
     ],
 )
 def test_yaml_errors(tmp_path: Path, body: str, line: int, field: str | None, message: str) -> None:
@@ -396,6 +422,34 @@ def test_unknown_argument_lists_presets_and_shorthand(arg: str) -> None:
 def test_zero_counts_are_rejected(arg: str) -> None:
     with pytest.raises(ClusterSpecError, match=f"^{arg}: "):
         load_cluster(arg)
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("100001x8", "at most 100000 nodes of at most 512 GPUs"),
+        ("4x513", "at most 100000 nodes of at most 512 GPUs"),
+        ("dgx-a100:100001", "needs 1 <= N <= 100000"),
+    ],
+)
+def test_sizes_past_the_bounds_are_rejected_at_once(arg: str, message: str) -> None:
+    with pytest.raises(ClusterSpecError, match=f"^{arg}: .*{message}"):
+        load_cluster(arg)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("1000,1000,8", "1000 x 1000 nodes: more than 100000"),
+        ("2,2,1000", "field 'num_gpu_p_node': must be <= 512"),
+    ],
+)
+def test_tiresias_spec_past_the_bounds_is_rejected(
+    tmp_path: Path, row: str, message: str
+) -> None:
+    path = write(tmp_path, f"num_switch,num_node_p_switch,num_gpu_p_node\n{row}\n", name="c.csv")
+    with pytest.raises(ClusterSpecError, match=rf"c\.csv:2: {message}"):
+        load_cluster(path)
 
 
 def test_missing_file(tmp_path: Path) -> None:
