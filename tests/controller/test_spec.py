@@ -444,9 +444,7 @@ def test_sizes_past_the_bounds_are_rejected_at_once(arg: str, message: str) -> N
         ("2,2,1000", "field 'num_gpu_p_node': must be <= 512"),
     ],
 )
-def test_tiresias_spec_past_the_bounds_is_rejected(
-    tmp_path: Path, row: str, message: str
-) -> None:
+def test_tiresias_spec_past_the_bounds_is_rejected(tmp_path: Path, row: str, message: str) -> None:
     path = write(tmp_path, f"num_switch,num_node_p_switch,num_gpu_p_node\n{row}\n", name="c.csv")
     with pytest.raises(ClusterSpecError, match=rf"c\.csv:2: {message}"):
         load_cluster(path)
