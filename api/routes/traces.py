@@ -36,7 +36,9 @@ def _check(path: Path, fmt: str | None) -> Trace:
     try:
         return load_trace(path, fmt)
     except TraceError as exc:
-        detail = {"msg": exc.message, "line": exc.line, "field": exc.field, "error": str(exc)}
+        # Named by the uploaded file's name, not the server's path to its copy.
+        shown = TraceError(path.name, exc.line, exc.field, exc.message)
+        detail = {"msg": exc.message, "line": exc.line, "field": exc.field, "error": str(shown)}
         raise HTTPException(422, detail) from None
 
 

@@ -34,6 +34,8 @@ def test_an_invalid_trace_is_a_422_with_the_line(
         assert r.status_code == 422, r.text
         detail = r.json()["detail"]
         assert detail["line"] == 4 and detail["field"] == "num_gpus"
+        # Named by the upload's name; the server's paths stay on the server.
+        assert detail["error"].startswith("bad.csv:4: field 'num_gpus': ")
     assert client.get(TRACES, headers=alice).json()["count"] == 0
 
 
