@@ -76,8 +76,8 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if origin in (types.UnionType, typing.Union):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(key, value, inner)
+        others = [a for a in args if a is not type(None)]
+        return _coerce(key, value, others[0]) if len(others) == 1 else value
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if hint is float:
         if not number or not math.isfinite(value):
