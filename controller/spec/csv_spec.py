@@ -89,7 +89,7 @@ def _tiresias(name: str, source: str, rows: list[tuple[int, dict[str, str | None
         RackPlan(f"r{s}", 1.0, tuple((f"node-{s * per_switch + k}", t) for k in range(per_switch)))
         for s in range(switches)
     ]
-    return assemble(name, racks)
+    return assemble(name, racks, source=source)
 
 
 def _openb(name: str, source: str, rows: list[tuple[int, dict[str, str | None]]]) -> Cluster:
@@ -122,4 +122,4 @@ def _openb(name: str, source: str, rows: list[tuple[int, dict[str, str | None]]]
         RackPlan(f"r{r}", 1.0, tuple(nodes[start : start + RACK_SIZE]))
         for r, start in enumerate(range(0, len(nodes), RACK_SIZE))
     ]
-    return assemble(name, racks)
+    return assemble(name, racks, source=source)

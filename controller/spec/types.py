@@ -25,6 +25,7 @@ RACK_SIZE = 16  # nodes per rack for PRESET:N, NODESxGPUS and CSV clusters
 # tens of thousands of nodes; an NVLink domain at most a few hundred GPUs.
 MAX_NODES = 100_000
 MAX_GPUS_PER_NODE = 512
+MAX_GPUS = 1_000_000  # in all (100000x8 builds in about 10 s on the dev machine)
 PRESET_NODES = 4  # nodes of a preset named without a count
 GENERIC_GPU = "V100-PCIE-16GB"
 # gpuflow's choice for generic servers: one 100 Gbit/s port (EDR InfiniBand or
@@ -120,7 +121,11 @@ def uniform_cluster(name: str, node_type: NodeType, count: int, prefix: str = "n
     return assemble(name, racks)
 
 
-def assemble(name: str, racks: Sequence[RackPlan]) -> Cluster:
+def assemble(name: str, racks: Sequence[RackPlan], source: str | None = None) -> Cluster:
+    """The cluster of `racks`; `source` (default `name`) is what an error names."""
+    total = sum(len(t.numa) for plan in racks for _, t in plan.nodes)
+    if total > MAX_GPUS:
+        raise ClusterSpecError(f"{total} GPUs in all: more than {MAX_GPUS}", source=source or name)
     nodes: list[Node] = []
     out_racks: list[Rack] = []
     for r, plan in enumerate(racks):

@@ -260,7 +260,7 @@ def load_yaml(path: Path) -> Cluster:
     doc = root.mapping(["racks"], ["name", "gpu_types", "node_types"])
     catalog = _read_types(doc, _Catalog(*presets()))
     name = doc["name"].text() if "name" in doc else path.stem
-    return assemble(name, _racks(doc["racks"], catalog.node_types))
+    return assemble(name, _racks(doc["racks"], catalog.node_types), source=str(path))
 
 
 @cache

@@ -430,11 +430,23 @@ def test_zero_counts_are_rejected(arg: str) -> None:
         ("100001x8", "at most 100000 nodes of at most 512 GPUs"),
         ("4x513", "at most 100000 nodes of at most 512 GPUs"),
         ("dgx-a100:100001", "needs 1 <= N <= 100000"),
+        ("100000x16", "1600000 GPUs in all: more than 1000000"),
     ],
 )
 def test_sizes_past_the_bounds_are_rejected_at_once(arg: str, message: str) -> None:
     with pytest.raises(ClusterSpecError, match=f"^{arg}: .*{message}"):
         load_cluster(arg)
+
+
+def test_yaml_past_the_gpu_bound_names_the_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "node_types:\n  b: {gpu: V100-SXM2-16GB, nic_gbps: 1, gpus: 512}\n"
+        "racks: [{nodes: [{type: b, count: 2000}]}]\n",
+        name="c.yaml",
+    )
+    with pytest.raises(ClusterSpecError, match=rf"^{path}: 1024000 GPUs in all"):
+        load_cluster(path)
 
 
 @pytest.mark.parametrize(
