@@ -14,9 +14,12 @@ RUN pip install --no-cache-dir .
 # api/migrations.py and `alembic -c /app/alembic.ini` find alembic.ini and alembic/
 # next to the api package, which the installed wheel does not carry: import the
 # project from /app (the same code pip installed) so they are found.
+# The containers run read-only with /tmp writable: numba's compiled-code cache (the
+# coflow replay's kernels) and matplotlib's config go there.
 ENV PYTHONPATH=/app \
     PYTHONUNBUFFERED=1 \
-    MPLCONFIGDIR=/tmp/matplotlib
+    MPLCONFIGDIR=/tmp/matplotlib \
+    NUMBA_CACHE_DIR=/tmp/numba
 
 # The chart runs these containers read-only as this user (the agent as root, for tc).
 RUN useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin gpuflow
