@@ -197,6 +197,8 @@ def _node_type(f: _Field, name: str, gpu_types: dict[str, GpuType]) -> NodeType:
             raise m["topology"].error(str(e)) from None
         if not links:
             raise m["topology"].error("no GPU rows")
+        if len(links) > MAX_GPUS_PER_NODE:
+            raise m["topology"].error(f"{len(links)} GPUs: more than {MAX_GPUS_PER_NODE}")
         numa = (0,) * len(links)
         if "gpus" in m and m["gpus"].integer(1, MAX_GPUS_PER_NODE) != len(links):
             raise m["topology"].error(

@@ -438,6 +438,21 @@ def test_sizes_past_the_bounds_are_rejected_at_once(arg: str, message: str) -> N
         load_cluster(arg)
 
 
+def test_a_topology_matrix_past_the_gpu_bound_is_refused(tmp_path: Path) -> None:
+    n = 513
+    rows = "\n".join(
+        "        " + " ".join("X" if i == j else "PIX" for j in range(n)) for i in range(n)
+    )
+    text = (
+        "node_types:\n  b:\n    gpu: V100-SXM2-16GB\n    nic_gbps: 1\n    topology: |\n"
+        f"{rows}\nracks: [{{nodes: [{{type: b}}]}}]\n"
+    )
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ClusterSpecError, match=r"field 'node_types\.b\.topology': 513 GPUs"):
+        load_cluster(str(path))
+
+
 def test_yaml_past_the_gpu_bound_names_the_file(tmp_path: Path) -> None:
     path = write(
         tmp_path,
