@@ -51,18 +51,18 @@ class Writer:
         self._lock = threading.Lock()
         self.writes = 0
 
-    def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any] | None:
         if not self.leading():
-            return
+            return None
         self.writes += 1
-        self._futures.append(self._pool.submit(fn, *args))
+        future = self._pool.submit(fn, *args)
+        self._futures.append(future)
+        return future
 
     def _submit_status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
         """Submit a status write that starts once the job's previous one (this round)
         is done. The pool takes tasks in submission order, so the one waited for has
         a thread already: no wait can hold up the task it waits for."""
-        if not self.leading():
-            return
         meta = obj["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         before = self._last_status.get(key)
@@ -72,10 +72,9 @@ class Writer:
                 wait((before,))
             self._status(obj, mutate)
 
-        self.writes += 1
-        future = self._pool.submit(write)
-        self._futures.append(future)
-        self._last_status[key] = future
+        future = self._submit(write)
+        if future is not None:
+            self._last_status[key] = future
 
     def flush(self) -> None:
         self._last_status = {}
