@@ -7,19 +7,23 @@ shape (not its GPU ids), which is what the iteration time depends on.
 
 from __future__ import annotations
 
-import math
-
 from controller.model import Allocation, Cluster, JobSpec
-from controller.model.catalog import ModelProfile, measured_profile, resolve
+from controller.model.catalog import ModelProfile, resolve
 from controller.model.perf import packed_gpu_signature, restart_s, throughput_ips
+from controller.model.work import work_batch, work_per_step
 from controller.placement import packed_allocation
+
+# Points over a job's run at which its statistical gain is averaged for its nominal
+# speed: the gain follows the measured runs' epochs (at most 100 rows), and 50 points
+# keep the mean within a percent of a finer grid for the six measured applications.
+NOMINAL_GAIN_POINTS = 50
 
 
 class RateModel:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._rates: dict[tuple[object, ...], float] = {}
-        self._nominal: dict[tuple[str, int, int | None], float] = {}
+        self._nominal: dict[tuple[str, int, int | None, int | None], float] = {}
         self._profiles: dict[str, ModelProfile] = {}
 
     def profile(self, spec: JobSpec) -> ModelProfile:
@@ -69,44 +73,33 @@ class RateModel:
         return rate
 
     def nominal_rate_ips(self, spec: JobSpec) -> float:
-        """Speed on the GPUs asked for, placed as well as the empty cluster allows."""
-        key = (spec.model, spec.num_gpus, spec.batch_size)
+        """Work per second on the GPUs asked for, at the job's own batch, placed as well
+        as the empty cluster allows. Where the job's batch is not its work batch, the
+        speed is divided by the mean over its run of 1 / gain (the time to do the work
+        at a constant step rate), so that `duration_s` and oracle remaining times are
+        in the units of the work."""
+        key = (spec.model, spec.num_gpus, spec.batch_size, spec.work_batch)
         rate = self._nominal.get(key)
         if rate is None:
             alloc = packed_allocation(self.cluster, spec.num_gpus)
             if alloc is None:
                 raise ValueError(f"job {spec.job_id}: {spec.num_gpus} GPUs exceed the cluster")
-            rate = self._nominal[key] = self.rate_ips(spec, alloc)
+            rate = self.rate_ips(spec, alloc)
+            if spec.batch_size is not None and spec.batch_size != self.reference_batch(spec):
+                steps = [i / NOMINAL_GAIN_POINTS for i in range(NOMINAL_GAIN_POINTS)]
+                inverse = [1.0 / self.goodput_factor(spec, spec.batch_size, p) for p in steps]
+                rate *= len(inverse) / sum(inverse)
+            self._nominal[key] = rate
         return rate
 
     def reference_batch(self, spec: JobSpec) -> int:
-        """The batch size the job's work is counted in (its own, else the profile's)."""
-        return spec.batch_size if spec.batch_size is not None else self.profile(spec).batch_size
+        """The batch size the job's work is counted in (`controller.model.work`)."""
+        return work_batch(spec)
 
     def goodput_factor(self, spec: JobSpec, batch_size: int | None, progress: float) -> float:
-        """Reference-batch iterations per iteration at `batch_size`.
-
-        Pollux (Qiao et al., OSDI 2021, §3.1): a step at batch M is worth
-        (M / M0) x E(M) steps at the reference batch M0, with statistical efficiency
-        E(M) = (phi + M0) / (phi + M) and phi the gradient noise scale. With the
-        measured ratio r = grad_var / grad_sqr at batch M0 (AdaptDL's goodput model,
-        phi = M0 r) and s = M / M0 this is s (r + 1) / (r + s). Models without measured
-        gradient statistics are taken as perfectly efficient (factor s), so only a
-        policy that changes batch sizes ever sees the difference.
-        """
-        ref = self.reference_batch(spec)
-        if batch_size is None or batch_size == ref:
-            return 1.0
-        scale = batch_size / ref
-        measured = measured_profile(self.profile(spec).measured or "")
-        if measured is None:
-            return scale
-        ratio = measured.noise_scale_at(progress * measured.max_progress, ref)
-        if not math.isfinite(ratio):
-            # A measured squared gradient norm of zero (deepspeech2 late in training):
-            # noise dominates, every sample counts, as the limit r -> inf gives.
-            return scale
-        return scale * (ratio + 1.0) / (ratio + scale)
+        """Work-batch iterations per iteration at `batch_size`, at `progress` (0..1):
+        `controller.model.work.work_per_step`."""
+        return work_per_step(spec, batch_size, progress)
 
     def utilization(self, spec: JobSpec) -> float:
         """How busy the job keeps a GPU alone (0..1), for packing interference."""

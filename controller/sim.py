@@ -615,7 +615,8 @@ class Simulator:
             if (
                 job is None
                 or job.status is not JobStatus.RUNNING
-                or job.batch == job.spec.batch_size
+                or job.batch is None
+                or job.batch == self.rates.reference_batch(job.spec)
             ):
                 self._adaptive.discard(job_id)
             else:
@@ -677,7 +678,7 @@ class Simulator:
         rate = self.rates.rate_ips(
             job.spec, job.alloc, batch_size=job.batch, gpu_load=load, inter_node_gbps=gbps
         )
-        if job.batch is not None and job.batch != job.spec.batch_size:
+        if job.batch is not None and job.batch != self.rates.reference_batch(job.spec):
             # Progress is counted in reference-batch iterations (see RateModel).
             rate *= self.rates.goodput_factor(job.spec, job.batch, job.done / job.total)
             self._adaptive.add(job.spec.job_id)

@@ -26,7 +26,13 @@ Each round, for every active job:
   and the fitted function elsewhere.
 - Remaining time T(w) = Q / f(w) (§4.1), plus a switching cost: a running job that
   changes size pays its model's restart time x (1 + `resize_hysteresis`), a preempted
-  job restarting pays the restart time, a first start nothing.
+  job restarting pays the restart time, a first start nothing. Speeds are the job's own
+  steps per second at its fixed batch; where its work is counted at another batch (an
+  AdaptDL workload's jobs count it at the application's smallest batch, as the Pollux
+  artifact does), they are scaled by what one step is worth now
+  (`controller.model.work.work_per_step`), so Q and f are in the same units. A job
+  gets at most the GPUs its fixed global batch splits over, batch // the smallest
+  measured per-GPU batch (the artifact's Optimus `max_replicas`).
 
 §4.1 Allocation, greedy by marginal gain: jobs get their minimum (`spec.min_gpus`; a
 non-elastic job has min = max = its gang) while GPUs last, the others wait; in order
@@ -84,6 +90,7 @@ from controller.model import (
 )
 from controller.model.catalog import resolve
 from controller.model.perf import throughput_ips
+from controller.model.work import max_gpus_for_batch, work_per_step
 from policies.optimus_fit import (
     CONVERGENCE_THRESHOLD,
     LossCurve,
@@ -182,8 +189,9 @@ class Optimus:
             return mem
         speeds, theta, table = mem.speeds, mem.theta, mem.speed_table
         gpus = job.allocation.num_gpus
-        if job.rate_ips > 0 and dict(speeds).get(gpus) != job.rate_ips:
-            speeds = tuple(sorted({**dict(speeds), gpus: job.rate_ips}.items()))
+        seen = job.rate_ips / _work_per_step(job, now)  # the job's own steps per second
+        if seen > 0 and dict(speeds).get(gpus) != seen:
+            speeds = tuple(sorted({**dict(speeds), gpus: seen}.items()))
             theta, table = _speed_model(job, speeds, cluster)
         losses, per_epoch, curve = mem.losses, mem.iters_per_epoch, mem.curve
         done = job.done_iters_at(now)
@@ -202,7 +210,7 @@ class Optimus:
     def _estimate(self, job: JobView, mem: JobMemory, now: float, cluster: Cluster) -> _Estimate:
         spec = job.spec
         sizes = _sizes(job, cluster)
-        speed = np.array(mem.speed_table)
+        speed = np.array(mem.speed_table) * _work_per_step(job, now)  # work per second
         done = job.done_iters_at(now)
         if mem.curve is not None and mem.iters_per_epoch > 0:
             converged = mem.curve.converged_epoch(self.convergence_threshold)
@@ -361,7 +369,7 @@ class _Profiler:
 
     def profile(self, job: JobView) -> JobMemory:
         spec = job.spec
-        top = min(spec.max_gpus, self.cluster.num_gpus)
+        top = int(_sizes(job, self.cluster)[-1])
         per_node = self.cluster.max_gpus_per_node
         # A handful of sizes, as the authors' estimator collects 8 to 10 speed points.
         wanted = {spec.min_gpus, top, spec.num_gpus, per_node}
@@ -395,9 +403,18 @@ def _batch(job: JobView) -> float:
 
 
 def _sizes(job: JobView, cluster: Cluster) -> np.ndarray:
-    """The GPU counts a job may get: min_gpus .. max_gpus, at most the cluster's."""
+    """The GPU counts a job may get: min_gpus .. max_gpus, at most the cluster's and at
+    most what its fixed batch splits over (`max_gpus_for_batch`)."""
     spec = job.spec
-    return np.arange(spec.min_gpus, max(spec.min_gpus, min(spec.max_gpus, cluster.num_gpus)) + 1)
+    top = min(spec.max_gpus, cluster.num_gpus, max_gpus_for_batch(spec.model, int(_batch(job))))
+    return np.arange(spec.min_gpus, max(spec.min_gpus, top) + 1)
+
+
+def _work_per_step(job: JobView, now: float) -> float:
+    """Work iterations one of the job's own steps is worth now: Optimus profiles and
+    fits speeds in the job's own steps at its fixed batch, while its remaining work is
+    counted at the work batch (`controller.model.work`); 1 when the two are the same."""
+    return work_per_step(job.spec, job.batch_size or job.spec.batch_size, job.progress_at(now))
 
 
 def _speed_model(

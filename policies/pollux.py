@@ -195,7 +195,7 @@ class Pollux:
                 )
                 continue
             profile = resolve(spec.model)
-            key = app_key(profile, spec.batch_size, self.max_batch_sizes)
+            key = app_key(profile, spec.work_batch or spec.batch_size, self.max_batch_sizes)
             lo = spec.min_gpus
             fair_hi = hi = lo
             if spec.elastic:

@@ -32,12 +32,11 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 
 import numpy as np
 import numpy.typing as npt
 
-from controller.model import Allocation, Cluster
+from controller.model import Allocation, Cluster, work
 from controller.model.catalog import MeasuredProfile, ModelProfile, measured_profile
 from controller.model.perf import packed_gpu_signature, signature_time_s
 
@@ -117,13 +116,9 @@ def app_key(
     return AppKey(profile.name, ref, max(ref, largest), adaptive=True)
 
 
-@cache
 def min_local_batch(profile: ModelProfile) -> float:
     """The smallest per-GPU batch profiled (AdaptDL's atomic batch lower bound)."""
-    measured = measured_profile(profile.measured) if profile.measured else None
-    if measured is None:
-        return 1.0
-    return min(s.local_bsz for s in measured.samples)
+    return work.min_local_batch(profile.name)
 
 
 def max_useful_gpus(profile: ModelProfile, key: AppKey) -> int:
@@ -136,7 +131,7 @@ def noise_ratio(profile: ModelProfile, key: AppKey, progress: float) -> float:
     measured = _measured(profile)
     if measured is None:
         return math.inf
-    return measured.noise_scale_at(progress * measured.max_progress, key.ref_batch)
+    return measured.noise_scale_at(progress * measured.target_progress, key.ref_batch)
 
 
 def progress_bucket(progress: float) -> int:

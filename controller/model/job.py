@@ -19,7 +19,11 @@ class JobSpec:
     `num_gpus` is the gang size asked for; an elastic job also gives `min_gpus` and
     `max_gpus` (both default to `num_gpus`). The work is `iterations` if known, else
     `duration_s`: the run time the trace recorded at `num_gpus` GPUs, which the
-    backend converts to iterations with the performance model. `gpu_mem_mib` set
+    backend converts to iterations with the performance model. Iterations are counted
+    at `work_batch` (default: the job's own `batch_size`); when the two differ, a step
+    at the job's batch is worth its statistical gain in work-batch steps (Pollux's
+    progress, §3.1), so a job run at a large, inefficient batch needs more steps than
+    the work says. `gpu_mem_mib` set
     means the job may share a GPU with others when their memory fits; None means it
     wants its GPUs to itself.
     """
@@ -33,6 +37,7 @@ class JobSpec:
     min_gpus: int = 0
     max_gpus: int = 0
     batch_size: int | None = None
+    work_batch: int | None = None
     gpu_mem_mib: int | None = None
     tenant: str = "default"
     user: str = ""
@@ -56,6 +61,10 @@ class JobSpec:
             raise ValueError(f"job {self.job_id}: duration_s must be > 0")
         if self.iterations is not None and not self.iterations > 0:
             raise ValueError(f"job {self.job_id}: iterations must be > 0")
+        for name in ("batch_size", "work_batch"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"job {self.job_id}: {name} must be >= 1, got {value}")
         if self.submit_s < 0:
             raise ValueError(f"job {self.job_id}: submit_s must be >= 0")
 

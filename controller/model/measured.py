@@ -99,30 +99,86 @@ class MeasuredProfile:
     def max_progress(self) -> float:
         return max(rows[-1].progress for rows in self.validation.values() if rows)
 
+    @property
+    def min_local_bsz(self) -> float:
+        """The smallest per-GPU batch measured."""
+        return min(s.local_bsz for s in self.samples)
+
+    @property
+    def init_batch(self) -> int:
+        """The smallest batch validated: the batch progress is counted at."""
+        return min(self.validation)
+
+    @property
+    def target_progress(self) -> float:
+        """The progress at which a job of this application is done.
+
+        The artifact's simulator (`simulator/applications.py`) finishes a job when its
+        progress reaches that of its last validated epoch, the least over the runs at
+        each batch size (`get_progress(max_epochs)`); its `max_epochs` (bert 2, cifar10
+        100, ncf 10, imagenet 90, deepspeech2 80, yolov3 50) are the runs' lengths, but
+        for bert, whose third row repeats the second."""
+        return min(rows[-1].progress for rows in self.validation.values() if rows)
+
     def grad_stats_at(self, progress: float, batch_size: int | None = None) -> tuple[float, float]:
-        """(grad_sqr, grad_var) at a progress, interpolated linearly, clamped at the ends,
-        from the run at the largest measured batch not above `batch_size` (the smallest
-        when None or below all)."""
+        """(grad_sqr, grad_var) at a progress, interpolated linearly along each run and
+        clamped at its ends; between the runs at the two measured batches around
+        `batch_size`, linearly in the batch, as the artifact's `get_grad_stats`
+        (the smallest batch's run when None, the end runs outside the measured span)."""
         batches = sorted(self.validation)
-        chosen = batches[0]
-        if batch_size is not None:
-            chosen = max((b for b in batches if b <= batch_size), default=batches[0])
-        rows = self.validation[chosen]
-        if progress <= rows[0].progress:
-            return rows[0].grad_sqr, rows[0].grad_var
-        for lo, hi in itertools.pairwise(rows):
-            if progress <= hi.progress:
-                w = (progress - lo.progress) / (hi.progress - lo.progress)
-                return (
-                    lo.grad_sqr + w * (hi.grad_sqr - lo.grad_sqr),
-                    lo.grad_var + w * (hi.grad_var - lo.grad_var),
-                )
-        return rows[-1].grad_sqr, rows[-1].grad_var
+        if batch_size is None or batch_size <= batches[0]:
+            return _along(self.validation[batches[0]], progress)
+        if batch_size >= batches[-1]:
+            return _along(self.validation[batches[-1]], progress)
+        upper = next(b for b in batches if b >= batch_size)
+        if upper == batch_size:
+            return _along(self.validation[upper], progress)
+        lower = max(b for b in batches if b < batch_size)
+        w = (batch_size - lower) / (upper - lower)
+        lo_sqr, lo_var = _along(self.validation[lower], progress)
+        hi_sqr, hi_var = _along(self.validation[upper], progress)
+        return lo_sqr + w * (hi_sqr - lo_sqr), lo_var + w * (hi_var - lo_var)
 
     def noise_scale_at(self, progress: float, batch_size: int | None = None) -> float:
         """Gradient noise scale grad_var / grad_sqr (Pollux §3.1's φ/M0 ratio input)."""
         sqr, var = self.grad_stats_at(progress, batch_size)
         return var / sqr if sqr > 0 else math.inf
+
+    def step_gain(self, batch_size: int, work_batch: int, progress: float) -> float:
+        """Work-batch steps one step at `batch_size` is worth, at `progress` (0..1 of the
+        target).
+
+        Pollux (Qiao et al., OSDI 2021, §3.1): a step at batch M is worth (M / M0) x E(M)
+        steps at M0, with E(M) = (phi + M0) / (phi + M) and phi = M0·r, r = grad_var /
+        grad_sqr; with s = M / M0 that is s (r + 1) / (r + s), the artifact's
+        `(grad_var + grad_sqr) / (grad_var / scale + grad_sqr)`. r is read from the runs
+        at M, as the artifact's simulator does. A measured squared gradient norm of
+        zero (deepspeech2 late in training) means noise dominates and every sample
+        counts (r -> inf: the gain is s).
+        """
+        scale = batch_size / work_batch
+        if scale == 1.0:
+            return 1.0
+        ratio = self.noise_scale_at(progress * self.target_progress, batch_size)
+        if not math.isfinite(ratio):
+            return scale
+        return scale * (ratio + 1.0) / (ratio + scale)
+
+
+def _along(rows: Sequence[ValidationRow], progress: float) -> tuple[float, float]:
+    """(grad_sqr, grad_var) of one run at a progress, linear between rows, clamped."""
+    if progress <= rows[0].progress:
+        return rows[0].grad_sqr, rows[0].grad_var
+    for lo, hi in itertools.pairwise(rows):
+        if progress <= hi.progress:
+            if hi.progress == lo.progress:
+                return hi.grad_sqr, hi.grad_var
+            w = (progress - lo.progress) / (hi.progress - lo.progress)
+            return (
+                lo.grad_sqr + w * (hi.grad_sqr - lo.grad_sqr),
+                lo.grad_var + w * (hi.grad_var - lo.grad_var),
+            )
+    return rows[-1].grad_sqr, rows[-1].grad_var
 
 
 @cache

@@ -6,7 +6,7 @@ on; `describe` gives the CLI its one-paragraph summary. See docs/clusters.md.
 `load_cluster(arg)` accepts:
 
 - a YAML cluster spec (`*.yaml`, `*.yml`; schema below);
-- a preset node type: `dgx-h100`, `dgx-a100`, `dgx1-v100`, `pcie4` alone means
+- a preset node type: `dgx-h100`, `dgx-a100`, `dgx1-v100`, `g4dn-12xlarge`, `pcie4` alone means
   one rack of 4 such nodes, `PRESET:N` means N of them (`dgx-a100:32`);
 - `NODESxGPUS` (`16x4`, `256x8`): generic PCIe servers of V100-PCIe GPUs
   (`pcie_topology`), with one `GENERIC_NIC_GBPS` NIC each;

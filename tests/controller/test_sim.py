@@ -200,10 +200,10 @@ def test_goodput_factor_is_finite_where_the_gradient_norm_was_measured_zero() ->
     # deepspeech2's measured runs have grad_sqr == 0 late in training: an infinite
     # noise ratio, whose limit is perfect efficiency (factor = batch scale).
     late = next(
-        row.progress for row in measured.validation[20] if row.grad_sqr == 0 and row.progress > 0
+        row.progress for row in measured.validation[40] if row.grad_sqr == 0 and row.progress > 0
     )
-    progress = late / measured.max_progress
-    assert measured.noise_scale_at(late, 20) == float("inf")
+    progress = late / measured.target_progress
+    assert measured.noise_scale_at(late, 40) == float("inf")
     spec = JobSpec(
         job_id="d", submit_s=0.0, num_gpus=1, model="deepspeech2", duration_s=10.0, batch_size=20
     )

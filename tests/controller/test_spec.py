@@ -62,7 +62,17 @@ def test_preset_loads_one_rack_of_four(
 
 
 def test_preset_names() -> None:
-    assert preset_names() == ["dgx-a100", "dgx-h100", "dgx1-v100", "pcie4"]
+    assert preset_names() == ["dgx-a100", "dgx-h100", "dgx1-v100", "g4dn-12xlarge", "pcie4"]
+
+
+def test_the_pollux_testbed_runs_measured_steps_at_their_measured_speed() -> None:
+    from controller.model.catalog import PROFILED_GPU_SPEED
+
+    cluster = load_cluster("g4dn-12xlarge:16")
+    assert (len(cluster.nodes), cluster.num_gpus) == (16, 64)
+    node = cluster.nodes[0]
+    assert node.gpu_type.speed == PROFILED_GPU_SPEED
+    assert node.nic_gbps == 50
 
 
 def test_dgx1_cross_socket_pairs_without_nvlink_are_sys() -> None:
