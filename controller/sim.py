@@ -84,7 +84,13 @@ class SimConfig:
 
 
 # Event kinds, in the order events at one instant are handled.
-_FINISH, _NODE, _WAKE = 0, 1, 2
+_FINISH, _NODE, _WAKE, _RERATE = 0, 1, 2, 3
+
+# A job whose speed depends on its progress (its batch is not its work batch, so each
+# step earns the statistical gain at its progress) is re-rated each time it has done
+# this fraction of its work more: the measured runs behind the gain have at most 100
+# epochs (rows), so a step of 1 % follows them row by row.
+GAIN_STEP = 0.01
 
 
 class _Job:
@@ -215,7 +221,6 @@ class Simulator:
         self._allocs: dict[str, Allocation] = {}  # running job -> its allocation
         self._last_snapshot: Snapshot | None = None
         self._last_stopped: list[str] = []
-        self._adaptive: set[str] = set()  # running jobs off their reference batch size
         self.pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
         self.down: set[int] = set()
         self.events: list[tuple[float, int, int, Any]] = []
@@ -372,10 +377,10 @@ class Simulator:
         return out
 
     def _drop_stale_events(self) -> None:
-        """Pop finish events that a later change of their job has outdated, so that
-        they never move the clock."""
+        """Pop finish and re-rate events that a later change of their job has
+        outdated, so that they never move the clock."""
         events = self.events
-        while events and events[0][1] == _FINISH:
+        while events and events[0][1] in (_FINISH, _RERATE):
             job_id, version = events[0][3]
             job = self.active.get(job_id)
             if job is not None and job.version == version:
@@ -425,6 +430,11 @@ class Simulator:
                 self._finish(job)
         elif kind == _NODE:
             self._node_event(data)
+        elif kind == _RERATE:
+            job_id, version = data
+            job = self.active.get(job_id)
+            if job is not None and job.version == version and job.status is JobStatus.RUNNING:
+                self._rerate(job)
         else:
             self._dirty()
 
@@ -498,7 +508,6 @@ class Simulator:
     def apply(self, plan: Plan) -> None:
         """Carry out a plan (Backend protocol): stops, then starts, gangs whole."""
         self._apply(plan.run, plan.suspend, plan.batch_sizes)
-        self._rerate_adaptive()
         if self.config.validate_reasons and plan.default_reason is None:
             unexplained = self.active.keys() - plan.run.keys() - plan.reasons.keys()
             if unexplained:
@@ -607,21 +616,6 @@ class Simulator:
             else:
                 self._start(job, alloc)
 
-    def _rerate_adaptive(self) -> None:
-        """Statistical efficiency drifts with progress: refresh the speed of running
-        jobs whose batch size differs from their reference batch, once a round."""
-        for job_id in sorted(self._adaptive):
-            job = self.active.get(job_id)
-            if (
-                job is None
-                or job.status is not JobStatus.RUNNING
-                or job.batch is None
-                or job.batch == self.rates.reference_batch(job.spec)
-            ):
-                self._adaptive.discard(job_id)
-            else:
-                self._rerate(job)
-
     def _start(self, job: _Job, alloc: Allocation) -> None:
         prev = job.status
         job.mark = self.now
@@ -678,15 +672,21 @@ class Simulator:
         rate = self.rates.rate_ips(
             job.spec, job.alloc, batch_size=job.batch, gpu_load=load, inter_node_gbps=gbps
         )
-        if job.batch is not None and job.batch != self.rates.reference_batch(job.spec):
+        adaptive = job.batch is not None and job.batch != self.rates.reference_batch(job.spec)
+        if adaptive:
             # Progress is counted in reference-batch iterations (see RateModel).
             rate *= self.rates.goodput_factor(job.spec, job.batch, job.done / job.total)
-            self._adaptive.add(job.spec.job_id)
         job.rate = rate
         self._set_activity(job, load, gbps)
         job.version += 1
         self._touch(job)
-        self._push(job.finish_time(), _FINISH, (job.spec.job_id, job.version))
+        finish = job.finish_time()
+        self._push(finish, _FINISH, (job.spec.job_id, job.version))
+        if adaptive:
+            step_s = GAIN_STEP * job.total / rate
+            at = max(self.now, job.resume) + step_s
+            if at < finish:
+                self._push(at, _RERATE, (job.spec.job_id, job.version))
 
     def _set_activity(self, job: _Job, load: float, gbps: float | None = None) -> None:
         """How much GPU compute the job keeps busy: on each of its GPUs, its model's

@@ -30,9 +30,7 @@ Each round, for every active job:
   steps per second at its fixed batch; where its work is counted at another batch (an
   AdaptDL workload's jobs count it at the application's smallest batch, as the Pollux
   artifact does), they are scaled by what one step is worth now
-  (`controller.model.work.work_per_step`), so Q and f are in the same units. A job
-  gets at most the GPUs its fixed global batch splits over, batch // the smallest
-  measured per-GPU batch (the artifact's Optimus `max_replicas`).
+  (`controller.model.work.work_per_step`), so Q and f are in the same units.
 
 §4.1 Allocation, greedy by marginal gain: jobs get their minimum (`spec.min_gpus`; a
 non-elastic job has min = max = its gang) while GPUs last, the others wait; in order
@@ -90,7 +88,7 @@ from controller.model import (
 )
 from controller.model.catalog import resolve
 from controller.model.perf import throughput_ips
-from controller.model.work import max_gpus_for_batch, work_per_step
+from controller.model.work import work_per_step
 from policies.optimus_fit import (
     CONVERGENCE_THRESHOLD,
     LossCurve,
@@ -403,11 +401,9 @@ def _batch(job: JobView) -> float:
 
 
 def _sizes(job: JobView, cluster: Cluster) -> np.ndarray:
-    """The GPU counts a job may get: min_gpus .. max_gpus, at most the cluster's and at
-    most what its fixed batch splits over (`max_gpus_for_batch`)."""
+    """The GPU counts a job may get: min_gpus .. max_gpus, at most the cluster's."""
     spec = job.spec
-    top = min(spec.max_gpus, cluster.num_gpus, max_gpus_for_batch(spec.model, int(_batch(job))))
-    return np.arange(spec.min_gpus, max(spec.min_gpus, top) + 1)
+    return np.arange(spec.min_gpus, max(spec.min_gpus, min(spec.max_gpus, cluster.num_gpus)) + 1)
 
 
 def _work_per_step(job: JobView, now: float) -> float:

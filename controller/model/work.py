@@ -1,4 +1,4 @@
-"""How much of a job's work one training step does, and how finely a batch splits.
+"""How much of a job's work one training step does.
 
 A job's work is counted in steps at its work batch (`JobSpec.work_batch`, else its own
 batch, else its model's); a step at another batch is worth its statistical gain
@@ -42,10 +42,3 @@ def min_local_batch(model: str) -> float:
     if measured is None:
         return 1.0
     return measured.min_local_bsz
-
-
-def max_gpus_for_batch(model: str, batch_size: int) -> int:
-    """The most GPUs a fixed global batch can be split over: more would push the
-    per-GPU batch below the smallest measured (the Pollux artifact caps its
-    Optimus jobs at `target_batch_size // min_local_bsz` for the same reason)."""
-    return max(1, int(batch_size // min_local_batch(model)))

@@ -9,7 +9,7 @@ from controller.model.catalog import resolve
 from controller.placement import ConsolidatedPlacer
 from controller.rates import RateModel
 from controller.records import ReplayResult
-from controller.sim import NodeEvent, SimConfig, Simulator
+from controller.sim import GAIN_STEP, NodeEvent, SimConfig, Simulator
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job
 
@@ -154,8 +154,15 @@ def test_a_larger_batch_on_the_same_gpus_changes_speed_without_a_restart() -> No
     done_at_10 = 10.0 * r0
     factor = rates.goodput_factor(spec, 2048, done_at_10 / total)
     assert 1.0 < factor < 4.0  # s (r + 1) / (r + s) with s = 4
-    r1 = rates.rate_ips(spec, alloc, batch_size=2048) * factor
-    assert out.finish_s == pytest.approx(10.0 + (total - done_at_10) / r1)
+    # The gain follows the job's progress: re-rated at each further 1 % of the work.
+    raw = rates.rate_ips(spec, alloc, batch_size=2048)
+    t, done = 10.0, done_at_10
+    while done < total - 1e-9:
+        step = min(GAIN_STEP * total, total - done)
+        t += step / (raw * rates.goodput_factor(spec, 2048, done / total))
+        done += step
+    assert out.finish_s == pytest.approx(t, rel=1e-9)
+    assert out.finish_s < 10.0 + (total - done_at_10) / (raw * factor)  # the gain grew
 
 
 def test_new_shares_of_the_same_gpus_do_not_restart_the_job() -> None:
@@ -223,3 +230,42 @@ def test_the_timeline_counts_idle_gpus_no_waiting_job_can_use() -> None:
     assert by_time[10.0].gpus_unallocatable == 2
     assert by_time[100.0].gpus_unallocatable == 0  # a finished: c runs on its node
     assert _by_id(result)["c"].first_start_s == pytest.approx(100.0)  # type: ignore[attr-defined]
+
+
+def test_a_job_off_its_work_batch_pays_its_statistical_efficiency() -> None:
+    """A cifar10 job at batch 2048 whose work counts batch-128 steps: each step earns
+    its measured gain, well below the 16 of perfect scaling, and the replay takes the
+    time its nominal speed (mean of 1/gain over the run) predicts."""
+    from controller.model.catalog import measured_profile
+
+    measured = measured_profile("cifar10")
+    assert measured is not None
+    cluster = make_cluster(nodes=1, gpus=4)
+    spec = JobSpec(
+        job_id="c",
+        submit_s=0.0,
+        num_gpus=4,
+        model="cifar10",
+        iterations=measured.target_progress,
+        batch_size=2048,
+        work_batch=128,
+    )
+    rates = RateModel(cluster)
+    steps_per_s = rates.rate_ips(spec, next(iter(_placements(cluster, 4))))
+    cfg = SimConfig(round_interval_s=60.0)
+    result = Simulator(cluster, [spec], make_policy("fifo"), ConsolidatedPlacer(cluster), cfg).run()
+    (outcome,) = result.jobs
+    assert outcome.finish_s is not None
+    perfect_s = measured.target_progress / (16 * steps_per_s)
+    assert outcome.finish_s > 1.3 * perfect_s
+    assert outcome.finish_s == pytest.approx(
+        measured.target_progress / rates.nominal_rate_ips(spec), rel=0.03
+    )
+
+
+def _placements(cluster: object, gpus: int) -> list[object]:
+    from controller.placement import packed_allocation
+
+    alloc = packed_allocation(cluster, gpus)  # type: ignore[arg-type]
+    assert alloc is not None
+    return [alloc]

@@ -276,3 +276,33 @@ def test_replay_of_an_adaptdl_workload_finishes_every_job(tmp_path: Path) -> Non
     result = sim.run()
     assert len(result.jobs) == 24
     assert all(o.finish_s is not None for o in result.jobs)
+
+
+def test_speeds_seen_off_the_work_batch_are_kept_in_the_jobs_own_steps() -> None:
+    """A cifar10 job at batch 2048 whose work counts batch-128 steps reports work per
+    second; Optimus keeps its own steps per second (work / the step's gain), the unit
+    its profiled speeds are in, and estimates in work again."""
+    from controller.model.work import work_per_step
+
+    spec = dataclasses.replace(
+        make_job("c", 4, min_gpus=1, max_gpus=16, duration_s=50_000),
+        model="cifar10",
+        batch_size=2048,
+        work_batch=128,
+    )
+    cluster = make_cluster(4, 4)
+    alloc = pack_fewest_servers(GpuPool([4] * 4, [16384] * 4), 4)
+    assert alloc is not None
+    view = make_view(
+        spec,
+        status=JobStatus.RUNNING,
+        allocation=alloc,
+        done_iters=25_000.0,
+        total_iters=50_000.0,
+        rate_ips=30.0,
+    )
+    snapshot = Snapshot(now_s=0.0, cluster=cluster, jobs=(view,), placer=_placer(cluster))
+    plan = Optimus().schedule(snapshot, None)
+    gain = work_per_step(spec, 2048, 0.5)
+    assert 1.0 < gain < 16.0
+    assert dict(plan.state.jobs["c"].speeds)[4] == pytest.approx(30.0 / gain)
