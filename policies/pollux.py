@@ -11,7 +11,8 @@ What is implemented
 -------------------
 - Goodput (§3, Eq. "GOODPUT = THROUGHPUT x EFFICIENCY"), in `policies.pollux_goodput`:
   statistical efficiency EFFICIENCY(M) = (phi + M0)/(phi + M) (§3.1) with the gradient
-  noise ratio measured at the job's progress (the catalogue's measured profiles);
+  noise ratio measured at the job's progress (the catalogue's measured profiles); M0
+  is the batch the job's work is counted in (`JobSpec.work_batch`, else its batch);
   throughput from the Pollux model T_iter = (T_grad^gamma + T_sync^gamma)^(1/gamma) with
   T_grad = alpha + beta·m and gradient accumulation above the largest local batch (§3.2).
 - PolluxAgent's batch size (§4.1): for each allocation, the global batch M in
