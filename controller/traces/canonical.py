@@ -1,7 +1,8 @@
 """gpuflow's own trace format (`gpuflow`): one CSV row per `JobSpec`.
 
 Header: job_id,submit_s,num_gpus,min_gpus,max_gpus,model,duration_s,iterations,
-batch_size,gpu_mem_mib,tenant,user,priority. job_id, submit_s, num_gpus and at least
+batch_size,work_batch,gpu_mem_mib,tenant,user,priority (work_batch: the batch the
+iterations are counted at, see `JobSpec`). job_id, submit_s, num_gpus and at least
 one of duration_s / iterations are required; an empty cell takes the `JobSpec`
 default. Columns may come in any order; an unknown column is an error (it is most
 likely a misspelt one). `write_canonical` writes the same form, so converted traces
@@ -30,6 +31,7 @@ COLUMNS = (
     "duration_s",
     "iterations",
     "batch_size",
+    "work_batch",
     "gpu_mem_mib",
     "tenant",
     "user",
@@ -77,6 +79,7 @@ def load_canonical(path: Path) -> Parsed:
                 duration_s=duration_s,
                 iterations=iterations,
                 batch_size=row.optional_integer("batch_size", minimum=1),
+                work_batch=row.optional_integer("work_batch", minimum=1),
                 gpu_mem_mib=row.optional_integer("gpu_mem_mib", minimum=1),
                 tenant=row.text("tenant", "default"),
                 user=row.text("user"),

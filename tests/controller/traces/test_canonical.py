@@ -102,3 +102,23 @@ def test_bad_values_name_their_field(tmp_path: Path, row: str, field: str) -> No
     with pytest.raises(TraceError) as caught:
         load_trace(path)
     assert (caught.value.line, caught.value.field) == (2, field)
+
+
+def test_an_adaptdl_workload_converted_keeps_its_work_batch(tmp_path: Path) -> None:
+    """The Pollux workloads count work at the smallest batch: a conversion to the
+    canonical form must carry that, or the converted jobs would run without their
+    statistical-efficiency cost."""
+    source = write(
+        tmp_path,
+        "workload.csv",
+        """
+        name,time,application,num_replicas,batch_size
+        cifar10-0,0,cifar10,6,2048
+        """,
+    )
+    jobs = load_trace(source).jobs
+    out = tmp_path / "converted.csv"
+    write_canonical(out, jobs)
+    (job,) = load_trace(out).jobs
+    assert (job.batch_size, job.work_batch) == (2048, 128)
+    assert job == jobs[0]
