@@ -73,9 +73,11 @@ Deviations
   its next progress bucket (at once for a job whose speed on new GPUs is not yet
   known), but never sooner than `interval_s` (60 s) after this round, rather than
   every 60 s whatever happens.
-- Where the measured noise ratio is infinite (zero gradient norm rows, e.g.
-  deepspeech2 late in training), the job keeps its reference batch: the simulator's
-  goodput factor is undefined there.
+- The gradient noise ratio is read from the measured run at the batch the job runs
+  at now, as PolluxAgent reports the statistics of its own training (the artifact's
+  policy and simulator alike read them at the job's batch). Where it is infinite (a
+  measured gradient norm of zero, deepspeech2 late in training), every sample counts:
+  EFFICIENCY = 1, and the batch is chosen for throughput alone.
 """
 
 from __future__ import annotations
@@ -95,7 +97,6 @@ from policies.pollux_goodput import (
     app_key,
     goodput_table,
     max_useful_gpus,
-    noise_ratio,
     progress_bucket,
 )
 from policies.pollux_search import Problem, SearchResult, States, search
@@ -123,6 +124,7 @@ class _Job:
     hi: int
     fair_hi: int  # hi without the exploration cap, for the fair share
     bucket: int
+    stats_batch: int  # the batch whose measured run gives the job's gradient statistics
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,8 @@ class Pollux:
                     cap = max(1, math.ceil(self.growth_factor * held.get(view.job_id, 0)))
                     hi = max(lo, min(hi, cap))
             bucket = progress_bucket(view.progress_at(now))
-            jobs.append(_Job(view, profile, key, lo, hi, fair_hi, bucket))
+            stats_batch = view.batch_size or key.ref_batch
+            jobs.append(_Job(view, profile, key, lo, hi, fair_hi, bucket, stats_batch))
         return jobs, reasons
 
     def _problem(
@@ -225,7 +228,7 @@ class Pollux:
         base = np.zeros((len(jobs), nodes), dtype=np.float32)
         for row, (job, k_fair) in enumerate(zip(jobs, fair_k, strict=True)):
             goodput, best = goodput_table(
-                snapshot.cluster, job.profile, job.key, job.bucket, kdim - 1
+                snapshot.cluster, job.profile, job.key, job.bucket, kdim - 1, job.stats_batch
             )
             n_fair = min(int(np.searchsorted(by_size, k_fair)) + 1, k_fair)
             reference = float(goodput[n_fair, k_fair])
@@ -293,9 +296,7 @@ class Pollux:
             if job.key.adaptive:
                 gpus = int(counts[row].sum())
                 nodes = int(np.count_nonzero(counts[row]))
-                batch = int(batches[row][nodes, gpus])
-                exact = noise_ratio(job.profile, job.key, job.view.progress_at(now))
-                batch_sizes[job_id] = batch if math.isfinite(exact) else job.key.ref_batch
+                batch_sizes[job_id] = int(batches[row][nodes, gpus])
                 kept = alloc is job.view.allocation and batch_sizes[job_id] == job.view.batch_size
                 drift.append(_next_bucket_s(job.view, now) if kept else now)
         for job_id in list(run):

@@ -94,7 +94,7 @@ class _ClusterCache:
     cluster: Cluster
     tables: dict[TableKey, ThroughputTable] = field(default_factory=dict)
     sync: dict[tuple[str, int, int], tuple[float, float]] = field(default_factory=dict)
-    goodput: OrderedDict[tuple[AppKey, int], tuple[FloatArray, IntArray]] = field(
+    goodput: OrderedDict[tuple[AppKey, int, int | None], tuple[FloatArray, IntArray]] = field(
         default_factory=OrderedDict
     )
 
@@ -126,12 +126,16 @@ def max_useful_gpus(profile: ModelProfile, key: AppKey) -> int:
     return max(1, int(key.max_batch // min_local_batch(profile)))
 
 
-def noise_ratio(profile: ModelProfile, key: AppKey, progress: float) -> float:
-    """r = grad_var / grad_sqr at a progress (0..1), at the job's reference batch."""
+def noise_ratio(
+    profile: ModelProfile, key: AppKey, progress: float, stats_batch: int | None = None
+) -> float:
+    """r = grad_var / grad_sqr at a progress (0..1), from the measured run at
+    `stats_batch` (the batch the job runs at; default its reference batch)."""
     measured = _measured(profile)
     if measured is None:
         return math.inf
-    return measured.noise_scale_at(progress * measured.target_progress, key.ref_batch)
+    batch = stats_batch if stats_batch is not None else key.ref_batch
+    return measured.noise_scale_at(progress * measured.target_progress, batch)
 
 
 def progress_bucket(progress: float) -> int:
@@ -139,26 +143,35 @@ def progress_bucket(progress: float) -> int:
 
 
 def goodput_table(
-    cluster: Cluster, profile: ModelProfile, key: AppKey, bucket: int, max_gpus: int
+    cluster: Cluster,
+    profile: ModelProfile,
+    key: AppKey,
+    bucket: int,
+    max_gpus: int,
+    stats_batch: int | None = None,
 ) -> tuple[FloatArray, IntArray]:
     """(goodput[n, k], best batch[n, k]) at a progress bucket, for k <= `max_gpus` at
-    least. Goodput is in reference-batch iterations per second; 0 where not allowed."""
+    least, with the gradient statistics of the run at `stats_batch` (see
+    `noise_ratio`). Goodput is in reference-batch iterations per second; 0 where not
+    allowed."""
     cache = _cache(cluster)
-    entry = cache.goodput.get((key, bucket))
+    entry_key = (key, bucket, stats_batch)
+    entry = cache.goodput.get(entry_key)
     if entry is not None and entry[0].shape[1] > max_gpus:
-        cache.goodput.move_to_end((key, bucket))
+        cache.goodput.move_to_end(entry_key)
         return entry
     table = _throughput(cache, profile, key, max_gpus)
     scale = table.batches / key.ref_batch
     if key.adaptive:
-        gain = scale * efficiency_at(scale, noise_ratio(profile, key, bucket / PROGRESS_BUCKETS))
+        ratio = noise_ratio(profile, key, bucket / PROGRESS_BUCKETS, stats_batch)
+        gain = scale * efficiency_at(scale, ratio)
     else:
         gain = scale
     weighted = table.rate * gain
     best = np.argmax(weighted, axis=2)
     goodput = np.take_along_axis(weighted, best[:, :, None], axis=2)[:, :, 0]
     entry = (goodput, table.batches.astype(np.int64)[best])
-    cache.goodput[(key, bucket)] = entry
+    cache.goodput[entry_key] = entry
     if len(cache.goodput) > GOODPUT_CACHE_ENTRIES:
         cache.goodput.popitem(last=False)
     return entry

@@ -325,3 +325,41 @@ def test_the_papers_order_on_its_workload_2_on_its_testbed() -> None:
         avg[name] = sum(jcts) / len(jcts)
     assert avg["pollux"] < 0.8 * avg["tiresias"]
     assert avg["tiresias"] < avg["optimus"]
+
+
+def test_a_zero_gradient_norm_frees_the_batch_instead_of_pinning_it() -> None:
+    """deepspeech2's batch-20 run measures a gradient norm of zero late in training:
+    every sample counts there (EFFICIENCY = 1), so Pollux grows the batch for
+    throughput instead of keeping the reference batch."""
+    from controller.model.catalog import measured_profile
+
+    measured = measured_profile("deepspeech2")
+    assert measured is not None
+    late = next(r.progress for r in measured.validation[20] if r.grad_sqr == 0 and r.progress > 0)
+    spec = JobSpec(
+        job_id="d",
+        submit_s=0.0,
+        num_gpus=1,
+        min_gpus=1,
+        max_gpus=16,
+        model="deepspeech2",
+        iterations=measured.target_progress,
+        batch_size=20,
+    )
+    cluster = make_cluster(4, 4)
+    placer = ConsolidatedPlacer(cluster)
+    alloc = Allocation.whole([(0, 0)])
+    view = replace(
+        make_view(
+            spec,
+            status=JobStatus.RUNNING,
+            allocation=alloc,
+            now_s=3600.0,
+            done_iters=late,
+            total_iters=measured.target_progress,
+        ),
+        batch_size=20,
+    )
+    snapshot = Snapshot(now_s=3600.0, cluster=cluster, jobs=(view,), placer=placer)
+    plan = Pollux().schedule(snapshot, None)
+    assert plan.batch_sizes["d"] > 20

@@ -100,6 +100,20 @@ def test_pollux_fit_reproduces_measured_step_times(app: str) -> None:
     assert CATALOG[app].measured == app
 
 
+@pytest.mark.parametrize("app", catalog.MEASURED_APPS)
+def test_single_node_steps_are_fitted_on_their_own_rows(app: str) -> None:
+    """The few single-node multi-GPU rows get their own sync line: the shared gamma
+    alone left cifar10's predicted steps there ~25 % slow."""
+    measured = measured_profile(app)
+    assert measured is not None
+    rows = [s for s in measured.samples if s.num_nodes == 1 and s.num_replicas > 1]
+    errors = [
+        abs(measured.fit.step_s(1, s.num_replicas, s.local_bsz) / s.step_time_s - 1.0)
+        for s in rows
+    ]
+    assert statistics.median(errors) < 0.12
+
+
 def test_default_gamma_is_near_the_median_fitted_gamma() -> None:
     gammas = [measured_profile(a).fit.gamma for a in catalog.MEASURED_APPS]  # type: ignore[union-attr]
     assert abs(statistics.median(gammas) - DEFAULT_GAMMA) < 0.3
