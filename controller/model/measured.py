@@ -14,7 +14,9 @@ The fit, in pure Python: T_grad by least squares on `step_time - sync_time`; the
 each gamma of a golden-section search over [1, 10], the T_sync implied by each multi-GPU
 row, `(step^gamma - T_grad^gamma)^(1/gamma)`, fitted by least squares per case (one node or
 several); the gamma kept minimises the squared log error of the predicted step time.
-The validation files give the gradient statistics behind statistical efficiency.
+Last, the single-node line is refitted on its own rows by that loss
+(`_refit_single_node`). The validation files give the gradient statistics behind
+statistical efficiency and each application's target progress.
 """
 
 from __future__ import annotations
