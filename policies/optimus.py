@@ -171,9 +171,10 @@ class Optimus:
             mem = known.get(job.job_id)
             if mem is None:
                 mem = profiler.profile(job)
-            mem = self._observe(job, mem, now, cluster)
+            gain = _work_per_step(job, now)
+            mem = self._observe(job, mem, now, cluster, gain)
             memory[job.job_id] = mem
-            estimates.append(self._estimate(job, mem, now, cluster))
+            estimates.append(self._estimate(job, mem, now, cluster, gain))
         sizes, reasons = self._allocate(estimates, budget)
         run, placed_reasons = _place(snapshot, sizes, estimates)
         reasons.update(placed_reasons)
@@ -181,13 +182,16 @@ class Optimus:
 
     # -- models ---------------------------------------------------------------------
 
-    def _observe(self, job: JobView, mem: JobMemory, now: float, cluster: Cluster) -> JobMemory:
-        """Add what a running job shows now: its speed at its size, maybe a loss."""
+    def _observe(
+        self, job: JobView, mem: JobMemory, now: float, cluster: Cluster, gain: float
+    ) -> JobMemory:
+        """Add what a running job shows now: its speed at its size, maybe a loss.
+        `gain`: work per step of the job now (`_work_per_step`)."""
         if not job.running or job.allocation is None:
             return mem
         speeds, theta, table = mem.speeds, mem.theta, mem.speed_table
         gpus = job.allocation.num_gpus
-        seen = job.rate_ips / _work_per_step(job, now)  # the job's own steps per second
+        seen = job.rate_ips / gain  # the job's own steps per second
         if seen > 0 and dict(speeds).get(gpus) != seen:
             speeds = tuple(sorted({**dict(speeds), gpus: seen}.items()))
             theta, table = _speed_model(job, speeds, cluster)
@@ -205,10 +209,12 @@ class Optimus:
                     )
         return JobMemory(losses, per_epoch, curve, speeds, theta, table)
 
-    def _estimate(self, job: JobView, mem: JobMemory, now: float, cluster: Cluster) -> _Estimate:
+    def _estimate(
+        self, job: JobView, mem: JobMemory, now: float, cluster: Cluster, gain: float
+    ) -> _Estimate:
         spec = job.spec
         sizes = _sizes(job, cluster)
-        speed = np.array(mem.speed_table) * _work_per_step(job, now)  # work per second
+        speed = np.array(mem.speed_table) * gain  # work per second
         done = job.done_iters_at(now)
         if mem.curve is not None and mem.iters_per_epoch > 0:
             converged = mem.curve.converged_epoch(self.convergence_threshold)
@@ -367,7 +373,7 @@ class _Profiler:
 
     def profile(self, job: JobView) -> JobMemory:
         spec = job.spec
-        top = int(_sizes(job, self.cluster)[-1])
+        top = min(spec.max_gpus, self.cluster.num_gpus)
         per_node = self.cluster.max_gpus_per_node
         # A handful of sizes, as the authors' estimator collects 8 to 10 speed points.
         wanted = {spec.min_gpus, top, spec.num_gpus, per_node}

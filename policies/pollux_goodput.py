@@ -32,11 +32,12 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
 
-from controller.model import Allocation, Cluster, work
+from controller.model import Allocation, Cluster
 from controller.model.catalog import MeasuredProfile, ModelProfile, measured_profile
 from controller.model.perf import packed_gpu_signature, signature_time_s
 
@@ -94,7 +95,7 @@ class _ClusterCache:
     cluster: Cluster
     tables: dict[TableKey, ThroughputTable] = field(default_factory=dict)
     sync: dict[tuple[str, int, int], tuple[float, float]] = field(default_factory=dict)
-    goodput: OrderedDict[tuple[AppKey, int, int | None], tuple[FloatArray, IntArray]] = field(
+    goodput: OrderedDict[tuple[AppKey, int, int], tuple[FloatArray, IntArray]] = field(
         default_factory=OrderedDict
     )
 
@@ -116,9 +117,11 @@ def app_key(
     return AppKey(profile.name, ref, max(ref, largest), adaptive=True)
 
 
+@cache
 def min_local_batch(profile: ModelProfile) -> float:
     """The smallest per-GPU batch profiled (AdaptDL's atomic batch lower bound)."""
-    return work.min_local_batch(profile.name)
+    measured = _measured(profile)
+    return 1.0 if measured is None else measured.min_local_bsz
 
 
 def max_useful_gpus(profile: ModelProfile, key: AppKey) -> int:
@@ -155,6 +158,8 @@ def goodput_table(
     `noise_ratio`). Goodput is in reference-batch iterations per second; 0 where not
     allowed."""
     cache = _cache(cluster)
+    if stats_batch is None:
+        stats_batch = key.ref_batch
     entry_key = (key, bucket, stats_batch)
     entry = cache.goodput.get(entry_key)
     if entry is not None and entry[0].shape[1] > max_gpus:

@@ -27,7 +27,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from types import MappingProxyType
 from typing import NamedTuple
@@ -97,11 +97,7 @@ class MeasuredProfile:
     fit: PolluxFit
     validation: Mapping[int, tuple[ValidationRow, ...]] = field(repr=False)
 
-    @property
-    def max_progress(self) -> float:
-        return max(rows[-1].progress for rows in self.validation.values() if rows)
-
-    @property
+    @cached_property
     def min_local_bsz(self) -> float:
         """The smallest per-GPU batch measured."""
         return min(s.local_bsz for s in self.samples)
@@ -111,7 +107,7 @@ class MeasuredProfile:
         """The smallest batch validated: the batch progress is counted at."""
         return min(self.validation)
 
-    @property
+    @cached_property
     def target_progress(self) -> float:
         """The progress at which a job of this application is done.
 

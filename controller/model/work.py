@@ -33,12 +33,3 @@ def work_per_step(spec: JobSpec, batch_size: int | None, progress: float) -> flo
     if measured is None:
         return batch_size / ref
     return measured.step_gain(batch_size, ref, progress)
-
-
-def min_local_batch(model: str) -> float:
-    """The smallest per-GPU batch measured for a model (AdaptDL's atomic batch lower
-    bound); 1 for a model without measurements."""
-    measured = measured_profile(resolve(model).measured or "")
-    if measured is None:
-        return 1.0
-    return measured.min_local_bsz

@@ -108,8 +108,7 @@ def test_single_node_steps_are_fitted_on_their_own_rows(app: str) -> None:
     assert measured is not None
     rows = [s for s in measured.samples if s.num_nodes == 1 and s.num_replicas > 1]
     errors = [
-        abs(measured.fit.step_s(1, s.num_replicas, s.local_bsz) / s.step_time_s - 1.0)
-        for s in rows
+        abs(measured.fit.step_s(1, s.num_replicas, s.local_bsz) / s.step_time_s - 1.0) for s in rows
     ]
     assert statistics.median(errors) < 0.12
 
@@ -138,7 +137,7 @@ def test_noise_scale_statistics() -> None:
     assert sorted(measured.validation) == [128, 256, 512, 1024, 2048, 4096]
     first = measured.validation[128][0]
     assert measured.grad_stats_at(0.0) == (first.grad_sqr, first.grad_var)
-    mid = measured.max_progress / 2
+    mid = measured.target_progress / 2
     sqr, var = measured.grad_stats_at(mid, batch_size=300)
     assert sqr > 0 and var > 0
     assert measured.noise_scale_at(mid, batch_size=300) == pytest.approx(var / sqr)

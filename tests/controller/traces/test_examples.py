@@ -22,5 +22,10 @@ def test_the_pollux_workloads_are_the_papers_eight_of_160_jobs() -> None:
         assert trace.fmt == "adaptdl"
         assert len(trace.jobs) == 160
         assert {job.model for job in trace.jobs} <= {
-            "bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"
+            "bert",
+            "cifar10",
+            "deepspeech2",
+            "imagenet",
+            "ncf",
+            "yolov3",
         }
