@@ -5,6 +5,7 @@ Called by `gpuflow serve` (through uvicorn), the tests and bench/api.py.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -14,22 +15,27 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
-from api import errors
+from api import dashboard, errors
 from api.backends import JobBackend, make_backend
 from api.db import make_engine, make_sessionmaker
+from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
+from api.guard import RequestGuard
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
 from api.routes import api_router
+from api.routes.traces import MAX_TRACE_BYTES
 from api.security import TokenCache
 from api.settings import Settings
 from api.tasks import celery_app, configure
 
 API_PREFIX = "/api/v1"
+log = logging.getLogger(__name__)
 DESCRIPTION = """GPU-cluster manager: submit jobs, watch the cluster, switch the scheduling
 policy, upload traces and replay them against policies.
 
 Authenticate with `Authorization: Bearer <token>`; the first admin's token comes from
 `gpuflow admin create`. Users see and act on their own tenant's objects only."""
+MULTIPART_SLACK_BYTES = 2**20  # a trace upload's form fields and part headers
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -37,7 +43,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     engine = make_engine(settings)
     configure(celery_app, settings)
     metrics = Metrics()
-    app = FastAPI(title="gpuflow", version="0.1.0", description=DESCRIPTION, lifespan=_lifespan)
+    app = FastAPI(
+        title="gpuflow",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=_lifespan,
+        docs_url=None,  # api.dashboard serves /docs and /redoc from bundled assets
+        redoc_url=None,
+    )
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = make_sessionmaker(engine)
@@ -48,10 +61,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
     app.state.metrics = metrics
     metrics.registry.register(LiveCollector(lambda: _live(app)))
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(
+        RequestGuard,
+        prefix=API_PREFIX,
+        max_body_bytes=settings.max_body_bytes,
+        larger={f"{API_PREFIX}/traces": MAX_TRACE_BYTES + MULTIPART_SLACK_BYTES},
+    )
+    app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: counts 401s, 413s
     errors.install(app)
     app.include_router(api_router, prefix=API_PREFIX)
     _health_routes(app)
+    dashboard.install(app)
     return app
 
 
@@ -85,9 +105,11 @@ def _health_routes(app: FastAPI) -> None:
         """The database answers and, if configured, the broker does."""
         return JSONResponse(*_readiness(request.app.state.settings, request.app.state))
 
-    @app.get("/metrics", tags=["health"], response_class=Response)
-    def prometheus(request: Request) -> Response:
-        """Prometheus text format."""
+    @app.get(
+        "/metrics", tags=["health"], response_class=Response, responses=UNAUTHORIZED_OR_FORBIDDEN
+    )
+    def prometheus(request: Request, reader: MetricsReader) -> Response:
+        """Prometheus text format; a bearer token: an admin's or settings.metrics_token."""
         body = request.app.state.metrics.render()
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -99,14 +121,16 @@ def _readiness(settings: Settings, state: Any) -> tuple[dict[str, str], int]:
             conn.execute(text("SELECT 1"))
         checks["database"] = "ok"
     except errors.DB_DOWN as exc:
-        checks["database"] = f"unavailable: {errors.one_line(exc)}"
+        log.warning("readiness: database unavailable: %s", exc)
+        checks["database"] = "unavailable"  # no host, port or driver text (api.errors)
     if settings.broker_url:
         try:
             with celery_app.connection_for_write(settings.broker_url) as conn:
                 conn.ensure_connection(max_retries=1)
             checks["broker"] = "ok"
         except errors.BROKER_DOWN as exc:
-            checks["broker"] = f"unavailable: {errors.one_line(exc)}"
+            log.warning("readiness: broker unavailable: %s", exc)
+            checks["broker"] = "unavailable"
     else:
         checks["broker"] = "none: replays run in-process"
     ok = all(v == "ok" or v.startswith("none") for v in checks.values())

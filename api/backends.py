@@ -53,9 +53,17 @@ class JobBackend(Protocol):
         """The backend's clock, for submit_s and event times."""
         ...
 
-    async def submit(self, job: dict[str, Any], event: dict[str, Any], body: JobCreate) -> None:
+    async def submit(
+        self, job: dict[str, Any], event: dict[str, Any], body: JobCreate, metrics_token: str
+    ) -> None:
         """Store the job (Job column values, which it may complete) and its "submitted"
-        event durably, then hand it to the cluster. Raises BackendUnavailable."""
+        event durably, then hand it to the cluster (with the job's metrics token, for
+        its workers). Raises BackendUnavailable."""
+        ...
+
+    def metrics_reported(self, job_id: str) -> None:
+        """The job's report rows were committed (cluster mode: its DLJob's status.train
+        is written, later and throttled; local mode: nothing more)."""
         ...
 
     def cancel(self, session: Session, job: Job) -> bool:
@@ -85,11 +93,16 @@ class LocalBackend:
     def now_s(self) -> float:
         return self.local.live.now_s()
 
-    async def submit(self, job: dict[str, Any], event: dict[str, Any], body: JobCreate) -> None:
+    async def submit(
+        self, job: dict[str, Any], event: dict[str, Any], body: JobCreate, metrics_token: str
+    ) -> None:
         try:
             await self.local.store_and_submit(job, event)
         except WriterStopped as exc:
             raise BackendUnavailable(str(exc)) from None
+
+    def metrics_reported(self, job_id: str) -> None:
+        pass  # the simulated cluster has no DLJobs: the rows are all there is
 
     def cancel(self, session: Session, job: Job) -> bool:
         return self.local.cancel(session, job)

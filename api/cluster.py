@@ -27,7 +27,6 @@ The kubernetes client is reached only through `operators` (api -> operators).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import queue
 import re
@@ -44,6 +43,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import metrics_secrets
 from api.backends import BackendUnavailable, ClusterDescription
 from api.dljob_history import record
 from api.errors import one_line
@@ -52,12 +52,24 @@ from api.schemas.cluster import ClusterPublic, NodePublic
 from api.schemas.jobs import JobCreate
 from api.security import hash_token
 from api.settings import Settings
+from api.train_status import TrainStatusWriter
 from operators import crd
 from operators.informer import Informer, Key, key_of
-from operators.kube import ApiException, KubeApi, Obj, Resource, api_client, status_code
+from operators.kube import (
+    API_ERRORS,
+    ApiException,
+    KubeApi,
+    Obj,
+    Resource,
+    api_client,
+    error_message,
+    status_code,
+)
 from operators.nodes import build_cluster
 from operators.resources import (
     ADMITTED,
+    INVALID,
+    JOB_DB_ID,
     LABEL_JOB_ID,
     LABEL_TENANT,
     MAX_NAME_LEN,
@@ -66,13 +78,16 @@ from operators.resources import (
     RUNNING,
     SUCCEEDED,
     SUSPENDED,
+    UNSCHEDULABLE,
+    database_id,
+    foreign_id,
+    metrics_secret_name,
     parse_time,
 )
 
 log = logging.getLogger(__name__)
 
 TERMINAL = ("Succeeded", "Failed", "Cancelled")
-JOB_ID = re.compile(r"[0-9a-f]{32}")
 BATCH = 500  # DLJob versions per transaction
 RETRY_S = 0.5  # after the database refused a batch
 CAS_TRIES = 5  # a job row changed by another writer meanwhile is read again
@@ -99,11 +114,19 @@ class KubeBackend:
         self._sessions = sessions
         self._watch_timeout_s = settings.kube_watch_timeout_s
         self.follower = Follower(self.api, sessions, watch_timeout_s=self._watch_timeout_s)
+        self.train = TrainStatusWriter(
+            self.api,
+            sessions,
+            settings.train_summary_interval_s,
+            cached=lambda namespace, name: self.follower.dljobs.get((namespace, name)),
+        )
 
     def start(self) -> None:
         self.follower.start()
+        self.train.start()
 
     def stop(self) -> None:
+        self.train.stop()
         self.follower.stop()
         if self._own_client:
             self.api.client.close()  # its connection pool (and any watch left open)
@@ -117,7 +140,12 @@ class KubeBackend:
     def now_s(self) -> float:
         return time.time()
 
-    async def submit(self, job: dict[str, Any], event: dict[str, Any], body: JobCreate) -> None:
+    def metrics_reported(self, job_id: str) -> None:
+        self.train.reported(job_id)
+
+    async def submit(
+        self, job: dict[str, Any], event: dict[str, Any], body: JobCreate, metrics_token: str
+    ) -> None:
         image = body.image or self.image
         if not image:
             msg = "required in cluster mode (the service has no default, GPUFLOW_KUBE_IMAGE)"
@@ -127,19 +155,29 @@ class KubeBackend:
         job["dljob_namespace"] = self.namespace
         job["dljob_name"] = dljob_name(job["name"], job["id"])
         manifest = dljob_manifest(job, body, image)
-        job["dljob_uid"] = await run_in_threadpool(self._store_and_create, job, event, manifest)
+        job["dljob_uid"] = await run_in_threadpool(
+            self._store_and_create, job, event, manifest, metrics_token
+        )
 
-    def _store_and_create(self, job: dict[str, Any], event: dict[str, Any], manifest: Obj) -> str:
-        """Commit the row, then create its DLJob: the follower always finds the row of
-        a DLJob the service made. A DLJob that could not be created takes its row with
-        it (the request fails, nothing was acknowledged)."""
+    def _store_and_create(
+        self, job: dict[str, Any], event: dict[str, Any], manifest: Obj, token: str
+    ) -> str:
+        """Commit the row, then create the job's metrics-token Secret and its DLJob: the
+        follower always finds the row of a DLJob the service made, and no worker pod
+        starts before its Secret exists. A DLJob that could not be created takes its
+        row and Secret with it (the request fails, nothing was acknowledged)."""
         with self._sessions() as session:
             session.execute(insert(Job), [job])
             session.execute(insert(JobEvent), [event])
             session.commit()
+        secret = False
         try:
+            metrics_secrets.create(self.api, self.namespace, job["dljob_name"], token)
+            secret = True
             created = self.api.create_dljob(self.namespace, manifest)
         except Exception as exc:
+            if secret:
+                self._forget_secret(job["dljob_name"])
             with self._sessions() as session:
                 session.execute(delete(JobEvent).where(JobEvent.job_id == job["id"]))
                 session.execute(delete(Job).where(Job.id == job["id"]))
@@ -149,6 +187,11 @@ class KubeBackend:
                     [{"loc": ("body",), "type": "value_error", "msg": _message(exc), "input": None}]
                 ) from None
             raise BackendUnavailable(f"Kubernetes API: {_message(exc)}") from None
+        try:
+            metrics_secrets.set_owner(self.api, created)
+        except API_ERRORS as exc:  # the job runs; its Secret outlives it
+            msg = error_message(exc)
+            log.warning("Secret of DLJob %s not owned by it: %s", job["dljob_name"], msg)
         uid = str(created["metadata"]["uid"])
         with self._sessions() as session:
             session.execute(
@@ -158,6 +201,12 @@ class KubeBackend:
             )
             session.commit()
         return uid
+
+    def _forget_secret(self, dljob: str) -> None:
+        try:
+            self.api.delete_secret(self.namespace, metrics_secret_name(dljob))
+        except API_ERRORS as exc:
+            log.warning("Secret of uncreated DLJob %s left: %s", dljob, error_message(exc))
 
     def cancel(self, session: Session, job: Job) -> bool:
         # Recorded first (the row is then write-locked until the caller commits), so
@@ -189,8 +238,8 @@ class KubeBackend:
                 for share in shares:
                     allocated[str(share.get("node"))] += float(share.get("fraction") or 1.0)
                 for node in sorted({str(s.get("node")) for s in shares}):
-                    jobs[node].append(db_id(obj))
-            elif phase in (QUEUED, PREEMPTED, SUSPENDED):
+                    jobs[node].append(database_id(obj))
+            elif phase in (QUEUED, PREEMPTED, SUSPENDED, UNSCHEDULABLE, INVALID):
                 waiting += 1
             elif phase == SUCCEEDED:
                 finished += 1
@@ -268,20 +317,6 @@ def dljob_manifest(job: dict[str, Any], body: JobCreate, image: str) -> Obj:
         },
         "spec": spec,
     }
-
-
-def foreign_id(uid: str) -> str:
-    """The database id of a DLJob the service did not create: its uid's 32 hex digits."""
-    hexed = uid.replace("-", "").lower()
-    if JOB_ID.fullmatch(hexed):
-        return hexed
-    return hashlib.sha256(uid.encode()).hexdigest()[:32]
-
-
-def db_id(obj: Obj) -> str:
-    meta = obj["metadata"]
-    label = (meta.get("labels") or {}).get(LABEL_JOB_ID)
-    return str(label) if label and JOB_ID.fullmatch(label) else foreign_id(meta["uid"])
 
 
 def _message(exc: BaseException) -> str:
@@ -442,7 +477,7 @@ class Follower:
         for it on first sight."""
         meta = obj["metadata"]
         label = (meta.get("labels") or {}).get(LABEL_JOB_ID)
-        if label and JOB_ID.fullmatch(label):
+        if label and JOB_DB_ID.fullmatch(label):
             row = session.get(Job, label, with_for_update=True)
             if (
                 row is not None
@@ -557,8 +592,7 @@ class Follower:
             batch_size=spec.get("batchSize"),
             gpu_mem_mib=spec.get("gpuMemMib"),
             priority=int(spec.get("priority") or 0),
-            # No one holds a metrics token for it: the secret is never shown.
-            metrics_token_hash=hash_token(secrets.token_urlsafe(32)),
+            metrics_token_hash=hash_token(self._metrics_token(obj)),
             status=QUEUED,
             progress=0.0,
             attained_gpu_s=0.0,
@@ -575,6 +609,16 @@ class Follower:
         session.add(JobEvent(job_id=row.id, kind="submitted", sim_s=created_s, detail="kubectl"))
         session.flush()
         return row
+
+    def _metrics_token(self, obj: Obj) -> str:
+        """The adopted job's metrics token, in a Secret its pods read; if Kubernetes
+        refuses the Secret, a token nobody holds (the job runs, reporting nothing)."""
+        try:
+            return metrics_secrets.adopt(self.api, obj)
+        except API_ERRORS as exc:
+            name = obj["metadata"]["name"]
+            log.warning("no metrics Secret for DLJob %s: %s", name, error_message(exc))
+            return secrets.token_urlsafe(32)
 
     def _kubectl_user(self, session: Session, tenant: str) -> int:
         name = KUBECTL_USER.format(tenant=tenant)[:100]

@@ -1,23 +1,26 @@
 """Typed dependencies for the routers: SessionDep, CurrentUser, AdminUser, LocalDep.
 
-CurrentUser and LocalDep run on the event loop (no thread hop): the user comes from
-the app's TokenCache, or from the database in the threadpool when not cached.
+CurrentUser and LocalDep run on the event loop (no thread hop): the user is the one
+api.guard authenticated before the body was read, else (a request the guard does not
+cover) from the app's TokenCache or the database (api.security.authenticate).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import hmac
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session, sessionmaker
+from pydantic import SecretStr
+from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
 from api.db import get_db
+from api.guard import UNAUTHORIZED_DETAIL, USER_KEY
 from api.local import LocalMode
 from api.models import User
-from api.security import TokenCache, hash_token, user_for_token
+from api.security import authenticate
 from api.settings import Settings
 
 SessionDep = Annotated[Session, Depends(get_db)]
@@ -26,7 +29,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 UNAUTHORIZED = HTTPException(
     status.HTTP_401_UNAUTHORIZED,
-    "missing or invalid bearer token",
+    UNAUTHORIZED_DETAIL,
     headers={"WWW-Authenticate": "Bearer"},
 )
 
@@ -40,23 +43,15 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
 async def current_user(request: Request, credentials: Credentials) -> User:
+    found: User | None = getattr(request.state, USER_KEY, None)  # api.guard's lookup
+    if found is not None:
+        return found
     if credentials is None:
         raise UNAUTHORIZED
-    cache: TokenCache = request.app.state.tokens
-    digest = hash_token(credentials.credentials)
-    user = cache.get(digest)
+    user = await authenticate(request.app.state, credentials.credentials)
     if user is None:
-        generation = cache.generation()
-        user = await run_in_threadpool(_lookup, request.app.state.sessions, credentials.credentials)
-        if user is None:
-            raise UNAUTHORIZED
-        cache.put(digest, user, generation)
+        raise UNAUTHORIZED
     return user
-
-
-def _lookup(sessions: sessionmaker[Session], token: str) -> User | None:
-    with sessions() as session:
-        return user_for_token(session, token)  # detached once the session closes
 
 
 CurrentUser = Annotated[User, Depends(current_user)]
@@ -69,6 +64,28 @@ def admin_user(user: CurrentUser) -> User:
 
 
 AdminUser = Annotated[User, Depends(admin_user)]
+
+
+async def metrics_reader(request: Request, credentials: Credentials) -> None:
+    """GET /metrics: the scrape token (settings.metrics_token) or an admin's token."""
+    if credentials is None:
+        raise UNAUTHORIZED
+    scrape: SecretStr | None = request.app.state.settings.metrics_token
+    given = credentials.credentials.encode("utf-8", "surrogatepass")
+    if scrape is not None and hmac.compare_digest(given, scrape.get_secret_value().encode()):
+        return
+    user = await authenticate(request.app.state, credentials.credentials)
+    if user is None:
+        raise UNAUTHORIZED
+    if user.role != "admin":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "admin or scrape token only")
+
+
+MetricsReader = Annotated[None, Depends(metrics_reader)]
+UNAUTHORIZED_OR_FORBIDDEN: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid bearer token"},
+    403: {"description": "a user's token that is not an admin's"},
+}
 
 
 async def get_local(request: Request) -> LocalMode:
@@ -90,6 +107,15 @@ async def get_backend(request: Request) -> JobBackend:
 
 # Where jobs run: local mode's LiveCluster or, in cluster mode, Kubernetes (api.backends).
 BackendDep = Annotated[JobBackend, Depends(get_backend)]
+
+
+async def get_backend_if_any(request: Request) -> JobBackend | None:
+    backend: JobBackend | None = request.app.state.backend
+    return backend
+
+
+# The same, or None when no backend runs (API-only): for routes that work without one.
+MaybeBackendDep = Annotated[JobBackend | None, Depends(get_backend_if_any)]
 
 
 def can_see(user: User, tenant: str) -> bool:

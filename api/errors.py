@@ -6,6 +6,7 @@ manager before these run, so a failed request leaves nothing half-written.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from typing import Any
@@ -24,33 +25,42 @@ log = logging.getLogger(__name__)
 
 DB_DOWN = (sa.OperationalError, sa.InterfaceError, sa.DisconnectionError, sa.TimeoutError)
 BROKER_DOWN = (kombu.exceptions.OperationalError, redis.exceptions.ConnectionError)
+INPUT_SHOWN_CHARS = 200  # of a refused input echoed in a 422 (the field names the rest)
+TRUNCATED = "... (truncated)"
 
 
 def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:500]
 
 
+# What a client is told of a database or broker error: the kind, never the driver's
+# text, which carries SQL, parameters, server paths and the database's host and port
+# (logged here for the operator instead).
+DB_DOWN_DETAIL = "database unavailable"
+BROKER_DOWN_DETAIL = "task broker unavailable"
+
+
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("database unavailable: %s", exc)
-    return JSONResponse({"detail": f"database unavailable: {one_line(exc)}"}, status_code=503)
+    return JSONResponse({"detail": DB_DOWN_DETAIL}, status_code=503)
 
 
 async def broker_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("broker unavailable: %s", exc)
-    return JSONResponse({"detail": f"task broker unavailable: {one_line(exc)}"}, status_code=503)
+    return JSONResponse({"detail": BROKER_DOWN_DETAIL}, status_code=503)
 
 
 async def bad_value(request: Request, exc: Exception) -> JSONResponse:
     # Schemas bound every value, so this is a value the database still refused.
-    return JSONResponse(
-        {"detail": f"value refused by the database: {one_line(exc)}"}, status_code=422
-    )
+    log.warning("value refused by the database: %s", exc)
+    return JSONResponse({"detail": "value refused by the database"}, status_code=422)
 
 
 async def conflict(request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(
-        {"detail": f"conflicts with existing data: {one_line(exc)}"}, status_code=409
-    )
+    log.warning("conflict: %s", exc)
+    constraint = getattr(getattr(getattr(exc, "orig", None), "diag", None), "constraint_name", None)
+    shown = f" ({constraint})" if isinstance(constraint, str) else ""
+    return JSONResponse({"detail": f"conflicts with existing data{shown}"}, status_code=409)
 
 
 async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
@@ -58,7 +68,21 @@ async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
     Infinity (Python's JSON reader takes them), which the schemas refuse and which the
     default handler then fails to echo back (a 500)."""
     assert isinstance(exc, RequestValidationError)
-    return JSONResponse({"detail": _json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+    shown = [{**e, "input": _shortened(e["input"])} if "input" in e else e for e in exc.errors()]
+    return JSONResponse({"detail": _json_safe(jsonable_encoder(shown))}, status_code=422)
+
+
+def _shortened(value: Any) -> Any:
+    """A refused input as sent if short, else its first INPUT_SHOWN_CHARS (as JSON text
+    for a list or object): a 20 MiB body must not come back as a 20 MiB 422."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return value if len(value) <= INPUT_SHOWN_CHARS else value[:INPUT_SHOWN_CHARS] + TRUNCATED
+    if isinstance(value, dict | list | tuple):
+        text = json.dumps(jsonable_encoder(value), default=str)
+        return value if len(text) <= INPUT_SHOWN_CHARS else text[:INPUT_SHOWN_CHARS] + TRUNCATED
+    return value
 
 
 def _json_safe(value: Any) -> Any:

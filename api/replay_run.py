@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.models import Replay, TraceFile, utcnow
@@ -20,7 +21,7 @@ from controller.metrics import headline, summarize
 from controller.placement import make_placer
 from controller.report import write_replay
 from controller.sim import SimConfig, Simulator
-from controller.spec import load_cluster
+from controller.spec import named_cluster
 from controller.traces import load_trace
 from policies.registry import make_policy
 
@@ -47,16 +48,27 @@ def run_stored_replay(sessions: sessionmaker[Session], data_dir: Path, replay_id
         except Exception as exc:  # any failure is the replay's result, not the worker's
             log.exception("replay %s failed", replay_id)
             replay.status = "failed"
-            replay.error = " ".join(str(exc).split())[:2000]
+            replay.error = _shown_error(exc, trace)
         replay.finished_at = utcnow()
         session.commit()
         return replay.status
 
 
+def _shown_error(exc: Exception, trace: TraceFile | None) -> str:
+    """A failure as its owner sees it: a database error by kind only (its text carries
+    SQL, parameters and hosts); the server's path to the trace as the trace's name."""
+    if isinstance(exc, SQLAlchemyError):
+        return "database error (logged on the server)"
+    text = " ".join(str(exc).split())
+    if trace is not None:
+        text = text.replace(trace.path, f"trace {trace.id} ({trace.name})")
+    return text[:2000]
+
+
 def _simulate(
     sessions: sessionmaker[Session], data_dir: Path, replay: Replay, trace_row: TraceFile
 ) -> None:
-    cluster = load_cluster(replay.cluster)
+    cluster = named_cluster(replay.cluster)  # a stored name, never a path (routes/replays)
     trace = load_trace(trace_row.path, trace_row.fmt)
     sim = Simulator(
         cluster,

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
-from api.models import Token, User
+from api.models import Job, Token, User
 
 TOKEN_PREFIX = "gf_"
 
@@ -101,6 +104,39 @@ class TokenCache:
                 self._entries.clear()
             else:
                 self._entries.pop(digest, None)
+
+
+async def authenticate(state: Any, token: str) -> User | None:
+    """The user of `token` through the app's TokenCache (`state.tokens`), else the
+    database in the threadpool (`state.sessions`); None for an unknown token. Called by
+    api.guard before a request's body is read and by api.deps.current_user."""
+    cache: TokenCache = state.tokens
+    digest = hash_token(token)
+    user = cache.get(digest)
+    if user is None:
+        generation = cache.generation()
+        user = await run_in_threadpool(_lookup, state.sessions, token)
+        if user is not None:
+            cache.put(digest, user, generation)
+    return user
+
+
+def _lookup(sessions: sessionmaker[Session], token: str) -> User | None:
+    with sessions() as session:
+        return user_for_token(session, token)  # detached once the session closes
+
+
+JOB_ID = re.compile(r"[0-9a-f]{32}")  # api.routes.jobs makes ids as uuid4().hex
+
+
+def job_token_valid(sessions: sessionmaker[Session], job_id: str, token: str) -> bool:
+    """A job's metrics token (X-Job-Token) for job `job_id`: checked by api.guard before
+    a report's body is read, and by its route."""
+    if not JOB_ID.fullmatch(job_id):
+        return False
+    with sessions() as session:
+        digest = session.scalar(select(Job.metrics_token_hash).where(Job.id == job_id))
+    return digest is not None and token_matches(token, digest)
 
 
 def issue_token(session: Session, user: User, name: str) -> tuple[Token, str]:

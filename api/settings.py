@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -33,6 +33,15 @@ class Settings(BaseSettings):
     round_interval_s: float = Field(default=5.0, ge=0)
     sync_interval_s: float = Field(default=0.5, gt=0)  # wall seconds between ticker syncs
     token_cache_s: float = Field(default=5.0, ge=0)  # token -> user lookups kept; 0: none
+    # Request bodies (api.guard): larger ones are a 413 before they are read. Trace
+    # uploads have their own limit (api.routes.traces.MAX_TRACE_BYTES).
+    max_body_bytes: int = Field(default=4 * 2**20, ge=1024)
+    # One tenant cannot starve the others (api.routes.replays): replays queued or running
+    # per tenant (more is a 429), and replays one sweep may fan out to (more is a 422).
+    max_active_replays_per_tenant: int = Field(default=32, ge=1)
+    max_sweep_replays: int = Field(default=64, ge=1)
+    # GET /metrics takes an admin's token or this one (Prometheus: authorization.credentials).
+    metrics_token: SecretStr | None = None
     live: bool = True  # run the LiveCluster and its ticker (off for API-only tests)
     # Cluster mode (api.cluster): jobs become DLJobs on this Kubernetes cluster instead
     # of running on the LiveCluster. Either a kubeconfig or the pod's service account.
@@ -44,6 +53,9 @@ class Settings(BaseSettings):
         default=None, description="cluster mode: the worker image of jobs that name none"
     )
     kube_watch_timeout_s: int = Field(default=60, ge=1)
+    # Cluster mode: a reporting job's DLJob status.train is written at most this often
+    # (api.train_status); the last report of a burst is written when the time is up.
+    train_summary_interval_s: float = Field(default=5.0, ge=0)
 
     @property
     def cluster_mode(self) -> bool:

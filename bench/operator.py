@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/operator.py [--nodes 1000] [--jobs 2000]
 
-Starts the test API server (tests/kube) in this process, creates the nodes with the
+Starts the test API server (gpuflow/sandbox/kube) in this process, creates the nodes with the
 GPU annotation the node agent publishes (DGX-1 V100) and the DLJobs (1, 2, 4 or 8
 GPUs, seeded), then starts `gpuflow operator run` as a subprocess and times until
 every job has its worker pods created and bound (nodeName set). Prints the figures
@@ -20,9 +20,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from gpuflow.sandbox.kube.apiserver import KubeServer
 from operators import crd
 from operators.kube import KubeApi
-from tests.kube.apiserver import KubeServer
 from tests.operators.builders import install_crd, make_dljob, make_node_body
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,17 +29,18 @@ import bisect
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import ChainMap
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from itertools import compress
-from operator import is_not, itemgetter
 from typing import Any
 
+from controller.actions import JobAction, compile_plan
 from controller.loop import Controller
 from controller.model import (
+    STOPPING,
+    Action,
     Allocation,
     Cluster,
-    EditedAllocations,
     GpuPool,
     JobSpec,
     JobStatus,
@@ -502,17 +503,26 @@ class Simulator:
             running_jobs=running,
             waiting_jobs=waiting,
             current=self._allocs,
+            index=ChainMap(self._views_run, self._views_wait),
         )
         return self._last_snapshot
 
     def apply(self, plan: Plan) -> None:
-        """Carry out a plan (Backend protocol): stops, then starts, gangs whole."""
-        self._apply(plan.run, plan.suspend, plan.batch_sizes)
+        """Carry out a plan (Backend protocol): the actions `compile_plan` names, every
+        stop before every start, gangs whole; an invalid plan changes nothing."""
+        snapshot = self._last_snapshot
+        if snapshot is None:
+            raise RuntimeError("apply before observe")
         if self.config.validate_reasons and plan.default_reason is None:
             unexplained = self.active.keys() - plan.run.keys() - plan.reasons.keys()
             if unexplained:
                 job_id = min(unexplained)
                 raise PlanError(f"{self.policy.name}: job {job_id} waits, no reason")
+        try:
+            actions = compile_plan(snapshot, plan, self.pool)
+        except PlanError as exc:
+            raise PlanError(f"{self.policy.name}: {exc}") from None
+        self._carry_out(actions)
         self.last_reasons = dict(plan.reasons)
         self.last_default_reason = plan.default_reason
         if plan.wake_s is not None and plan.wake_s > self.now:
@@ -554,67 +564,28 @@ class Simulator:
         sizes += [self.active[i].spec.num_gpus for i in self._last_stopped if i in self.active]
         return unallocatable_idle_gpus(self.pool, self.cluster, sizes)
 
-    def _apply(
-        self,
-        run: Mapping[str, Allocation],
-        suspend: frozenset[str],
-        batch_sizes: Mapping[str, int],
-    ) -> None:
-        name = self.policy.name
-        changed_ids, stopped_ids = _plan_diff(run, self._allocs)
-        self._last_stopped = stopped_ids
-        for job_id, batch in batch_sizes.items():
-            job = self.active.get(job_id)
-            if job is not None and job_id in run and batch != job.batch:
-                changed_ids.append(job_id)
-        changed: list[tuple[_Job, Allocation]] = []
-        for job_id in sorted(set(changed_ids)):
-            job = self.active.get(job_id)
-            if job is None:
-                raise PlanError(f"{name}: plan runs unknown or finished job {job_id}")
-            alloc = run[job_id]
-            if alloc == job.alloc and job.status is JobStatus.RUNNING:
-                new_batch = batch_sizes.get(job_id)
-                if new_batch is not None and new_batch != job.batch:
-                    # A new batch size on the same GPUs needs no restart (AdaptDL
-                    # rescales the batch between steps); only the speed changes.
-                    job.advance(self.now)
-                    job.batch = new_batch
-                    self._rerate(job)
-                continue  # an equal allocation, maybe rebuilt: kept
-            spec = job.spec
-            if not spec.min_gpus <= alloc.num_gpus <= spec.max_gpus:
-                raise PlanError(
-                    f"{name}: job {job_id} given {alloc.num_gpus} GPUs, "
-                    f"outside {spec.min_gpus}..{spec.max_gpus}"
-                )
-            changed.append((job, alloc))
-        # Stop first: running jobs left out of the plan, and running jobs that change.
-        for job_id in stopped_ids:
-            status = JobStatus.SUSPENDED if job_id in suspend else JobStatus.PREEMPTED
-            self._stop(self.active[job_id], status)
-        # Same GPUs, other shares (packing a running job): MPS limits change in place,
-        # no restart. Everything else that changes restarts.
-        for job, alloc in changed:
-            if job.status is not JobStatus.RUNNING:
-                continue
-            if job.alloc is not None and alloc.gpus() == job.alloc.gpus():
-                self._release(job)  # stays RUNNING: re-shared below
-            else:
+    def _carry_out(self, actions: list[JobAction]) -> None:
+        self._last_stopped = [a.job_id for a in actions if a.action in STOPPING]
+        for a in actions:
+            job = self.active[a.job_id]
+            if a.action in STOPPING:
+                suspended = a.action is Action.SUSPEND
+                self._stop(job, JobStatus.SUSPENDED if suspended else JobStatus.PREEMPTED)
+            elif a.stops:  # resize, migrate, re-share: a restart on the new GPUs
                 self._stop(job, JobStatus.PREEMPTED, moving=True)
-        for job, alloc in changed:
-            if any(s.node in self.down for s in alloc.shares):
-                raise PlanError(f"{name}: job {job.spec.job_id} placed on a down node")
-            try:
-                self.pool.take(alloc, job.spec.gpu_mem_mib)
-            except ValueError as exc:
-                raise PlanError(f"{name}: job {job.spec.job_id}: {exc}") from None
-            if batch_sizes:
-                job.batch = batch_sizes.get(job.spec.job_id, job.batch)
-            if job.status is JobStatus.RUNNING:
-                self._reshare(job, alloc)
-            else:
-                self._start(job, alloc)
+            elif a.action is Action.REBATCH:
+                # A new batch size on the same GPUs needs no restart (AdaptDL rescales
+                # the batch between steps); only the speed changes.
+                job.advance(self.now)
+                job.batch = a.batch_size
+                self._rerate(job)
+        for a in actions:
+            if a.starts:
+                assert a.allocation is not None
+                job = self.active[a.job_id]
+                self.pool.take(a.allocation, job.spec.gpu_mem_mib)
+                job.batch = a.batch_size
+                self._start(job, a.allocation)
 
     def _start(self, job: _Job, alloc: Allocation) -> None:
         prev = job.status
@@ -644,22 +615,6 @@ class Simulator:
         if alloc.shared:
             touched = self._join_shared(job, alloc)
             for other in touched:
-                self._rerate(other)
-        self._rerate(job)
-
-    def _reshare(self, job: _Job, alloc: Allocation) -> None:
-        """Give a running job new shares of the same GPUs (already taken from the pool)."""
-        assert job.alloc is not None
-        job.advance(self.now)
-        self._account_stop(job)  # close the stretch at the old weight
-        job.started_at = self.now
-        self._allocs[job.spec.job_id] = alloc
-        job.alloc = alloc
-        self._allocated += alloc.gpu_weight
-        if job.resume > self.now:
-            self._in_overhead[job.spec.job_id] = job.resume
-        if alloc.shared:
-            for other in self._join_shared(job, alloc):
                 self._rerate(other)
         self._rerate(job)
 
@@ -875,35 +830,6 @@ class Simulator:
             preemptions=job.preemptions,
             contention_avg=max(1.0, contention),
         )
-
-
-def _plan_diff(
-    run: Mapping[str, Allocation], current: Mapping[str, Allocation]
-) -> tuple[list[str], list[str]]:
-    """(jobs to start or change, running jobs to stop), each sorted.
-
-    This is the simulator's hottest path (every round, every running job), so it
-    uses set operations and identity comparisons that run in C: an allocation the
-    policy kept is the very object of the current one; one rebuilt equal to it is
-    reported as changed and recognised as kept by the caller.
-    """
-    if isinstance(run, EditedAllocations) and run.origin is current:
-        edited = run.edited
-        stopped = sorted(k for k in edited if k not in run and k in current)
-        changed = sorted(k for k in edited if k in run and run[k] is not current.get(k))
-        return changed, stopped
-    if run == current:
-        return [], []
-    stopped = sorted(current.keys() - run.keys())
-    added = set(run.keys() - current.keys())
-    common = list(run.keys() & current.keys())
-    if common:
-        pick = itemgetter(*common)
-        mine, theirs = pick(run), pick(current)
-        if len(common) == 1:
-            mine, theirs = (mine,), (theirs,)
-        added.update(compress(common, map(is_not, mine, theirs)))
-    return sorted(added), stopped
 
 
 def _arrival_key(spec: JobSpec) -> tuple[float, str]:

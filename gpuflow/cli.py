@@ -9,12 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpuflow import options
 
 EXIT_USAGE = 2
 
@@ -52,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return 130
+    except RecursionError:
+        # JSON or YAML nested deeper than the parsers recurse (a cluster spec, a trace).
+        print("gpuflow: error: input nested too deeply", file=sys.stderr)
+        return EXIT_USAGE
     except _input_errors() as exc:
         # Each names the file, line and field (or lists the known names) itself.
         print(f"gpuflow: error: {_one_line(exc)}", file=sys.stderr)
@@ -98,7 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="replay a trace under several policies")
     _replay_options(compare)
     compare.add_argument("--policies", required=True, help="comma-separated, e.g. fifo,srtf")
-    compare.add_argument("--jobs", "-j", type=int, default=0, help="parallel replays (0: cores)")
+    compare.add_argument(
+        "--jobs", "-j", type=options.integer, default=0, help="parallel replays (0: cores)"
+    )
     compare.set_defaults(func=_cmd_compare)
 
     demo = sub.add_parser("demo", help="generate a trace, compare the policies, write plots")
@@ -110,8 +120,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ACTION"
     )
     gen = trace.add_parser("generate", help="a synthetic Philly-like trace (canonical CSV)")
-    gen.add_argument("--jobs", "-n", type=int, default=1000)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--jobs", "-n", type=options.integer, default=1000)
+    gen.add_argument("--seed", type=options.integer, default=0)
     gen.add_argument("--cluster", "-c", default="16x4", help="sizes the arrival rate")
     gen.add_argument("--load", type=float, default=0.9, help="offered load / cluster GPUs")
     gen.add_argument("--arrival", choices=("poisson", "diurnal"), default="poisson")
@@ -130,11 +140,12 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("cluster")
     cl.set_defaults(func=_cmd_cluster)
 
-    from gpuflow import coflow_cmd, operator_cmd, serve_cmd
+    from gpuflow import coflow_cmd, operator_cmd, sandbox_cmd, serve_cmd
 
     coflow_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     operator_cmd.add_parsers(sub)
+    sandbox_cmd.add_parsers(sub)
     return p
 
 
@@ -146,7 +157,7 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--placement", default="consolidated")
     p.add_argument("--interval", type=float, default=60.0, help="seconds between rounds")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=options.integer, default=0)
     p.add_argument("--failures", help="CSV time_s,node,event (down|up)")
     p.add_argument("--max-time", type=float, dest="max_time", help="stop the clock here (s)")
     p.add_argument(
@@ -170,6 +181,8 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         raise CliError("--interval must be a finite number >= 0")
     if args.max_time is not None and not 0 < args.max_time < math.inf:
         raise CliError("--max-time must be a finite number > 0")
+    _regular_file("--cluster", args.cluster)
+    _regular_file("--failures", args.failures)
     from controller.network.jobs import network_names
 
     if args.network not in network_names():
@@ -210,10 +223,37 @@ def _option_values(options: tuple[tuple[str, str], ...], jobs: Sequence[Any]) ->
             values[key] = tuple(j.duration_s * j.num_gpus for j in jobs if j.duration_s is not None)
             continue
         try:
-            values[key] = json.loads(raw)
+            # NaN and infinities are left to the policy's own checks of its options.
+            values[key] = json.loads(raw, parse_int=_json_integer)
         except json.JSONDecodeError:
             values[key] = raw
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise CliError(f"--policy-opt {key}: {reason}") from None
     return values
+
+
+def _json_integer(text: str) -> int:
+    if len(text.lstrip("-")) > options.MAX_INTEGER_DIGITS:
+        raise ValueError(f"an integer of more than {options.MAX_INTEGER_DIGITS} digits")
+    return int(text)
+
+
+def _regular_file(option: str, name: str | None) -> None:
+    """Refuse a FIFO, device or directory given where a file is read.
+
+    Checked with stat before anything opens it: opening a FIFO blocks until a writer
+    comes, and reading /dev/zero never ends. A name that is no file at all is left to
+    the reader (a cluster may be a preset or NODESxGPUS).
+    """
+    if name is None:
+        return
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise CliError(f"{option} {name}: not a regular file")
 
 
 def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = None) -> Any:
@@ -314,8 +354,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cores() -> int:
-    import os
-
     return max(1, len(os.sched_getaffinity(0)))
 
 
@@ -360,6 +398,7 @@ def _cmd_trace_generate(args: argparse.Namespace) -> int:
         raise CliError("--jobs must be >= 1")
     if not 0 < args.load < math.inf:
         raise CliError("--load must be a finite number > 0")
+    _regular_file("--cluster", args.cluster)
     cluster = load_cluster(args.cluster)
     jobs = generate(
         args.jobs,
@@ -404,6 +443,7 @@ def _cmd_policies(args: argparse.Namespace) -> int:
 def _cmd_cluster(args: argparse.Namespace) -> int:
     from controller.spec import describe, load_cluster
 
+    _regular_file("cluster", args.cluster)
     print(describe(load_cluster(args.cluster)))
     return 0
 

@@ -5,6 +5,10 @@ DLJobs with a policy (operators/operator.py); the agent publishes its node's GPU
 (operators/agent/main.py). Both take --kubeconfig (default: in-cluster, then
 ~/.kube/config). Exit codes: 0 stopped, 1 lost the lease or the API, 2 bad input,
 3 no NVML (agent).
+
+The operator stops cleanly on SIGTERM or SIGINT: its round finishes, its writes
+are flushed and its Lease is released, so that a standby leads at its next retry.
+Logs are key=value lines (`--log-format json`: one JSON object a line) on stderr.
 """
 
 from __future__ import annotations
@@ -26,12 +30,35 @@ def add_parsers(sub: Any) -> None:
     run.add_argument("--policy", "-p", default="fifo", help="scheduling policy (default fifo)")
     run.add_argument("--placement", default="consolidated", help="placement (default consolidated)")
     run.add_argument("--namespace", help="watch DLJobs of this namespace only (default: all)")
+    run.add_argument(
+        "--network",
+        default="fair",
+        help="network allocator whose per-pod egress rates the agents enforce: fair, sebf,"
+        " aalo, aalo-strict, sincronia; dedicated: none (default fair; docs/bandwidth.md)",
+    )
     run.add_argument("--interval", type=float, default=5.0, help="seconds between rounds at most")
     run.add_argument("--identity", default=None, help="leader-election identity (default host:pid)")
     run.add_argument("--lease-namespace", default="default")
     run.add_argument("--lease-duration", type=float, default=15.0)
     run.add_argument("--renew-deadline", type=float, default=10.0)
     run.add_argument("--retry-period", type=float, default=2.0)
+    run.add_argument(
+        "--install-crd",
+        action="store_true",
+        help="create or update the DLJob CRD first (needs RBAC on customresourcedefinitions)",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="serve Prometheus metrics on this port at /metrics (default 8080; 0: off)",
+    )
+    run.add_argument(
+        "--api-url",
+        default="",
+        help="the gpuflow API's REST root as worker pods reach it (http://HOST/api/v1),"
+        " given to them as GPUFLOW_API_URL for metrics reports (default: not set)",
+    )
     run.set_defaults(func=cmd_operator_run)
 
     agent = sub.add_parser("agent", help="the node agent").add_subparsers(metavar="ACTION")
@@ -43,22 +70,41 @@ def add_parsers(sub: Any) -> None:
     arun.add_argument("--nic-gbps", type=float, default=100.0, help="NIC speed (default 100)")
     arun.add_argument("--interval", type=float, default=30.0, help="seconds between reports")
     arun.add_argument("--once", action="store_true", help="publish once and exit")
+    arun.add_argument(
+        "--enforce-bandwidth",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="shape each pod's egress to its gpuflow.dev/egress-gbps with tc (default on;"
+        " off: only report the rates on the Node)",
+    )
+    arun.add_argument("--interface", help="device to shape (default: the one of the default route)")
+    arun.add_argument("--netns", help="network namespace of --interface (default: the agent's)")
+    arun.add_argument(
+        "--leaf-qdisc",
+        default="fq_codel",
+        help="queue of each pod's class (default fq_codel; pfifo where the kernel lacks it)",
+    )
     arun.set_defaults(func=cmd_agent_run)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     p.add_argument("--context")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="also log at DEBUG")
+    p.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="log lines (default text)"
+    )
 
 
 def cmd_operator_run(args: argparse.Namespace) -> int:
-    from operators.kube import KubeApi, KubeConfigError, api_client
+    from operators import crd
+    from operators.kube import API_ERRORS, KubeApi, KubeConfigError, api_client
     from operators.leader import LeaseConfig
+    from operators.network import UnknownNetworkError
     from operators.operator import Operator, OperatorConfig
     from policies.registry import UnknownPolicyError
 
-    _logging(args.verbose)
+    _logging(args.verbose, args.log_format)
     lease = LeaseConfig(
         namespace=args.lease_namespace,
         lease_duration_s=args.lease_duration,
@@ -72,20 +118,30 @@ def cmd_operator_run(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         interval_s=args.interval,
         lease=lease,
+        metrics_port=args.metrics_port or None,
+        api_url=args.api_url,
+        network=args.network,
     )
     try:
-        operator = Operator(KubeApi(api_client(args.kubeconfig, args.context)), config)
-    except (UnknownPolicyError, KubeConfigError) as exc:
+        api = KubeApi(api_client(args.kubeconfig, args.context))
+        operator = Operator(api, config)
+    except (UnknownPolicyError, UnknownNetworkError, KubeConfigError) as exc:
         sys.stderr.write(f"gpuflow: error: {exc}\n")
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: operator.stop())
+    if args.install_crd:
+        try:
+            api.apply_crd(crd.load_crd_manifest())
+        except API_ERRORS:
+            return 1  # KubeApi logged the error
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: operator.stop())
     return operator.run()
 
 
 def cmd_agent_run(args: argparse.Namespace) -> int:
     from operators.agent.main import AgentOptions, run_agent
 
-    _logging(args.verbose)
+    _logging(args.verbose, args.log_format)
     options = AgentOptions(
         node_name=args.node_name,
         kubeconfig=args.kubeconfig,
@@ -95,15 +151,28 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
         nic_gbps=args.nic_gbps,
         interval_s=args.interval,
         once=args.once,
+        enforce_bandwidth=args.enforce_bandwidth,
+        interface=args.interface,
+        netns=args.netns,
+        leaf_qdisc=args.leaf_qdisc,
     )
     return run_agent(options)
 
 
-def _logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+def _logging(verbose: bool, log_format: str = "text") -> None:
+    from operators.logs import JsonFormatter
+
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+        handler.setFormatter(logging.Formatter(fmt))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+    # The kubernetes client and urllib3 log each request and retry at DEBUG: with -v
+    # the operator's own lines would drown in them.
+    for noisy in ("kubernetes", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,8 @@
 gpuflow.cli registers them with `add_parsers(subparsers)`. `serve` runs the API in
 local mode (the simulator on the wall clock, no Kubernetes); the others talk to it
 through api.client (--url/--token or GPUFLOW_URL/GPUFLOW_TOKEN). Each handler
-returns an exit code: 0 ok, 1 the server refused or could not be reached, 2 bad input.
+returns an exit code: 0 ok, 1 the server or the database refused or could not be
+reached, 2 bad input.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import os
 import sys
 from typing import Any
 
+from gpuflow import options
+
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    port = options.integer(text)
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"must be 0-65535, not {port}")
     return port
@@ -36,7 +36,7 @@ def add_parsers(sub: Any) -> None:
     serve.add_argument("--policy", "-p", help="scheduling policy (default fifo)")
     serve.add_argument(
         "--time-scale",
-        type=float,
+        type=options.finite,
         dest="time_scale",
         help="simulated seconds per wall second (default 1)",
     )
@@ -45,18 +45,18 @@ def add_parsers(sub: Any) -> None:
 
     submit = sub.add_parser("submit", help="submit a job to a running server")
     _client_options(submit)
-    submit.add_argument("--gpus", "-g", type=int, required=True)
-    submit.add_argument("--duration", type=float, help="seconds on --gpus GPUs")
-    submit.add_argument("--iterations", type=float)
+    submit.add_argument("--gpus", "-g", type=options.integer, required=True)
+    submit.add_argument("--duration", type=options.finite, help="seconds on --gpus GPUs")
+    submit.add_argument("--iterations", type=options.finite)
     submit.add_argument("--model", "-m", default="generic")
     submit.add_argument("--name", "-n", default="job")
-    submit.add_argument("--priority", type=int, default=0)
+    submit.add_argument("--priority", type=options.integer, default=0)
     submit.set_defaults(func=cmd_submit)
 
     jobs = sub.add_parser("jobs", help="list jobs on a running server")
     _client_options(jobs)
     jobs.add_argument("--status", help="e.g. Running, Queued, Succeeded")
-    jobs.add_argument("--limit", type=int, default=100)
+    jobs.add_argument("--limit", type=options.integer, default=100)
     jobs.set_defaults(func=cmd_jobs)
 
     cancel = sub.add_parser("cancel", help="cancel a job on a running server")
@@ -101,9 +101,19 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _database_unusable(settings: Any, exc: Exception) -> int:
+    """One line for a database that is down, missing or refuses us (no password shown)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(settings.sqlalchemy_url()).render_as_string(hide_password=True)
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return _fail(f"cannot use the database {url}: {reason[0] if reason else 'error'}", 1)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
+    from sqlalchemy.exc import OperationalError
 
     from api.app import create_app
     from api.db import make_engine
@@ -112,8 +122,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args)
         engine = make_engine(settings)
-        upgrade(engine)
-        engine.dispose()
+        try:
+            upgrade(engine)
+        except OperationalError as exc:
+            return _database_unusable(settings, exc)
+        finally:
+            engine.dispose()
         app = create_app(settings)
     except (ValidationError, ValueError) as exc:
         return _fail(" ".join(str(exc).split()), 2)
@@ -122,19 +136,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_admin_create(args: argparse.Namespace) -> int:
-    from sqlalchemy.exc import IntegrityError
+    from sqlalchemy.exc import IntegrityError, OperationalError
 
     from api.db import make_engine, make_sessionmaker
     from api.migrations import upgrade
     from api.security import create_admin
 
-    engine = make_engine(_settings(args))
+    settings = _settings(args)
+    engine = make_engine(settings)
     try:
         upgrade(engine)
         with make_sessionmaker(engine)() as session:
             token = create_admin(session, args.name, args.tenant)
     except IntegrityError:
         return _fail(f"user {args.name!r} exists", 2)
+    except OperationalError as exc:
+        return _database_unusable(settings, exc)
     finally:
         engine.dispose()
     sys.stdout.write(

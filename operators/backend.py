@@ -16,22 +16,24 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from controller.actions import compile_plan
 from controller.model import (
+    Action,
     Allocation,
     GpuPool,
     GpuShare,
-    JobStatus,
     JobView,
     Placer,
     Plan,
+    PlanError,
     Snapshot,
 )
-from controller.model.snapshot import Action
 from controller.placement import make_placer
 from controller.rates import RateModel
+from operators import crd
 from operators.informer import Informer
 from operators.jobs import JobRecord, State, classify, pods_by_job
 from operators.kube import KubeApi
@@ -43,16 +45,19 @@ from operators.resources import (
     PREEMPTED,
     QUEUED,
     SUSPENDED,
+    UNSCHEDULABLE,
     Reasoned,
+    fields_mutator,
     format_time,
+    micro_time,
     phase_of,
     status_mutator,
 )
+from operators.template import pod_requests
+from operators.views import arrival_times, job_view, unschedulable_reason
 from operators.writer import Writer
 
 log = logging.getLogger(__name__)
-
-WAITING_STATUS = {PREEMPTED: JobStatus.PREEMPTED, SUSPENDED: JobStatus.SUSPENDED}
 
 
 @dataclass
@@ -73,6 +78,7 @@ class Round:
     records: dict[str, JobRecord]
     view: ClusterView
     occupancy: Occupancy
+    plan_pool: GpuPool
     uuid_mem: dict[str, int] = field(default_factory=dict)
 
 
@@ -99,7 +105,21 @@ class KubeBackend:
         self._placer: Placer | None = None
         self._rates: RateModel | None = None
         self._round: Round | None = None
+        self._plan_wake_s: float | None = None
+        self._last_snapshot: Snapshot | None = None
         self.cluster_changed = False
+
+    @property
+    def last_snapshot(self) -> Snapshot | None:
+        """The snapshot of the last observe() (for the operator's gauges), or None."""
+        return self._last_snapshot
+
+    def next_wake_s(self) -> float | None:
+        """When the next round must run although nothing changes (wall-clock s): the
+        last plan's `wake_s`, or a back-off or start timeout ending; None: no deadline.
+        The operator's loop waits no longer than this."""
+        times = [t for t in (self._plan_wake_s, self.lifecycle.next_check_s) if t is not None]
+        return min(times) if times else None
 
     # -- sync: everything that needs no policy ----------------------------------------
 
@@ -138,8 +158,11 @@ class KubeBackend:
             pool.node_down(node)
         jobs: list[JobView] = []
         running_ids: set[str] = set()
+        arrivals = self._record_arrivals(records.values(), now)
         for rec in sorted(records.values(), key=lambda r: r.key):
-            job = self._view_of(rec, view, now)
+            if rec.state is State.WAITING and not self._schedulable(rec, view, now):
+                continue
+            job = job_view(rec, view, self._rates, now, arrivals.get(rec.key, now))
             if job is None:
                 continue
             if job.allocation is not None:
@@ -150,6 +173,11 @@ class KubeBackend:
                     log.error("job %s: its pods overlap others' GPUs; left out", rec.key)
                     continue
             jobs.append(job)
+        for node, gpu in view.unhealthy:
+            _hold(pool, node, gpu, 1.0, 0)
+        # What a plan is checked against, as in the simulator: free unless a running
+        # job holds it. The policy's pool also leaves out what stopping pods still hold.
+        plan_pool = pool.copy()
         self._hold_others(pool, view, records, running_ids)
         snapshot = Snapshot(
             now_s=now,
@@ -159,50 +187,32 @@ class KubeBackend:
             down_nodes=view.down_nodes,
             pool=pool,
         )
+        self._last_snapshot = snapshot
         pods = self.caches.pods.items()
         uuid_mem = {g.uuid: n.gpu_type.mem_mib for n in cluster.nodes for g in n.gpus}
-        self._round = Round(snapshot, records, view, Occupancy(pods), uuid_mem)
+        occupancy = Occupancy(pods, view.allocatable)
+        self._round = Round(snapshot, records, view, occupancy, plan_pool, uuid_mem)
         return snapshot
 
-    def _view_of(self, rec: JobRecord, view: ClusterView, now: float) -> JobView | None:
-        if rec.spec is None or rec.state not in (State.WAITING, State.RUNNING):
-            return None
-        assert self._rates is not None
-        spec = rec.spec
-        status = rec.obj.get("status") or {}
-        try:
-            nominal = self._rates.nominal_rate_ips(spec)
-        except ValueError:
-            nominal = 1.0  # larger than the cluster now; the policy says why it waits
-        alloc = None
-        job_status = WAITING_STATUS.get(phase_of(rec.obj), JobStatus.QUEUED)
-        mark = now
-        if rec.state is State.RUNNING:
-            alloc = _allocation(rec.shares, view)
-            if alloc is None:
-                return None  # on a node that left: settled by the lifecycle
-            job_status = JobStatus.RUNNING
-            mark = rec.started_s if rec.started_s is not None else now
-        executed = float(status.get("executedSeconds") or 0.0)
-        total = nominal * (spec.duration_s or 0.0)
-        return JobView(
-            job_id=rec.key,
-            spec=spec,
-            status=job_status,
-            allocation=alloc,
-            mark_s=mark,
-            attained_gpu_s=float(status.get("attainedGpuSeconds") or 0.0),
-            executed_s=executed,
-            done_iters=min(total, executed * nominal),
-            total_iters=total,
-            rate_ips=nominal if alloc is not None else 0.0,
-            resume_s=mark,
-            nominal_rate_ips=nominal,
-            first_start_s=spec.submit_s if rec.attempt else None,
-            waiting_since_s=spec.submit_s,
-            restarts=max(0, rec.attempt - 1),
-            batch_size=spec.batch_size,
-        )
+    def _record_arrivals(self, records: Iterable[JobRecord], now: float) -> dict[str, float]:
+        arrivals, new = arrival_times(records, now)
+        for rec in new:
+            stamp = {"arrivalTime": micro_time(arrivals[rec.key])}
+            self.writer.status(rec.obj, fields_mutator(stamp))
+        return arrivals
+
+    def _schedulable(self, rec: JobRecord, view: ClusterView, now: float) -> bool:
+        """Whether a waiting job goes to the policy this round: not if no set of the
+        cluster's nodes could ever hold it, which is marked Unschedulable (and looked
+        at again each round, so that it queues once the cluster grows)."""
+        never = unschedulable_reason(rec, view)
+        if never is None:
+            return True
+        why = Reasoned("Unschedulable", never)
+        self.writer.status(rec.obj, status_mutator(UNSCHEDULABLE, why, now_s=now))
+        if phase_of(rec.obj) != UNSCHEDULABLE:
+            self.writer.event(rec.obj, why.reason, why.message, "Warning")
+        return False
 
     def _hold_others(
         self,
@@ -212,7 +222,7 @@ class KubeBackend:
         running: set[str],
     ) -> None:
         """Take out of the pool the GPUs held by unfinished pods of jobs that do not
-        run (terminating after a stop, orphans, deleted jobs) and unhealthy GPUs."""
+        run (terminating after a stop, orphans, deleted jobs)."""
         index = view.uuid_index()
         skip = {name for key in running for p in records[key].pods for name in [_name(p)]}
         for pod in self.caches.pods.items():
@@ -221,40 +231,60 @@ class KubeBackend:
             for s in pod_shares(pod):
                 if s.uuid in index:
                     _hold(pool, *index[s.uuid], s.fraction, pod_mem_mib(pod))
-        for node, gpu in view.unhealthy:
-            _hold(pool, node, gpu, 1.0, 0)
 
     # -- apply ------------------------------------------------------------------------
 
     def apply(self, plan: Plan) -> None:
+        """Carry out the actions `compile_plan` names for this plan, as the simulator
+        does: every stop before every start, a new batch size in place. An invalid
+        plan raises PlanError before anything is written."""
         rnd = self._round
         if rnd is None:
             raise RuntimeError("apply before observe")
         self._round = None
+        self._plan_wake_s = plan.wake_s
         now = self.clock()
-        actions = plan.actions(rnd.snapshot)
-        starts: list[tuple[JobRecord, Allocation]] = []
-        for job_id, action in sorted(actions.items()):
-            rec = rnd.records[job_id]
-            if action is Action.KEEP:
-                continue
-            if action in (Action.PREEMPT, Action.SUSPEND, Action.RESIZE, Action.MIGRATE):
-                suspend = action is Action.SUSPEND
-                why = self._stop_reason(action)
+        try:
+            actions = compile_plan(rnd.snapshot, plan, rnd.plan_pool)
+        except PlanError as exc:
+            log.error("plan refused policy=%s error=%s", self.policy_name(), exc)
+            raise
+        for a in actions:
+            rec = rnd.records[a.job_id]
+            if a.stops:
+                suspend = a.action is Action.SUSPEND
+                why = self._stop_reason(a.action)
                 self.lifecycle.stop(rec, why, SUSPENDED if suspend else PREEMPTED, plan, now)
-            if action is not Action.PREEMPT and action is not Action.SUSPEND:
-                starts.append((rec, plan.run[job_id]))
-        for rec, alloc in starts:
-            self._start(rnd, rec, alloc, plan.batch_sizes.get(rec.key), now)
-        started = {rec.key for rec, _ in starts}
+            elif a.action is Action.REBATCH:
+                self._rebatch(rec, a.batch_size)
+        for a in actions:
+            if a.starts:
+                assert a.allocation is not None
+                self._start(rnd, rnd.records[a.job_id], a.allocation, a.batch_size, now)
+        started = {a.job_id for a in actions if a.starts}
         for job in rnd.snapshot.waiting():
             if job.job_id not in started:
                 self._report_waiting(rnd.records[job.job_id], plan, now)
         self.writer.flush()
 
+    def _rebatch(self, rec: JobRecord, batch: int | None) -> None:
+        """A new batch size for a running job, without a restart: its pods' annotation
+        (the job reads it through the downward API at a step boundary) and status."""
+        if batch is None:
+            return
+        self.writer.annotate_pods(rec.live, {crd.ANN_BATCH_SIZE: str(batch)})
+        self.writer.status(rec.obj, fields_mutator({"batchSize": batch}))
+        msg = f"batch size {batch} by the {self.policy_name()} policy"
+        self.writer.event(rec.obj, "Rebatched", msg)
+
     def _stop_reason(self, action: Action) -> Reasoned:
         name = self.policy_name()
-        what = {Action.SUSPEND: "suspended", Action.RESIZE: "resized", Action.MIGRATE: "migrated"}
+        what = {
+            Action.SUSPEND: "suspended",
+            Action.RESIZE: "resized",
+            Action.MIGRATE: "migrated",
+            Action.RESHARE: "reshared",
+        }
         verb = what.get(action, "preempted")
         return Reasoned(f"{verb.capitalize()}ByPolicy", f"{verb} by the {name} policy")
 
@@ -272,15 +302,14 @@ class KubeBackend:
             for s in alloc.shares
         )
         mem = (rec.spec.gpu_mem_mib or 0) if rec.spec else 0
-        busy = rnd.occupancy.conflict(shares, mem, rnd.uuid_mem)
-        if busy:
-            holders = ", ".join(sorted(rnd.occupancy.holders.get(busy, ())))
-            msg = f"admitted; waits for {busy} held by terminating pod(s) {holders}"
-            pending = Reasoned("WaitingForGpus", msg)
+        requests = pod_requests(rec.obj)
+        busy = rnd.occupancy.conflict(shares, mem, rnd.uuid_mem, requests)
+        if busy is not None:
+            pending = Reasoned(busy.reason, f"admitted; waits: {busy.message}")
             phase = phase_of(rec.obj) if phase_of(rec.obj) in (PREEMPTED, SUSPENDED) else QUEUED
             self.writer.status(rec.obj, status_mutator(phase, pending, pending=pending, now_s=now))
             return
-        rnd.occupancy.add(shares, mem, rec.name)
+        rnd.occupancy.add(shares, mem, rec.name, requests)
         attempt = rec.attempt + 1
         self.writer.start(rec, WorkerSpec(rec.obj, shares, attempt, batch, format_time(now)))
         nodes = sorted({s.node for s in shares})
@@ -294,6 +323,10 @@ class KubeBackend:
             if len(nodes) > 1
             else 0.0,
         }
+        if batch is not None:
+            fields["batchSize"] = batch
+        if not (rec.obj.get("status") or {}).get("firstStartTime"):
+            fields["firstStartTime"] = micro_time(now)
         why = Reasoned("Scheduled", f"{len(shares)} GPU(s) on {', '.join(nodes)}")
         self.writer.status(rec.obj, status_mutator(ADMITTED, why, fields=fields, now_s=now))
         self.writer.event(rec.obj, "Scheduled", f"attempt {attempt}: {why.message}")
@@ -311,17 +344,6 @@ def _name(pod: dict[str, object]) -> str:
     meta = pod["metadata"]
     assert isinstance(meta, dict)
     return str(meta["name"])
-
-
-def _allocation(shares: tuple[ShareRecord, ...], view: ClusterView) -> Allocation | None:
-    index = view.uuid_index()
-    out = []
-    for s in shares:
-        where = index.get(s.uuid)
-        if where is None or where[0] in view.down_nodes:
-            return None
-        out.append(GpuShare(where[0], where[1], s.fraction))
-    return Allocation(tuple(out)) if out else None
 
 
 def _hold(pool: GpuPool, node: int, gpu: int, fraction: float, mem_mib: int) -> None:

@@ -38,10 +38,24 @@ ANN_RANK = f"{GROUP}/rank"
 ANN_WORLD_SIZE = f"{GROUP}/world-size"
 ANN_GPU_MEM_MIB = f"{GROUP}/gpu-mem-mib"
 ANN_STARTED_AT = f"{GROUP}/started-at"
+# The batch size the policy chose for a job, on its worker pods: set at creation and
+# patched on running pods when a policy changes it; the worker reads it from the
+# downward-API file PODINFO_DIR/annotations without a restart.
+ANN_BATCH_SIZE = f"{GROUP}/batch-size"
+# The egress rate a running pod's node enforces for it (Gbit/s, a decimal string): the
+# network allocator's rate for the pod's job (operators/network.py), patched by the
+# operator when it changes; the node agent shapes the pod's traffic to it with HTB.
+ANN_EGRESS_GBPS = f"{GROUP}/egress-gbps"
+PODINFO_VOLUME = "gpuflow-podinfo"
+PODINFO_DIR = "/etc/gpuflow/podinfo"
 
 # Annotations and labels the node agent publishes on its Node.
 ANN_NODE_GPUS = f"{GROUP}/gpus"  # static: models, UUIDs, topology, NUMA (JSON)
 ANN_NODE_GPU_STATUS = f"{GROUP}/gpu-status"  # changing: health, utilisation (JSON)
+# What the agent's HTB enforcer holds now, {pod "ns/name": Gbit/s} (JSON), and tc's
+# error when its last apply failed (absent otherwise); rewritten only when they change.
+ANN_NODE_EGRESS_APPLIED = f"{GROUP}/egress-applied"
+ANN_NODE_EGRESS_ERROR = f"{GROUP}/egress-error"
 LABEL_RACK = f"{GROUP}/rack"
 LABEL_GPU_COUNT = "nvidia.com/gpu.count"  # GPU Feature Discovery's label names
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"

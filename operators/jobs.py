@@ -4,6 +4,11 @@ The backend classifies every DLJob each round (`classify`): level-triggered, so 
 same answer comes after an operator restart as before it. The current attempt is the
 highest `gpuflow.dev/attempt` among the job's pods; its pods say whether the job
 runs (every rank there and alive), is finished, failed, or lost part of its gang.
+
+A failed pod is a failure only if the operator did not delete it (a worker stopped by
+the operator may exit with any code) and only until the lifecycle has settled its
+attempt (`status.failedAttempt`): the failed pod stays, for its logs, and is never
+counted twice. A job whose `status.restartAfter` is set waits out a back-off.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from enum import Enum
 
 from controller.model import JobSpec
 from operators import crd
+from operators.failure_policy import Rule, parse_rules
 from operators.kube import Obj
+from operators.pod_status import finished_at_s, running_since_s
 from operators.pods import (
     ShareRecord,
     decode_shares,
@@ -26,12 +33,18 @@ from operators.pods import (
 )
 from operators.resources import TERMINAL, job_id, job_spec, parse_time, phase_of
 
+# How long a started attempt's pods may take to all run (image pulls included) before
+# the operator frees their GPUs and requeues the job: spec.startTimeoutSeconds. Five
+# minutes covers pulling a multi-GB training image on a cold node.
+DEFAULT_START_TIMEOUT_S = 300
+
 
 class State(Enum):
     WAITING = "waiting"  # no pods of a live attempt: queued, preempted or suspended
     RUNNING = "running"  # every rank of the attempt exists and is alive (or done)
     SUCCEEDED = "succeeded"  # every rank of the attempt succeeded
-    WORKER_FAILED = "worker-failed"  # a rank of the attempt failed
+    WORKER_FAILED = "worker-failed"  # a rank of the attempt failed, not yet settled
+    BACKOFF = "backoff"  # waits for status.restartAfter after a failure
     BROKEN = "broken"  # ranks missing or terminating while others live
     FINISHED = "finished"  # status already Succeeded or Failed
     DELETING = "deleting"  # the DLJob is being deleted
@@ -47,8 +60,17 @@ class JobRecord:
     spec: JobSpec | None = None
     error: str = ""
     shares: tuple[ShareRecord, ...] = ()
-    started_s: float | None = None
+    started_s: float | None = None  # when the operator created the attempt's pods
+    # When the whole gang ran: the latest start of the attempt's worker containers;
+    # None until every rank has run. Attained service counts from here.
+    running_s: float | None = None
+    # When the last worker of the attempt terminated, once all have; else None.
+    finished_s: float | None = None
+    restart_after_s: float | None = None  # status.restartAfter, the back-off's end
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    rules: tuple[Rule, ...] = ()  # spec.podFailurePolicy
     live: list[Obj] = field(default_factory=list)
+    failed: list[Obj] = field(default_factory=list)  # failures not yet settled
 
     @property
     def key(self) -> str:
@@ -77,8 +99,8 @@ def pods_by_job(pods: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
 
 
 def classify(obj: Obj, pods: list[Obj]) -> JobRecord:
-    status_attempt = int((obj.get("status") or {}).get("attempt") or 0)
-    attempt = max([status_attempt, *(pod_attempt(p) for p in pods)])
+    status = obj.get("status") or {}
+    attempt = max([int(status.get("attempt") or 0), *(pod_attempt(p) for p in pods)])
     rec = JobRecord(obj, State.WAITING, pods, attempt)
     if obj["metadata"].get("deletionTimestamp"):
         rec.state = State.DELETING
@@ -88,28 +110,55 @@ def classify(obj: Obj, pods: list[Obj]) -> JobRecord:
         return rec
     try:
         rec.spec = job_spec(obj)
+        rec.rules = parse_rules(obj.get("spec") or {})
+        rec.start_timeout_s = start_timeout_s(obj)
     except ValueError as exc:
         rec.state, rec.error = State.INVALID, str(exc)
         return rec
+    if status.get("restartAfter"):
+        rec.restart_after_s = parse_time(status["restartAfter"])
     current = [p for p in pods if pod_attempt(p) == attempt]
+    rec.state = _state(rec, current, settled=int(status.get("failedAttempt") or 0) >= attempt)
+    if rec.state is State.WAITING and rec.restart_after_s is not None:
+        rec.state = State.BACKOFF
+    return rec
+
+
+def _state(rec: JobRecord, current: list[Obj], settled: bool) -> State:
+    """The state of the attempt from its pods; `settled`: its failure was handled."""
     if not current:
-        return rec
+        return State.WAITING
     ann = current[0]["metadata"].get("annotations") or {}
     world = int(ann.get(crd.ANN_WORLD_SIZE) or 0)
     rec.shares = tuple(decode_shares(ann.get(crd.ANN_ALLOCATION) or "[]"))
     if ann.get(crd.ANN_STARTED_AT):
         rec.started_s = parse_time(ann[crd.ANN_STARTED_AT])
-    phases = [pod_phase(p) for p in current]
+    starts = [running_since_s(p) for p in current]
+    if len(current) == world and all(t is not None for t in starts):
+        rec.running_s = max(t for t in starts if t is not None)
+    ends = [finished_at_s(p) for p in current]
+    if all(finished(p) for p in current) and all(t is not None for t in ends):
+        rec.finished_s = max(t for t in ends if t is not None)
     rec.live = [p for p in current if not finished(p) and not terminating(p)]
-    ranks = {p["metadata"]["annotations"].get(crd.ANN_RANK) for p in current}
-    if "Failed" in phases:
-        rec.state = State.WORKER_FAILED
-    elif len(current) == world and phases.count("Succeeded") == world:
-        rec.state = State.SUCCEEDED
-    elif not rec.live:
-        rec.state = State.WAITING
-    elif len(ranks) == world and all(finished(p) or not terminating(p) for p in current):
-        rec.state = State.RUNNING
-    else:
-        rec.state = State.BROKEN
-    return rec
+    if not settled:
+        rec.failed = [p for p in current if pod_phase(p) == "Failed" and not terminating(p)]
+    ranks = {(p["metadata"].get("annotations") or {}).get(crd.ANN_RANK) for p in current}
+    succeeded = [p for p in current if pod_phase(p) == "Succeeded"]
+    if rec.failed:
+        return State.WORKER_FAILED
+    if len(current) == world and len(succeeded) == world:
+        return State.SUCCEEDED
+    if not rec.live:
+        return State.WAITING
+    if len(ranks) == world and len(rec.live) + len(succeeded) == len(current):
+        return State.RUNNING
+    return State.BROKEN
+
+
+def start_timeout_s(obj: Obj) -> float:
+    """spec.startTimeoutSeconds (default DEFAULT_START_TIMEOUT_S); ValueError naming the
+    field if it is not a positive integer."""
+    value = (obj.get("spec") or {}).get("startTimeoutSeconds", DEFAULT_START_TIMEOUT_S)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"spec.startTimeoutSeconds: must be a positive integer, not {value!r}")
+    return float(value)

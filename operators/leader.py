@@ -6,7 +6,13 @@ has not changed for `lease_duration_s` as measured on the candidate's own clock
 (never comparing clocks across machines); the holder renews it every `retry_s`, and
 steps down when it could not renew for `renew_deadline_s`. Every write carries the
 Lease's resourceVersion, so two candidates never both win: the second gets 409.
-The operator runs `run()` in a thread and asks `leading()` before every write.
+The operator runs `run()` in a thread and asks `leading()` before every write;
+`on_change` wakes its loop when this replica starts or stops leading.
+
+On a clean stop the holder releases the Lease (`release()`), as client-go does with
+ReleaseOnCancel: it writes the record with an empty holderIdentity and a 1 s
+duration, so that a standby takes it at its next retry instead of waiting out the
+lease duration.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from operators.kube import KubeApi, Obj, status_code
+from operators.kube import API_ERRORS, KubeApi, Obj, status_code
+from operators.logs import emit, one_line
 from operators.resources import micro_time
 
 log = logging.getLogger(__name__)
@@ -40,11 +47,13 @@ class LeaderElector:
         identity: str,
         config: LeaseConfig = LeaseConfig(),
         clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[bool], None] = lambda leading: None,
     ) -> None:
         self.api = api
         self.identity = identity
         self.config = config
         self.clock = clock
+        self.on_change = on_change  # called with leading() when it changes
         self._renewed_at: float | None = None  # our clock, last successful acquire/renew
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
@@ -57,17 +66,54 @@ class LeaderElector:
 
     def run(self, stop: threading.Event) -> None:
         """Try to acquire, then renew, until `stop`; sets `lost` on losing the lease."""
+        lease = f"{self.config.namespace}/{self.config.name}"
         while not stop.is_set():
             was = self.leading()
             try:
                 self.try_acquire_or_renew()
-            except Exception as exc:  # an API error: retry after retry_s
-                log.warning("lease: %s", exc)
-            if was and not self.leading():
-                log.error("lost the lease %s", self.config.name)
+            except API_ERRORS:
+                pass  # KubeApi logged it; retry after retry_s
+            except Exception as exc:  # the elector must outlive any error
+                emit(log, logging.WARNING, "lease error", lease=lease, error=one_line(exc))
+            leads = self.leading()
+            if was and not leads:
+                emit(log, logging.ERROR, "lost the lease", lease=lease, identity=self.identity)
                 self.lost.set()
+                self.on_change(False)
                 return
+            if leads and not was:
+                fields = {"lease": lease, "identity": self.identity}
+                emit(log, logging.INFO, "leading", **fields, transitions=self.transitions)
+                self.on_change(True)
             stop.wait(self.config.retry_s)
+
+    def release(self) -> bool:
+        """Give the Lease up if this replica holds it (the caller has stopped `run`
+        and every write): holder emptied, duration 1 s, as client-go's release().
+        True if released."""
+        cfg = self.config
+        if not self.leading():
+            return False
+        self._renewed_at = None  # no write from here on
+        self.on_change(False)
+        lease = self.api.get_lease(cfg.namespace, cfg.name)
+        spec = (lease or {}).get("spec") or {}
+        if lease is None or spec.get("holderIdentity") != self.identity:
+            return False
+        stamp = micro_time(time.time())
+        released = {
+            "holderIdentity": "",
+            "leaseDurationSeconds": 1,
+            "acquireTime": stamp,
+            "renewTime": stamp,
+            "leaseTransitions": spec.get("leaseTransitions") or 0,
+        }
+        try:
+            self.api.replace_lease(cfg.namespace, {**lease, "spec": released})
+        except API_ERRORS:
+            return False  # KubeApi logged it; the lease expires instead
+        emit(log, logging.INFO, "released the lease", lease=f"{cfg.namespace}/{cfg.name}")
+        return True
 
     def try_acquire_or_renew(self) -> bool:
         cfg = self.config

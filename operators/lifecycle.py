@@ -2,43 +2,67 @@
 
 Called by KubeBackend.sync() before the controller decides, and by apply() to stop
 jobs. Finalizers go on every live DLJob and come off a deleted one once none of its
-pods is left unfinished; a gang whose every rank succeeded makes the job Succeeded;
-a failed rank, a lost rank or a lost node tears the gang down (graceful deletion,
-so the workers can checkpoint) and the job waits to restart from its checkpoint,
-or fails after `backoffLimit` worker failures.
+pods is left unfinished; a gang whose every rank succeeded makes the job Succeeded.
+A failed rank is judged once per attempt (operators/failure_policy.py): the gang is
+torn down (graceful deletion, so the workers can checkpoint; failed pods stay, for
+their logs) and the job restarts from its checkpoint, after a back-off if the failure
+counts, or fails (podFailurePolicy FailJob, or past `backoffLimit`). A lost rank or
+node, or pods not all running within the start timeout, tear the gang down and
+requeue the job without counting. `next_check_s` says when a back-off or a start
+timeout ends, so that the operator's loop looks again then.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 
 from controller.model import Plan
 from operators import crd
+from operators.failure_policy import RestartPolicy, RuleAction, judge
 from operators.jobs import JobRecord, State
+from operators.kube import Obj
 from operators.nodes import ClusterView
+from operators.pod_status import waiting_reason
 from operators.pods import finished, pod_phase, terminating
 from operators.resources import (
     FAILED,
+    INVALID,
     PREEMPTED,
     RUNNING,
     SUCCEEDED,
+    SUSPENDED,
     Reasoned,
     backoff_limit,
     format_time,
     grace_period_s,
+    micro_time,
+    parse_time,
     phase_of,
     status_mutator,
 )
 from operators.writer import Writer
 
+Mutator = Callable[[Obj], Obj | None]
+
 
 class Lifecycle:
-    def __init__(self, writer: Writer, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        writer: Writer,
+        clock: Callable[[], float],
+        restart: RestartPolicy | None = None,
+    ) -> None:
         self.writer = writer
         self.clock = clock
+        self.restart = restart or RestartPolicy()
+        # The earliest moment (wall-clock s) settle() must look again although nothing
+        # changes: a back-off or a start timeout ending. None: no such moment.
+        self.next_check_s: float | None = None
 
     def settle(self, records: Mapping[str, JobRecord], view: ClusterView) -> None:
         now = self.clock()
+        self.next_check_s = None
         present = {n.name for i, n in enumerate(view.cluster.nodes) if i not in view.down_nodes}
         for rec in records.values():
             finalizers = rec.obj["metadata"].get("finalizers") or []
@@ -48,14 +72,21 @@ class Lifecycle:
             if crd.FINALIZER not in finalizers and rec.state is not State.FINISHED:
                 self.writer.set_finalizer(rec.obj, True)
             if rec.state is State.INVALID:
+                # Not terminal and no pod touched: a fixed spec queues (or keeps) the job.
                 why = Reasoned("InvalidSpec", rec.error)
-                self.writer.status(rec.obj, status_mutator(FAILED, why, now_s=now))
+                invalid = status_mutator(INVALID, why, now_s=now)
+                if invalid(rec.obj) is not None:
+                    self.writer.status(rec.obj, invalid)
+                    self.writer.event(rec.obj, why.reason, why.message, "Warning")
             elif rec.state is State.SUCCEEDED:
                 self._succeeded(rec, now)
             elif rec.state is State.WORKER_FAILED:
                 self._worker_failed(rec, now)
+            elif rec.state is State.BACKOFF:
+                self._backoff(rec, now)
             elif rec.state is State.BROKEN:
-                self._teardown(rec, Reasoned("GangBroken", "a worker pod is missing"), now)
+                why = Reasoned("GangBroken", "a worker pod is missing or was stopped")
+                self._teardown(rec, why, now)
             elif rec.state is State.RUNNING:
                 lost = sorted({s.node for s in rec.shares} - present)
                 if lost:
@@ -75,12 +106,23 @@ class Lifecycle:
 
     # -- helpers -------------------------------------------------------------------------
 
+    def _wake_at(self, t: float, now: float) -> None:
+        if t > now and (self.next_check_s is None or t < self.next_check_s):
+            self.next_check_s = t
+
     def _service(self, rec: JobRecord, end_s: float) -> dict[str, float]:
-        if rec.started_s is None:
+        """Attained service of the attempt: from when its whole gang ran to `end_s`."""
+        if rec.running_s is None:
             return {}
-        ran = max(0.0, end_s - rec.started_s)
+        ran = max(0.0, end_s - rec.running_s)
         weight = sum(s.fraction for s in rec.shares)
         return {"attainedGpuSeconds": weight * ran, "executedSeconds": ran}
+
+    def _write(self, rec: JobRecord, mutate: Mutator, why: Reasoned, kind: str) -> None:
+        """Write the status and, if it changes, the event."""
+        if mutate(rec.obj) is not None:
+            self.writer.status(rec.obj, mutate)
+            self.writer.event(rec.obj, why.reason, why.message, kind)
 
     def _delete(self, rec: JobRecord, has_finalizer: bool, now: float) -> None:
         alive = [p for p in rec.pods if not finished(p) and not terminating(p)]
@@ -90,44 +132,71 @@ class Lifecycle:
 
     def _succeeded(self, rec: JobRecord, now: float) -> None:
         why = Reasoned("AllWorkersSucceeded", f"attempt {rec.attempt}: every worker succeeded")
+        end = now
+        if rec.finished_s is not None:
+            # finishedAt is kept to the second: the last worker ended before it + 1 s.
+            end = min(now, rec.finished_s + 1.0)
         fields = {"completionTime": format_time(now), "nodes": ""}
         mutate = status_mutator(
-            SUCCEEDED, why, fields=fields, add=self._service(rec, now), now_s=now
+            SUCCEEDED, why, fields=fields, add=self._service(rec, end), now_s=now
         )
-        if mutate(rec.obj) is not None:
-            self.writer.status(rec.obj, mutate)
-            self.writer.event(rec.obj, why.reason, why.message)
+        self._write(rec, mutate, why, "Normal")
 
     def _worker_failed(self, rec: JobRecord, now: float) -> None:
-        failures = int((rec.obj.get("status") or {}).get("failures") or 0) + 1
-        failed = [p["metadata"]["name"] for p in rec.pods if pod_phase(p) == "Failed"]
-        msg = f"worker(s) {', '.join(sorted(failed))} failed ({failures} failure(s))"
+        """Judge the attempt's failure once (keyed by status.failedAttempt), tear the
+        gang down, and fail the job or requeue it (after a back-off if it counts)."""
+        verdict = judge(rec.failed, rec.rules)
         self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
-        fields = {"failures": failures, "nodes": ""}
-        if failures > backoff_limit(rec.obj):
-            why = Reasoned("BackoffLimitExceeded", msg)
+        fields: dict[str, object] = {"failedAttempt": rec.attempt, "nodes": ""}
+        add = self._service(rec, now)
+        restarting = Reasoned("Restarting", "waits to restart from its checkpoint")
+        failures = int((rec.obj.get("status") or {}).get("failures") or 0)
+        if verdict.action is RuleAction.FAIL_JOB:
+            why = Reasoned("PodFailurePolicy", f"{verdict.describe()}: FailJob")
+            mutate = status_mutator(FAILED, why, fields=fields, add=add, now_s=now)
+        elif verdict.action is RuleAction.IGNORE:
+            reason = "WorkerCheckpointed" if verdict.checkpointed else "WorkerFailureIgnored"
+            why = Reasoned(reason, f"{verdict.describe()}: not counted; restarts at once")
             mutate = status_mutator(
-                FAILED, why, fields=fields, add=self._service(rec, now), now_s=now
+                PREEMPTED, why, pending=restarting, fields=fields, add=add, now_s=now
             )
-            kind = "Warning"
         else:
-            why = Reasoned("WorkerFailed", msg + "; restarts from its checkpoint")
-            pending = Reasoned("Restarting", "waits to restart after a worker failure")
-            mutate = status_mutator(
-                PREEMPTED,
-                why,
-                pending=pending,
-                fields=fields,
-                add=self._service(rec, now),
-                now_s=now,
-            )
-            kind = "Warning"
-        self.writer.status(rec.obj, mutate)
-        self.writer.event(rec.obj, why.reason, why.message, kind)
+            failures += 1
+            fields["failures"] = failures
+            limit = backoff_limit(rec.obj)
+            msg = f"{verdict.describe()}: failure {failures} (backoffLimit {limit})"
+            if failures > limit:
+                why = Reasoned("BackoffLimitExceeded", msg)
+                mutate = status_mutator(FAILED, why, fields=fields, add=add, now_s=now)
+            else:
+                until = now + self.restart.delay_s(failures)
+                fields["restartAfter"] = micro_time(until)
+                why = Reasoned("WorkerFailed", f"{msg}; restarts from its checkpoint")
+                wait = Reasoned("BackOff", f"back-off: restarts after {micro_time(until)}")
+                mutate = status_mutator(
+                    PREEMPTED, why, pending=wait, fields=fields, add=add, now_s=now
+                )
+                self._wake_at(until, now)
+        kind = "Normal" if verdict.checkpointed else "Warning"
+        self._write(rec, _once(rec.attempt, mutate), why, kind)
 
-    def _teardown(self, rec: JobRecord, why: Reasoned, now: float) -> None:
+    def _backoff(self, rec: JobRecord, now: float) -> None:
+        """Wait out status.restartAfter; then clear it, which requeues the job."""
+        assert rec.restart_after_s is not None
+        if now < rec.restart_after_s:
+            self._wake_at(rec.restart_after_s, now)
+            return
+        phase = phase_of(rec.obj) if phase_of(rec.obj) in (PREEMPTED, SUSPENDED) else PREEMPTED
+        why = _condition(rec.obj, phase) or Reasoned("WorkerFailed", "")
+        ended = Reasoned("Restarting", f"back-off ended at {micro_time(rec.restart_after_s)}")
+        mutate = status_mutator(phase, why, pending=ended, now_s=now)
+        self.writer.status(rec.obj, _clear_restart_after(mutate))
+
+    def _teardown(
+        self, rec: JobRecord, why: Reasoned, now: float, pending: Reasoned | None = None
+    ) -> None:
         self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
-        pending = Reasoned("Restarting", "waits to restart from its checkpoint")
+        pending = pending or Reasoned("Restarting", "waits to restart from its checkpoint")
         mutate = status_mutator(
             PREEMPTED,
             why,
@@ -140,7 +209,14 @@ class Lifecycle:
         self.writer.event(rec.obj, why.reason, why.message, "Warning")
 
     def _running(self, rec: JobRecord, now: float) -> None:
-        if not all(pod_phase(p) in ("Running", "Succeeded") for p in rec.live):
+        waiting = [p for p in rec.live if pod_phase(p) not in ("Running", "Succeeded")]
+        if waiting:
+            created = [_created_s(p, rec, now) for p in waiting]
+            deadline = min(created) + rec.start_timeout_s
+            if now >= deadline:
+                self._start_timeout(rec, waiting, now)
+            else:
+                self._wake_at(deadline, now)
             return
         if phase_of(rec.obj) == RUNNING:
             return
@@ -152,6 +228,62 @@ class Lifecycle:
             "allocation": {"nodes": nodes, "shares": [s.to_json() for s in rec.shares]},
         }
         why = Reasoned("WorkersRunning", f"{len(rec.live)} worker pod(s) running")
-        self.writer.status(rec.obj, status_mutator(RUNNING, why, fields=fields, now_s=now))
+        mutate = status_mutator(RUNNING, why, fields=fields, now_s=now)
+        self.writer.status(rec.obj, _clear_restart_after(mutate))
         if phase_of(rec.obj) != PREEMPTED:
             self.writer.event(rec.obj, why.reason, why.message)
+
+    def _start_timeout(self, rec: JobRecord, waiting: list[Obj], now: float) -> None:
+        """Free the GPUs of an attempt whose pods did not all run in time; requeue it."""
+        names = []
+        for pod in sorted(waiting, key=lambda p: str(p["metadata"]["name"])):
+            name, cause = str(pod["metadata"]["name"]), waiting_reason(pod)
+            names.append(f"{name} ({cause})" if cause else name)
+        msg = (
+            f"pod(s) {', '.join(names)} still {pod_phase(waiting[0])} "
+            f"{rec.start_timeout_s:g} s after creation; GPUs freed, requeued"
+        )
+        why = Reasoned("StartTimeout", msg)
+        self._teardown(rec, why, now, pending=why)
+
+
+def _created_s(pod: Obj, rec: JobRecord, now: float) -> float:
+    created = pod["metadata"].get("creationTimestamp")
+    if created:
+        return parse_time(created)
+    return rec.started_s if rec.started_s is not None else now
+
+
+def _condition(obj: Obj, ctype: str) -> Reasoned | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype and cond.get("status") == "True":
+            return Reasoned(str(cond.get("reason") or ""), str(cond.get("message") or ""))
+    return None
+
+
+def _once(attempt: int, mutate: Mutator) -> Mutator:
+    """`mutate`, unless the DLJob's status already settled this attempt's failure (a
+    retry after a conflict, or another operator, got there first)."""
+
+    def guarded(obj: Obj) -> Obj | None:
+        if int((obj.get("status") or {}).get("failedAttempt") or 0) >= attempt:
+            return None
+        return mutate(obj)
+
+    return guarded
+
+
+def _clear_restart_after(mutate: Mutator) -> Mutator:
+    """`mutate`, and status.restartAfter removed: the back-off is over."""
+
+    def clearing(obj: Obj) -> Obj | None:
+        new = mutate(obj)
+        base = new if new is not None else obj
+        status = base.get("status") or {}
+        if "restartAfter" not in status:
+            return new
+        out = copy.copy(base)
+        out["status"] = {k: v for k, v in status.items() if k != "restartAfter"}
+        return out
+
+    return clearing

@@ -5,14 +5,15 @@ JSON annotation `gpuflow.dev/gpus` (static: model, UUIDs, NUMA, the pair matrix 
 `nvidia-smi topo -m` labels), GPU-Feature-Discovery-like labels, and a changing
 `gpuflow.dev/gpu-status` annotation (health, utilisation). The backend turns the
 Nodes that carry the annotation into a `Cluster`, nodes sorted by name, racks from
-the `gpuflow.dev/rack` label (else the zone label), rack uplinks non-blocking.
+the `gpuflow.dev/rack` label (else the zone label), rack uplinks non-blocking, and
+each node's allocatable CPU and memory (`status.allocatable`) beside it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -20,6 +21,7 @@ from controller.model import Cluster, Gpu, GpuType, Node, PairLink, Rack
 from controller.model.cluster import parse_topology_matrix
 from operators import crd
 from operators.kube import Obj
+from operators.requests import Requests, node_allocatable
 
 Links = tuple[tuple[PairLink | None, ...], ...]
 SCHEMA_VERSION = 1
@@ -105,9 +107,24 @@ class ClusterView:
     down_nodes: frozenset[int]
     unhealthy: frozenset[tuple[int, int]]  # (node, gpu) reported unhealthy
     signature: tuple[Any, ...]  # equal signatures: the same Cluster
+    # CPU and memory of each node that reports status.allocatable; others unconstrained.
+    allocatable: Mapping[str, Requests] = field(default_factory=dict)
 
     def uuid_index(self) -> dict[str, tuple[int, int]]:
         return _uuid_index(self.cluster)
+
+    def could_hold(self, requests: Requests) -> bool:
+        """Whether some node that is up could ever hold one pod requesting `requests`
+        (with nothing else on it): False means no worker pod of the job can start."""
+        for i, node in enumerate(self.cluster.nodes):
+            if i in self.down_nodes:
+                continue
+            alloc = self.allocatable.get(node.name)
+            if alloc is None or (
+                requests.cpu_milli <= alloc.cpu_milli and requests.mem_mib <= alloc.mem_mib
+            ):
+                return True
+        return False
 
 
 @cache
@@ -133,7 +150,10 @@ def build_cluster(nodes: Iterable[Obj], previous: ClusterView | None = None) -> 
     unhealthy: set[tuple[int, int]] = set()
     for i, n in enumerate(gpu_nodes):
         unhealthy.update((i, g) for g in _unhealthy_gpus(n, cluster.nodes[i]))
-    return ClusterView(cluster, down, frozenset(unhealthy), signature)
+    allocatable = {
+        str(n["metadata"]["name"]): a for n in gpu_nodes if (a := node_allocatable(n)) is not None
+    }
+    return ClusterView(cluster, down, frozenset(unhealthy), signature, allocatable)
 
 
 def _assemble(signature: Sequence[tuple[str, str, str]]) -> Cluster:

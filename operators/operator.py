@@ -6,27 +6,45 @@ the loop on every change; a Lease elects the one replica that schedules. Each ro
 when leading and synced: `backend.sync()` settles finished, failed and deleted
 jobs, then `Controller.decide(backend)` observes, runs the policy and applies the
 plan: the same controller that drives the simulator. Rounds run at most every
-`min_gap_s` (changes are batched) and at least every `interval_s`.
+`min_gap_s` (changes are batched) and at least every `interval_s`, or sooner when
+the backend has a deadline (`next_wake_s`: the plan's `wake_s`, a back-off ending).
+
+`stop()` (SIGTERM) only asks; `run()` then finishes its round, waits for the writes,
+releases the Lease (a standby leads at its next retry) and returns. Metrics
+(operators/metrics.py) are served on `metrics_port`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from wsgiref.simple_server import WSGIServer
 
 from controller.loop import Controller
 from operators import crd
 from operators.backend import Caches, KubeBackend
 from operators.informer import Informer
-from operators.kube import KubeApi, Resource
+from operators.kube import API_ERRORS, KubeApi, Resource
 from operators.leader import LeaderElector, LeaseConfig
+from operators.logs import emit, one_line
+from operators.metrics import OperatorMetrics
+from operators.network import make_publisher
+from operators.writer import Writer
 from policies.registry import make_policy
 
 log = logging.getLogger(__name__)
 
 EXIT_LOST_LEASE = 1
+# What to do when the DLJob list answers 404 (logged by the DLJob informer).
+CRD_MISSING = (
+    "the DLJob CRD is not installed: run kubectl apply -f helm/gpuflow/crds/dljob.yaml"
+    " (or start the operator with --install-crd)"
+)
+# How long stopping waits for the lease thread to finish a request in flight.
+STOP_JOIN_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -39,26 +57,38 @@ class OperatorConfig:
     min_gap_s: float = 0.05
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     watch_timeout_s: int = 60
+    metrics_port: int | None = None  # None: no /metrics; 0: any free port (tests)
+    api_url: str = ""  # the API's REST root as worker pods reach it; "": not given to pods
+    # The network allocator whose rates the nodes enforce (operators/network.py), or
+    # "dedicated": none (controller.network.jobs.network_names()).
+    network: str = "fair"
 
 
 class Operator:
     def __init__(self, api: KubeApi, config: OperatorConfig) -> None:
         self.api = api
         self.config = config
+        self.metrics = OperatorMetrics()
+        api.on_error = self.metrics.api_error
         self.wake = threading.Event()
         self.stop_event = threading.Event()
         on_change = self.wake.set
+        timeout = config.watch_timeout_s
         pods = Resource("pods", f"{crd.LABEL_MANAGED}={crd.MANAGER}")
         self.caches = Caches(
             dljobs=Informer(
-                api, Resource("dljobs"), on_change, watch_timeout_s=config.watch_timeout_s
+                api,
+                Resource("dljobs"),
+                on_change,
+                watch_timeout_s=timeout,
+                missing_hint=CRD_MISSING,
             ),
-            pods=Informer(api, pods, on_change, watch_timeout_s=config.watch_timeout_s),
-            nodes=Informer(
-                api, Resource("nodes"), on_change, watch_timeout_s=config.watch_timeout_s
-            ),
+            pods=Informer(api, pods, on_change, watch_timeout_s=timeout),
+            nodes=Informer(api, Resource("nodes"), on_change, watch_timeout_s=timeout),
         )
-        self.elector = LeaderElector(api, config.identity, config.lease)
+        self.elector = LeaderElector(
+            api, config.identity, config.lease, on_change=self._leading_changed
+        )
         self.controller = Controller(make_policy(config.policy))
         self.backend = KubeBackend(
             api,
@@ -66,9 +96,19 @@ class Operator:
             placement=config.placement,
             policy_name=lambda: self.controller.policy.name,
             leading=self.elector.leading,
+            writer=Writer(
+                api, self.caches, self.elector.leading, self.metrics, api_url=config.api_url
+            ),
         )
+        self.network = make_publisher(config.network, self.backend.writer)
         self.rounds = 0
+        self.metrics_server: WSGIServer | None = None
         self._threads: list[threading.Thread] = []
+        self._lease_thread: threading.Thread | None = None
+
+    def _leading_changed(self, leading: bool) -> None:
+        self.metrics.set_leader(leading)
+        self.wake.set()  # a new leader's first round runs now, not at the next change
 
     def start_threads(self) -> None:
         for name, target in [
@@ -80,15 +120,41 @@ class Operator:
             t = threading.Thread(target=target, args=(self.stop_event,), name=name, daemon=True)
             t.start()
             self._threads.append(t)
+            if name == "lease":
+                self._lease_thread = t
 
     def run(self) -> int:
-        """Run until stopped (0) or the lease is lost (EXIT_LOST_LEASE)."""
+        """Run until stopped (0) or the lease is lost (EXIT_LOST_LEASE); either way
+        the writes are flushed and a Lease still held is released before returning."""
+        self._serve_metrics()
         self.start_threads()
+        fields = {"identity": self.config.identity, "policy": self.config.policy}
+        emit(log, logging.INFO, "started", **fields, placement=self.config.placement)
+        try:
+            code = self._loop()
+        finally:
+            self._shutdown()
+        return code
+
+    def _serve_metrics(self) -> None:
+        port = self.config.metrics_port
+        if port is None:
+            return
+        try:
+            self.metrics_server = self.metrics.serve(port)
+        except OSError as exc:  # a port taken (two operators on one host) must not stop it
+            emit(log, logging.ERROR, "metrics not served", port=port, error=one_line(exc))
+            return
+        port = self.metrics_server.server_port
+        emit(log, logging.INFO, "serving metrics", port=port, path="/metrics")
+
+    def _loop(self) -> int:
         last = 0.0
         while not self.stop_event.is_set():
-            self.wake.wait(self.config.interval_s)
+            self.wake.wait(self._wait_s())
+            if self.stop_event.is_set():
+                break
             if self.elector.lost.is_set():
-                self.stop()
                 return EXIT_LOST_LEASE
             gap = self.config.min_gap_s - (time.monotonic() - last)
             if gap > 0:
@@ -99,23 +165,68 @@ class Operator:
             last = time.monotonic()
             try:
                 self.round()
-            except Exception:  # a round that fails is retried; the loop lives on
+            except API_ERRORS:
+                self._retry_soon()  # KubeApi logged it
+            except Exception:  # a bug: its traceback is wanted; the loop lives on
                 log.exception("round failed")
-                self.stop_event.wait(self.config.min_gap_s)
-                self.wake.set()
+                self._retry_soon()
         return 0
 
+    def _retry_soon(self) -> None:
+        self.stop_event.wait(self.config.min_gap_s)
+        self.wake.set()
+
+    def _wait_s(self) -> float:
+        """How long the loop may sleep: `interval_s`, or less when the backend has a
+        deadline (when leading: a standby's last plan is stale)."""
+        wait_s = self.config.interval_s
+        wake_s = self.backend.next_wake_s() if self.elector.leading() else None
+        if wake_s is not None:
+            wait_s = min(wait_s, max(0.0, wake_s - self.backend.clock()))
+        return wait_s
+
     def round(self) -> None:
+        started = time.perf_counter()
         self.backend.sync()
         self.backend.writer.flush()
-        self.controller.decide(self.backend)
+        plan = self.controller.decide(self.backend)
+        if self.network is not None:
+            self.network.publish(self.backend.last_snapshot, self.backend.records())
         if self.backend.cluster_changed:
             # Node indices moved: the policy's memory may name the old ones.
             self.controller.set_policy(self.controller.policy)
             self.backend.cluster_changed = False
         self.rounds += 1
+        took_s = time.perf_counter() - started
+        snapshot = self.backend.last_snapshot
+        self.metrics.observe_round(took_s, snapshot, plan)
+        if log.isEnabledFor(logging.DEBUG):
+            wake_s = self.backend.next_wake_s()
+            emit(
+                log,
+                logging.DEBUG,
+                "round",
+                n=self.rounds,
+                seconds=f"{took_s:.4f}",
+                jobs=len(snapshot.jobs) if snapshot is not None else 0,
+                running=len(plan.run),
+                writes=self.backend.writer.writes,
+                wake_in_s=f"{wake_s - self.backend.clock():.2f}" if wake_s is not None else "",
+            )
 
     def stop(self) -> None:
+        """Ask `run()` to stop (safe from a signal handler: it only sets events)."""
         self.stop_event.set()
         self.wake.set()
+
+    def _shutdown(self) -> None:
+        self.stop_event.set()
+        if self._lease_thread is not None:
+            self._lease_thread.join(STOP_JOIN_S)  # no renewal may follow the release
         self.backend.writer.close()
+        with contextlib.suppress(*API_ERRORS):  # KubeApi logged it; the Lease expires
+            self.elector.release()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
+        emit(log, logging.INFO, "stopped", identity=self.config.identity, rounds=self.rounds)

@@ -10,6 +10,7 @@ GPU, terminating ones included: the backend creates a pod only where it fits.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,12 +18,22 @@ from typing import Any
 
 from operators import crd
 from operators.kube import Obj
-from operators.resources import grace_period_s
+from operators.requests import NO_REQUESTS, Requests, shortfall, spec_requests
+from operators.resources import (
+    METRICS_SECRET_KEY,
+    Reasoned,
+    database_id,
+    grace_period_s,
+    metrics_secret_name,
+)
+from operators.template import pod_template, worker_index
 
 MASTER_PORT = 29500  # PyTorch's default rendezvous port
-CONTAINER = "worker"
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 SHARE_EPS = 1e-9
+# Reasons of an admitted job whose pods cannot be created yet (Occupancy.conflict).
+WAITING_GPUS = "WaitingForGpus"
+WAITING_RESOURCES = "WaitingForResources"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,31 +97,65 @@ def pod_mem_mib(pod: Obj) -> int:
 
 
 class Occupancy:
-    """What unfinished pods hold on each GPU (by UUID): compute fraction and memory."""
+    """What unfinished pods hold: on each GPU (by UUID) compute fraction and GPU
+    memory, on each node the CPU and memory their containers request."""
 
-    def __init__(self, pods: Iterable[Obj] = ()) -> None:
+    def __init__(
+        self, pods: Iterable[Obj] = (), allocatable: Mapping[str, Requests] | None = None
+    ) -> None:
         self.fraction: dict[str, float] = {}
         self.mem_mib: dict[str, int] = {}
         self.holders: dict[str, set[str]] = {}
+        self.allocatable: Mapping[str, Requests] = allocatable or {}
+        self.requested: dict[str, Requests] = {}  # node -> what its pods request
         for pod in pods:
             if not finished(pod):
-                self.add(pod_shares(pod), pod_mem_mib(pod), pod["metadata"]["name"])
+                name = pod["metadata"]["name"]
+                self.add(pod_shares(pod), pod_mem_mib(pod), name, spec_requests(pod["spec"]))
 
-    def add(self, shares: Iterable[ShareRecord], mem_mib: int, holder: str) -> None:
+    def add(
+        self,
+        shares: Iterable[ShareRecord],
+        mem_mib: int,
+        holder: str,
+        requests: Requests = NO_REQUESTS,
+    ) -> None:
+        """Count a pod set: `requests` once per node of `shares` (one pod per node)."""
+        shares = list(shares)
         for s in shares:
             self.fraction[s.uuid] = self.fraction.get(s.uuid, 0.0) + s.fraction
             self.mem_mib[s.uuid] = self.mem_mib.get(s.uuid, 0) + mem_mib
             self.holders.setdefault(s.uuid, set()).add(holder)
+        for node in node_order(shares):
+            self.requested[node] = self.requested.get(node, Requests()).plus(requests)
 
-    def conflict(self, shares: Iterable[ShareRecord], mem_mib: int, cap: Mapping[str, int]) -> str:
-        """ "" if the shares fit next to what is held, else the first GPU that is full."""
+    def conflict(
+        self,
+        shares: Iterable[ShareRecord],
+        mem_mib: int,
+        cap: Mapping[str, int],
+        requests: Requests = NO_REQUESTS,
+    ) -> Reasoned | None:
+        """None if pods with these shares, each requesting `requests`, fit next to what
+        is held; else why not: WaitingForGpus with the first full GPU and its holders,
+        or WaitingForResources naming the node and the resource that is short."""
+        shares = list(shares)
         for s in shares:
             used = self.fraction.get(s.uuid, 0.0)
-            if used + s.fraction > 1.0 + SHARE_EPS:
-                return s.uuid
+            full = used + s.fraction > 1.0 + SHARE_EPS
             if s.fraction < 1.0 and self.mem_mib.get(s.uuid, 0) + mem_mib > cap.get(s.uuid, 0):
-                return s.uuid
-        return ""
+                full = True
+            if full:
+                holders = ", ".join(sorted(self.holders.get(s.uuid, ())))
+                return Reasoned(WAITING_GPUS, f"{s.uuid} held by pod(s) {holders}")
+        for node in node_order(shares):
+            alloc = self.allocatable.get(node)
+            if alloc is not None:
+                free = alloc.minus(self.requested.get(node, Requests()))
+                short = shortfall(node, requests, free)
+                if short:
+                    return Reasoned(WAITING_RESOURCES, short)
+        return None
 
 
 @dataclass(frozen=True)
@@ -165,7 +210,11 @@ def headless_service(job: Obj) -> Obj:
     }
 
 
-def worker_pods(w: WorkerSpec) -> list[Obj]:
+def worker_pods(w: WorkerSpec, api_url: str = "") -> list[Obj]:
+    """The pods of one attempt: the job's template with only the operator's placement
+    injected (node, GPU, rendezvous and metrics env, labels, annotations, owner, restart
+    policy, hostname, grace period, the podinfo volume); everything else is the user's.
+    `api_url` is the API's REST root as pods reach it (`--api-url`; empty: not set)."""
     meta, spec = w.job["metadata"], w.job.get("spec") or {}
     name, ns = meta["name"], meta["namespace"]
     nodes = node_order(w.shares)
@@ -174,12 +223,32 @@ def worker_pods(w: WorkerSpec) -> list[Obj]:
     pods = []
     for rank, node in enumerate(nodes):
         mine = [s for s in w.shares if s.node == node]
-        env = _env(w, mine, mem, master, rank, len(nodes))
         pod = pod_name(name, w.attempt, rank)
-        container: Obj = {"name": CONTAINER, "image": spec["image"], "env": env}
-        for field in ("command", "args"):
-            if spec.get(field):
-                container[field] = list(spec[field])
+        template = pod_template(spec)
+        tmeta, pod_spec = template["metadata"], template["spec"]
+        annotations = {
+            crd.ANN_ALLOCATION: encode_shares(w.shares),
+            crd.ANN_RANK: str(rank),
+            crd.ANN_WORLD_SIZE: str(len(nodes)),
+            crd.ANN_GPU_MEM_MIB: str(mem),
+            crd.ANN_STARTED_AT: w.started_at,
+        }
+        if w.batch_size is not None:
+            annotations[crd.ANN_BATCH_SIZE] = str(w.batch_size)
+        containers = pod_spec["containers"]
+        worker = containers[worker_index(containers)]
+        ours = _env(w, mine, mem, master, rank, len(nodes)) + _metrics_env(w.job, api_url)
+        worker["env"] = _merge_env(worker.get("env") or [], ours)
+        _mount_podinfo(pod_spec, worker)
+        pod_spec.update(
+            {
+                "nodeName": node,
+                "restartPolicy": "Never",
+                "hostname": pod,
+                "subdomain": service_name(w.job),
+                "terminationGracePeriodSeconds": grace_period_s(w.job),
+            }
+        )
         pods.append(
             {
                 "apiVersion": "v1",
@@ -188,30 +257,41 @@ def worker_pods(w: WorkerSpec) -> list[Obj]:
                     "name": pod,
                     "namespace": ns,
                     "labels": {
+                        **(tmeta.get("labels") or {}),
                         crd.LABEL_JOB: name,
                         crd.LABEL_ATTEMPT: str(w.attempt),
                         crd.LABEL_MANAGED: crd.MANAGER,
                     },
-                    "annotations": {
-                        crd.ANN_ALLOCATION: encode_shares(w.shares),
-                        crd.ANN_RANK: str(rank),
-                        crd.ANN_WORLD_SIZE: str(len(nodes)),
-                        crd.ANN_GPU_MEM_MIB: str(mem),
-                        crd.ANN_STARTED_AT: w.started_at,
-                    },
+                    "annotations": {**(tmeta.get("annotations") or {}), **annotations},
                     "ownerReferences": [owner_reference(w.job)],
                 },
-                "spec": {
-                    "nodeName": node,
-                    "restartPolicy": "Never",
-                    "hostname": pod,
-                    "subdomain": service_name(w.job),
-                    "terminationGracePeriodSeconds": grace_period_s(w.job),
-                    "containers": [container],
-                },
+                "spec": pod_spec,
             }
         )
     return pods
+
+
+def _merge_env(user: list[Obj], ours: list[Obj]) -> list[Obj]:
+    """The operator's env first (so user values may refer to $(RANK) etc.), then the
+    user's entries whose names the operator does not set, valueFrom ones included."""
+    names = {e["name"] for e in ours}
+    return ours + [copy.deepcopy(e) for e in user if e.get("name") not in names]
+
+
+def _mount_podinfo(pod_spec: Obj, worker: Obj) -> None:
+    """The downward-API volume exposing the pod's annotations (the batch size a policy
+    sets on a running job) as PODINFO_DIR/annotations, read-only in the worker."""
+    volume = {
+        "name": crd.PODINFO_VOLUME,
+        "downwardAPI": {
+            "items": [{"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]
+        },
+    }
+    mount = {"name": crd.PODINFO_VOLUME, "mountPath": crd.PODINFO_DIR, "readOnly": True}
+    volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != crd.PODINFO_VOLUME]
+    pod_spec["volumes"] = [*volumes, volume]
+    mounts = [m for m in worker.get("volumeMounts") or [] if m.get("name") != crd.PODINFO_VOLUME]
+    worker["volumeMounts"] = [*mounts, mount]
 
 
 def _env(
@@ -219,20 +299,18 @@ def _env(
 ) -> list[Obj]:
     spec = w.job.get("spec") or {}
     ckpt = spec.get("checkpoint") or {}
-    env: dict[str, str] = {str(e["name"]): str(e.get("value", "")) for e in spec.get("env") or []}
-    env.update(
-        {
-            "NVIDIA_VISIBLE_DEVICES": ",".join(s.uuid for s in mine),
-            "MASTER_ADDR": master,
-            "MASTER_PORT": str(MASTER_PORT),
-            "WORLD_SIZE": str(world),  # pods (nodes); each runs GPUFLOW_GPUS_PER_POD ranks
-            "RANK": str(rank),
-            "GPUFLOW_JOB": w.job["metadata"]["name"],
-            "GPUFLOW_GPUS_PER_POD": str(len(mine)),
-            "GPUFLOW_ATTEMPT": str(w.attempt),
-            "GPUFLOW_RESUME": "1" if w.attempt > 1 else "0",
-        }
-    )
+    env: dict[str, str] = {
+        "NVIDIA_VISIBLE_DEVICES": ",".join(s.uuid for s in mine),
+        "MASTER_ADDR": master,
+        "MASTER_PORT": str(MASTER_PORT),
+        "WORLD_SIZE": str(world),  # pods (nodes); each runs GPUFLOW_GPUS_PER_POD ranks
+        "RANK": str(rank),
+        "GPUFLOW_JOB": w.job["metadata"]["name"],
+        "GPUFLOW_GPUS_PER_POD": str(len(mine)),
+        "GPUFLOW_ATTEMPT": str(w.attempt),
+        "GPUFLOW_RESUME": "1" if w.attempt > 1 else "0",
+        "GPUFLOW_PODINFO_DIR": crd.PODINFO_DIR,
+    }
     if ckpt.get("path"):
         env["GPUFLOW_CHECKPOINT_PATH"] = str(ckpt["path"])
     if w.batch_size is not None:
@@ -247,3 +325,22 @@ def _env(
                 f"{i}={mem}M" for i in range(len(mine))
             )
     return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _metrics_env(job: Obj, api_url: str) -> list[Obj]:
+    """Where the job's training library (gpuflow.train) reports its metrics: its id in
+    the API's job database, the API's URL, and its metrics token from the Secret the API
+    makes for the job. With an API to report to, the Secret is required: the kubelet
+    holds the pod (CreateContainerConfigError) until the API has made it, so a job
+    created with kubectl before the API saw it still reports (the start timeout
+    bounds the wait). Without one it is optional and the job reports nothing."""
+    env: list[Obj] = [{"name": "GPUFLOW_JOB_ID", "value": database_id(job)}]
+    if api_url:
+        env.append({"name": "GPUFLOW_API_URL", "value": api_url})
+    secret = {
+        "name": metrics_secret_name(job["metadata"]["name"]),
+        "key": METRICS_SECRET_KEY,
+        "optional": not api_url,
+    }
+    env.append({"name": "GPUFLOW_METRICS_TOKEN", "valueFrom": {"secretKeyRef": secret}})
+    return env

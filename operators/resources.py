@@ -9,6 +9,8 @@ type, `status` "True"/"False", `lastTransitionTime` moved only when `status` fli
 from __future__ import annotations
 
 import copy
+import hashlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,6 +19,7 @@ from typing import Any
 from controller.model import JobSpec
 from operators import crd
 from operators.kube import Obj
+from operators.template import check_template
 
 # A job without an expected duration is shown to policies as one hour long: only
 # oracle policies (SRTF) read it, and they need some figure.
@@ -31,16 +34,61 @@ MAX_NAME_LEN = 50
 # submitter's tenant and the job's id in the job database (api/cluster.py).
 LABEL_TENANT = f"{crd.GROUP}/tenant"
 LABEL_JOB_ID = f"{crd.GROUP}/job-id"
+JOB_DB_ID = re.compile(r"[0-9a-f]{32}")  # a job database id: 32 lowercase hex digits
+# The Secret holding a job's metrics token (key `token`), made by the API in the
+# DLJob's namespace and owned by the DLJob; its worker pods read it into
+# GPUFLOW_METRICS_TOKEN (operators/pods.py).
+METRICS_SECRET_SUFFIX = "-gpuflow-metrics"
+METRICS_SECRET_KEY = "token"
 
 QUEUED, ADMITTED, RUNNING = "Queued", "Admitted", "Running"
 PREEMPTED, SUSPENDED, SUCCEEDED, FAILED = "Preempted", "Suspended", "Succeeded", "Failed"
+# Not terminal: the operator looks at the spec again every round, and a fixed spec
+# (kubectl apply) queues the job.
+INVALID = "Invalid"
+# Not terminal either: no set of the cluster's nodes could ever hold the job; looked at
+# again every round, so that it queues once the cluster grows.
+UNSCHEDULABLE = "Unschedulable"
 TERMINAL = frozenset({SUCCEEDED, FAILED})
-CONDITION_TYPES = (QUEUED, ADMITTED, RUNNING, PREEMPTED, SUSPENDED, SUCCEEDED, FAILED)
+# Phases in which a job waits in the queue: entering one from any other sets
+# status.waitingSince (the policies' `waiting_since_s`).
+WAITING_PHASES = frozenset({QUEUED, PREEMPTED, SUSPENDED})
+CONDITION_TYPES = (
+    QUEUED,
+    ADMITTED,
+    RUNNING,
+    PREEMPTED,
+    SUSPENDED,
+    SUCCEEDED,
+    FAILED,
+    INVALID,
+    UNSCHEDULABLE,
+)
 
 
 def job_id(obj: Obj) -> str:
     meta = obj["metadata"]
     return f"{meta['namespace']}/{meta['name']}"
+
+
+def foreign_id(uid: str) -> str:
+    """The database id of a DLJob the API did not create: its uid's 32 hex digits."""
+    hexed = uid.replace("-", "").lower()
+    if JOB_DB_ID.fullmatch(hexed):
+        return hexed
+    return hashlib.sha256(uid.encode()).hexdigest()[:32]
+
+
+def database_id(obj: Obj) -> str:
+    """A DLJob's id in the API's job database: its job-id label (REST jobs), else the
+    id derived from its uid (jobs made with kubectl, adopted by the API)."""
+    meta = obj["metadata"]
+    label = (meta.get("labels") or {}).get(LABEL_JOB_ID)
+    return str(label) if label and JOB_DB_ID.fullmatch(label) else foreign_id(meta["uid"])
+
+
+def metrics_secret_name(job_name: str) -> str:
+    return f"{job_name}{METRICS_SECRET_SUFFIX}"
 
 
 def parse_time(text: str) -> float:
@@ -56,15 +104,14 @@ def micro_time(t: float) -> str:
 
 
 def job_spec(obj: Obj) -> JobSpec:
-    """The model's view of a DLJob; ValueError names what is wrong with it."""
+    """The model's view of a DLJob; ValueError, its message starting with the field's
+    path, for what the CRD schema cannot refuse (or a cluster without CEL rules lets
+    through): `spec.minGpus: must be <= spec.gpus (4)`."""
     meta, spec = obj["metadata"], obj.get("spec") or {}
     if len(meta["name"]) > MAX_NAME_LEN:
-        raise ValueError(f"name longer than {MAX_NAME_LEN} characters")
-    if not spec.get("image"):
-        raise ValueError("spec.image is required")
-    gpus = spec.get("gpus")
-    if not isinstance(gpus, int):
-        raise ValueError("spec.gpus must be an integer")
+        raise ValueError(f"metadata.name: longer than {MAX_NAME_LEN} characters")
+    check_template(spec)
+    gpus = _check_gpus(spec)
     mem = spec.get("gpuMemMib")
     return JobSpec(
         job_id=job_id(obj),
@@ -79,6 +126,30 @@ def job_spec(obj: Obj) -> JobSpec:
         tenant=str(spec.get("queue") or spec.get("tenant") or "default"),
         priority=int(spec.get("priority") or 0),
     )
+
+
+def _positive_int(spec: Obj, field: str) -> int | None:
+    value = spec.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"spec.{field}: must be a positive integer, not {value!r}")
+    return value
+
+
+def _check_gpus(spec: Obj) -> int:
+    """spec.gpus, checked with the elastic bounds: minGpus <= gpus <= maxGpus."""
+    gpus = _positive_int(spec, "gpus")
+    if gpus is None:
+        raise ValueError("spec.gpus: required")
+    low, high = _positive_int(spec, "minGpus"), _positive_int(spec, "maxGpus")
+    if low is not None and low > gpus:
+        raise ValueError(f"spec.minGpus: must be <= spec.gpus ({gpus})")
+    if high is not None and high < gpus:
+        raise ValueError(f"spec.maxGpus: must be >= spec.gpus ({gpus})")
+    for field in ("gpuMemMib", "batchSize"):
+        _positive_int(spec, field)
+    return gpus
 
 
 def grace_period_s(obj: Obj) -> int:
@@ -135,6 +206,8 @@ def status_mutator(
         status.update(fields or {})
         for name, delta in (add or {}).items():
             status[name] = round(float(old.get(name) or 0.0) + delta, 3)
+        if phase in WAITING_PHASES and phase_of(obj) not in WAITING_PHASES:
+            status["waitingSince"] = micro_time(now_s)
         status["phase"] = phase
         shown = true.get(QUEUED, why) if phase in (PREEMPTED, SUSPENDED) else why
         status["reason"], status["message"] = shown.reason, shown.message
@@ -143,6 +216,21 @@ def status_mutator(
             return None
         new = copy.copy(obj)
         new["status"] = status
+        return new
+
+    return mutate
+
+
+def fields_mutator(fields: Mapping[str, Any]) -> Callable[[Obj], Obj | None]:
+    """A function from a DLJob to it with these status fields set (None: all are set
+    already); phase and conditions untouched."""
+
+    def mutate(obj: Obj) -> Obj | None:
+        old = obj.get("status") or {}
+        if all(old.get(k) == v for k, v in fields.items()):
+            return None
+        new = copy.copy(obj)
+        new["status"] = {**old, **fields}
         return new
 
     return mutate

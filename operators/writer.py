@@ -7,6 +7,12 @@ DLJob in a round land in the order they were made: the later one waits for the
 earlier (a conflict then makes it re-read and re-apply its change on top). Failures
 are logged and left to the next round, which sees the cluster as it is and tries
 again.
+
+Every decision the backend and the lifecycle carry out ends in an `event()` (a
+Kubernetes Event on the DLJob), and a waiting job's reason in `status_throttled()`:
+the writer logs each as one line `decision job=.. action=.. reason=..` (with the
+GPUs and nodes of a start, the pods of a stop) and counts it in the operator's
+metrics. Nothing is logged or counted while not leading: nothing is written then.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from operators import crd
-from operators.kube import KubeApi, Obj
+from operators.kube import API_ERRORS, KubeApi, Obj
+from operators.logs import emit, one_line
+from operators.metrics import OperatorMetrics
 from operators.pods import WorkerSpec, headless_service, worker_pods
-from operators.resources import Reasoned, format_time, micro_time, status_mutator
+from operators.resources import Reasoned, format_time, job_id, micro_time, status_mutator
 
 if TYPE_CHECKING:
     from operators.backend import Caches
@@ -36,13 +44,46 @@ WRITERS = 16
 # A waiting job's why-pending message changes as GPUs free up ("3 are free"); it is
 # rewritten at most this often unless its reason code changes.
 PENDING_REFRESH_S = 10.0
+# The action each Event reason stands for, in the decision log lines; a reason not
+# listed is logged as action "event".
+ACTIONS = {
+    "Scheduled": "start",
+    "WorkersRunning": "running",
+    "AllWorkersSucceeded": "succeed",
+    "WorkerFailed": "restart",
+    "WorkerCheckpointed": "restart",
+    "WorkerFailureIgnored": "restart",
+    "GangBroken": "restart",
+    "NodeLost": "restart",
+    "StartTimeout": "requeue",
+    "BackoffLimitExceeded": "fail",
+    "PodFailurePolicy": "fail",
+    "InvalidSpec": "invalid",
+    "Unschedulable": "unschedulable",
+    "PreemptedByPolicy": "preempt",
+    "SuspendedByPolicy": "suspend",
+    "ResizedByPolicy": "resize",
+    "MigratedByPolicy": "migrate",
+    "Rebatched": "rebatch",
+}
 
 
 class Writer:
-    def __init__(self, api: KubeApi, caches: Caches, leading: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        caches: Caches,
+        leading: Callable[[], bool],
+        metrics: OperatorMetrics | None = None,
+        api_url: str = "",
+    ) -> None:
         self.api = api
         self.caches = caches
+        self.api_url = api_url  # the worker pods' GPUFLOW_API_URL (operators.pods)
         self.leading = leading
+        self.metrics = metrics
+        # job -> what its start or stop did (GPUs, nodes, pods), logged with its event
+        self._details: dict[str, dict[str, Any]] = {}
         self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="gpuflow-write")
         self._futures: list[Future[Any]] = []
         self._last_status: dict[str, Future[Any]] = {}  # this round's, by job
@@ -78,12 +119,17 @@ class Writer:
 
     def flush(self) -> None:
         self._last_status = {}
+        for job, details in self._details.items():  # pods deleted without an event
+            emit(log, logging.INFO, "decision", job=job, **details)
+        self._details = {}
         futures, self._futures = self._futures, []
         for f in futures:
             try:
                 f.result()
+            except API_ERRORS:
+                pass  # KubeApi logged it; the next round sees the cluster as it is
             except Exception as exc:  # one failed write must not stop the round
-                log.warning("write failed: %s", exc)
+                emit(log, logging.WARNING, "write failed", error=one_line(exc))
 
     def close(self) -> None:
         self.flush()
@@ -117,7 +163,10 @@ class Writer:
             if cond["type"] == phase and phase != "Queued":
                 why = Reasoned(cond.get("reason", ""), cond.get("message", ""))
         mutate = status_mutator(phase, why, pending=pending, now_s=now)
-        if mutate(obj) is not None:
+        if mutate(obj) is not None and self.leading():
+            if last is None or last[0] != code:
+                fields = {"job": key, "action": "wait", "reason": code}
+                emit(log, logging.INFO, "decision", **fields, message=pending.message)
             self._pending[key] = (code, now)
             self._submit_status(obj, mutate)
 
@@ -138,16 +187,31 @@ class Writer:
 
     def start(self, rec: JobRecord, worker: WorkerSpec) -> None:
         key = (rec.namespace, rec.name)
+        if not self.leading():
+            return
         if key not in self._services:
             self._services.add(key)
             self._submit(self.api.create_service, rec.namespace, headless_service(rec.obj))
-        for pod in worker_pods(worker):
+        pods = worker_pods(worker, self.api_url)
+        for pod in pods:
             self._submit(self._create_pod, rec.namespace, pod)
+        gpus = sum(s.fraction for s in worker.shares)
+        self._details[rec.key] = {
+            "action": "start",
+            "gpus": f"{gpus:g}",
+            "nodes": ",".join(sorted({s.node for s in worker.shares})),
+            "pods": len(pods),
+            "attempt": worker.attempt,
+        }
 
     def _create_pod(self, namespace: str, pod: Obj) -> None:
         self.caches.pods.upsert(self.api.create_pod(namespace, pod))
 
     def delete_pods(self, pods: list[Obj], grace_s: int, now: float) -> None:
+        if pods and self.leading():
+            meta = pods[0]["metadata"]
+            job = f"{meta['namespace']}/{meta.get('labels', {}).get(crd.LABEL_JOB, '')}"
+            self._details[job] = {"action": "delete-pods", "pods": len(pods), "grace_s": grace_s}
         for pod in pods:
             meta = pod["metadata"]
             key = (meta["namespace"], meta["name"])
@@ -155,8 +219,24 @@ class Writer:
                 self.caches.pods.mark_deleting(key, format_time(now))
             self._submit(self.api.delete_pod, meta["namespace"], meta["name"], grace_s)
 
+    def annotate_pods(self, pods: list[Obj], annotations: dict[str, str]) -> None:
+        """Set annotations on running pods (the kubelet refreshes downward-API files
+        from them: how a running job learns a new batch size without a restart)."""
+        for pod in pods:
+            meta = pod["metadata"]
+            patch = {"metadata": {"annotations": annotations}}
+            self._submit(self._patch_pod, meta["namespace"], meta["name"], patch)
+
+    def _patch_pod(self, namespace: str, name: str, patch: Obj) -> None:
+        new = self.api.patch_pod(namespace, name, patch)
+        if new is not None:
+            self.caches.pods.upsert(new)
+
     def event(self, obj: Obj, reason: str, message: str, kind: str = "Normal") -> None:
         meta = obj["metadata"]
+        if not self.leading():
+            return
+        self._decided(job_id(obj), reason, message, kind)
         now = micro_time(time.time())
         body = {
             "apiVersion": "v1",
@@ -182,3 +262,24 @@ class Writer:
             "source": {"component": crd.MANAGER},
         }
         self._submit(self.api.create_event, meta["namespace"], body)
+
+    def _decided(self, job: str, reason: str, message: str, kind: str) -> None:
+        """Log and count one decision, with what its start or stop did."""
+        action = ACTIONS.get(reason, "event")
+        details = self._details.pop(job, {})
+        if details.get("action") not in (None, action):
+            details["pods_action"] = details.pop("action")
+        details.pop("action", None)
+        level = logging.WARNING if kind == "Warning" else logging.INFO
+        emit(
+            log,
+            level,
+            "decision",
+            job=job,
+            action=action,
+            **details,
+            reason=reason,
+            message=message,
+        )
+        if self.metrics is not None:
+            self.metrics.decision(action, reason)

@@ -52,10 +52,12 @@ seen, its epoch length, the fitted curve, the speed samples and the fitted θ.
 Deviations:
 - No parameter servers: the speed function is the all-reduce form above, and the
   allocation unit is one GPU rather than one worker or PS with its dominant share.
-- Loss samples come, in replay, from `optimus_fit.synthetic_loss` (a seeded curve per
-  job whose convergence point is its true total iterations); the paper fits real
-  training losses. The paper also normalises losses and drops outliers before fitting;
-  the fit here takes the samples as they come.
+- Loss samples are, live, the job's reports (every loss its gpuflow.train reports
+  carry since the last round, with its epoch length, as `JobView.measured` gives
+  them); in replay, or for a job that reports none (`optimus_fit.reported_loss` falls
+  back), `optimus_fit.synthetic_loss`, a seeded curve per job whose convergence point
+  is its true total iterations. The paper also normalises losses and drops outliers
+  before fitting; the fit here takes the samples as they come.
 - Remaining time adds a switching (restart) cost with hysteresis, which the paper does
   not model: its resizes are checkpoint-restarts too (§5), but its allocation ignores
   their cost. Without it, small gains would restart jobs every round.
@@ -96,7 +98,7 @@ from policies.optimus_fit import (
     fit_loss_curve,
     fit_speed,
     predict_speed,
-    synthetic_loss,
+    reported_loss,
 )
 
 # A fitted remaining work below this fraction of the work done is raised to it: the job
@@ -150,7 +152,7 @@ class Optimus:
     prior_remaining_s: float = 3600.0
     resize_hysteresis: float = 1.0
     admission: str = "arrival"  # or "remaining": who gets a minimum when not all fit
-    loss_source: LossSource = synthetic_loss
+    loss_source: LossSource = reported_loss
     name: str = "optimus"
 
     def __post_init__(self) -> None:
@@ -198,7 +200,18 @@ class Optimus:
         losses, per_epoch, curve = mem.losses, mem.iters_per_epoch, mem.curve
         done = job.done_iters_at(now)
         last = losses[-1][0] if losses else -1.0
-        if done > last and done >= last * (1.0 + self.sample_growth):
+        reported = job.measured
+        if reported is not None and reported.losses and reported.epoch_steps:
+            # A live job's own reports: every loss it reported since the last round.
+            new = tuple((float(k), v) for k, v in reported.losses if last < k <= done)
+            if new:
+                losses = _thin((*losses, *new), self.max_loss_samples)
+                per_epoch = float(reported.epoch_steps)
+                if len(losses) >= self.min_loss_samples:
+                    curve = fit_loss_curve(
+                        [k / per_epoch for k, _ in losses], [v for _, v in losses]
+                    )
+        elif done > last and done >= last * (1.0 + self.sample_growth):
             report = self.loss_source(job, now)
             if report is not None and report.iteration <= done:
                 losses = _thin((*losses, (report.iteration, report.loss)), self.max_loss_samples)
@@ -443,8 +456,8 @@ def _speed_model(
 
 
 def _thin(samples: tuple[tuple[float, float], ...], cap: int) -> tuple[tuple[float, float], ...]:
-    """At most `cap` samples: every other one dropped, the newest kept."""
-    if len(samples) <= cap:
-        return samples
-    kept = samples[:-1:2]
-    return (*kept, samples[-1])
+    """At most `cap` samples: every other one dropped (as often as needed), the newest
+    kept."""
+    while len(samples) > cap:
+        samples = (*samples[:-1:2], samples[-1])
+    return samples

@@ -42,8 +42,9 @@ ground-truth curve of the form above, with seeded shape, scale and noise keyed b
 id, built so that the convergence criterion with threshold `CONVERGENCE_THRESHOLD`
 fires exactly at its true total iterations (a perfect fit recovers the oracle). It is
 sampled at the iterations the job has done, never beyond. It stands in for the losses
-a live job reports; a later backend passes its own `LossSource` with the same
-signature.
+a live job reports: `reported_loss` reads those (`JobView.measured`, from the job's
+gpuflow.train reports) and falls back to the synthetic curve for a job that reports no
+loss or not the length of its epoch.
 """
 
 from __future__ import annotations
@@ -218,6 +219,17 @@ def true_loss_curve(
     epochs = g * x / (threshold * (1.0 + x) ** 2)
     beta1 = 1.0 / g
     return LossCurve(x * beta1 / epochs, beta1, floor), total_iters / epochs
+
+
+def reported_loss(job: JobView, now_s: float) -> LossReport | None:
+    """The last loss the job reported, at its own step (live jobs count progress in
+    their steps once they report); the synthetic curve when it reports none, or not
+    how many steps its epoch has (the threshold is a loss drop per epoch)."""
+    measured = job.measured
+    if measured is None or not measured.losses or not measured.epoch_steps:
+        return synthetic_loss(job, now_s)
+    step, loss = measured.losses[-1]
+    return LossReport(float(step), loss, float(measured.epoch_steps))
 
 
 def synthetic_loss(job: JobView, now_s: float) -> LossReport | None:

@@ -73,7 +73,11 @@ Deviations
   its next progress bucket (at once for a job whose speed on new GPUs is not yet
   known), but never sooner than `interval_s` (60 s) after this round, rather than
   every 60 s whatever happens.
-- The gradient noise ratio is read from the measured run at the batch the job runs
+- A live job that reports its gradient statistics (gpuflow.train, `JobView.measured`)
+  is judged on them (`pollux_goodput.live_ratio`), as PolluxAgent's own reports; the
+  batch range and smallest local batch still come from its application's profile, so
+  a job of an unprofiled model keeps its batch size.
+- Otherwise the gradient noise ratio is read from the measured run at the batch the job runs
   at now, as PolluxAgent reports the statistics of its own training (the artifact's
   policy and simulator alike read them at the job's batch). Where it is infinite (a
   measured gradient norm of zero, deepspeech2 late in training), every sample counts:
@@ -96,6 +100,7 @@ from policies.pollux_goodput import (
     AppKey,
     app_key,
     goodput_table,
+    live_ratio,
     max_useful_gpus,
     progress_bucket,
 )
@@ -125,6 +130,7 @@ class _Job:
     fair_hi: int  # hi without the exploration cap, for the fair share
     bucket: int
     stats_batch: int  # the batch whose measured run gives the job's gradient statistics
+    ratio: float | None = None  # the noise ratio a live job measured, when it reports one
 
 
 @dataclass(frozen=True)
@@ -209,7 +215,9 @@ class Pollux:
                     hi = max(lo, min(hi, cap))
             bucket = progress_bucket(view.progress_at(now))
             stats_batch = view.batch_size or key.ref_batch
-            jobs.append(_Job(view, profile, key, lo, hi, fair_hi, bucket, stats_batch))
+            m = view.measured
+            ratio = live_ratio(key, m.grad_sqr, m.grad_var) if m is not None else None
+            jobs.append(_Job(view, profile, key, lo, hi, fair_hi, bucket, stats_batch, ratio))
         return jobs, reasons
 
     def _problem(
@@ -228,7 +236,13 @@ class Pollux:
         base = np.zeros((len(jobs), nodes), dtype=np.float32)
         for row, (job, k_fair) in enumerate(zip(jobs, fair_k, strict=True)):
             goodput, best = goodput_table(
-                snapshot.cluster, job.profile, job.key, job.bucket, kdim - 1, job.stats_batch
+                snapshot.cluster,
+                job.profile,
+                job.key,
+                job.bucket,
+                kdim - 1,
+                job.stats_batch,
+                job.ratio,
             )
             n_fair = min(int(np.searchsorted(by_size, k_fair)) + 1, k_fair)
             reference = float(goodput[n_fair, k_fair])

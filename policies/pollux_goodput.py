@@ -95,7 +95,7 @@ class _ClusterCache:
     cluster: Cluster
     tables: dict[TableKey, ThroughputTable] = field(default_factory=dict)
     sync: dict[tuple[str, int, int], tuple[float, float]] = field(default_factory=dict)
-    goodput: OrderedDict[tuple[AppKey, int, int], tuple[FloatArray, IntArray]] = field(
+    goodput: OrderedDict[tuple[AppKey, int, float], tuple[FloatArray, IntArray]] = field(
         default_factory=OrderedDict
     )
 
@@ -141,6 +141,18 @@ def noise_ratio(
     return measured.noise_scale_at(progress * measured.target_progress, batch)
 
 
+def live_ratio(key: AppKey, grad_sqr: float | None, grad_var: float | None) -> float | None:
+    """r from a live job's own gradient statistics, reported per sample (gpuflow.train):
+    |G|^2 and tr(Sigma). The variance of a gradient averaged over the reference batch
+    is tr(Sigma) / M_ref, so r = tr(Sigma) / (M_ref |G|^2) (AdaptDL keeps `var` at the
+    initial batch). None when the job is not adaptive or the statistics are unusable."""
+    if not key.adaptive or grad_sqr is None or grad_var is None:
+        return None
+    if not (grad_sqr > 0.0 and grad_var >= 0.0 and math.isfinite(grad_sqr + grad_var)):
+        return None
+    return grad_var / (key.ref_batch * grad_sqr)
+
+
 def progress_bucket(progress: float) -> int:
     return min(PROGRESS_BUCKETS, max(0, round(progress * PROGRESS_BUCKETS)))
 
@@ -152,15 +164,20 @@ def goodput_table(
     bucket: int,
     max_gpus: int,
     stats_batch: int | None = None,
+    ratio: float | None = None,
 ) -> tuple[FloatArray, IntArray]:
     """(goodput[n, k], best batch[n, k]) at a progress bucket, for k <= `max_gpus` at
     least, with the gradient statistics of the run at `stats_batch` (see
-    `noise_ratio`). Goodput is in reference-batch iterations per second; 0 where not
-    allowed."""
+    `noise_ratio`), or with the noise `ratio` r a live job measured (`live_ratio`).
+    Goodput is in reference-batch iterations per second; 0 where not allowed."""
     cache = _cache(cluster)
     if stats_batch is None:
         stats_batch = key.ref_batch
-    entry_key = (key, bucket, stats_batch)
+    entry_key: tuple[AppKey, int, float] = (key, bucket, float(stats_batch))
+    if ratio is not None:
+        # Two significant digits: a cached table per ratio seen, not per report.
+        ratio = float(f"{ratio:.2g}")
+        entry_key = (key, -1, ratio)
     entry = cache.goodput.get(entry_key)
     if entry is not None and entry[0].shape[1] > max_gpus:
         cache.goodput.move_to_end(entry_key)
@@ -168,7 +185,8 @@ def goodput_table(
     table = _throughput(cache, profile, key, max_gpus)
     scale = table.batches / key.ref_batch
     if key.adaptive:
-        ratio = noise_ratio(profile, key, bucket / PROGRESS_BUCKETS, stats_batch)
+        if ratio is None:
+            ratio = noise_ratio(profile, key, bucket / PROGRESS_BUCKETS, stats_batch)
         gain = scale * efficiency_at(scale, ratio)
     else:
         gain = scale

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import BackendDep, CurrentUser
+from api.deps import BackendDep, CurrentUser, SessionDep
+from api.redaction import redact_nodes
 from api.schemas.cluster import ClusterPublic, NodesPublic
 
 router = APIRouter(tags=["cluster"])
 
 
 @router.get("/nodes", response_model=NodesPublic)
-def list_nodes(user: CurrentUser, backend: BackendDep) -> NodesPublic:
-    """Every node: GPUs, GPUs allocated, the jobs on it (ids of any tenant)."""
-    data = backend.describe().nodes
+def list_nodes(user: CurrentUser, backend: BackendDep, session: SessionDep) -> NodesPublic:
+    """Every node: GPUs, GPUs allocated, the caller's jobs on it (an admin's: all) and
+    how many other tenants' jobs, unnamed."""
+    data = redact_nodes(session, user, backend.describe().nodes)
     return NodesPublic(data=data, count=len(data))
 
 

@@ -5,7 +5,6 @@ A job of another tenant is answered exactly like a job that does not exist (404)
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Annotated
 
@@ -14,8 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.deps import BackendDep, CurrentUser, SessionDep, can_see
+from api.deps import BackendDep, CurrentUser, MaybeBackendDep, SessionDep, can_see
 from api.models import Job, JobEvent, JobMetric, User, utcnow
+from api.redaction import redact_texts
 from api.schemas.common import Limit, Name, Responses, Skip
 from api.schemas.jobs import (
     JobCreate,
@@ -29,13 +29,18 @@ from api.schemas.jobs import (
     JobsPublic,
     WaitReason,
 )
-from api.security import hash_token, new_token, token_matches
+from api.security import JOB_ID, hash_token, new_token, token_matches
 from controller.model import JobStatus
+from operators.resources import INVALID, UNSCHEDULABLE
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 NOT_FOUND: Responses = {404: {"description": "no such job (or another tenant's)"}}
-JOB_ID = re.compile(r"[0-9a-f]{32}")
-WAITING = {s.value for s in (JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SUSPENDED)}
+# Statuses of a job that waits with a reason; the last two only in cluster mode, where
+# a job's status is its DLJob's phase.
+WAITING = {s.value for s in (JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SUSPENDED)} | {
+    UNSCHEDULABLE,
+    INVALID,
+}
 CONTAINER_FIELDS = {"image", "command", "env"}  # cluster mode: the DLJob's container
 
 
@@ -96,7 +101,7 @@ async def submit_job(body: JobCreate, user: CurrentUser, backend: BackendDep) ->
         "detail": "",
         "at": now,
     }
-    await backend.submit(job, event, body)  # BackendUnavailable: 503 (api.errors)
+    await backend.submit(job, event, body, secret)  # BackendUnavailable: 503 (api.errors)
     return JobCreated.model_validate({**job, "metrics_token": secret})
 
 
@@ -122,12 +127,19 @@ def list_jobs(
         query = query.where(Job.user_id == user_id)
     count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = session.scalars(query.order_by(Job.created_at.desc(), Job.id).offset(skip).limit(limit))
-    return JobsPublic(data=[JobPublic.model_validate(j) for j in rows], count=count)
+    return JobsPublic(data=public_jobs(session, user, list(rows)), count=count)
+
+
+def public_jobs(session: Session, user: User, rows: list[Job]) -> list[JobPublic]:
+    """Jobs as `user` may see them: other tenants' job ids redacted from reasons."""
+    jobs = [JobPublic.model_validate(j) for j in rows]
+    messages = redact_texts(session, user, [j.reason_message for j in jobs])
+    return [j.model_copy(update={"reason_message": m}) for j, m in zip(jobs, messages, strict=True)]
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
 def get_job(job_id: str, session: SessionDep, user: CurrentUser) -> JobPublic:
-    return JobPublic.model_validate(visible_job(session, user, job_id))
+    return public_jobs(session, user, [visible_job(session, user, job_id)])[0]
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic, responses={**NOT_FOUND, 409: {}})
@@ -138,7 +150,7 @@ def cancel_job(
     if not backend.cancel(session, job):
         raise HTTPException(status.HTTP_409_CONFLICT, f"job {job_id!r} is already {job.status}")
     session.commit()
-    return JobPublic.model_validate(job)
+    return public_jobs(session, user, [job])[0]
 
 
 @router.get("/{job_id}/events", response_model=JobEventsPublic, responses=NOT_FOUND)
@@ -146,7 +158,9 @@ def job_events(job_id: str, session: SessionDep, user: CurrentUser) -> JobEvents
     """The job's history: submitted, started, preempted, finished, cancelled."""
     job = visible_job(session, user, job_id)
     rows = session.scalars(select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id))
-    data = [JobEventPublic.model_validate(e) for e in rows]
+    events = [JobEventPublic.model_validate(e) for e in rows]
+    details = redact_texts(session, user, [e.detail for e in events])
+    data = [e.model_copy(update={"detail": d}) for e, d in zip(events, details, strict=True)]
     return JobEventsPublic(data=data, count=len(data))
 
 
@@ -159,7 +173,7 @@ def why_waiting(job_id: str, session: SessionDep, user: CurrentUser) -> WaitReas
         status=job.status,
         waiting=job.status in WAITING,
         code=job.reason_code,
-        message=job.reason_message,
+        message=redact_texts(session, user, [job.reason_message])[0],
     )
 
 
@@ -170,15 +184,21 @@ def report_metrics(
     job_id: str,
     body: JobMetricsCreate,
     session: SessionDep,
+    backend: MaybeBackendDep,
     x_job_token: Annotated[str, Header(description="the job's metrics_token")],
 ) -> JobMetricsPublic:
-    """A running job reports figures with its own token (not a user token)."""
+    """A running job reports figures with its own token (not a user token).
+
+    Answered once the rows are committed; in cluster mode the backend then writes the
+    job's summary into its DLJob's status.train, later and throttled (api.train_status)."""
     job = session.get(Job, job_id) if JOB_ID.fullmatch(job_id) else None
     if job is None or not token_matches(x_job_token, job.metrics_token_hash):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id!r} not found")
     rows = [JobMetric(job_id=job.id, **m.model_dump()) for m in body.metrics]
     session.add_all(rows)
     session.commit()
+    if backend is not None:
+        backend.metrics_reported(job.id)
     data = [JobMetricPublic.model_validate(r) for r in rows]
     return JobMetricsPublic(data=data, count=len(data))
 

@@ -6,6 +6,7 @@ broker refuses it, so a 503 leaves no orphan row and a 202 is never lost.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
+from api.errors import BROKER_DOWN_DETAIL
 from api.models import Replay, Sweep, TraceFile, User
 from api.schemas.common import INT32_MAX, Limit, Responses, Skip
 from api.schemas.replays import (
@@ -30,40 +32,72 @@ from api.schemas.replays import (
 from api.settings import Settings
 from api.tasks import dispatch
 from controller.placement import PLACERS
-from controller.spec import ClusterSpecError, load_cluster
+from controller.spec import ClusterSpecError, named_cluster
 from policies.registry import POLICIES
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/replays", tags=["replays"])
 NOT_FOUND: Responses = {404: {"description": "no such replay (or another tenant's)"}}
-ACCEPTED: Responses = {503: {"description": "broker or database unavailable; nothing was queued"}}
+ACCEPTED: Responses = {
+    429: {"description": "the tenant's replays queued or running are at their cap"},
+    503: {"description": "broker or database unavailable; nothing was queued"},
+}
 
 
-def _invalid(field: str, msg: str, value: object) -> RequestValidationError:
+def _invalid(loc: tuple[str | int, ...], msg: str, value: object) -> RequestValidationError:
     return RequestValidationError(
-        [{"loc": ("body", field), "type": "value_error", "msg": msg, "input": value}]
+        [{"loc": ("body", *loc), "type": "value_error", "msg": msg, "input": value}]
     )
+
+
+def _label(loc: tuple[str | int, ...]) -> str:
+    """`("clusters", 2)` -> `clusters[2]`, the field as a client wrote it."""
+    return str(loc[0]) + "".join(f"[{i}]" for i in loc[1:])
+
+
+def check_cluster(loc: tuple[str | int, ...], name: str) -> None:
+    """A caller's cluster is a preset, PRESET:N or NODESxGPUS, resolved without opening
+    any file (`named_cluster`): a 422 naming the field otherwise, never a path read."""
+    try:
+        named_cluster(name)
+    except ClusterSpecError as exc:
+        raise _invalid(loc, f"{_label(loc)}: {exc.message}", name) from None
 
 
 def _check_run(
     session: Session,
     user: User,
-    trace_id: int,
-    policy: str,
-    cluster: str,
+    trace: tuple[tuple[str | int, ...], int],
+    policy: tuple[tuple[str | int, ...], str],
     placement: str,
-    prefix: str = "",
 ) -> None:
-    trace = session.get(TraceFile, trace_id)
-    if trace is None or not can_see(user, trace.tenant):
-        raise _invalid(f"{prefix}trace_id", f"no trace {trace_id}", trace_id)
-    if policy not in POLICIES:
-        raise _invalid(f"{prefix}policy", f"unknown policy; known: {sorted(POLICIES)}", policy)
+    """Each argument is (where the body holds it, its value), so a 422 names the field."""
+    (trace_loc, trace_id), (policy_loc, policy_name) = trace, policy
+    row = session.get(TraceFile, trace_id)
+    if row is None or not can_see(user, row.tenant):
+        raise _invalid(trace_loc, f"no trace {trace_id}", trace_id)
+    if policy_name not in POLICIES:
+        raise _invalid(policy_loc, f"unknown policy; known: {sorted(POLICIES)}", policy_name)
     if placement not in PLACERS:
-        raise _invalid("placement", f"unknown placement; known: {sorted(PLACERS)}", placement)
-    try:
-        load_cluster(cluster)
-    except (ClusterSpecError, OSError) as exc:
-        raise _invalid(f"{prefix}cluster", " ".join(str(exc).split()), cluster) from None
+        raise _invalid(("placement",), f"unknown placement; known: {sorted(PLACERS)}", placement)
+
+
+def _check_quota(session: Session, user: User, settings: Settings, adding: int) -> None:
+    """429 if the tenant's replays queued or running, with `adding` more, pass its cap
+    (the replay workers are shared: one tenant must not queue everyone else out)."""
+    active = session.scalar(
+        select(func.count())
+        .select_from(Replay)
+        .where(Replay.tenant == user.tenant, Replay.status.in_(("queued", "running")))
+    )
+    cap = settings.max_active_replays_per_tenant
+    if (active or 0) + adding > cap:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"tenant {user.tenant!r} has {active} replays queued or running and asks for "
+            f"{adding} more; at most {cap} (settings max_active_replays_per_tenant)",
+            headers={"Retry-After": "60"},
+        )
 
 
 def _row(user: User, trace_id: int, policy: str, cluster: str, opts: ReplayOptions) -> Replay:
@@ -91,10 +125,8 @@ def _queue(
         if sweep is not None:
             session.delete(sweep)
         session.commit()
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"task broker unavailable: {' '.join(str(exc).split())}",
-        ) from None
+        log.warning("replays %s not queued: %s", [r.id for r in rows], exc)
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, BROKER_DOWN_DETAIL) from None
 
 
 def public(row: Replay) -> ReplayPublic:
@@ -111,7 +143,15 @@ def submit_replay(
     settings: SettingsDep,
 ) -> ReplayPublic:
     """Replay an uploaded trace under a policy on a cluster (preset or NODESxGPUS)."""
-    _check_run(session, user, body.trace_id, body.policy, body.cluster, body.placement)
+    _check_run(
+        session,
+        user,
+        (("trace_id",), body.trace_id),
+        (("policy",), body.policy),
+        body.placement,
+    )
+    check_cluster(("cluster",), body.cluster)
+    _check_quota(session, user, settings, 1)
     row = _row(user, body.trace_id, body.policy, body.cluster, body)
     session.add(row)
     session.commit()
@@ -128,9 +168,27 @@ def submit_sweep(
     settings: SettingsDep,
 ) -> SweepPublic:
     """Every trace x policy x cluster, one replay each, spread over the workers."""
+    size = len(body.trace_ids) * len(body.policies) * len(body.clusters)
+    if size > settings.max_sweep_replays:
+        raise _invalid(
+            ("clusters",),
+            f"a sweep of {size} replays (trace_ids x policies x clusters); at most "
+            f"{settings.max_sweep_replays} (settings max_sweep_replays)",
+            size,
+        )
+    for i, name in enumerate(body.clusters):
+        check_cluster(("clusters", i), name)
+    for i, t in enumerate(body.trace_ids):
+        for j, p in enumerate(body.policies):
+            _check_run(
+                session,
+                user,
+                (("trace_ids", i), t),
+                (("policies", j), p),
+                body.placement,
+            )
     combos = [(t, p, c) for t in body.trace_ids for p in body.policies for c in body.clusters]
-    for t, p, c in {(t, p, c) for t, p, c in combos}:
-        _check_run(session, user, t, p, c, body.placement)
+    _check_quota(session, user, settings, len(combos))
     sweep = Sweep(tenant=user.tenant, user_id=user.id)
     session.add(sweep)
     session.flush()

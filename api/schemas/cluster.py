@@ -13,7 +13,8 @@ class NodePublic(BaseModel):
     gpu_type: str
     gpus: int
     gpus_allocated: float = Field(description="shared GPUs count by fraction")
-    jobs: list[str]
+    jobs: list[str] = Field(description="the caller's jobs on it (an admin's: every job)")
+    other_jobs: int = Field(default=0, description="other tenants' jobs on it, not named")
 
 
 class NodesPublic(BaseModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -11,6 +11,9 @@ from api.schemas.common import INT32_MAX, Public, Strict, example_config
 
 # A cluster is a preset (optionally :N nodes) or NODESxGPUS; never a server path.
 CLUSTER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}(:[0-9]{1,4})?$"
+ClusterName = Annotated[
+    str, Field(pattern=CLUSTER_PATTERN, max_length=46, examples=["16x4", "dgx-a100:8"])
+]
 
 
 class TracePublic(Public):
@@ -50,7 +53,7 @@ class ReplayCreate(ReplayOptions):
 
     trace_id: int = Field(ge=1, le=INT32_MAX)
     policy: str = Field(max_length=32)
-    cluster: str = Field(pattern=CLUSTER_PATTERN, examples=["16x4", "dgx-a100:8"])
+    cluster: ClusterName
 
 
 class SweepCreate(ReplayOptions):
@@ -60,7 +63,7 @@ class SweepCreate(ReplayOptions):
 
     trace_ids: list[int] = Field(min_length=1, max_length=20)
     policies: list[str] = Field(min_length=1, max_length=20)
-    clusters: list[str] = Field(min_length=1, max_length=20)
+    clusters: list[ClusterName] = Field(min_length=1, max_length=20)
 
 
 class ReplayPublic(Public):

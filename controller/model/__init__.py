@@ -5,8 +5,10 @@ Every other layer imports from here; this package imports nothing else of gpuflo
 
 from controller.model.allocation import Allocation, GpuPool, GpuShare
 from controller.model.cluster import Cluster, Gpu, GpuType, Node, PairLink, PcieLevel, Rack
-from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Reason
+from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Measured, Reason
 from controller.model.snapshot import (
+    RESTARTING,
+    STOPPING,
     Action,
     EditedAllocations,
     Placer,
@@ -14,10 +16,13 @@ from controller.model.snapshot import (
     PlanError,
     Policy,
     Snapshot,
+    classify_change,
     validate_plan,
 )
 
 __all__ = [
+    "RESTARTING",
+    "STOPPING",
     "WAITING",
     "Action",
     "Allocation",
@@ -30,6 +35,7 @@ __all__ = [
     "JobSpec",
     "JobStatus",
     "JobView",
+    "Measured",
     "Node",
     "PairLink",
     "PcieLevel",
@@ -40,5 +46,6 @@ __all__ = [
     "Rack",
     "Reason",
     "Snapshot",
+    "classify_change",
     "validate_plan",
 ]

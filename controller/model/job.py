@@ -95,6 +95,25 @@ class Reason:
 
 
 @dataclass(frozen=True, slots=True)
+class Measured:
+    """What a live job reported about itself (gpuflow.train through the API); replays
+    have none. Steps are the job's own optimiser steps; rates are over its last
+    reporting window."""
+
+    reported_s: float  # when the last report arrived
+    step: int  # the last step reported
+    batch_size: int | None  # global batch in use then
+    gpus: int | None  # world size in GPUs then
+    samples_per_s: float | None  # global throughput over the last window
+    # (GPUs, global batch, samples per second) for each size the job has run at.
+    throughput: tuple[tuple[int, int, float], ...] = ()
+    losses: tuple[tuple[int, float], ...] = ()  # (step, loss), in step order
+    grad_sqr: float | None = None  # Pollux's |G|^2 estimate, per sample
+    grad_var: float | None = None  # Pollux's tr(Sigma) estimate, per sample
+    epoch_steps: int | None = None  # steps in one pass over the job's data, if known
+
+
+@dataclass(frozen=True, slots=True)
 class JobView:
     """One active job as a policy sees it at a snapshot.
 
@@ -119,6 +138,10 @@ class JobView:
     waiting_since_s: float = 0.0  # last time it entered the queue
     restarts: int = 0
     batch_size: int | None = None
+    # Where rate_ips comes from: "model" (the performance model: replays, and live
+    # jobs that report nothing yet) or "measured" (what the running job reported).
+    rate_source: str = "model"
+    measured: Measured | None = None  # live jobs that report (gpuflow.train)
 
     @property
     def num_gpus(self) -> int:

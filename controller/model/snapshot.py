@@ -46,6 +46,15 @@ class Snapshot:
     waiting_jobs: tuple[JobView, ...] | None = field(default=None, repr=False, compare=False)
     # job id -> allocation of every running job; derived when not given.
     current: Mapping[str, Allocation] | None = field(default=None, repr=False, compare=False)
+    # job id -> view of every active job; derived on first use when not given.
+    index: Mapping[str, JobView] | None = field(default=None, repr=False, compare=False)
+
+    def job(self, job_id: str) -> JobView | None:
+        """The active job with this id, or None."""
+        if self.index is None:
+            object.__setattr__(self, "index", {j.job_id: j for j in self.jobs})
+            assert self.index is not None
+        return self.index.get(job_id)
 
     def __post_init__(self) -> None:
         if self.running_jobs is None or self.waiting_jobs is None:
@@ -138,12 +147,47 @@ class EditedAllocations(dict[str, Allocation]):
 
 
 class Action(Enum):
-    START = "start"  # waiting -> running
+    """What applying a plan does to one job: the vocabulary both backends carry out."""
+
+    START = "start"  # queued or preempted -> running (a preempted job from its checkpoint)
+    RESUME = "resume"  # suspended -> running
     KEEP = "keep"
+    REBATCH = "rebatch"  # same GPUs and shares, another batch size: no restart
     RESIZE = "resize"  # more or fewer GPUs (a restart)
     MIGRATE = "migrate"  # same count, other GPUs (a restart)
+    # Same GPUs, other shares: a restart, because an MPS client's thread percentage and
+    # memory limit are fixed when its process starts.
+    RESHARE = "reshare"
     PREEMPT = "preempt"  # running -> preempted (checkpoint, restart later)
-    SUSPEND = "suspend"  # running -> suspended (time-slice out)
+    SUSPEND = "suspend"  # running -> suspended (time-sliced out)
+
+
+# Actions that stop a running job for good, and those that stop and start it again.
+STOPPING = frozenset({Action.PREEMPT, Action.SUSPEND})
+RESTARTING = frozenset({Action.RESIZE, Action.MIGRATE, Action.RESHARE})
+
+
+def classify_change(
+    job: JobView, target: Allocation | None, batch_size: int | None, suspend: bool
+) -> Action | None:
+    """The action that takes `job` to `target` (None: stays waiting) with `batch_size`
+    (None: unchanged). The one definition both backends and `Plan.actions` use."""
+    current = job.allocation
+    if job.status is not JobStatus.RUNNING or current is None:
+        if target is None:
+            return None
+        return Action.RESUME if job.status is JobStatus.SUSPENDED else Action.START
+    if target is None:
+        return Action.SUSPEND if suspend else Action.PREEMPT
+    if target == current:
+        if batch_size is not None and batch_size != job.batch_size:
+            return Action.REBATCH
+        return Action.KEEP
+    if target.num_gpus != current.num_gpus:
+        return Action.RESIZE
+    if target.gpus() == current.gpus():
+        return Action.RESHARE
+    return Action.MIGRATE
 
 
 @dataclass(frozen=True)
@@ -171,19 +215,10 @@ class Plan:
         out: dict[str, Action] = {}
         for job in snapshot.jobs:
             target = self.run.get(job.job_id)
-            if job.running:
-                if target is None:
-                    out[job.job_id] = (
-                        Action.SUSPEND if job.job_id in self.suspend else Action.PREEMPT
-                    )
-                elif target == job.allocation:
-                    out[job.job_id] = Action.KEEP
-                elif target.num_gpus != job.num_gpus:
-                    out[job.job_id] = Action.RESIZE
-                else:
-                    out[job.job_id] = Action.MIGRATE
-            elif target is not None:
-                out[job.job_id] = Action.START
+            batch = self.batch_sizes.get(job.job_id)
+            action = classify_change(job, target, batch, job.job_id in self.suspend)
+            if action is not None:
+                out[job.job_id] = action
         return out
 
 

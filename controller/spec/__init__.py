@@ -77,13 +77,16 @@ __all__ = [
     "describe",
     "generic_node_type",
     "load_cluster",
+    "named_cluster",
     "pcie_topology",
     "preset_names",
 ]
 
 
 def load_cluster(arg: str) -> Cluster:
-    """Build the cluster that `arg` names: a file, a preset, `PRESET:N` or `NODESxGPUS`."""
+    """Build the cluster that `arg` names: a file, a preset, `PRESET:N` or `NODESxGPUS`.
+
+    For the CLI, whose user names their own files; a service takes `named_cluster`."""
     path = Path(arg)
     if path.suffix.lower() in {".yaml", ".yml", ".csv"} or path.is_file():
         if not path.is_file():
@@ -91,6 +94,17 @@ def load_cluster(arg: str) -> Cluster:
         if path.suffix.lower() == ".csv":
             return load_csv(path)
         return load_yaml(path)
+    return _named(arg, files=True)
+
+
+def named_cluster(name: str) -> Cluster:
+    """The cluster a preset, `PRESET:N` or `NODESxGPUS` names, never touching the
+    filesystem for `name`: what the API resolves a caller's cluster with (a caller must
+    not make the server open its files). Anything else is a ClusterSpecError."""
+    return _named(name, files=False)
+
+
+def _named(arg: str, *, files: bool) -> Cluster:
     if m := SHORTHAND.fullmatch(arg):
         nodes, gpus = int(m[1]), int(m[2])
         if nodes < 1 or gpus < 1:
@@ -108,6 +122,11 @@ def load_cluster(arg: str) -> Cluster:
             raise ClusterSpecError(f"PRESET:N needs 1 <= N <= {MAX_NODES}", source=arg)
     node_types = presets()[1]
     if name not in node_types:
+        if not files:
+            raise ClusterSpecError(
+                f"unknown cluster {arg!r} (presets: {', '.join(preset_names())}; "
+                "or PRESET:N, e.g. dgx-a100:32; or NODESxGPUS, e.g. 16x4)"
+            )
         raise ClusterSpecError(
             "not a file, preset or shorthand; expected a .yaml or .csv file, a preset "
             f"({', '.join(preset_names())}), PRESET:N (e.g. dgx-a100:32) "

@@ -9,6 +9,8 @@ instead of reading one.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,15 +30,38 @@ __all__ = [
     "write_canonical",
 ]
 
+# The largest trace file read: 16 times the API's upload limit (api.routes.traces,
+# sized for Philly's ~40 MiB job log), so that a mistaken path (a disk image, a log)
+# is not read whole into memory.
+MAX_TRACE_BYTES = 2**30
+
+
+def _check_regular_file(path: Path) -> None:
+    """Refuse a FIFO, device, directory or oversized file before anything opens it.
+
+    Opening a FIFO blocks until a writer comes and /dev/zero never ends, so this is
+    decided by stat alone.
+    """
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise TraceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise TraceError(path, None, None, "not a regular file")
+    if info.st_size > MAX_TRACE_BYTES:
+        raise TraceError(path, None, None, f"larger than {MAX_TRACE_BYTES} bytes")
+
 
 def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
     """Read the trace at `path`, in format `fmt` (a key of `FORMATS`) or the detected one.
 
     Raises `TraceError` naming the file, line and field of the first bad record, when
-    the trace holds no job, or when two jobs share an id; `UnknownFormatError` when the
+    the trace holds no job, when two jobs share an id, or when `path` is not a regular
+    file of at most `MAX_TRACE_BYTES`; `UnknownFormatError` when the
     format is not known or cannot be told from the file.
     """
     path = Path(path)
+    _check_regular_file(path)
     if fmt is None:
         fmt = detect_format(path)
     loader = FORMATS.get(fmt)

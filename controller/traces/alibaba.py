@@ -45,7 +45,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.model.job import JobSpec
-from controller.traces.rows import Collector, Row, job_errors, read_columns, read_table
+from controller.traces.rows import (
+    Collector,
+    Row,
+    finite,
+    job_errors,
+    read_columns,
+    read_table,
+)
 from controller.traces.trace import Parsed, TraceError
 
 PAI_FORMAT = "alibaba-pai"
@@ -91,15 +98,23 @@ QOS_PRIORITY = {"LS": 2, "Burstable": 1, "BE": 0}
 @dataclass(slots=True)
 class _PaiJob:
     line: int
+    last_line: int = 0
     gpu_percent: float = 0.0
     start_s: float | None = None
     end_s: float | None = None
     never_ran: bool = False
 
     def add_task(self, row: Row) -> None:
-        self.gpu_percent += row.number("inst_num", minimum=0.0) * (
-            row.optional_number("plan_gpu", minimum=0.0) or 0.0
+        # Finite counts can still multiply or add up to infinity.
+        self.gpu_percent = finite(
+            row.path,
+            row.line,
+            "plan_gpu",
+            self.gpu_percent
+            + row.number("inst_num", minimum=0.0)
+            * (row.optional_number("plan_gpu", minimum=0.0) or 0.0),
         )
+        self.last_line = row.line
         start_s = row.optional_number("start_time")
         end_s = row.optional_number("end_time")
         if start_s is None or end_s is None:
@@ -135,7 +150,7 @@ def load_alibaba_pai(path: Path, *, gpu_mem_mib_per_gpu: int = GPU_MEM_MIB_PER_G
         ):
             jobs.skip()
             continue
-        duration_s = group.end_s - group.start_s
+        duration_s = finite(path, group.last_line, "end_time", group.end_s - group.start_s)
         if duration_s == 0:
             jobs.skip()
             continue
@@ -160,7 +175,7 @@ def _openb_duration_s(row: Row) -> float | None:
         return None
     if deleted_s < scheduled_s:
         raise row.fail("deletion_time", "pod deleted before it was scheduled")
-    return deleted_s - scheduled_s
+    return finite(row.path, row.line, "deletion_time", deleted_s - scheduled_s)
 
 
 def load_alibaba_openb(path: Path, *, gpu_mem_mib_per_gpu: int = GPU_MEM_MIB_PER_GPU) -> Parsed:

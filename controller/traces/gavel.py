@@ -67,15 +67,24 @@ LAYOUTS: dict[int, tuple[str, ...]] = {
     6: ("job_type", "command", "num_steps_arg", "total_steps", "arrival_time", "scale_factor"),
 }
 
+# A batch size of more digits than this is no batch size (and past 4300 digits Python
+# refuses to convert it at all).
+_BATCH_DIGITS = 9
 _JOB_TYPE = re.compile(r"^(?P<model>.+?)\s*\(batch size (?P<batch_size>\d+)\)$")
 
 
 def parse_job_type(job_type: str) -> tuple[str, int | None]:
-    """("ResNet-18", 64) from "ResNet-18 (batch size 64)"; (job_type, None) otherwise."""
+    """("ResNet-18", 64) from "ResNet-18 (batch size 64)"; (job_type, None) otherwise.
+
+    Raises ValueError when the batch size has more than `_BATCH_DIGITS` digits.
+    """
     match = _JOB_TYPE.match(job_type.strip())
     if match is None:
         return job_type.strip(), None
-    return match["model"], int(match["batch_size"])
+    digits = match["batch_size"]
+    if len(digits) > _BATCH_DIGITS:
+        raise ValueError(f"batch size of {len(digits)} digits is too large")
+    return match["model"], int(digits)
 
 
 def load_gavel(path: Path) -> Parsed:
@@ -84,7 +93,10 @@ def load_gavel(path: Path) -> Parsed:
         job_type = row.text("job_type")
         if not job_type:
             raise row.fail("job_type", "missing value")
-        model, batch_size = parse_job_type(job_type)
+        try:
+            model, batch_size = parse_job_type(job_type)
+        except ValueError as exc:
+            raise row.fail("job_type", str(exc)) from None
         scale_factor = row.integer("scale_factor", minimum=0)
         total_steps = row.number("total_steps", minimum=0.0)
         arrival_s = row.number("arrival_time", minimum=0.0)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.model.job import JobSpec
-from controller.traces.rows import Collector, Row, job_errors, read_table
+from controller.traces.rows import Collector, Row, finite, job_errors, read_table
 from controller.traces.trace import Parsed
 
 FORMAT = "helios"
@@ -33,7 +33,7 @@ def _duration_s(row: Row) -> float | None:
         return None
     if end_s < start_s:
         raise row.fail("end_time", "job ends before it starts")
-    return end_s - start_s
+    return finite(row.path, row.line, "end_time", end_s - start_s)
 
 
 def load_helios(path: Path) -> Parsed:

@@ -16,7 +16,8 @@ time, no zone). Per job:
 Skipped (counted in `Trace.skipped`): jobs with no attempts; jobs with an attempt
 missing its start or end time (a logging gap, or the job was still running when the
 log was cut); jobs whose first attempt lists no GPU; jobs whose attempts add up to
-zero seconds. An attempt that ends before it starts is an error.
+zero seconds. An attempt that ends before it starts is an error, and so is a time
+that is not a finite number (NaN, Infinity, 1e309, an integer of hundreds of digits).
 
 `philly-csv` reads the per-job CSV derived from that log and shipped with the AdaptDL
 /Pollux simulator (`simulator/traces/philly.csv`): `timestamp,duration,num_gpus,
@@ -31,18 +32,38 @@ Called through `load_trace`.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from controller.model.job import JobSpec
-from controller.traces.rows import Collector, job_errors, parse_time_s, read_table
+from controller.traces.rows import (
+    Collector,
+    finite,
+    job_errors,
+    parse_time_s,
+    read_table,
+    shown,
+)
 from controller.traces.trace import Parsed, TraceError
 
 JSON_FORMAT = "philly-json"
 CSV_FORMAT = "philly-csv"
 
 _SPACE = re.compile(r"\s*")
+
+# Integers longer than this are read as floats: no time in seconds needs more digits,
+# and Python refuses to convert integers of more than 4300 digits at all
+# (sys.get_int_max_str_digits), which would escape as a bare ValueError.
+_INT_DIGITS = 18
+
+
+def _parse_int(text: str) -> int | float:
+    """A JSON integer; a long one as a float, which may be infinite (then refused)."""
+    if len(text.lstrip("-")) > _INT_DIGITS:
+        return float(text)
+    return int(text)
 
 
 def _skip_space(text: str, pos: int) -> int:
@@ -53,7 +74,7 @@ def _skip_space(text: str, pos: int) -> int:
 def _json_records(path: Path) -> Iterator[tuple[int, object]]:
     """The elements of a top-level JSON list with the line each one starts on."""
     text = path.read_text(encoding="utf-8-sig")
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_int=_parse_int)
     pos = _skip_space(text, 0)
     if pos == len(text) or text[pos] != "[":
         line = text.count("\n", 0, pos) + 1
@@ -70,6 +91,8 @@ def _json_records(path: Path) -> Iterator[tuple[int, object]]:
             record, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise TraceError(path, exc.lineno, None, f"bad JSON: {exc.msg}") from None
+        except RecursionError:
+            raise TraceError(path, line, None, "bad JSON: nested too deeply") from None
         yield line, record
         pos = _skip_space(text, pos)
         if pos < len(text) and text[pos] == ",":
@@ -87,12 +110,16 @@ def _time_s(value: object) -> float | None:
     if value is None or value == "None" or value == "":
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        seconds = float(value)  # integers are at most _INT_DIGITS long: no overflow
+        if not math.isfinite(seconds):
+            raise ValueError(f"not a finite number: {seconds!r}")
+        return seconds
     if isinstance(value, str):
         parsed = parse_time_s(value)
         if parsed is not None:
             return parsed
-    raise ValueError(f"not a time: {value!r}")
+        raise ValueError(f"not a time: {shown(value)}")
+    raise ValueError(f"not a time: {shown(repr(value), quoted=False)}")
 
 
 def _attempt_gpus(path: Path, line: int, attempt: dict[str, object]) -> int:
@@ -146,7 +173,7 @@ def _philly_job(path: Path, line: int, record: object) -> JobSpec | None:
             raise TraceError(
                 path, line, f"attempts[{index}].end_time", "attempt ends before it starts"
             )
-        run_s += end_s - start_s
+        run_s = finite(path, line, f"attempts[{index}].end_time", run_s + end_s - start_s)
     num_gpus = _attempt_gpus(path, line, attempts[0])
     if num_gpus == 0 or run_s == 0:
         return None

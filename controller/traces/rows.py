@@ -18,6 +18,29 @@ from pathlib import Path
 from controller.model.job import JobSpec
 from controller.traces.trace import Parsed, TraceError
 
+# Cells are echoed in errors up to this many characters, so that a value of thousands
+# of digits still gives a one-line message.
+_SHOWN_CHARS = 40
+
+
+def shown(raw: str, *, quoted: bool = True) -> str:
+    """`raw` for an error message (quoted unless told not to), cut short when it is long."""
+    if len(raw) <= _SHOWN_CHARS:
+        return repr(raw) if quoted else raw
+    head = repr(raw[:_SHOWN_CHARS]) if quoted else raw[:_SHOWN_CHARS]
+    return f"{head}... ({len(raw)} characters)"
+
+
+def finite(path: Path, line: int | None, field: str, value: float) -> float:
+    """`value` itself, or a `TraceError` at this field when it is NaN or infinite.
+
+    For numbers a loader computes (a sum, an end minus a start): finite operands can
+    still overflow to infinity, which would make a replay run forever.
+    """
+    if not math.isfinite(value):
+        raise TraceError(path, line, field, f"not a finite number: {value!r}")
+    return value
+
 
 def parse_time_s(text: str) -> float | None:
     """Seconds from a number, or from an ISO date-time (naive ones are taken as UTC).
@@ -66,11 +89,11 @@ class Row:
         try:
             value = float(raw)
         except ValueError:
-            raise self.fail(field, f"not a number: {raw!r}") from None
+            raise self.fail(field, f"not a number: {shown(raw)}") from None
         if not math.isfinite(value):
-            raise self.fail(field, f"not a finite number: {raw!r}")
+            raise self.fail(field, f"not a finite number: {shown(raw)}")
         if minimum is not None and value < minimum:
-            raise self.fail(field, f"must be >= {minimum:g}, got {raw}")
+            raise self.fail(field, f"must be >= {minimum:g}, got {shown(raw, quoted=False)}")
         return value
 
     def number(self, field: str, *, minimum: float | None = None) -> float:
@@ -84,9 +107,11 @@ class Row:
         if value is None:
             return None
         if not value.is_integer():
-            raise self.fail(field, f"not a whole number: {self.text(field)!r}")
+            raise self.fail(field, f"not a whole number: {shown(self.text(field))}")
         if minimum is not None and value < minimum:
-            raise self.fail(field, f"must be >= {minimum}, got {self.text(field)}")
+            raise self.fail(
+                field, f"must be >= {minimum}, got {shown(self.text(field), quoted=False)}"
+            )
         return int(value)
 
     def integer(self, field: str, *, minimum: int | None = None) -> int:
@@ -102,7 +127,7 @@ class Row:
             return None
         value = parse_time_s(raw)
         if value is None:
-            raise self.fail(field, f"not a time in seconds or a date-time: {raw!r}")
+            raise self.fail(field, f"not a time in seconds or a date-time: {shown(raw)}")
         return value
 
     def time_s(self, field: str) -> float:
@@ -218,6 +243,12 @@ class Collector:
         self._first_line: dict[str, int | None] = {}
 
     def add(self, job: JobSpec, line: int | None) -> None:
+        # The last guard: whichever way a loader computed them, a job's times and
+        # work reach the replay finite.
+        for field in ("submit_s", "duration_s", "iterations"):
+            value = getattr(job, field)
+            if value is not None:
+                finite(self.path, line, field, value)
         if job.job_id in self._first_line:
             first = self._first_line[job.job_id]
             where = "" if first is None else f" (first on line {first})"

@@ -1,8 +1,9 @@
 """Per-pod egress rates with Linux traffic control: the node agent's bandwidth enforcer.
 
 The network allocator (controller/) decides a rate for every flow a job sends; the
-node agent sums them per pod and calls `BandwidthEnforcer.apply` with one `PodRate`
-per pod on its node, each time the allocator decides again. The enforcer keeps an
+operator publishes each pod's rate (operators/network.py) and the node agent's
+egress step (operators/agent/egress.py) calls `BandwidthEnforcer.apply` with one
+`PodRate` per pod on its node, each time those rates change. The enforcer keeps an
 HTB tree on the node's egress device in step with those rates:
 
     1:      htb root qdisc, unclassified traffic to 1:ffff

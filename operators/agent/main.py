@@ -1,9 +1,16 @@
-"""The node agent's loop (`gpuflow agent run`): publish this node's GPUs on its Node.
+"""The node agent's loop (`gpuflow agent run`): publish this node's GPUs on its Node,
+and enforce the egress rates the operator gives the pods on it.
 
 Once at start: the static GPU annotation (`gpuflow.dev/gpus`) and the GPU Feature
 Discovery labels; then every `interval_s` the health and utilisation annotation.
 GPUs come from NVML (pynvml, package nvidia-ml-py) or from `--topology-file`. Where
 NVML is absent the agent says so in one line and exits with EXIT_NO_NVML.
+
+Beside it, a watch on the pods bound to the node (field selector spec.nodeName)
+wakes the egress step (operators/agent/egress.py) at every change, and the loop
+runs it every `interval_s` too: it shapes each pod to its `gpuflow.dev/egress-gbps`
+on the node's interface (the NIC's speed as the link rate) and reports what it
+applied on the Node.
 """
 
 from __future__ import annotations
@@ -14,20 +21,30 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from operators import crd
+from operators.agent.bandwidth import DEFAULT_LEAF_QDISC, BandwidthEnforcer
 from operators.agent.discovery import discover, gpu_status
+from operators.agent.egress import EgressAgent, default_route_interface
 from operators.agent.topology_file import TopologyFileError, load_topology_file
-from operators.kube import KubeApi, KubeConfigError, api_client
+from operators.informer import Informer
+from operators.kube import KubeApi, KubeConfigError, Resource, api_client
 from operators.nodes import NodeGpus
 
 log = logging.getLogger(__name__)
 
 EXIT_USAGE = 2
 EXIT_NO_NVML = 3
+# How soon the loop notices `stop` while it waits for a pod change or its interval.
+STOP_CHECK_S = 0.5
+# The pod watch's timeout: the apiserver's default --min-request-timeout (1800 s) is
+# longer than needed to spread reconnects; kube-proxy and kubelet re-watch every
+# 5-10 min.
+POD_WATCH_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,10 @@ class AgentOptions:
     nic_gbps: float = 100.0
     interval_s: float = 30.0
     once: bool = False
+    enforce_bandwidth: bool = True  # False: report the pods' rates, run no tc
+    interface: str | None = None  # None: the default route's device
+    netns: str | None = None  # the interface's network namespace; None: the agent's
+    leaf_qdisc: str = DEFAULT_LEAF_QDISC  # each pod class's queue ("pfifo" everywhere)
 
 
 class NvmlMissing(RuntimeError):
@@ -99,12 +120,55 @@ def run_agent(
             sys.stderr.write(f"gpuflow agent: error: {exc}\n")
             return EXIT_USAGE
     stop = stop or threading.Event()
-    while True:
-        status = gpu_status(nvml) if nvml is not None else _all_healthy(info)
-        api.patch_node(options.node_name, node_patch(info, status))
-        log.info("published %d GPU(s) on node %s", len(info.gpus), options.node_name)
-        if options.once or stop.wait(options.interval_s):
-            return 0
+    egress = EgressAgent(api, options.node_name, _enforcer_factory(options, info.nic_gbps))
+    wake = threading.Event()
+    on_node = f"spec.nodeName={options.node_name}"
+    pods = Informer(
+        api,
+        Resource("pods", field_selector=on_node),
+        wake.set,
+        watch_timeout_s=POD_WATCH_TIMEOUT_S,
+    )
+    if options.once:
+        _publish(api, options.node_name, info, nvml)
+        pods.relist()
+        egress.step(pods.items())
+        return 0
+    threading.Thread(target=pods.run, args=(stop,), name="pods", daemon=True).start()
+    next_publish_s = 0.0
+    while not stop.is_set():
+        if time.monotonic() >= next_publish_s:
+            _publish(api, options.node_name, info, nvml)
+            next_publish_s = time.monotonic() + options.interval_s
+            wake.set()  # the egress step runs every interval too: a failed apply retries
+        if wake.is_set():
+            wake.clear()
+            if pods.synced.is_set():
+                egress.step(pods.items())
+        wake.wait(min(STOP_CHECK_S, max(0.0, next_publish_s - time.monotonic())))
+    return 0
+
+
+def _publish(api: KubeApi, node_name: str, info: NodeGpus, nvml: Any) -> None:
+    status = gpu_status(nvml) if nvml is not None else _all_healthy(info)
+    api.patch_node(node_name, node_patch(info, status))
+    log.info("published %d GPU(s) on node %s", len(info.gpus), node_name)
+
+
+def _enforcer_factory(
+    options: AgentOptions, nic_gbps: float
+) -> Callable[[], BandwidthEnforcer] | None:
+    """What builds the node's enforcer on first need (None: report only). The link
+    class is the NIC's speed, so that pods and other traffic together fit the NIC."""
+    if not options.enforce_bandwidth:
+        return None
+
+    def make() -> BandwidthEnforcer:
+        dev = options.interface or default_route_interface(options.netns)
+        leaf = options.leaf_qdisc
+        return BandwidthEnforcer(dev, netns=options.netns, link_rate_gbps=nic_gbps, leaf_qdisc=leaf)
+
+    return make
 
 
 def _all_healthy(info: NodeGpus) -> list[dict[str, Any]]:

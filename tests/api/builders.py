@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from api.models import User
 from api.security import issue_token
+from tests import waiting
 
 
 def auth(
@@ -50,11 +50,4 @@ def upload_trace(client: TestClient, headers: dict[str, str], path: Path) -> dic
 
 def wait_for(check: Callable[[], Any], timeout_s: float = 30.0, every_s: float = 0.05) -> Any:
     """Poll `check` until it returns something truthy; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s; last value {value!r}")
-        time.sleep(every_s)
+    return waiting.wait_for("a condition", check, timeout_s, every_s)

@@ -13,48 +13,30 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
 
 from api.app import create_app
 from api.db import make_engine
 from api.migrations import upgrade
-from api.models import Base
 from api.settings import Settings
 from controller.traces import write_canonical
 from controller.traces.synthetic import generate
 from tests.api.builders import auth
+from tests.postgres import RUN_ID, migrated_database, truncate_all
 
-PG_ADMIN_URL = os.environ.get("GPUFLOW_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1/test")
 REDIS_URL = os.environ.get("GPUFLOW_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-RUN_ID = uuid.uuid4().hex[:10]
 DEAD_PG_URL = "postgresql://postgres@127.0.0.1:1/none"
 DEAD_REDIS_URL = "redis://127.0.0.1:1/0"
 
 
-def _pg_url(db: str) -> str:
-    base, _, _ = PG_ADMIN_URL.rpartition("/")
-    return f"{base}/{db}"
-
-
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
-    name = f"gpuflow_test_{RUN_ID}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = _pg_url(name)
-    engine = make_engine(Settings(database_url=url))
-    upgrade(engine)
-    engine.dispose()
-    yield url
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with migrated_database("gpuflow_test") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -73,11 +55,7 @@ def pg_settings(pg_url: str, session_dir: Path) -> Iterator[Settings]:
         sync_interval_s=0.05,
     )
     yield settings
-    engine = make_engine(settings)
-    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
-    with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+    truncate_all(settings)
 
 
 @pytest.fixture()

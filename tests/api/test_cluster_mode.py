@@ -1,6 +1,6 @@
 """Cluster mode: REST jobs become DLJobs, and every DLJob's history reaches the database.
 
-Against the strict Kubernetes API test server (tests/kube) with the DLJob CRD; the
+Against the strict Kubernetes API test server (gpuflow/sandbox/kube) with the DLJob CRD; the
 service runs with GPUFLOW_KUBECONFIG pointing at it. Statuses are written as the
 operator writes them (operators.resources.status_mutator through the status
 subresource); the last test runs the real operator and the kubelet simulator.

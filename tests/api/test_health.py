@@ -16,7 +16,8 @@ def test_health_and_readiness(client: TestClient) -> None:
 def test_prometheus_metrics_count_requests_and_jobs(client: TestClient) -> None:
     alice = auth(client, "alice", "vision")
     submit(client, alice)
-    text = client.get("/metrics").text
+    root = auth(client, "root", "ops", "admin")
+    text = client.get("/metrics", headers=root).text
     assert (
         'gpuflow_http_requests_total{method="POST",route="/api/v1/jobs",status="201"} 1.0' in text
     )

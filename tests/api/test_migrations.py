@@ -16,7 +16,7 @@ from api.db import make_engine
 from api.migrations import downgrade, upgrade
 from api.models import Base
 from api.settings import Settings
-from tests.api.conftest import PG_ADMIN_URL, _pg_url
+from tests.postgres import PG_ADMIN_URL, database_url
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -29,7 +29,7 @@ def empty_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Eng
     name = f"gpuflow_mig_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    engine = make_engine(Settings(database_url=_pg_url(name)))
+    engine = make_engine(Settings(database_url=database_url(name)))
     yield engine
     engine.dispose()
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:

@@ -46,11 +46,12 @@ VARIANTS: dict[str, dict[str, object]] = {
     "user-secrets": USER_SECRETS,
     "no-agent": {"agent__enabled": False},
     "cluster-api": {"api__mode": "cluster", "api__replicas": 3},
+    "local-api": {"api__mode": "local"},
 }
 
 
 class HelmError(Exception):
-    """helm exited non-zero; the message is its stderr."""
+    """helm exited non-zero; the message is its stderr, then its stdout."""
 
 
 def nest(flat: dict[str, object]) -> Obj:
@@ -74,7 +75,8 @@ class Helm:
             [self.binary, *args], capture_output=True, text=True, timeout=60, check=False
         )
         if result.returncode != 0:
-            raise HelmError(result.stderr.strip())
+            # lint reports what failed on stdout, the rest on stderr
+            raise HelmError(f"{result.stderr.strip()}\n{result.stdout.strip()}".strip())
         return result.stdout
 
     def template(self, values: dict[str, object]) -> Manifests:

@@ -1,8 +1,9 @@
 """helm/gpuflow rendered by the real helm (3.17): lint, and what each variant must hold.
 
-Variants: the defaults (bundled PostgreSQL and Redis, node agent, API in local mode);
+Variants: the defaults (bundled PostgreSQL and Redis, node agent, API in cluster mode);
 external PostgreSQL/Redis by URL and by a Secret of the user's; no node agent; the API
-in cluster mode. Values that cannot work must fail at template time.
+in cluster mode with replicas; the API in local mode. Values that cannot work together
+must fail at template time (test_values_schema.py: each value on its own).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def test_operator_deployment_and_exact_rbac(render: Render) -> None:
     assert c["args"][:2] == ["operator", "run"]
     assert f"--lease-namespace={NAMESPACE}" in c["args"]
     assert "--policy=fifo" in c["args"] and "--placement=consolidated" in c["args"]
+    assert "--network=fair" in c["args"]
     assert "--identity=$(POD_NAME)" in c["args"]
     assert env_of(c)["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert deploy["spec"]["replicas"] == 2  # leader election: a standby takes over
@@ -129,7 +131,15 @@ def test_agent_daemonset(render: Render) -> None:
     assert env_of(c)["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert "resources" in c and "nvidia.com/gpu" not in str(c["resources"])
     assert spec["serviceAccountName"] == name("agent")
-    assert rules_of(bound_role(m, name("agent"))) == {("", "nodes"): ["get", "patch"]}
+    assert rules_of(bound_role(m, name("agent"))) == {
+        ("", "nodes"): ["get", "patch"],
+        ("", "pods"): ["list", "watch"],  # the pods on its node, to shape their egress
+    }
+    assert {"--enforce-bandwidth", "--leaf-qdisc=fq_codel"} <= set(c["args"])
+    assert not any(a.startswith("--interface") for a in c["args"])  # the default route's
+    args = container(render(agent__enforceBandwidth=False, agent__interface="ens5").component(
+        "DaemonSet", "agent"))["args"]  # fmt: skip
+    assert {"--no-enforce-bandwidth", "--interface=ens5"} <= set(args)
 
 
 def test_no_agent(render: Render) -> None:
@@ -173,7 +183,7 @@ def test_api_and_worker_get_urls_from_the_secret(render: Render, variant: str) -
 
 
 def test_api_service_reaches_the_api_pods(render: Render) -> None:
-    m = render()
+    m = render(api__mode="local")
     api = m.component("Deployment", "api")
     svc = m.component("Service", "api")
     labels = api["spec"]["template"]["metadata"]["labels"]
@@ -190,6 +200,15 @@ def test_api_service_reaches_the_api_pods(render: Render) -> None:
     assert pod_spec(api)["automountServiceAccountToken"] is False
 
 
+def test_the_default_api_manages_the_cluster(render: Render) -> None:
+    m = render()
+    api = m.component("Deployment", "api")
+    assert env_of(container(api))["GPUFLOW_IN_CLUSTER"]["value"] == "true"
+    assert pod_spec(api)["automountServiceAccountToken"] is True
+    assert "strategy" not in api["spec"]
+    assert "GPUFLOW_CLUSTER" not in m.component("ConfigMap", "config")["data"]
+
+
 def test_cluster_mode_api(render: Render) -> None:
     m = render(api__mode="cluster", api__replicas=3)
     api = m.component("Deployment", "api")
@@ -198,11 +217,18 @@ def test_cluster_mode_api(render: Render) -> None:
     assert spec["automountServiceAccountToken"] is True
     assert rules_of(bound_role(m, spec["serviceAccountName"])) == {
         ("gpuflow.dev", "dljobs"): ["create", "delete", "get", "list", "watch"],
+        ("gpuflow.dev", "dljobs/status"): ["get", "update"],
         ("", "nodes"): ["list", "watch"],
+        ("", "secrets"): ["create", "delete", "get", "update"],
     }
     env = env_of(container(api))
     assert env["GPUFLOW_IN_CLUSTER"]["value"] == "true"
     assert env["GPUFLOW_KUBE_NAMESPACE"]["value"] == NAMESPACE
+    # Worker pods report to the API's service (GPUFLOW_API_URL); in local mode, nowhere.
+    url = f"--api-url=http://{name('api')}.{NAMESPACE}.svc:80/api/v1"
+    assert url in container(m.component("Deployment", "operator"))["args"]
+    local = container(render(api__mode="local").component("Deployment", "operator"))["args"]
+    assert not [a for a in local if a.startswith("--api-url")]
     assert "GPUFLOW_CLUSTER" not in m.component("ConfigMap", "config")["data"]
     assert "GPUFLOW_IN_CLUSTER" not in env_of(container(m.component("Deployment", "worker")))
     m = render(
@@ -311,8 +337,7 @@ def test_references_resolve(render: Render, variant: str) -> None:
     [
         ({"postgresql__enabled": False}, "needs externalDatabase.url"),
         ({"redis__enabled": False}, "needs externalRedis.url"),
-        ({"api__replicas": 2}, "api.replicas must be 1"),
-        ({"api__mode": "remote"}, "api.mode must be local or cluster"),
+        ({"api__mode": "local", "api__replicas": 2}, "api.replicas must be 1"),
     ],
 )
 def test_values_that_cannot_work_fail(helm: Helm, values: dict[str, object], message: str) -> None:

@@ -1,6 +1,6 @@
 """The rendered chart against the real kubectl (1.32).
 
-The strict test API server (tests/kube) serves core v1 (services, configmaps, pods,
+The strict test API server (gpuflow/sandbox/kube) serves core v1 (services, configmaps, pods,
 ...), leases and CRDs, but not apps/v1, batch/v1, rbac.authorization.k8s.io/v1,
 Secrets or ServiceAccounts, and kubectl resolves every kind through discovery even
 for `apply --dry-run=client`. So:
@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuflow.sandbox.kube.apiserver import KubeServer
 from tests.helm.chart import NAMESPACE, ROOT, VARIANTS, Manifests, Obj, name
-from tests.kube.apiserver import KubeServer
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -126,7 +126,7 @@ def test_workloads_decode_into_kubectls_types(render: Render, tmp_path: Path, va
         assert missing(given, typed) == [], given["metadata"]["name"]
 
 
-@pytest.mark.parametrize("variant", ["default", "cluster-api"])
+@pytest.mark.parametrize("variant", ["default", "local-api"])
 def test_role_bindings_decode_into_kubectls_types(
     render: Render, tmp_path: Path, variant: str
 ) -> None:
@@ -136,7 +136,7 @@ def test_role_bindings_decode_into_kubectls_types(
         stdin=as_list(bindings),
     ).stdout  # fmt: skip
     decoded = [d for d in yaml.safe_load_all(out) if d]
-    assert len(decoded) == len(bindings) == (3 if variant == "cluster-api" else 2)
+    assert len(decoded) == len(bindings) == (2 if variant == "local-api" else 3)
     for given, typed in zip(bindings, decoded, strict=True):
         assert missing(given, typed) == [], given["metadata"]["name"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.kube.apiserver import KubeServer, ServerOptions
+from gpuflow.sandbox.kube.apiserver import KubeServer, ServerOptions
 
 __all__ = ["KubeServer", "ServerOptions", "kube_server"]
 

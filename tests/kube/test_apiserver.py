@@ -15,7 +15,7 @@ import urllib3
 from kubernetes import client, config, watch  # type: ignore[import-untyped]
 from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
 
-from tests.kube.apiserver import KubeServer, ServerOptions
+from gpuflow.sandbox.kube.apiserver import KubeServer, ServerOptions
 from tests.kube.samples import (
     GROUP,
     PLURAL,

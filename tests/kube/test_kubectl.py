@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubernetes import client  # type: ignore[import-untyped]
 
-from tests.kube.apiserver import KubeServer
+from gpuflow.sandbox.kube.apiserver import KubeServer
 from tests.kube.samples import GROUP, PLURAL, VERSION, dljob_crd, make_dljob, make_event, make_pod
 
 KUBECTL = shutil.which("kubectl")

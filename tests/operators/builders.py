@@ -50,7 +50,12 @@ def make_dljob(
     gpu_mem_mib: int | None = None,
     namespace: str = "default",
     grace_s: int = 1,
+    requests: dict[str, str] | None = None,
+    template: bool = False,
+    min_gpus: int | None = None,
 ) -> dict[str, Any]:
+    """The shorthand form (image, command, env), or with `template` or `requests` (the
+    worker container's resources.requests) a spec.template with one worker container."""
     spec: dict[str, Any] = {
         "image": "busybox",
         "command": ["train"],
@@ -62,6 +67,17 @@ def make_dljob(
     }
     if gpu_mem_mib is not None:
         spec["gpuMemMib"] = gpu_mem_mib
+    if min_gpus is not None:
+        spec["minGpus"] = min_gpus
+    if template or requests is not None:
+        worker = {f: spec.pop(f) for f in ("image", "command", "env")}
+        worker["name"] = "worker"
+        if requests is not None:
+            worker["resources"] = {"requests": requests}
+        spec["template"] = {
+            "metadata": {"labels": {"team": "test"}},
+            "spec": {"containers": [worker]},
+        }
     return {
         "apiVersion": crd.API_VERSION,
         "kind": crd.KIND,

@@ -7,15 +7,29 @@ deleted gracefully gets "SIGTERM": the job checkpoints the progress of its rank 
 (so a restart resumes from it), and the pod is deleted for good (grace 0) after
 `sigterm_s`, as a kubelet does once the container exits. Status writes go through
 the status subresource with the pod's resourceVersion, retried on 409.
+
+It reports what a real kubelet does: `status.startTime`, and the worker container's
+state (`running.startedAt`; `terminated` with exitCode, reason, startedAt,
+finishedAt; `waiting` with a reason), times at the API's one-second resolution.
+A running pod gets an address of its own, `status.podIP` (and `podIPs`), from
+POD_SUBNET in start order, as a CNI would hand out. Tests can fail a pod with an
+exit code (`fail`), leave the pods of chosen jobs Pending for ever as if their image
+never pulled (`never_start`; their deletion still completes), and make a SIGTERMed
+worker exit with a code first (`sigterm_exit`, e.g. the checkpoint exit code), as a
+job library that checkpoints on SIGTERM does.
 """
 
 from __future__ import annotations
 
 import heapq
+import ipaddress
 import json
 import logging
+import queue
 import threading
 import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
@@ -28,19 +42,37 @@ from tests.operators.builders import DURATION_ENV
 log = logging.getLogger(__name__)
 
 
+WORKER = "worker"  # the worker container's name in pods of the shorthand spec
+FINISHED = ("Succeeded", "Failed")
+POD_SUBNET = "10.88.0.0/16"  # podman's default CNI range: pod IPs, never routed here
+
+
 class Kubelet:
-    def __init__(self, client: Any, *, time_scale: float = 1.0, sigterm_s: float = 0.05) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        time_scale: float = 1.0,
+        sigterm_s: float = 0.05,
+        sigterm_exit: int | None = None,
+        never_start: Iterable[str] = (),
+    ) -> None:
         self.api = KubeApi(client)
         self.core = kubernetes.client.CoreV1Api(client)
         self.time_scale = time_scale
         self.sigterm_s = sigterm_s
+        self.sigterm_exit = sigterm_exit  # None: a SIGTERMed pod is removed at once
+        self.never_start = set(never_start)  # jobs whose pods stay Pending
+        self._failures: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.pods = Informer(self.api, Resource("pods"), self.wake.set, watch_timeout_s=5)
         self.stop_event = threading.Event()
         self.progress_s: dict[str, float] = {}  # job -> checkpointed seconds of work
         self._started: dict[str, float] = {}  # pod uid -> monotonic start
+        self._ips = ipaddress.ip_network(POD_SUBNET).hosts()
         self._timers: list[tuple[float, str, str, str]] = []  # (at, kind, ns, name)
         self._done: set[str] = set()  # pod uids handled to the end
+        self._removed: set[str] = set()  # finished pods whose deletion was completed
         self._threads: list[threading.Thread] = []
 
     def start(self) -> Kubelet:
@@ -56,6 +88,11 @@ class Kubelet:
         for t in self._threads:
             t.join(timeout=10)
 
+    def fail(self, namespace: str, name: str, exit_code: int) -> None:
+        """Make the pod's worker exit with `exit_code` now (the pod goes Failed)."""
+        self._failures.put((namespace, name, exit_code))
+        self.wake.set()
+
     def _loop(self, stop: threading.Event) -> None:
         while not stop.is_set():
             timeout = 0.2
@@ -70,21 +107,35 @@ class Kubelet:
 
     def _step(self) -> None:
         now = time.monotonic()
+        while not self._failures.empty():
+            ns, name, code = self._failures.get()
+            pod = self.pods.get((ns, name))
+            if pod is not None and pod["metadata"]["uid"] not in self._done:
+                self._done.add(pod["metadata"]["uid"])
+                self._set_status(ns, name, _terminated(code))
         for pod in self.pods.items():
             self._see(pod, now)
         while self._timers and self._timers[0][0] <= now:
             _, kind, ns, name = heapq.heappop(self._timers)
             if kind == "finish":
                 self._finish(ns, name)
+            elif kind == "kill-running" and self.sigterm_exit is not None:
+                # The worker exits; the kubelet removes the pod a moment later.
+                self._set_status(ns, name, _terminated(self.sigterm_exit), terminating=True)
+                heapq.heappush(self._timers, (now + self.sigterm_s, "kill", ns, name))
             else:
                 self.api.delete_pod(ns, name, 0)
 
     def _see(self, pod: dict[str, Any], now: float) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         uid = meta["uid"]
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if meta.get("deletionTimestamp") and phase in FINISHED and uid not in self._removed:
+            self._removed.add(uid)  # nothing runs: the deletion completes at once
+            heapq.heappush(self._timers, (now, "kill", meta["namespace"], meta["name"]))
+            return
         if not spec.get("nodeName") or uid in self._done:
             return
-        phase = (pod.get("status") or {}).get("phase") or "Pending"
         job = (meta.get("labels") or {}).get(crd.LABEL_JOB, meta["name"])
         if meta.get("deletionTimestamp"):
             self._done.add(uid)
@@ -93,11 +144,20 @@ class Kubelet:
                 ran = (now - started) / self.time_scale
                 self.progress_s[job] = self.progress_s.get(job, 0.0) + ran  # the checkpoint
             at = now + self.sigterm_s
-            heapq.heappush(self._timers, (at, "kill", meta["namespace"], meta["name"]))
+            self._removed.add(uid)
+            kind = "kill-running" if phase == "Running" else "kill"
+            heapq.heappush(self._timers, (at, kind, meta["namespace"], meta["name"]))
+            return
+        if phase == "Pending" and job in self.never_start:
+            if not (pod.get("status") or {}).get("containerStatuses"):
+                waiting = {"waiting": {"reason": "ImagePullBackOff"}}
+                self._set_status(meta["namespace"], meta["name"], _phase("Pending", waiting))
             return
         if phase == "Pending" and uid not in self._started:
             self._started[uid] = now
-            self._set_phase(meta["namespace"], meta["name"], "Running")
+            running = {"running": {"startedAt": _now()}}
+            ip = str(next(self._ips))
+            self._set_status(meta["namespace"], meta["name"], _phase("Running", running, ip))
             left = max(0.0, _duration(pod) - self.progress_s.get(job, 0.0))
             at = now + left * self.time_scale
             heapq.heappush(self._timers, (at, "finish", meta["namespace"], meta["name"]))
@@ -109,9 +169,17 @@ class Kubelet:
         if pod["metadata"]["uid"] in self._done:
             return
         self._done.add(pod["metadata"]["uid"])
-        self._set_phase(ns, name, "Succeeded")
+        self._set_status(ns, name, _terminated(0))
 
-    def _set_phase(self, ns: str, name: str, phase: str) -> None:
+    def _set_status(
+        self,
+        ns: str,
+        name: str,
+        change: Callable[[dict[str, Any]], None],
+        terminating: bool = False,
+    ) -> None:
+        """Apply `change` to the pod's status; a pod being deleted is left alone unless
+        `terminating` (its container exiting on SIGTERM)."""
         for _ in range(10):
             try:
                 pod = self.core.read_namespaced_pod(name, ns, _preload_content=False)
@@ -120,9 +188,9 @@ class Kubelet:
                     return
                 raise
             body = json.loads(pod.data)
-            if body["metadata"].get("deletionTimestamp"):
+            if body["metadata"].get("deletionTimestamp") and not terminating:
                 return
-            body.setdefault("status", {})["phase"] = phase
+            change(body.setdefault("status", {}))
             try:
                 self.core.replace_namespaced_pod_status(name, ns, body, _preload_content=False)
                 return
@@ -131,6 +199,56 @@ class Kubelet:
                     raise
                 if exc.status == 404:
                     return
+
+
+def _now() -> str:
+    """Now as the API server stores times: RFC 3339 to the second."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _phase(
+    phase: str, state: dict[str, Any], ip: str | None = None
+) -> Callable[[dict[str, Any]], None]:
+    """Set the pod's phase and its worker container's state, as the kubelet reports;
+    `ip`: the pod's address, once its sandbox is up."""
+
+    def change(status: dict[str, Any]) -> None:
+        status["phase"] = phase
+        if ip is not None:
+            status["podIP"], status["podIPs"] = ip, [{"ip": ip}]
+        if phase != "Pending":
+            status.setdefault("startTime", _now())
+        running = "running" in state
+        status["containerStatuses"] = [
+            {
+                "name": WORKER,
+                "image": "busybox",
+                "imageID": "",
+                "ready": running,
+                "started": running,
+                "restartCount": 0,
+                "state": state,
+            }
+        ]
+
+    return change
+
+
+def _terminated(code: int) -> Callable[[dict[str, Any]], None]:
+    """The worker exited with `code`: Succeeded if 0, else Failed (restartPolicy Never)."""
+
+    def change(status: dict[str, Any]) -> None:
+        old = (status.get("containerStatuses") or [{}])[0].get("state") or {}
+        started = (old.get("running") or {}).get("startedAt") or _now()
+        terminated = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": started,
+            "finishedAt": _now(),
+        }
+        _phase("Succeeded" if code == 0 else "Failed", {"terminated": terminated})(status)
+
+    return change
 
 
 def _env(pod: dict[str, Any]) -> dict[str, str]:

@@ -20,6 +20,11 @@ BIG = """
 apiVersion: gpuflow.dev/v1alpha1
 kind: DLJob
 metadata: {name: big, namespace: default}
+spec: {image: busybox, gpus: 8, model: bert}
+---
+apiVersion: gpuflow.dev/v1alpha1
+kind: DLJob
+metadata: {name: huge, namespace: default}
 spec: {image: busybox, gpus: 16, model: bert}
 """
 
@@ -46,15 +51,19 @@ def test_kubectl_apply_get_describe_delete(gpu_cluster: GpuCluster) -> None:
             wait_phases(api, "Running", ["resnet50"])
             kubectl(gpu_cluster, "apply", "-f", "-", stdin=BIG)
             wait_phases(api, "Queued", ["big"])
+            wait_phases(api, "Unschedulable", ["huge"])
             table = kubectl(gpu_cluster, "get", "dljobs")
             header, *rows = table.splitlines()
             assert header.split() == ["NAME", "GPUS", "STATUS", "NODES", "AGE"]
-            assert rows[1].split()[:4] == ["resnet50", "4", "Running", "node-0"]
-            assert rows[0].split()[:3] == ["big", "16", "Queued"]
+            assert rows[0].split()[:3] == ["big", "8", "Queued"]
+            assert rows[1].split()[:3] == ["huge", "16", "Unschedulable"]
+            assert rows[2].split()[:4] == ["resnet50", "4", "Running", "node-0"]
             assert "resnet50" in kubectl(gpu_cluster, "get", "dlj")  # the short name
             described = kubectl(gpu_cluster, "describe", "dljob", "big")
             assert "InsufficientGpus" in described
-            assert "needs 16 GPUs; 4 are free" in described
+            assert "needs 8 GPUs; 4 are free" in described
+            described = kubectl(gpu_cluster, "describe", "dljob", "huge")
+            assert "needs 16 GPUs; the cluster has 8 on 1 node(s)" in described
             running = kubectl(gpu_cluster, "describe", "dljob", "resnet50")
             assert "WorkersRunning" in running and "Scheduled" in running
             kubectl(gpu_cluster, "delete", "dljob", "resnet50", "--timeout=30s")

@@ -114,7 +114,7 @@ def _packed_round(rate_host: float, rate_guest: float) -> tuple[Snapshot, Gandiv
     guest = make_view(make_job("guest", 1, model="ncf"))
     snap = _snapshot([host, guest], 0.0, gpus=1)
     plan = Gandiva().schedule(snap, _slices(host=-100.0))
-    assert plan.actions(snap) == {"host": Action.MIGRATE, "guest": Action.START}
+    assert plan.actions(snap) == {"host": Action.RESHARE, "guest": Action.START}
     shares = [s for job_id in ("host", "guest") for s in plan.run[job_id].shares]
     assert sum(s.fraction for s in shares) == pytest.approx(1.0)
     assert isinstance(plan.state, GandivaState)

@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
-from controller.model import Action, Allocation, Cluster, GpuPool, JobStatus, JobView, Snapshot
+from controller.model import (
+    Action,
+    Allocation,
+    Cluster,
+    GpuPool,
+    JobStatus,
+    JobView,
+    Measured,
+    Snapshot,
+)
 from controller.placement import ConsolidatedPlacer
 from policies.optimus import JobMemory, Optimus, OptimusState, pack_fewest_servers
 from policies.optimus_fit import (
@@ -98,6 +107,49 @@ def test_remaining_iterations_converge_to_the_truth_as_losses_accumulate() -> No
     assert errors, "no fit after 40 rounds"
     assert errors[-1] < 0.05
     assert errors[-1] <= max(errors[: len(errors) // 2])
+
+
+def test_a_live_job_is_fitted_to_the_losses_it_reports() -> None:
+    """Reports (JobView.measured) replace the synthetic curve: a job whose reported
+    losses follow a curve that converges at 30 epochs of 500 steps is estimated at
+    15,000 steps whatever its duration hint (its synthetic curve ends at 200,000)."""
+    true = LossCurve(1.0 / (CONVERGENCE_THRESHOLD * 900.0), 0.0, 0.2)  # e* = 30
+    epoch_steps, total = 500, 15_000
+    cluster = make_cluster(nodes=1, gpus=4)
+    spec = make_job("j", 1, duration_s=200_000.0)
+    policy, state = Optimus(), None
+    estimates = []
+    for step in range(250, total // 2 + 1, 250):
+        losses = tuple((k, true.loss(k / epoch_steps)) for k in range(250, step + 1, 250))
+        measured = Measured(
+            reported_s=float(step),
+            step=step,
+            batch_size=64,
+            gpus=1,
+            samples_per_s=640.0,
+            losses=losses[-64:],
+            epoch_steps=epoch_steps,
+        )
+        view = dataclasses.replace(
+            make_view(
+                spec,
+                status=JobStatus.RUNNING,
+                allocation=Allocation.whole([(0, 0)]),
+                now_s=float(step),
+                done_iters=float(step),
+                total_iters=200_000.0,
+            ),
+            measured=measured,
+        )
+        snap = Snapshot(now_s=float(step), cluster=cluster, jobs=(view,), placer=_placer(cluster))
+        state = policy.schedule(snap, state).state
+        assert isinstance(state, OptimusState)
+        mem = state.jobs["j"]
+        assert mem.iters_per_epoch == epoch_steps
+        if mem.curve is not None:
+            estimates.append(mem.curve.converged_epoch() * mem.iters_per_epoch)
+    # By half-way, within 10 % of the truth (the issue asks 25 % of a real job).
+    assert estimates and abs(estimates[-1] - total) / total < 0.10
 
 
 def _placer(cluster: Cluster) -> ConsolidatedPlacer:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.model import Allocation, JobSpec, JobStatus, JobView, Snapshot
+from controller.model import Allocation, JobSpec, JobStatus, JobView, Measured, Snapshot
 from controller.model.catalog import resolve
 from controller.model.perf import packed_gpu_signature, signature_time_s
 from controller.placement import ConsolidatedPlacer
@@ -138,6 +138,30 @@ def test_the_plan_raises_a_running_jobs_batch_as_it_progresses() -> None:
     late = Pollux().schedule(_snapshot([_running(spec, alloc, 0.95)], nodes=1), None)
     assert early.run["c"] is alloc and late.run["c"] is alloc  # same GPUs: no restart
     assert late.batch_sizes["c"] > early.batch_sizes["c"] >= resolve("cifar10").batch_size
+
+
+@pytest.mark.parametrize("grad_var", [1e-3, 1e3])
+def test_a_live_jobs_own_gradient_statistics_choose_its_batch(grad_var: float) -> None:
+    """Early on, the profile's noise ratio is small; a job that reports a large noise
+    (tr(Sigma) per sample >> M_ref |G|^2) is worth a large batch, a small one is not."""
+    alloc = Allocation.whole((0, g) for g in range(4))
+    spec = make_job("c", 4, model="cifar10", duration_s=3600.0)
+    view = _running(spec, alloc, 0.02)
+    measured = Measured(
+        reported_s=590.0,
+        step=100,
+        batch_size=128,
+        gpus=4,
+        samples_per_s=1000.0,
+        grad_sqr=1.0,
+        grad_var=grad_var,
+    )
+    profiled = Pollux().schedule(_snapshot([view], nodes=1), None).batch_sizes["c"]
+    live = Pollux().schedule(_snapshot([replace(view, measured=measured)], nodes=1), None)
+    if grad_var > 1.0:
+        assert live.batch_sizes["c"] > profiled
+    else:
+        assert live.batch_sizes["c"] == resolve("cifar10").batch_size <= profiled
 
 
 def test_a_model_without_gradient_statistics_keeps_its_batch() -> None:

@@ -124,16 +124,14 @@ seccompProfile:
   type: RuntimeDefault
 {{- end }}
 
-{{/* Fail early on values that cannot work. */}}
+{{/* Fail early on values that cannot work together (values.schema.json checks each
+value on its own: types, ranges, names). */}}
 {{- define "gpuflow.validate" -}}
 {{- if and (not .Values.postgresql.enabled) (not .Values.externalDatabase.url) (not .Values.externalDatabase.existingSecret) }}
 {{- fail "postgresql.enabled=false needs externalDatabase.url or externalDatabase.existingSecret" }}
 {{- end }}
 {{- if and (not .Values.redis.enabled) (not .Values.externalRedis.url) (not .Values.externalRedis.existingSecret) }}
 {{- fail "redis.enabled=false needs externalRedis.url or externalRedis.existingSecret" }}
-{{- end }}
-{{- if not (has .Values.api.mode (list "local" "cluster")) }}
-{{- fail (printf "api.mode must be local or cluster, not %q" .Values.api.mode) }}
 {{- end }}
 {{- if and (eq .Values.api.mode "local") (gt (int .Values.api.replicas) 1) }}
 {{- fail "api.mode=local runs the simulated cluster in the API process: api.replicas must be 1" }}

@@ -8,14 +8,10 @@ receives. All traffic stays inside those namespaces (10.203.0.0/24).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 
 import pytest
 
@@ -36,40 +32,20 @@ from operators.agent.bandwidth import (
     run_tc,
     tc_rate,
 )
-
-TOLERANCE = 0.15  # the issue's bound on |measured - assigned| / assigned
-
+from tests.operators.agent.fake_tc import FakeTc
+from tests.operators.agent.netns import (
+    LINK_RATE_GBPS,
+    POD_IP,
+    Iperf,
+    Link,
+    assert_within,
+    needs_netns,
+    received_gbps,
+    server_intervals,
+    sh,
+)
 
 # --- without root: units, command building, bookkeeping ---------------------------
-
-
-class FakeTc:
-    """Records tc commands; answers `show` queries from canned output."""
-
-    def __init__(self, class_show: str = "", qdisc_show: str = "[]") -> None:
-        self.calls: list[list[str]] = []
-        self.class_show = class_show
-        self.qdisc_show = qdisc_show
-        self.fail_on: str | None = None
-
-    def __call__(self, argv: list[str]) -> str:
-        self.calls.append(argv)
-        if self.fail_on is not None and self.fail_on in argv:
-            raise BandwidthError("tc: Error: boom")
-        if "show" in argv:
-            return self.class_show if "class" in argv else self.qdisc_show
-        return ""
-
-    def verbs(self) -> list[str]:
-        """Each mutating call as "object verb", e.g. "class change"."""
-        out = []
-        for argv in self.calls:
-            args = argv[1:]
-            if args[:1] == ["-netns"]:
-                args = args[2:]
-            if "show" not in args:
-                out.append(f"{args[0]} {args[1]}")
-        return out
 
 
 def pod(key: str, ip: str, rate_gbps: float) -> PodRate:
@@ -218,63 +194,6 @@ def test_tc_failures_carry_stderr_on_one_line() -> None:
 
 # --- on real links: network namespaces, a veth pair, iperf3 ----------------------
 
-MISSING = [tool for tool in ("ip", "tc", "iperf3") if shutil.which(tool) is None]
-NETNS_REASON = (
-    "needs root" if os.geteuid() != 0 else f"needs {', '.join(MISSING)} on PATH" if MISSING else ""
-)
-needs_netns = pytest.mark.skipif(bool(NETNS_REASON), reason=NETNS_REASON or "runs")
-
-SERVER_IP = "10.203.0.1"
-POD_IP = {"pod-a": "10.203.0.11", "pod-b": "10.203.0.12"}
-LINK_RATE_GBPS = 10.0  # what the default class may reach; above any rate we assign
-IPERF_TIMEOUT_S = 15  # every iperf3 process is killed after this, whatever happens
-
-
-@dataclass(frozen=True)
-class Link:
-    client_ns: str
-    server_ns: str
-    client_dev: str
-    leaf_qdisc: str | None
-
-
-def sh(*argv: str) -> str:
-    return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=10).stdout
-
-
-@pytest.fixture(scope="module")
-def link() -> Iterator[Link]:
-    pid = os.getpid()
-    client_ns, server_ns = f"gf-a-{pid}", f"gf-b-{pid}"
-    client_dev, server_dev = f"gfa{pid}", f"gfb{pid}"
-    try:
-        sh("ip", "netns", "add", client_ns)
-        sh("ip", "netns", "add", server_ns)
-        sh("ip", "link", "add", client_dev, "netns", client_ns,
-           "type", "veth", "peer", "name", server_dev, "netns", server_ns)  # fmt: skip
-        for ns in (client_ns, server_ns):
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", server_ns, "addr", "add", f"{SERVER_IP}/24", "dev", server_dev)
-        for ip in POD_IP.values():
-            sh("ip", "-n", client_ns, "addr", "add", f"{ip}/24", "dev", client_dev)
-        sh("ip", "-n", client_ns, "link", "set", client_dev, "up")
-        sh("ip", "-n", server_ns, "link", "set", server_dev, "up")
-        yield Link(client_ns, server_ns, client_dev, _leaf_qdisc(client_ns, client_dev))
-    finally:
-        # Deleting a namespace deletes the veth end in it, and with it its peer.
-        for ns in (client_ns, server_ns):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
-
-
-def _leaf_qdisc(ns: str, dev: str) -> str | None:
-    """fq_codel where the kernel has it; HTB's default pfifo leaf otherwise."""
-    probe = subprocess.run(["tc", "-netns", ns, "qdisc", "add", "dev", dev, "root", "fq_codel"],
-                           capture_output=True, timeout=10)  # fmt: skip
-    if probe.returncode != 0:
-        return None
-    sh("tc", "-netns", ns, "qdisc", "del", "dev", dev, "root")
-    return "fq_codel"
-
 
 @pytest.fixture
 def enforcer(link: Link) -> Iterator[BandwidthEnforcer]:
@@ -286,85 +205,8 @@ def enforcer(link: Link) -> Iterator[BandwidthEnforcer]:
         enf.clear()
 
 
-class Iperf:
-    """One iperf3 test: a one-off server in the server netns, a client bound to a pod IP."""
-
-    def __init__(self, link: Link, src_ip: str, port: int, duration_s: float, interval_s: float):
-        self.server = subprocess.Popen(
-            ["ip", "netns", "exec", link.server_ns,
-             "iperf3", "-s", "-1", "-J", "-i", str(interval_s), "-B", SERVER_IP, "-p", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.client: subprocess.Popen[str] | None = None
-        try:
-            self._wait_listening(link.server_ns, port)
-            self.client = subprocess.Popen(
-                ["ip", "netns", "exec", link.client_ns,
-                 "iperf3", "-c", SERVER_IP, "-p", str(port), "-B", src_ip,
-                 "-t", str(duration_s), "-i", str(interval_s), "-J", "--get-server-output"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
-        except BaseException:
-            self.close()
-            raise
-
-    @staticmethod
-    def _wait_listening(ns: str, port: int) -> None:
-        for _ in range(100):  # 100 x 20 ms
-            if sh("ip", "netns", "exec", ns, "ss", "-Hltn", f"sport = :{port}").strip():
-                return
-            time.sleep(0.02)
-        raise TimeoutError(f"iperf3 server on port {port} did not start")
-
-    def result(self) -> dict[str, object]:
-        assert self.client is not None
-        try:
-            out, _ = self.client.communicate(timeout=IPERF_TIMEOUT_S)
-        finally:
-            self.close()
-        report: dict[str, object] = json.loads(out)
-        assert "error" not in report, report["error"]
-        return report
-
-    def __enter__(self) -> Iperf:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        for proc in (self.client, self.server):
-            if proc is not None and proc.poll() is None:
-                try:
-                    proc.wait(timeout=IPERF_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-
-
-def received_gbps(report: dict[str, object]) -> float:
-    end = report["end"]
-    assert isinstance(end, dict)
-    return float(end["sum_received"]["bits_per_second"]) / 1e9
-
-
-def server_intervals(report: dict[str, object]) -> list[tuple[float, float, float]]:
-    """(start_s, end_s, Gbit/s received) for each interval the server measured."""
-    server = report["server_output_json"]
-    assert isinstance(server, dict)
-    return [
-        (float(s["start"]), float(s["end"]), float(s["bits_per_second"]) / 1e9)
-        for s in (i["sum"] for i in server["intervals"])
-    ]
-
-
 def shaped(rates: dict[str, float]) -> list[PodRate]:
     return [pod(k, POD_IP[k], r) for k, r in rates.items()]
-
-
-def assert_within(measured: float, assigned: float, what: str) -> None:
-    error = abs(measured - assigned) / assigned
-    assert error <= TOLERANCE, f"{what}: measured {measured:.4f} vs assigned {assigned} Gbit/s"
 
 
 def default_class_bytes(link: Link) -> int:

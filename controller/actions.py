@@ -1,0 +1,208 @@
+"""From a plan to actions, once: what both backends carry out, and which plans they refuse.
+
+`compile_plan` is called by each backend's `apply(plan)`: controller.sim.Simulator
+on a virtual clock and operators.backend.KubeBackend on Kubernetes. It compares the
+plan with the snapshot it was made from, names one `Action` per job that changes
+(the vocabulary of controller.model.snapshot, classified by `classify_change`), and
+refuses a plan that breaks the rules with PlanError before anything is carried out:
+a backend that gets the list applies every action or none.
+
+Cost: proportional to the jobs the plan changes. A plan that edits
+`snapshot.allocations()` says which jobs it touched; any other plan is compared with
+the running jobs' allocations by identity first (`plan_diff`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import compress
+from operator import is_not, itemgetter
+
+from controller.model import (
+    RESTARTING,
+    STOPPING,
+    Action,
+    Allocation,
+    EditedAllocations,
+    GpuPool,
+    JobView,
+    Plan,
+    PlanError,
+    Snapshot,
+    classify_change,
+)
+
+STARTING = frozenset({Action.START, Action.RESUME}) | RESTARTING
+
+
+@dataclass(frozen=True, slots=True)
+class JobAction:
+    """One job's change. `allocation` is what it runs on afterwards (None when it
+    stops); `batch_size` its batch afterwards (None: the job's own)."""
+
+    job: JobView
+    action: Action
+    allocation: Allocation | None
+    batch_size: int | None
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    @property
+    def stops(self) -> bool:
+        """Whether the job's current run ends (for good, or to start again)."""
+        return self.action in STOPPING or self.action in RESTARTING
+
+    @property
+    def starts(self) -> bool:
+        """Whether the job gets a new run (pods, or a restart overhead in replay)."""
+        return self.action in STARTING
+
+
+def plan_diff(
+    run: Mapping[str, Allocation], current: Mapping[str, Allocation]
+) -> tuple[list[str], list[str]]:
+    """(jobs to start or change, running jobs to stop), each sorted.
+
+    The simulator's hottest path (every round, every running job), so it uses set
+    operations and identity comparisons that run in C: an allocation the policy kept
+    is the very object of the current one; one rebuilt equal to it is reported as
+    changed and recognised as kept by `classify_change`.
+    """
+    if isinstance(run, EditedAllocations) and run.origin is current:
+        edited = run.edited
+        stopped = sorted(k for k in edited if k not in run and k in current)
+        changed = sorted(k for k in edited if k in run and run[k] is not current.get(k))
+        return changed, stopped
+    if run == current:
+        return [], []
+    stopped = sorted(current.keys() - run.keys())
+    added = set(run.keys() - current.keys())
+    common = list(run.keys() & current.keys())
+    if common:
+        pick = itemgetter(*common)
+        mine, theirs = pick(run), pick(current)
+        if len(common) == 1:
+            mine, theirs = (mine,), (theirs,)
+        added.update(compress(common, map(is_not, mine, theirs)))
+    return sorted(added), stopped
+
+
+def compile_plan(snapshot: Snapshot, plan: Plan, pool: GpuPool | None = None) -> list[JobAction]:
+    """The actions that carry `plan` out on the world of `snapshot`, one per job that
+    changes, by job id. A backend ends every run that `stops` (preemptions,
+    suspensions, and the stop half of resizes, migrations and re-shares) before it
+    begins any run that `starts`, and carries out REBATCH in place.
+
+    Raises PlanError, naming the job, for a plan that runs an unknown job, gives a
+    job a size outside its min..max, places it on a missing GPU or a down node, or
+    over-allocates a GPU. `pool` (default: the snapshot's) is the free capacity; it is
+    used for the check and left as it was.
+    """
+    assert snapshot.current is not None
+    changed_ids, stopped_ids = plan_diff(plan.run, snapshot.current)
+    candidates = set(changed_ids)
+    candidates.update(k for k in plan.batch_sizes if k in plan.run)
+    out: list[JobAction] = []
+    for job_id in stopped_ids:
+        job = _known(snapshot, job_id)
+        action = classify_change(job, None, None, job_id in plan.suspend)
+        assert action is not None
+        out.append(JobAction(job, action, None, None))
+    for job_id in sorted(candidates):
+        job = _known(snapshot, job_id)
+        target = plan.run[job_id]
+        batch = plan.batch_sizes.get(job_id, job.batch_size)
+        action = classify_change(job, target, batch, False)
+        if action is None or action is Action.KEEP:
+            continue
+        if action is not Action.REBATCH:
+            _check_placement(snapshot, job, target)
+        out.append(JobAction(job, action, target, batch))
+    _check_fit(pool if pool is not None else snapshot.free_pool(), out)
+    out.sort(key=lambda a: a.job_id)
+    return out
+
+
+def _known(snapshot: Snapshot, job_id: str) -> JobView:
+    job = snapshot.job(job_id)
+    if job is None:
+        raise PlanError(f"plan runs unknown or finished job {job_id}")
+    return job
+
+
+def _check_placement(snapshot: Snapshot, job: JobView, target: Allocation) -> None:
+    spec = job.spec
+    if not spec.min_gpus <= target.num_gpus <= spec.max_gpus:
+        raise PlanError(
+            f"job {job.job_id} given {target.num_gpus} GPUs, "
+            f"outside {spec.min_gpus}..{spec.max_gpus}"
+        )
+    nodes = snapshot.cluster.nodes
+    for share in target.shares:
+        if not 0 <= share.node < len(nodes) or not 0 <= share.gpu < nodes[share.node].num_gpus:
+            raise PlanError(f"job {job.job_id} placed on a missing GPU {share.node}/{share.gpu}")
+        if share.node in snapshot.down_nodes:
+            raise PlanError(f"job {job.job_id} placed on a down node {share.node}")
+
+
+def _check_fit(pool: GpuPool, actions: list[JobAction]) -> None:
+    """PlanError at the first start that does not fit the pool once every stop has
+    released its GPUs. The pool is left as it was."""
+    if all(_whole(a.allocation) and _whole(a.job.allocation) for a in actions):
+        _check_whole_fit(pool, actions)
+    else:
+        _check_fit_by_trial(pool, actions)
+
+
+def _check_whole_fit(pool: GpuPool, actions: list[JobAction]) -> None:
+    """The check when every allocation involved is of whole GPUs, without touching
+    the pool: the simulator's common case, run every round. A start fits if
+    each of its GPUs is wholly free, or held by a job that stops, and claimed once."""
+    freed: set[tuple[int, int]] = set()
+    for a in actions:
+        if a.stops:
+            assert a.job.allocation is not None
+            freed.update(a.job.allocation.gpus())
+    shared = pool.shared_gpus()
+    claimed: set[tuple[int, int]] = set()
+    for a in actions:
+        if not a.starts:
+            continue
+        assert a.allocation is not None
+        for node, gpu in a.allocation.gpus():
+            key = (node, gpu)
+            free = key in freed or (gpu in pool.free_gpus(node) and key not in shared)
+            if not free or key in claimed:
+                raise PlanError(f"job {a.job_id}: GPUs {a.allocation.gpus()} over-allocated")
+            claimed.add(key)
+
+
+def _whole(alloc: Allocation | None) -> bool:
+    return alloc is None or not alloc.shared
+
+
+def _check_fit_by_trial(pool: GpuPool, actions: list[JobAction]) -> None:
+    """Release what stops, take what starts, then put the pool back as it was."""
+    released: list[JobAction] = []
+    taken: list[JobAction] = []
+    try:
+        for a in (a for a in actions if a.stops):
+            assert a.job.allocation is not None
+            pool.release(a.job.allocation, a.job.spec.gpu_mem_mib)
+            released.append(a)
+        for a in (a for a in actions if a.starts):
+            assert a.allocation is not None
+            if not pool.fits(a.allocation, a.job.spec.gpu_mem_mib):
+                raise PlanError(f"job {a.job_id}: GPUs {a.allocation.gpus()} over-allocated")
+            pool.take(a.allocation, a.job.spec.gpu_mem_mib)
+            taken.append(a)
+    finally:
+        for a in reversed(taken):
+            assert a.allocation is not None
+            pool.release(a.allocation, a.job.spec.gpu_mem_mib)
+        for a in reversed(released):
+            assert a.job.allocation is not None
+            pool.take(a.job.allocation, a.job.spec.gpu_mem_mib)

@@ -1,0 +1,206 @@
+"""What the policies see of live jobs: JobViews built from DLJobs and their pods.
+
+Called by operators.backend.KubeBackend.observe() each round. Everything here is read
+from what happened (the DLJob's status, its pods' states), never from the spec's
+hints alone: a job's arrival is the time the operator first saw it, its attained
+service counts from when its whole gang was Running, its waiting time from when it
+last entered the queue. Pure functions: the backend writes what they decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from controller.model import Allocation, Cluster, GpuShare, JobSpec, JobStatus, JobView, Measured
+from controller.rates import RateModel
+from operators.jobs import JobRecord, State
+from operators.nodes import ClusterView
+from operators.pods import ShareRecord
+from operators.resources import PREEMPTED, SUSPENDED, parse_time, phase_of
+from operators.template import pod_requests
+
+WAITING_STATUS = {PREEMPTED: JobStatus.PREEMPTED, SUSPENDED: JobStatus.SUSPENDED}
+# Jobs first seen in the same round arrive this far apart, in creation order.
+ARRIVAL_TIE_S = 1e-6
+# A running job's measured rate counts while its last report is this recent: a few of
+# the API's summary intervals (5 s) and of the library's reporting windows.
+MEASURED_FRESH_S = 60.0
+
+
+def arrival_times(
+    records: Iterable[JobRecord], now: float
+) -> tuple[dict[str, float], list[JobRecord]]:
+    """Each active job's arrival time, and the jobs seen for the first time (whose
+    time the caller records in `status.arrivalTime`).
+
+    A recorded arrival is kept; a new job arrives now (sub-second: creationTimestamp
+    has whole seconds). Jobs first seen in one round arrive a microsecond apart, in
+    the order of their creation, then uid."""
+    out: dict[str, float] = {}
+    new: list[JobRecord] = []
+    for rec in records:
+        if rec.state not in (State.WAITING, State.RUNNING) or rec.spec is None:
+            continue
+        recorded = (rec.obj.get("status") or {}).get("arrivalTime")
+        if recorded:
+            out[rec.key] = parse_time(recorded)
+        else:
+            new.append(rec)
+    new.sort(key=lambda r: (r.spec.submit_s if r.spec else 0.0, r.obj["metadata"]["uid"]))
+    for i, rec in enumerate(new):
+        out[rec.key] = now + i * ARRIVAL_TIE_S
+    return out, new
+
+
+def never_fits(spec: JobSpec, cluster: Cluster) -> str | None:
+    """Why no set of the cluster's nodes, down ones included, could ever hold the job's
+    GPUs (None: some could, once free)."""
+    total = cluster.num_gpus
+    if spec.min_gpus > total:
+        nodes = len(cluster.nodes)
+        return f"needs {spec.min_gpus} GPUs; the cluster has {total} on {nodes} node(s)"
+    mem = spec.gpu_mem_mib
+    if mem is not None and all(n.gpu_type.mem_mib < mem for n in cluster.nodes):
+        most = max((n.gpu_type.mem_mib for n in cluster.nodes), default=0)
+        return f"needs {mem} MiB of GPU memory; the largest GPU has {most} MiB"
+    return None
+
+
+def unschedulable_reason(rec: JobRecord, view: ClusterView) -> str | None:
+    """Why a waiting job can never run on this cluster (GPUs, GPU memory, or a worker
+    pod's CPU and memory against every node's allocatable), or None."""
+    assert rec.spec is not None
+    never = never_fits(rec.spec, view.cluster)
+    if never is None and not view.could_hold(requests := pod_requests(rec.obj)):
+        never = (
+            f"a worker pod needs {requests.cpu_milli / 1000:g} CPU and "
+            f"{requests.mem_mib} MiB of memory; no node up has that much allocatable"
+        )
+    return never
+
+
+def job_view(
+    rec: JobRecord, view: ClusterView, rates: RateModel, now: float, arrival_s: float
+) -> JobView | None:
+    """The policy's view of a waiting or running job (None: not the policy's to see,
+    or running on a node that left, which the lifecycle settles)."""
+    if rec.spec is None or rec.state not in (State.WAITING, State.RUNNING):
+        return None
+    status = rec.obj.get("status") or {}
+    batch = status.get("batchSize") or rec.spec.batch_size
+    spec = replace(rec.spec, submit_s=arrival_s)
+    try:
+        nominal = rates.nominal_rate_ips(spec)
+    except ValueError:
+        nominal = 1.0  # larger than the cluster now; the policy says why it waits
+    alloc = None
+    job_status = WAITING_STATUS.get(phase_of(rec.obj), JobStatus.QUEUED)
+    mark = now
+    rate = 0.0
+    if rec.state is State.RUNNING:
+        alloc = allocation_of(rec.shares, view)
+        if alloc is None:
+            return None
+        job_status = JobStatus.RUNNING
+        # Service and progress count from when the whole gang ran (pods still starting
+        # have given nothing yet).
+        mark = min(now, rec.running_s) if rec.running_s is not None else now
+        rate = rates.rate_ips(spec, alloc, batch_size=batch)
+    executed = float(status.get("executedSeconds") or 0.0)
+    attained = float(status.get("attainedGpuSeconds") or 0.0)
+    done = executed * nominal
+    measured = measured_of(status.get("train"))
+    source = "model"
+    if measured is not None and measured.batch_size:
+        # The performance model, fitted to the job's reports by one factor: the ratio
+        # of its measured steps per second to the model's at the size it ran at.
+        # Its progress is then counted in its own steps.
+        steps_per_s = sustained_samples_per_s(measured) / measured.batch_size
+        fresh = now - measured.reported_s <= MEASURED_FRESH_S
+        if alloc is not None and fresh and steps_per_s > 0 and rate > 0:
+            nominal *= steps_per_s / rate
+            rate, source = steps_per_s, "measured"
+            # Quantities at mark_s move with it to the report's time.
+            at = min(now, max(mark, measured.reported_s))
+            attained += alloc.gpu_weight * (at - mark)
+            executed += at - mark
+            done, mark = float(measured.step), at
+    total = max(done, nominal * (spec.duration_s or 0.0))
+    first = status.get("firstStartTime")
+    waiting = status.get("waitingSince")
+    return JobView(
+        job_id=rec.key,
+        spec=spec,
+        status=job_status,
+        allocation=alloc,
+        mark_s=mark,
+        attained_gpu_s=attained,
+        executed_s=executed,
+        done_iters=done,
+        total_iters=total,
+        rate_ips=rate,
+        resume_s=mark,
+        nominal_rate_ips=nominal,
+        first_start_s=parse_time(first) if first else None,
+        waiting_since_s=max(arrival_s, parse_time(waiting)) if waiting else arrival_s,
+        restarts=int(status.get("restarts") or 0),
+        batch_size=batch,
+        rate_source=source,
+        measured=measured,
+    )
+
+
+def measured_of(train: object) -> Measured | None:
+    """A DLJob's `status.train` summary (written by the API from the job's reports) as
+    the model's `Measured`; None when absent or malformed (a job's reports never stop
+    a round)."""
+    if not isinstance(train, dict) or "step" not in train or "reportedAt" not in train:
+        return None
+    try:
+        return Measured(
+            reported_s=parse_time(str(train["reportedAt"])),
+            step=int(train["step"]),
+            batch_size=_int_or_none(train.get("batchSize")),
+            gpus=_int_or_none(train.get("gpus")),
+            samples_per_s=_float_or_none(train.get("samplesPerSecond")),
+            throughput=tuple(
+                (int(t["gpus"]), int(t["batchSize"]), float(t["samplesPerSecond"]))
+                for t in train.get("throughput") or ()
+            ),
+            losses=tuple((int(k), float(v)) for k, v in train.get("loss") or ()),
+            grad_sqr=_float_or_none(train.get("gradSqr")),
+            grad_var=_float_or_none(train.get("gradVar")),
+            epoch_steps=_int_or_none(train.get("epochSteps")),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def sustained_samples_per_s(measured: Measured) -> float:
+    """The job's throughput at the size it runs at now: the mean of its last windows
+    there (the API keeps it per size), else its last window alone."""
+    for gpus, batch, samples_per_s in measured.throughput:
+        if gpus == measured.gpus and batch == measured.batch_size:
+            return samples_per_s
+    return measured.samples_per_s or 0.0
+
+
+def _int_or_none(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def _float_or_none(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def allocation_of(shares: tuple[ShareRecord, ...], view: ClusterView) -> Allocation | None:
+    """The model's allocation of a job's pods' shares; None if a node left or is down."""
+    index = view.uuid_index()
+    out = []
+    for s in shares:
+        where = index.get(s.uuid)
+        if where is None or where[0] in view.down_nodes:
+            return None
+        out.append(GpuShare(where[0], where[1], s.fraction))
+    return Allocation(tuple(out)) if out else None

@@ -1,0 +1,397 @@
+"""Failure semantics of the operator, as batch/v1 Jobs have them.
+
+Pure pieces first (the back-off schedule, podFailurePolicy rules, classify on pods as
+the kubelet reports them), then the operator against the strict API test server with
+the simulated kubelet: a failure counted once and restarted after the back-off,
+backoffLimit, FailJob and Ignore rules, a checkpoint exit after a preemption, pods
+that never start, node loss. Back-offs and timeouts are shortened to stay fast.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from operators.failure_policy import (
+    EXIT_CHECKPOINTED,
+    RestartPolicy,
+    RuleAction,
+    action_for,
+    judge,
+    parse_rules,
+)
+from operators.jobs import State, classify
+from operators.resources import parse_time
+from tests.operators.builders import dljob_status, make_dljob
+from tests.operators.conftest import GpuCluster
+from tests.operators.harness import job_pods, running_operator, wait_phases
+from tests.operators.kubelet import Kubelet
+from tests.waiting import wait_for
+
+# -- the back-off schedule and the rules ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("failures", "delay_s"),
+    [(0, 0.0), (1, 10.0), (2, 20.0), (3, 40.0), (6, 320.0), (7, 360.0), (1000, 360.0)],
+)
+def test_backoff_doubles_from_10_s_to_6_min(failures: int, delay_s: float) -> None:
+    assert RestartPolicy().delay_s(failures) == delay_s
+
+
+RULES = parse_rules(
+    {
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42, 43]}},
+                {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}},
+                {"action": "Count", "onExitCodes": {"operator": "In", "values": [3, 42]}},
+                {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [1, 3]}},
+            ]
+        }
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "action", "rule"),
+    [
+        (42, RuleAction.FAIL_JOB, 0),
+        (3, RuleAction.IGNORE, 1),  # the first match wins, not the later Count
+        (1, RuleAction.COUNT, None),  # no rule matches: counted
+        (7, RuleAction.FAIL_JOB, 3),  # NotIn
+        (0, RuleAction.COUNT, None),  # 0 never matches, not even NotIn
+        (None, RuleAction.COUNT, None),  # no exit code (evicted, node shut down)
+    ],
+)
+def test_rules_first_match_wins(code: int | None, action: RuleAction, rule: int | None) -> None:
+    assert action_for(RULES, code) == (action, rule)
+
+
+@pytest.mark.parametrize(
+    ("policy", "field"),
+    [
+        ({"rules": "x"}, "spec.podFailurePolicy.rules:"),
+        ({"rules": [{"action": "Retry"}]}, "spec.podFailurePolicy.rules[0].action:"),
+        ({"rules": [{"action": "Ignore"}]}, "spec.podFailurePolicy.rules[0].onExitCodes:"),
+        (
+            {"rules": [{"action": "Ignore", "onExitCodes": {"operator": "Is", "values": [1]}}]},
+            "spec.podFailurePolicy.rules[0].onExitCodes.operator:",
+        ),
+        (
+            {"rules": [{"action": "Count", "onExitCodes": {"operator": "In", "values": [0]}}]},
+            "spec.podFailurePolicy.rules[0].onExitCodes.values:",
+        ),
+        (
+            {"rules": [{"action": "Count", "onExitCodes": {"operator": "In", "values": []}}]},
+            "spec.podFailurePolicy.rules[0].onExitCodes.values:",
+        ),
+    ],
+)
+def test_invalid_rules_name_the_field(policy: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        parse_rules({"podFailurePolicy": policy})
+
+
+# -- classify on pods as the kubelet reports them ---------------------------------------
+
+
+T0 = "2024-01-01T00:00:05Z"
+
+
+def _pod(rank: int, phase: str, *, started: str = "", code: int | None = None) -> Any:
+    """A pod of attempt 1 of a 2-rank job `j`, its worker in `phase`."""
+    state: dict[str, Any] = {}
+    if code is not None:
+        state = {"terminated": {"exitCode": code, "startedAt": started or None}}
+    elif started:
+        state = {"running": {"startedAt": started}}
+    return {
+        "metadata": {
+            "name": f"j-1-{rank}",
+            "namespace": "default",
+            "labels": {"gpuflow.dev/job": "j", "gpuflow.dev/attempt": "1"},
+            "annotations": {
+                "gpuflow.dev/rank": str(rank),
+                "gpuflow.dev/world-size": "2",
+                "gpuflow.dev/allocation": "[]",
+                "gpuflow.dev/started-at": "2024-01-01T00:00:00Z",
+            },
+        },
+        "status": {"phase": phase, "containerStatuses": [{"name": "worker", "state": state}]},
+    }
+
+
+def _job(**status: Any) -> Any:
+    job = make_dljob("j", 16)
+    job["metadata"].update(uid="u", creationTimestamp="2024-01-01T00:00:00Z")
+    job["status"] = {"phase": "Running", "attempt": 1, **status}
+    return job
+
+
+def _deleted(pod: Any) -> Any:
+    pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
+    return pod
+
+
+def test_service_counts_from_when_the_whole_gang_ran() -> None:
+    pods = [
+        _pod(0, "Running", started="2024-01-01T00:00:05Z"),
+        _pod(1, "Running", started="2024-01-01T00:00:20Z"),  # pulled its image late
+    ]
+    assert classify(_job(), pods).running_s == parse_time("2024-01-01T00:00:20Z")
+    pods[1] = _pod(1, "Pending")
+    assert classify(_job(), pods).running_s is None
+
+
+@pytest.mark.parametrize(
+    ("status", "pods", "state"),
+    [
+        ({}, [_pod(0, "Running", started=T0), _pod(1, "Failed", code=1)], State.WORKER_FAILED),
+        # Stopped by the operator: any exit code, not a failure.
+        (
+            {},
+            [_deleted(_pod(0, "Failed", code=1)), _deleted(_pod(1, "Failed", code=143))],
+            State.WAITING,
+        ),
+        # Already settled: the failed pod stays but is never counted again.
+        (
+            {"failedAttempt": 1},
+            [_pod(0, "Failed", code=1), _deleted(_pod(1, "Running"))],
+            State.WAITING,
+        ),
+        (
+            {"failedAttempt": 1, "restartAfter": "2024-01-01T00:01:00.5Z"},
+            [_pod(0, "Failed", code=1)],
+            State.BACKOFF,
+        ),
+        # A stopped rank with others alive: the gang is broken, not failed.
+        ({}, [_deleted(_pod(0, "Failed", code=1)), _pod(1, "Running")], State.BROKEN),
+    ],
+)
+def test_classify_counts_a_failure_only_once(status: Any, pods: list[Any], state: State) -> None:
+    assert classify(_job(**status), pods).state is state
+
+
+def test_judge_checkpoint_exit_is_not_a_failure_but_a_real_one_is() -> None:
+    checkpointed = _pod(0, "Failed", code=EXIT_CHECKPOINTED)
+    verdict = judge([checkpointed], RULES)
+    assert verdict.action is RuleAction.IGNORE and verdict.checkpointed
+    verdict = judge([checkpointed, _pod(1, "Failed", code=1)], RULES)
+    assert verdict.action is RuleAction.COUNT and verdict.pod == "j-1-1"
+
+
+# -- the operator against the test server -----------------------------------------------
+
+FAST = RestartPolicy(base_s=1.0, cap_s=4.0)
+
+
+def events(cluster: GpuCluster, job: str, reason: str) -> list[Any]:
+    items = cluster.api.core.list_namespaced_event("default").items
+    return [e for e in items if e.involved_object.name == job and e.reason == reason]
+
+
+def running_pod(cluster: GpuCluster, name: str) -> bool:
+    pod = cluster.api.core.read_namespaced_pod(name, "default")
+    return bool(pod.status.phase == "Running" and not pod.metadata.deletion_timestamp)
+
+
+def fail_when_running(cluster: GpuCluster, kubelet: Kubelet, pod: str, code: int) -> None:
+    wait_for(f"{pod} running", lambda: _exists(cluster, pod) and running_pod(cluster, pod))
+    kubelet.fail("default", pod, code)
+
+
+def _exists(cluster: GpuCluster, pod: str) -> bool:
+    return any(p["metadata"]["name"] == pod for p in job_pods(cluster.api, pod.split("-")[0]))
+
+
+def env_of(pod: Any) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0]["env"]}
+
+
+def test_a_worker_failing_once_restarts_once_after_the_backoff(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client) as op:
+            op.backend.lifecycle.restart = FAST
+            api.create_dljob("default", make_dljob("w", 16, duration_s=2.0))
+            fail_when_running(gpu_cluster, kubelet, "w-1-1", 1)
+            status = wait_for(
+                "a back-off",
+                lambda: dljob_status(api, "w").get("restartAfter") and dljob_status(api, "w"),
+            )
+            restart_after = parse_time(status["restartAfter"])
+            queued = next(c for c in status["conditions"] if c["type"] == "Queued")
+            assert queued["reason"] == "BackOff" and status["restartAfter"] in queued["message"]
+            wait_phases(api, "Succeeded", ["w"])
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "w")
+    assert (status["attempt"], status["failures"], status["failedAttempt"]) == (2, 1, 1)
+    assert "restartAfter" not in status
+    assert len(events(gpu_cluster, "w", "WorkerFailed")) == 1
+    (restarted,) = [e for e in events(gpu_cluster, "w", "Scheduled") if "attempt 2" in e.message]
+    assert restarted.event_time.timestamp() >= restart_after  # not before the back-off
+    pods = {p["metadata"]["name"]: p for p in job_pods(api, "w")}
+    assert pods["w-1-1"]["status"]["phase"] == "Failed"  # kept, for its logs
+    assert "w-1-0" not in pods  # torn down
+    for name in ("w-2-0", "w-2-1"):
+        env = env_of(pods[name])
+        assert (env["GPUFLOW_RESUME"], env["GPUFLOW_ATTEMPT"]) == ("1", "2")
+        assert env["GPUFLOW_CHECKPOINT_PATH"] == "/ckpt/w"
+
+
+def test_repeated_failures_fail_the_job_past_backoff_limit(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    job = make_dljob("r", 8, duration_s=30.0)
+    job["spec"]["backoffLimit"] = 1
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client) as op:
+            op.backend.lifecycle.restart = RestartPolicy(base_s=0.2, cap_s=0.2)
+            api.create_dljob("default", job)
+            fail_when_running(gpu_cluster, kubelet, "r-1-0", 1)
+            fail_when_running(gpu_cluster, kubelet, "r-2-0", 2)
+            wait_phases(api, "Failed", ["r"])
+            time.sleep(1.0)  # rounds go on: nothing more may happen to the job
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "r")
+    assert (status["reason"], status["failures"], status["attempt"]) == (
+        "BackoffLimitExceeded",
+        2,
+        2,
+    )
+    assert len(events(gpu_cluster, "r", "WorkerFailed")) == 1
+    assert len(events(gpu_cluster, "r", "BackoffLimitExceeded")) == 1
+    assert "exit code 2" in status["message"]
+    assert sorted(p["metadata"]["name"] for p in job_pods(api, "r")) == ["r-1-0", "r-2-0"]
+
+
+def _with_rules(job: Any, action: str, codes: list[int]) -> Any:
+    rule = {"action": action, "onExitCodes": {"operator": "In", "values": codes}}
+    job["spec"]["podFailurePolicy"] = {"rules": [rule]}
+    return job
+
+
+def test_a_fail_job_rule_fails_the_job_at_once(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client):
+            api.create_dljob(
+                "default", _with_rules(make_dljob("f", 8, duration_s=30), "FailJob", [42])
+            )
+            fail_when_running(gpu_cluster, kubelet, "f-1-0", 42)
+            wait_phases(api, "Failed", ["f"])
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "f")
+    assert status["reason"] == "PodFailurePolicy"
+    assert "f-1-0" in status["message"] and "exit code 42" in status["message"]
+    assert not status.get("failures") and status["attempt"] == 1
+
+
+def test_an_ignore_rule_restarts_at_once_without_counting(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client) as op:
+            op.backend.lifecycle.restart = RestartPolicy(base_s=600.0)  # a back-off would hang
+            api.create_dljob(
+                "default", _with_rules(make_dljob("i", 8, duration_s=1), "Ignore", [3])
+            )
+            fail_when_running(gpu_cluster, kubelet, "i-1-0", 3)
+            wait_phases(api, "Succeeded", ["i"])
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "i")
+    assert status["attempt"] == 2 and not status.get("failures")
+    assert len(events(gpu_cluster, "i", "WorkerFailureIgnored")) == 1
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_a_checkpoint_exit_after_a_preemption_is_not_counted(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    long = make_dljob("long", 8, duration_s=1.5)
+    long["spec"]["expectedDurationSeconds"] = 1000
+    short = make_dljob("short", 8, duration_s=0.3)
+    short["spec"]["expectedDurationSeconds"] = 1
+    kubelet = Kubelet(gpu_cluster.client, sigterm_s=0.3, sigterm_exit=EXIT_CHECKPOINTED).start()
+    try:
+        with running_operator(gpu_cluster.client, policy="srtf") as op:
+            op.backend.lifecycle.restart = RestartPolicy(base_s=600.0)
+            api.create_dljob("default", long)
+            wait_phases(api, "Running", ["long"])
+            api.create_dljob("default", short)  # SRTF preempts the long job for it
+            wait_phases(api, "Succeeded", ["short", "long"])
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "long")
+    assert status["attempt"] == 2 and not status.get("failures")
+    assert events(gpu_cluster, "long", "PreemptedByPolicy")
+    for reason in ("WorkerFailed", "WorkerCheckpointed", "GangBroken"):
+        assert not events(gpu_cluster, "long", reason)
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_a_checkpoint_exit_on_its_own_restarts_without_counting(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client) as op:
+            op.backend.lifecycle.restart = RestartPolicy(base_s=600.0)
+            api.create_dljob("default", make_dljob("c", 8, duration_s=1))
+            fail_when_running(gpu_cluster, kubelet, "c-1-0", EXIT_CHECKPOINTED)
+            wait_phases(api, "Succeeded", ["c"])
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "c")
+    assert status["attempt"] == 2 and not status.get("failures")
+    assert len(events(gpu_cluster, "c", "WorkerCheckpointed")) == 1
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_pods_that_never_start_free_their_gpus(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    stuck = make_dljob("stuck", 8, duration_s=1)
+    stuck["spec"]["startTimeoutSeconds"] = 1
+    kubelet = Kubelet(gpu_cluster.client, never_start={"stuck"}).start()
+    try:
+        with running_operator(gpu_cluster.client):
+            api.create_dljob("default", stuck)
+            wait_phases(api, "Admitted", ["stuck"])
+            # Higher priority: FIFO gives it the GPUs once they are free.
+            api.create_dljob("default", make_dljob("next", 8, duration_s=0.3, priority=1))
+            wait_phases(api, "Succeeded", ["next"])
+    finally:
+        kubelet.stop()
+    (timeout, *_) = events(gpu_cluster, "stuck", "StartTimeout")
+    assert "stuck-1-0 (ImagePullBackOff)" in timeout.message
+    status = dljob_status(api, "stuck")
+    assert not status.get("failures") and status["phase"] != "Failed"
+
+
+@pytest.mark.parametrize("gpu_cluster", [3], indirect=True)
+def test_node_loss_reschedules_without_counting(gpu_cluster: GpuCluster) -> None:
+    api = gpu_cluster.api
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client) as op:
+            op.backend.lifecycle.restart = RestartPolicy(base_s=600.0)  # a back-off would hang
+            api.create_dljob("default", make_dljob("n", 16, duration_s=30))
+            wait_phases(api, "Running", ["n"])
+            lost = api.core.read_namespaced_pod("n-1-1", "default").spec.node_name
+            api.core.delete_node(lost)
+            wait_for("attempt 2", lambda: dljob_status(api, "n").get("attempt") == 2)
+            wait_phases(api, "Running", ["n"])
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "n")
+    assert not status.get("failures") and "restartAfter" not in status
+    assert lost not in status["nodes"]
+    assert len(events(gpu_cluster, "n", "NodeLost")) == 1
+    assert not events(gpu_cluster, "n", "WorkerFailed")

@@ -1,0 +1,115 @@
+"""What the policies see of live jobs (operators/views.py): from what happened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.rates import RateModel
+from operators.jobs import JobRecord, State
+from operators.nodes import ClusterView, build_cluster
+from operators.pods import ShareRecord
+from operators.resources import job_spec, micro_time
+from operators.views import arrival_times, job_view, measured_of
+from tests.operators.builders import make_dljob, make_node_body
+
+NOW = 1_800_000_000.0
+
+
+def cluster_view() -> ClusterView:
+    return build_cluster([make_node_body("node-0")])
+
+
+def record(view: ClusterView, status: dict[str, Any], *, running_s: float | None) -> JobRecord:
+    obj = make_dljob("a", 2)
+    obj["metadata"].update({"uid": "u-a", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    obj["status"] = status
+    node = view.cluster.nodes[0]
+    shares = tuple(ShareRecord(node.name, g, node.gpus[g].uuid) for g in (0, 1))
+    return JobRecord(
+        obj, State.RUNNING, [], 1, spec=job_spec(obj), shares=shares, running_s=running_s
+    )
+
+
+def train(reported_s: float, samples_per_s: float = 640.0) -> dict[str, Any]:
+    return {
+        "reportedAt": micro_time(reported_s),
+        "step": 300,
+        "batchSize": 64,
+        "gpus": 2,
+        "samplesPerSecond": samples_per_s,
+        "throughput": [{"gpus": 2, "batchSize": 64, "samplesPerSecond": samples_per_s}],
+        "loss": [[100, 2.0], [200, 1.5], [300, 1.25]],
+        "gradSqr": 0.5,
+        "gradVar": 4.0,
+    }
+
+
+def test_a_job_that_reports_nothing_keeps_the_model_and_says_so() -> None:
+    view = cluster_view()
+    rates = RateModel(view.cluster)
+    rec = record(view, {"attainedGpuSeconds": 100.0}, running_s=NOW - 50)
+    job = job_view(rec, view, rates, NOW, NOW - 60)
+    assert job is not None and job.allocation is not None
+    assert job.rate_source == "model" and job.measured is None
+    assert job.rate_ips == pytest.approx(rates.rate_ips(job.spec, job.allocation))
+    # Service from when the gang ran: 100 before, 2 GPUs x 50 s since.
+    assert job.attained_gpu_s_at(NOW) == pytest.approx(200.0)
+
+
+def test_a_fresh_report_gives_the_measured_rate_and_calibrates_the_model() -> None:
+    view = cluster_view()
+    rates = RateModel(view.cluster)
+    status = {"attainedGpuSeconds": 100.0, "executedSeconds": 30.0, "train": train(NOW - 10)}
+    job = job_view(record(view, status, running_s=NOW - 50), view, rates, NOW, NOW - 60)
+    assert job is not None and job.allocation is not None and job.measured is not None
+    assert job.rate_source == "measured"
+    assert job.rate_ips == pytest.approx(640.0 / 64)  # steps per second
+    model = rates.rate_ips(job.spec, job.allocation)
+    assert job.nominal_rate_ips == pytest.approx(rates.nominal_rate_ips(job.spec) * 10.0 / model)
+    assert job.done_iters_at(NOW) == pytest.approx(300 + 10.0 * 10)  # step, then the rate
+    # Moving the mark to the report's time loses no service.
+    assert job.attained_gpu_s_at(NOW) == pytest.approx(200.0)
+    assert job.measured.losses == ((100, 2.0), (200, 1.5), (300, 1.25))
+    assert (job.measured.grad_sqr, job.measured.grad_var) == (0.5, 4.0)
+
+
+def test_a_stale_report_is_kept_but_the_rate_is_the_models() -> None:
+    view = cluster_view()
+    rates = RateModel(view.cluster)
+    status = {"train": train(NOW - 600)}
+    job = job_view(record(view, status, running_s=NOW - 700), view, rates, NOW, NOW - 800)
+    assert job is not None and job.measured is not None
+    assert job.rate_source == "model"
+
+
+@pytest.mark.parametrize(
+    "bad", [None, "x", {"step": 1}, {"step": "many", "reportedAt": "2027-01-15T08:00:00Z"}]
+)
+def test_a_malformed_summary_is_ignored(bad: object) -> None:
+    assert measured_of(bad) is None
+
+
+def test_jobs_first_seen_together_arrive_in_creation_then_uid_order() -> None:
+    view = cluster_view()
+    recs = []
+    for name, uid, created in [
+        ("b", "u2", "08:00:01"),
+        ("c", "u1", "08:00:01"),
+        ("a", "u9", "08:00:00"),
+    ]:
+        rec = record(view, {}, running_s=None)
+        rec.obj["metadata"].update(
+            {"name": name, "uid": uid, "creationTimestamp": f"2027-01-15T{created}Z"}
+        )
+        rec.spec = job_spec(rec.obj)
+        rec.state = State.WAITING
+        recs.append(rec)
+    recs.append(record(view, {"arrivalTime": micro_time(NOW - 5)}, running_s=None))
+    recs[-1].obj["metadata"]["name"] = "old"
+    times, new = arrival_times(recs, NOW)
+    assert [r.name for r in new] == ["a", "c", "b"]
+    assert times["default/a"] < times["default/c"] < times["default/b"]
+    assert times["default/b"] - times["default/a"] < 1e-5
+    assert times["default/old"] == pytest.approx(NOW - 5)
