@@ -19,12 +19,14 @@ from sqlalchemy.orm import Session
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
 from api.errors import BROKER_DOWN_DETAIL
 from api.models import Replay, Sweep, TraceFile, User
+from api.replay_series import DOWNLOADS, DownloadName, SeriesMissing, read_series
 from api.schemas.common import INT32_MAX, Limit, Responses, Skip
 from api.schemas.replays import (
     ReplayCreate,
     ReplayOptions,
     ReplayPublic,
     ReplayResults,
+    ReplaySeries,
     ReplaysPublic,
     SweepCreate,
     SweepPublic,
@@ -263,3 +265,32 @@ def replay_plot(replay_id: int, name: str, session: SessionDep, user: CurrentUse
     if path is None or not Path(path).is_file():
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"replay {replay_id} has no plot {name!r}")
     return FileResponse(path, media_type="image/png")
+
+
+def _finished_dir(row: Replay) -> Path:
+    if row.status != "succeeded" or row.out_dir is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND, f"replay {row.id} has no results ({row.status})"
+        )
+    return Path(row.out_dir)
+
+
+@router.get("/{replay_id}/series", response_model=ReplaySeries, responses=NOT_FOUND)
+def replay_series(replay_id: int, session: SessionDep, user: CurrentUser) -> ReplaySeries:
+    """What the dashboard charts: sorted JCTs, the timeline, fairness (404 until it succeeds)."""
+    row = visible_replay(session, user, replay_id)
+    try:
+        return read_series(row.id, row.policy, row.cluster, _finished_dir(row), row.summary or {})
+    except SeriesMissing as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+
+
+@router.get("/{replay_id}/files/{name}", response_class=FileResponse, responses=NOT_FOUND)
+def replay_file(
+    replay_id: int, name: DownloadName, session: SessionDep, user: CurrentUser
+) -> FileResponse:
+    """A stored result file as a download: summary.json, jobs.csv or timeline.csv."""
+    path = _finished_dir(visible_replay(session, user, replay_id)) / name
+    if not path.is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"replay {replay_id} has no {name}")
+    return FileResponse(path, media_type=DOWNLOADS[name], filename=f"replay-{replay_id}-{name}")

@@ -102,3 +102,39 @@ class SweepPublic(Public):
     status: str
     progress: float
     replays: list[ReplayPublic]
+
+
+class ReplayTimeline(Public):
+    """The cluster after each scheduling round (controller.records.TimelineSample)."""
+
+    t_s: list[float]
+    gpus_total: list[float] = Field(description="GPUs on nodes that are up")
+    gpus_allocated: list[float] = Field(description="held by running jobs (shares by fraction)")
+    gpus_busy: list[float] = Field(description="GPUs' worth of compute in use")
+    queued: list[float] = Field(description="active jobs not running: the queue's length")
+    running: list[float]
+
+
+class ReplayFairness(Public):
+    """The summary's fairness figures and the per-job Themis finish-time fairness rho."""
+
+    ftf_jobs: int | None = Field(description="jobs with a defined rho")
+    jain_index: float | None
+    avg_ftf_rho: float | None
+    max_ftf_rho: float | None
+    frac_ftf_rho_gt_1: float | None
+    ftf_rho: list[float] = Field(description="sorted (thinned to quantiles past 2,000)")
+    ftf_fraction: list[float] = Field(description="fraction of jobs at or below each rho")
+
+
+class ReplaySeries(Public):
+    """What the dashboard charts of one succeeded replay (api.replay_series)."""
+
+    id: int
+    policy: str
+    cluster: str
+    jobs: int
+    jct_s: list[float] = Field(description="finished jobs' JCTs, sorted (thinned past 2,000)")
+    jct_fraction: list[float] = Field(description="fraction of finished jobs at or below each")
+    timeline: ReplayTimeline
+    fairness: ReplayFairness
