@@ -30,7 +30,8 @@ from controller.model import (
     Reason,
 )
 from controller.records import JobOutcome
-from controller.sim import SimConfig, Simulator
+from controller.sim import ResumedJob, SimConfig, Simulator
+from controller.whatif import LiveState
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,36 @@ class LiveCluster:
         with self._lock:
             self._sync()
             return dict(self._done_counts)
+
+    def live_state(self) -> LiveState:
+        """Now and every active job as a simulator can resume it, read under the lock:
+        what controller.whatif replays from now under other policies (the caller, who
+        chose the placer, names its placement)."""
+        with self._lock:
+            self._sync()
+            sim, now = self._sim, self._sim.now
+            jobs = tuple(
+                ResumedJob(
+                    spec=v.spec,
+                    status=v.status,
+                    done_fraction=v.progress_at(now),
+                    attained_gpu_s=v.attained_gpu_s_at(now),
+                    executed_s=v.executed_s_at(now),
+                    restarts=v.restarts,
+                    first_start_s=v.first_start_s,
+                    waiting_since_s=v.waiting_since_s,
+                    allocation=v.allocation,
+                    batch_size=v.batch_size,
+                )
+                for v in sim.views()
+            )
+            return LiveState(
+                now_s=now,
+                cluster=self.cluster,
+                jobs=jobs,
+                down_nodes=frozenset(sim.down),
+                round_interval_s=sim.config.round_interval_s,
+            )
 
     def _state(self, job_id: str, views: dict[str, JobView]) -> JobState | None:
         sim = self._sim

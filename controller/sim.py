@@ -38,6 +38,7 @@ from controller.actions import JobAction, compile_plan
 from controller.loop import Controller
 from controller.model import (
     STOPPING,
+    WAITING,
     Action,
     Allocation,
     Cluster,
@@ -82,6 +83,25 @@ class SimConfig:
     # How multi-node jobs share NICs and rack uplinks: "dedicated" (no sharing, the
     # perf model's default) or a network allocator (controller.network.POLICIES).
     network: str = "dedicated"
+
+
+@dataclass(frozen=True)
+class ResumedJob:
+    """A job already under way when a simulation starts from a live cluster's state
+    (`Simulator.resume`, called by controller.whatif): its spec (submitted at or before
+    the clock), the fraction of its work done, its service and history, and the GPUs
+    it holds when it runs."""
+
+    spec: JobSpec
+    status: JobStatus = JobStatus.QUEUED  # a waiting status, or RUNNING
+    done_fraction: float = 0.0
+    attained_gpu_s: float = 0.0
+    executed_s: float = 0.0
+    restarts: int = 0
+    first_start_s: float | None = None
+    waiting_since_s: float | None = None  # None: the clock
+    allocation: Allocation | None = None  # RUNNING only
+    batch_size: int | None = None  # None: the spec's
 
 
 # Event kinds, in the order events at one instant are handled.
@@ -341,6 +361,43 @@ class Simulator:
             raise ValueError(f"job {spec.job_id}: id already used")
         self._ids.add(spec.job_id)
         bisect.insort(self.pending, spec, lo=self._next_arrival, key=_arrival_key)
+
+    def resume(self, resumed: ResumedJob) -> None:
+        """Add a job already under way, as of the clock: it keeps its progress, service
+        and history, and a running one keeps its GPUs with no restart overhead.
+        ValueError if its id is used, it was submitted after the clock, its fraction
+        done is outside [0, 1], or its GPUs are not free."""
+        spec = resumed.spec
+        if spec.job_id in self._ids:
+            raise ValueError(f"job {spec.job_id}: id already used")
+        if spec.submit_s > self.now:
+            raise ValueError(f"job {spec.job_id}: submit_s {spec.submit_s} is after the clock")
+        if not 0.0 <= resumed.done_fraction <= 1.0:
+            raise ValueError(f"job {spec.job_id}: done_fraction must be in [0, 1]")
+        running = resumed.status is JobStatus.RUNNING
+        alloc = resumed.allocation if running else None
+        if running and (alloc is None or not self.pool.fits(alloc, spec.gpu_mem_mib)):
+            raise ValueError(f"job {spec.job_id}: its GPUs are not free")
+        self._ids.add(spec.job_id)
+        self._arrive(spec)
+        job = self.active.get(spec.job_id)
+        if job is None:
+            return  # larger than the cluster: recorded as never run
+        job.done = job.total * resumed.done_fraction
+        job.attained = resumed.attained_gpu_s
+        job.executed = resumed.executed_s
+        if resumed.waiting_since_s is not None:
+            job.waiting_since = resumed.waiting_since_s
+        if resumed.status in WAITING:
+            job.status = resumed.status  # a preempted job pays its restart when started
+        if alloc is not None:
+            self.pool.take(alloc, spec.gpu_mem_mib)
+            job.batch = resumed.batch_size or spec.batch_size
+            self._start(job, alloc)  # from QUEUED: in place, no overhead
+        if resumed.first_start_s is not None:
+            job.first_start = resumed.first_start_s
+        job.restarts = resumed.restarts
+        self._touch(job)
 
     def cancel(self, job_id: str) -> bool:
         """Withdraw a job that has not finished; False if there is none such."""

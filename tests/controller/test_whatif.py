@@ -1,0 +1,150 @@
+"""What if: the live cluster's state replayed from now under each policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.live import LiveCluster
+from controller.model import Allocation, JobStatus
+from controller.placement import ConsolidatedPlacer
+from controller.sim import ResumedJob, SimConfig, Simulator
+from controller.whatif import Limits, LiveState, WhatIfTooLarge, forecast
+from policies.registry import UnknownPolicyError, make_policy, policy_names
+from tests.builders import make_cluster, make_job
+
+
+class ManualClock:
+    """Wall time the test moves by hand (an injected clock)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _four_gpus(*, at_s: float = 1000.0) -> LiveState:
+    """One 4-GPU node: `long` runs (half done), `big` (1000 s) and then `short` (50 s)
+    wait for all four GPUs. Live time: `at_s`."""
+    cluster = make_cluster(nodes=1, gpus=4)
+    running = ResumedJob(
+        spec=make_job("long", 4, submit_s=at_s - 600, duration_s=1000),
+        status=JobStatus.RUNNING,
+        done_fraction=0.5,
+        attained_gpu_s=4 * 500.0,
+        executed_s=500.0,
+        first_start_s=at_s - 500,
+        allocation=Allocation.whole((0, g) for g in range(4)),
+    )
+    big = ResumedJob(spec=make_job("big", 4, submit_s=at_s - 300, duration_s=1000))
+    short = ResumedJob(spec=make_job("short", 4, submit_s=at_s - 200, duration_s=50))
+    return LiveState(now_s=at_s, cluster=cluster, jobs=(running, big, short), round_interval_s=0)
+
+
+def test_srtf_finishes_the_short_waiting_job_before_fifo_does() -> None:
+    out = forecast(_four_gpus(), ["fifo", "srtf"])
+    fifo, srtf = out["fifo"].finish_s, out["srtf"].finish_s
+    # FIFO: `long` ends in 500 s, then `big` (1000 s), then `short`.
+    assert fifo["long"] == pytest.approx(500.0, rel=0.02)
+    assert fifo["big"] == pytest.approx(1500.0, rel=0.02)
+    assert fifo["short"] == pytest.approx(1550.0, rel=0.02)
+    short_srtf = srtf["short"]
+    assert short_srtf is not None and short_srtf < 600.0
+    assert out["fifo"].unfinished == out["srtf"].unfinished == 0
+    mean_srtf, mean_fifo = out["srtf"].mean_jct_s, out["fifo"].mean_jct_s
+    assert mean_srtf is not None and mean_fifo is not None and mean_srtf < mean_fifo
+
+
+def test_completion_times_count_from_the_original_submit() -> None:
+    out = forecast(_four_gpus(at_s=1000.0), ["fifo"])["fifo"]
+    # JCTs: long 600 + 500, big 300 + 1500, short 200 + 1550 (FIFO order).
+    assert out.mean_jct_s == pytest.approx((1100 + 1800 + 1750) / 3, rel=0.02)
+    assert out.makespan_s == pytest.approx(1550.0, rel=0.02)
+    assert out.stopped is None and out.wall_s > 0
+
+
+def test_a_lone_running_job_finishes_after_its_remaining_work() -> None:
+    clock = ManualClock()
+    cluster = make_cluster(nodes=1, gpus=4)
+    live = LiveCluster(
+        cluster, make_policy("fifo"), ConsolidatedPlacer(cluster), round_interval_s=5, clock=clock
+    )
+    live.submit(make_job("a", 4, duration_s=400))
+    clock.t = 100.0
+    state = live.live_state()
+    (job,) = state.jobs
+    assert job.status is JobStatus.RUNNING and job.allocation is not None
+    assert job.done_fraction == pytest.approx(0.25)
+    assert job.attained_gpu_s == pytest.approx(400.0)
+    for name in ("fifo", "tiresias"):
+        finish = forecast(state, [name])[name].finish_s["a"]
+        assert finish == pytest.approx(300.0, rel=0.01), name
+
+
+def test_resumed_jobs_keep_their_service_gpus_and_history() -> None:
+    cluster = make_cluster(nodes=1, gpus=4)
+    sim = Simulator(cluster, [], make_policy("fifo"), ConsolidatedPlacer(cluster), SimConfig())
+    sim.advance(100.0)
+    alloc = Allocation.whole([(0, 2), (0, 3)])
+    sim.resume(
+        ResumedJob(
+            make_job("r", 2, submit_s=10.0),
+            status=JobStatus.RUNNING,
+            done_fraction=0.4,
+            attained_gpu_s=77.0,
+            restarts=2,
+            first_start_s=20.0,
+            allocation=alloc,
+        )
+    )
+    sim.resume(ResumedJob(make_job("p", 1, submit_s=30.0), status=JobStatus.PREEMPTED))
+    views = {v.job_id: v for v in sim.views()}
+    running, waiting = views["r"], views["p"]
+    assert running.allocation == alloc and running.restarts == 2
+    assert running.attained_gpu_s == pytest.approx(77.0) and running.first_start_s == 20.0
+    assert running.progress_at(100.0) == pytest.approx(0.4)
+    assert waiting.status is JobStatus.PREEMPTED and waiting.allocation is None
+    with pytest.raises(ValueError, match="GPUs are not free"):
+        sim.resume(ResumedJob(make_job("x", 1), status=JobStatus.RUNNING, allocation=alloc))
+    with pytest.raises(ValueError, match="after the clock"):
+        sim.resume(ResumedJob(make_job("y", 1, submit_s=500.0)))
+
+
+def test_a_running_job_on_a_down_node_waits_instead() -> None:
+    state = _four_gpus()
+    down = LiveState(
+        now_s=state.now_s, cluster=state.cluster, jobs=state.jobs, down_nodes=frozenset({0})
+    )
+    out = forecast(down, ["fifo"], Limits(horizon_s=10_000))["fifo"]
+    assert out.unfinished == 3 and out.stopped == "horizon"
+    assert any("its GPUs are not free" in note for note in out.notes)
+
+
+def test_caps_refuse_or_flag() -> None:
+    state = _four_gpus()
+    with pytest.raises(WhatIfTooLarge, match="3 active jobs; a what-if replays at most 2"):
+        forecast(state, ["fifo"], Limits(max_jobs=2))
+    short = forecast(state, ["fifo"], Limits(horizon_s=700))["fifo"]
+    assert short.stopped == "horizon" and short.unfinished == 2
+    assert short.finish_s["big"] is None and short.finish_s["long"] is not None
+    assert short.makespan_s is None and short.mean_jct_s is not None
+    out_of_time = forecast(state, ["fifo"], Limits(wall_budget_s=0.0))["fifo"]
+    assert out_of_time.stopped == "wall-time" and out_of_time.unfinished == 3
+    with pytest.raises(UnknownPolicyError, match="nope"):
+        forecast(state, ["fifo", "nope"])
+
+
+def test_every_registered_policy_forecasts_every_job() -> None:
+    state = _four_gpus()
+    down = LiveState(
+        now_s=state.now_s,
+        cluster=make_cluster(nodes=2, gpus=4),
+        jobs=state.jobs,
+        down_nodes=frozenset({1}),
+        round_interval_s=60,
+    )
+    out = forecast(down, policy_names())
+    assert list(out) == policy_names()
+    for name, result in out.items():
+        assert result.unfinished == 0 and result.stopped is None, name
+        assert set(result.finish_s) == {"long", "big", "short"}, name
