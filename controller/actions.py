@@ -32,6 +32,7 @@ from controller.model import (
     Snapshot,
     classify_change,
 )
+from controller.model.snapshot import new_gpu_on_cordoned
 
 STARTING = frozenset({Action.START, Action.RESUME}) | RESTARTING
 
@@ -97,9 +98,10 @@ def compile_plan(snapshot: Snapshot, plan: Plan, pool: GpuPool | None = None) ->
     begins any run that `starts`, and carries out REBATCH in place.
 
     Raises PlanError, naming the job, for a plan that runs an unknown job, gives a
-    job a size outside its min..max, places it on a missing GPU or a down node, or
-    over-allocates a GPU. `pool` (default: the snapshot's) is the free capacity; it is
-    used for the check and left as it was.
+    job a size outside its min..max, places it on a missing GPU or a down node, gives
+    it a GPU it does not hold on a cordoned node, or over-allocates a GPU. `pool`
+    (default: the snapshot's) is the free capacity; it is used for the check and left
+    as it was.
     """
     assert snapshot.current is not None
     changed_ids, stopped_ids = plan_diff(plan.run, snapshot.current)
@@ -146,6 +148,9 @@ def _check_placement(snapshot: Snapshot, job: JobView, target: Allocation) -> No
             raise PlanError(f"job {job.job_id} placed on a missing GPU {share.node}/{share.gpu}")
         if share.node in snapshot.down_nodes:
             raise PlanError(f"job {job.job_id} placed on a down node {share.node}")
+    cordoned = new_gpu_on_cordoned(snapshot, job, target)
+    if cordoned is not None:
+        raise PlanError(f"job {job.job_id} given new GPUs on cordoned node {cordoned}")
 
 
 def _check_fit(pool: GpuPool, actions: list[JobAction]) -> None:

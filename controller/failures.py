@@ -1,6 +1,8 @@
-"""Node failure schedules for replays: CSV `time_s,node,event` with event down|up.
+"""Node schedules for replays: CSV `time_s,node,event`, with event down|up (a failure
+and the recovery) or cordon|drain|uncordon (maintenance, controller.maintenance).
 
-Read by the CLI (`gpuflow replay --failures FILE`) into `NodeEvent`s for the simulator.
+Read by the CLI (`gpuflow replay --failures FILE`) into `NodeEvent`s and
+`MaintenanceEvent`s for the simulator.
 """
 
 from __future__ import annotations
@@ -8,8 +10,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from controller.maintenance import MaintenanceEvent, NodeAction
 from controller.model import Cluster
 from controller.sim import NodeEvent
+
+EVENTS = ("down", "up", *(a.value for a in NodeAction))
 
 
 class FailureScheduleError(ValueError):
@@ -17,9 +22,9 @@ class FailureScheduleError(ValueError):
         super().__init__(f"{path}:{line}: field '{field}': {message}")
 
 
-def load_failures(path: str | Path, cluster: Cluster) -> tuple[NodeEvent, ...]:
+def load_failures(path: str | Path, cluster: Cluster) -> tuple[NodeEvent | MaintenanceEvent, ...]:
     src = str(path)
-    events: list[NodeEvent] = []
+    events: list[NodeEvent | MaintenanceEvent] = []
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
         missing = {"time_s", "node", "event"} - set(reader.fieldnames or ())
@@ -39,7 +44,11 @@ def load_failures(path: str | Path, cluster: Cluster) -> tuple[NodeEvent, ...]:
             except KeyError:
                 raise FailureScheduleError(src, line, "node", f"no node {node!r}") from None
             event = (row["event"] or "").strip().lower()
-            if event not in ("down", "up"):
-                raise FailureScheduleError(src, line, "event", "must be 'down' or 'up'")
-            events.append(NodeEvent(t, node, event == "up"))
+            if event not in EVENTS:
+                known = ", ".join(f"'{e}'" for e in EVENTS)
+                raise FailureScheduleError(src, line, "event", f"must be one of {known}")
+            if event in ("down", "up"):
+                events.append(NodeEvent(t, node, event == "up"))
+            else:
+                events.append(MaintenanceEvent(t, node, NodeAction(event)))
     return tuple(sorted(events, key=lambda e: (e.time_s, e.node)))

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from controller.maintenance import NodeAction
 from controller.model import (
     Allocation,
     Cluster,
@@ -132,6 +133,22 @@ class LiveCluster:
             self._sync()
             self._sim.controller.set_policy(policy)
             self._sim._dirty()
+
+    def maintain(self, node: str, action: NodeAction, by: str) -> list[str]:
+        """Cordon, drain or uncordon the node named `node` now, as admin `by`; the ids
+        of the jobs a drain preempted. KeyError if there is no such node."""
+        index = self.cluster.node_index(node)
+        with self._lock:
+            self._sync()
+            preempted = self._sim.maintain(index, action, by)
+            self._sync()
+            return preempted
+
+    def node_states(self) -> tuple[frozenset[int], frozenset[int]]:
+        """(down nodes, cordoned nodes) now, by index."""
+        with self._lock:
+            self._sync()
+            return frozenset(self._sim.down), frozenset(self._sim.cordoned)
 
     def job(self, job_id: str) -> JobState | None:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from controller.maintenance import fence_plan
 from controller.model import Plan, Policy, Snapshot, validate_plan
 
 
@@ -40,7 +41,7 @@ class Controller:
 
     def decide(self, backend: Backend) -> Plan:
         snapshot = backend.observe()
-        plan = self.policy.schedule(snapshot, self.state)
+        plan = fence_plan(snapshot, self.policy.schedule(snapshot, self.state))
         if self.check_plans:
             validate_plan(snapshot, plan)  # the full invariants, for tests
         backend.apply(plan)

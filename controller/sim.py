@@ -36,6 +36,7 @@ from typing import Any
 
 from controller.actions import JobAction, compile_plan
 from controller.loop import Controller
+from controller.maintenance import MaintenanceEvent, NodeAction, drained_reason
 from controller.model import (
     STOPPING,
     WAITING,
@@ -75,7 +76,8 @@ class SimConfig:
     # mini-batch boundaries in well under a second for most jobs; 1 s is our bound.
     suspend_resume_s: float = 1.0
     checkpoint_interval_s: float = 1800.0
-    failures: tuple[NodeEvent, ...] = ()
+    # The node schedule: failures and recoveries, and admins' cordons and drains.
+    failures: tuple[NodeEvent | MaintenanceEvent, ...] = ()
     max_time_s: float | None = None  # stop the clock here (unfinished jobs stay so)
     validate_reasons: bool = True
     # Check every plan in full against the invariants (tests; costs O(cluster) a round).
@@ -244,6 +246,7 @@ class Simulator:
         self._last_stopped: list[str] = []
         self.pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
         self.down: set[int] = set()
+        self.cordoned: set[int] = set()
         self.events: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self.next_round: float | None = None
@@ -514,7 +517,30 @@ class Simulator:
         self.outcomes.append(self._outcome(job))
         self._dirty()
 
-    def _node_event(self, ev: NodeEvent) -> None:
+    def maintain(self, node: int, action: NodeAction, by: str) -> list[str]:
+        """Cordon, drain or uncordon a node now (controller.maintenance); the ids of
+        the jobs a drain preempted, gracefully (their progress is kept)."""
+        preempted: list[str] = []
+        if action is NodeAction.UNCORDON:
+            self.cordoned.discard(node)
+            self.pool.uncordon(node)
+        else:
+            self.cordoned.add(node)
+            self.pool.cordon(node)
+        if action is NodeAction.DRAIN:
+            reason = drained_reason(self.cluster.nodes[node].name, by)
+            for job in sorted(self.active.values(), key=lambda j: j.spec.job_id):
+                if job.alloc is not None and node in job.alloc.nodes:
+                    self._stop(job, JobStatus.PREEMPTED)
+                    self.last_reasons[job.spec.job_id] = reason
+                    preempted.append(job.spec.job_id)
+        self._dirty()
+        return preempted
+
+    def _node_event(self, ev: NodeEvent | MaintenanceEvent) -> None:
+        if isinstance(ev, MaintenanceEvent):
+            self.maintain(self.cluster.node_index(ev.node), ev.action, ev.by)
+            return
         node = self.cluster.node_index(ev.node)
         if ev.up and node in self.down:
             self.down.discard(node)
@@ -556,6 +582,7 @@ class Simulator:
             jobs=running + waiting,
             placer=self.placer,
             down_nodes=frozenset(self.down),
+            cordoned_nodes=frozenset(self.cordoned),
             pool=self.pool,
             running_jobs=running,
             waiting_jobs=waiting,

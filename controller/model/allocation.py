@@ -82,15 +82,32 @@ class GpuPool:
 
     Nodes are also bucketed by their number of whole free GPUs so that best-fit
     placement finds a node in O(GPUs per node) rather than O(nodes).
+
+    A cordoned node offers no free GPU (`cordon`): its free GPUs are fenced, out of
+    `free_gpus`, the buckets and `total_free`, so that no placer chooses them, and no
+    new share goes on its shared GPUs (`share_fits`). A fenced GPU can still be taken
+    by naming it (`fits`, `take`): a policy that releases a running job and places it
+    again gets its own GPUs back (`sticky_allocation`); a plan that gives fenced GPUs
+    to another job is refused by controller.actions.compile_plan.
     """
 
-    __slots__ = ("_free", "_mem_cap", "_shared_frac", "_shared_mem", "buckets", "total_free")
+    __slots__ = (
+        "_cordoned",
+        "_fenced",
+        "_free",
+        "_mem_cap",
+        "_shared_frac",
+        "_shared_mem",
+        "buckets",
+        "total_free",
+    )
 
     def __init__(
         self,
         gpus_per_node: Iterable[int],
         mem_mib_per_node: Iterable[int],
         down: Iterable[int] = (),
+        cordoned: Iterable[int] = (),
     ) -> None:
         counts = list(gpus_per_node)
         down_set = set(down)
@@ -105,9 +122,15 @@ class GpuPool:
             if i not in down_set:
                 self.buckets[len(free)].add(i)
         self.total_free = sum(len(f) for f in self._free)
+        self._cordoned: set[int] = set()
+        self._fenced: set[tuple[int, int]] = set()  # free GPUs of cordoned nodes
+        for node in cordoned:
+            self.cordon(node)
 
     def copy(self) -> GpuPool:
         new = GpuPool.__new__(GpuPool)
+        new._cordoned = set(self._cordoned)
+        new._fenced = set(self._fenced)
         new._free = [list(f) for f in self._free]
         new._mem_cap = self._mem_cap
         new._shared_frac = dict(self._shared_frac)
@@ -128,15 +151,29 @@ class GpuPool:
         """Partly used GPUs and the fraction in use."""
         return self._shared_frac
 
+    @property
+    def cordoned(self) -> frozenset[int]:
+        return frozenset(self._cordoned)
+
     def share_fits(self, node: int, gpu: int, fraction: float, mem_mib: int) -> bool:
-        """Whether a share of (node, gpu) still fits next to the ones already on it."""
+        """Whether a new share of (node, gpu) fits next to the ones already on it
+        (never on a cordoned node: placers ask this to find room for a new share)."""
+        if self._cordoned and node in self._cordoned:
+            return False
+        return self._share_fits(node, gpu, fraction, mem_mib)
+
+    def _share_fits(self, node: int, gpu: int, fraction: float, mem_mib: int) -> bool:
         key = (node, gpu)
         if key in self._shared_frac:
             return (
                 self._shared_frac[key] + fraction <= 1.0 + SHARE_EPS
                 and self._shared_mem[key] + mem_mib <= self._mem_cap[node]
             )
-        return gpu in self._free[node] and mem_mib <= self._mem_cap[node]
+        return self._whole_free(node, gpu) and mem_mib <= self._mem_cap[node]
+
+    def _whole_free(self, node: int, gpu: int) -> bool:
+        """Wholly free, offered or fenced."""
+        return gpu in self._free[node] or (bool(self._fenced) and (node, gpu) in self._fenced)
 
     def fits(self, alloc: Allocation, mem_mib: int | None) -> bool:
         mem = self._mem_cap_or(mem_mib)
@@ -147,8 +184,8 @@ class GpuPool:
 
     def _fits_share(self, s: GpuShare, mem: int) -> bool:
         if s.fraction >= 1.0:
-            return s.gpu in self._free[s.node] and (s.node, s.gpu) not in self._shared_frac
-        return self.share_fits(s.node, s.gpu, s.fraction, mem)
+            return self._whole_free(s.node, s.gpu) and (s.node, s.gpu) not in self._shared_frac
+        return self._share_fits(s.node, s.gpu, s.fraction, mem)
 
     def take(self, alloc: Allocation, mem_mib: int | None = None) -> None:
         """Remove an allocation's shares from the pool; raises if any does not fit."""
@@ -188,6 +225,7 @@ class GpuPool:
         """Withdraw a node's free GPUs (its jobs must have been released first)."""
         for gpu in list(self._free[node]):
             self._remove_whole(node, gpu)
+        self._fenced.difference_update([k for k in self._fenced if k[0] == node])
         self.buckets[0].discard(node)
 
     def node_up(self, node: int, num_gpus: int) -> None:
@@ -196,7 +234,29 @@ class GpuPool:
         for gpu in range(num_gpus):
             self._add_whole(node, gpu)
 
+    def cordon(self, node: int) -> None:
+        """Offer none of the node's GPUs from now on: fence the free ones, and those
+        released later (a down node stays down)."""
+        if node in self._cordoned:
+            return
+        for gpu in list(self._free[node]):
+            self._remove_whole(node, gpu)
+            self._fenced.add((node, gpu))
+        self._cordoned.add(node)
+
+    def uncordon(self, node: int) -> None:
+        """Offer the node's fenced GPUs again."""
+        if node not in self._cordoned:
+            return
+        self._cordoned.discard(node)
+        for key in sorted(k for k in self._fenced if k[0] == node):
+            self._fenced.discard(key)
+            self._add_whole(*key)
+
     def _remove_whole(self, node: int, gpu: int) -> None:
+        if self._fenced and (node, gpu) in self._fenced:
+            self._fenced.discard((node, gpu))
+            return
         free = self._free[node]
         self.buckets[len(free)].discard(node)
         free.remove(gpu)
@@ -205,8 +265,11 @@ class GpuPool:
 
     def _add_whole(self, node: int, gpu: int) -> None:
         free = self._free[node]
-        if gpu in free:
+        if gpu in free or (node, gpu) in self._fenced:
             raise ValueError(f"GPU {node}/{gpu} released twice")
+        if self._cordoned and node in self._cordoned:
+            self._fenced.add((node, gpu))
+            return
         self.buckets[len(free)].discard(node)
         free.append(gpu)
         free.sort()

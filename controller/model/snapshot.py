@@ -39,6 +39,8 @@ class Snapshot:
     jobs: tuple[JobView, ...]  # active jobs: queued, running, preempted, suspended
     placer: Placer
     down_nodes: frozenset[int] = frozenset()
+    # Nodes that take no new GPUs (an admin's cordon or drain); their jobs run on.
+    cordoned_nodes: frozenset[int] = frozenset()
     # The backend may hand over the free capacity it keeps; it is never mutated here.
     pool: GpuPool | None = field(default=None, repr=False, compare=False)
     # `jobs` split by state; derived when the backend does not give them.
@@ -86,6 +88,7 @@ class Snapshot:
                 self.cluster.gpus_per_node,
                 (n.gpu_type.mem_mib for n in self.cluster.nodes),
                 self.down_nodes,
+                self.cordoned_nodes,
             )
             for job in self.running():
                 if job.allocation is not None:
@@ -233,6 +236,21 @@ class Policy(Protocol):
         ...
 
 
+def new_gpu_on_cordoned(snapshot: Snapshot, job: JobView, target: Allocation) -> int | None:
+    """A cordoned node on which `target` gives `job` a GPU it does not hold now (a
+    running job keeps, re-shares or shrinks onto what it holds), or None."""
+    cordoned = snapshot.cordoned_nodes
+    if not cordoned:
+        return None
+    held: set[tuple[int, int]] = set()
+    if job.status is JobStatus.RUNNING and job.allocation is not None:
+        held = set(job.allocation.gpus())
+    for share in target.shares:
+        if share.node in cordoned and (share.node, share.gpu) not in held:
+            return share.node
+    return None
+
+
 class PlanError(ValueError):
     """A plan that breaks the rules (over-allocation, a partial gang, a bad size)."""
 
@@ -242,8 +260,9 @@ def validate_plan(snapshot: Snapshot, plan: Plan) -> None:
 
     The invariants every policy must keep: no GPU over-allocated (shares of a GPU
     add up to at most 1 and fit its memory), every gang placed whole within its
-    min..max size, no job on a down node, no unknown job, and a reason for every
-    job left waiting.
+    min..max size, no job on a down node, no new GPU on a cordoned node (a running
+    job keeps the GPUs it holds there), no unknown job, and a reason for every job
+    left waiting.
     """
     by_id = {j.job_id: j for j in snapshot.jobs}
     pool = GpuPool(
@@ -268,6 +287,9 @@ def validate_plan(snapshot: Snapshot, plan: Plan) -> None:
                 raise PlanError(f"job {job_id}: no GPU {share.gpu} on node {share.node}")
             if share.node in snapshot.down_nodes:
                 raise PlanError(f"job {job_id}: node {share.node} is down")
+        new_on = new_gpu_on_cordoned(snapshot, job, alloc)
+        if new_on is not None:
+            raise PlanError(f"job {job_id}: new GPUs on cordoned node {new_on}")
         if not pool.fits(alloc, spec.gpu_mem_mib):
             raise PlanError(f"job {job_id}: GPUs {alloc.gpus()} over-allocated")
         pool.take(alloc, spec.gpu_mem_mib)

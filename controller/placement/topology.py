@@ -32,7 +32,7 @@ from typing import NamedTuple
 from controller.model import Allocation, Cluster, GpuPool, JobView
 from controller.model.catalog import ModelProfile, resolve
 from controller.model.perf import PlacementSignature, signature_time_s
-from controller.placement.basic import sticky_allocation
+from controller.placement.basic import sticky_allocation, sticky_on_cordoned
 from controller.placement.subsets import NodeKind, cluster_kinds
 
 # Iteration times within 1% count as equal: gpuflow's choice, below what the
@@ -127,7 +127,7 @@ class TopologyAwarePlacer:
 
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
-            return None
+            return sticky_on_cordoned(pool, job, num_gpus)
         sticky = sticky_allocation(pool, job, num_gpus)
         if sticky is not None:
             return sticky
