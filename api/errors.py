@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import kombu.exceptions
+import psycopg.errors
 import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -20,6 +21,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa
 
 from api.backends import BackendUnavailable
+from api.db import DatabaseNotAnswering
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +39,27 @@ def one_line(exc: BaseException) -> str:
 # text, which carries SQL, parameters, server paths and the database's host and port
 # (logged here for the operator instead).
 DB_DOWN_DETAIL = "database unavailable"
+DB_TIMEOUT_DETAIL = "database unavailable: no answer within the time limit"
 BROKER_DOWN_DETAIL = "task broker unavailable"
+RETRY_AFTER_S = 5  # a hint in 503s: a database or broker back up is seen at once
+# The database's own timeouts (statement_timeout, lock_timeout), ours on a silent
+# server (api.db), and SQLite's busy timeout ("database is locked").
+TIMED_OUT = (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable, DatabaseNotAnswering)
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a database error is a time limit running out (api.db's limits)."""
+    if isinstance(exc, sa.TimeoutError):  # no free connection in the pool in time
+        return True
+    orig = getattr(exc, "orig", None)
+    return isinstance(orig, TIMED_OUT) or "database is locked" in str(orig)
 
 
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("database unavailable: %s", exc)
-    return JSONResponse({"detail": DB_DOWN_DETAIL}, status_code=503)
+    detail = DB_TIMEOUT_DETAIL if timed_out(exc) else DB_DOWN_DETAIL
+    headers = {"Retry-After": str(RETRY_AFTER_S)}
+    return JSONResponse({"detail": detail}, status_code=503, headers=headers)
 
 
 async def broker_down(request: Request, exc: Exception) -> JSONResponse:

@@ -42,6 +42,15 @@ class Settings(BaseSettings):
     max_sweep_replays: int = Field(default=64, ge=1)
     # GET /metrics takes an admin's token or this one (Prometheus: authorization.credentials).
     metrics_token: SecretStr | None = None
+    # Time limits on every database call (api.db); a call over its limit is a 503.
+    # PostgreSQL cancels a statement after db_statement_timeout_s and a lock wait after
+    # db_lock_timeout_s (SQLite: its busy timeout); a server that does not answer at all
+    # (hung, stopped) is given up client-side db_hang_grace_s after the statement limit.
+    db_statement_timeout_s: float = Field(default=30.0, gt=0, le=86400)
+    db_lock_timeout_s: float = Field(default=10.0, gt=0, le=86400)
+    db_hang_grace_s: float = Field(default=5.0, gt=0, le=3600)
+    db_connect_timeout_s: int = Field(default=5, ge=2, le=3600)  # libpq: whole seconds, >= 2
+    db_pool_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # waiting for a free connection
     live: bool = True  # run the LiveCluster and its ticker (off for API-only tests)
     # Cluster mode (api.cluster): jobs become DLJobs on this Kubernetes cluster instead
     # of running on the LiveCluster. Either a kubeconfig or the pod's service account.
