@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import stat
 import sys
@@ -21,6 +20,11 @@ from typing import Any
 from gpuflow import options
 
 EXIT_USAGE = 2
+# Parallel replays at most: each is a process of its own.
+MAX_WORKERS = options.bounded_int(0, 256)
+# The most jobs `trace generate` makes: ten times the 1M-row trace of
+# docs/benchmarks.md, a few GB of memory while it is written.
+GENERATED_JOBS = options.bounded_int(1, 10_000_000)
 
 
 class CliError(Exception):
@@ -96,6 +100,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpuflow", description=__doc__)
+    p.add_argument("--version", action="version", version=f"gpuflow {_version()}")
     sub = p.add_subparsers(metavar="COMMAND")
 
     replay = sub.add_parser("replay", help="replay a trace under one policy")
@@ -107,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     _replay_options(compare)
     compare.add_argument("--policies", required=True, help="comma-separated, e.g. fifo,srtf")
     compare.add_argument(
-        "--jobs", "-j", type=options.integer, default=0, help="parallel replays (0: cores)"
+        "--jobs", "-j", type=MAX_WORKERS, default=0, help="parallel replays (0: cores)"
     )
     compare.set_defaults(func=_cmd_compare)
 
@@ -120,10 +125,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ACTION"
     )
     gen = trace.add_parser("generate", help="a synthetic Philly-like trace (canonical CSV)")
-    gen.add_argument("--jobs", "-n", type=options.integer, default=1000)
-    gen.add_argument("--seed", type=options.integer, default=0)
+    gen.add_argument("--jobs", "-n", type=GENERATED_JOBS, default=1000)
+    gen.add_argument("--seed", type=options.non_negative_int, default=0)
     gen.add_argument("--cluster", "-c", default="16x4", help="sizes the arrival rate")
-    gen.add_argument("--load", type=float, default=0.9, help="offered load / cluster GPUs")
+    gen.add_argument(
+        "--load", type=options.positive_float, default=0.9, help="offered load / cluster GPUs"
+    )
     gen.add_argument("--arrival", choices=("poisson", "diurnal"), default="poisson")
     gen.add_argument("--output", "-o", required=True)
     gen.set_defaults(func=_cmd_trace_generate)
@@ -133,20 +140,28 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--json", action="store_true")
     val.set_defaults(func=_cmd_trace_validate)
 
-    pol = sub.add_parser("policies", help="list the registered policies")
-    pol.set_defaults(func=_cmd_policies)
-
     cl = sub.add_parser("cluster", help="describe a cluster spec, preset or NODESxGPUS")
     cl.add_argument("cluster")
     cl.set_defaults(func=_cmd_cluster)
 
-    from gpuflow import coflow_cmd, operator_cmd, sandbox_cmd, serve_cmd
+    from gpuflow import coflow_cmd, operator_cmd, policies_cmd, sandbox_cmd, serve_cmd
 
+    policies_cmd.add_parser(sub)
     coflow_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     operator_cmd.add_parsers(sub)
     sandbox_cmd.add_parsers(sub)
     return p
+
+
+def _version() -> str:
+    """The installed package's version (its metadata, as pip shows it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpuflow")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _replay_options(p: argparse.ArgumentParser) -> None:
@@ -156,10 +171,14 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "-o", help="directory for JSON, CSV and plots")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--placement", default="consolidated")
-    p.add_argument("--interval", type=float, default=60.0, help="seconds between rounds")
-    p.add_argument("--seed", type=options.integer, default=0)
+    p.add_argument(
+        "--interval", type=options.non_negative_float, default=60.0, help="seconds between rounds"
+    )
+    p.add_argument("--seed", type=options.non_negative_int, default=0)
     p.add_argument("--failures", help="CSV time_s,node,event (down|up)")
-    p.add_argument("--max-time", type=float, dest="max_time", help="stop the clock here (s)")
+    p.add_argument(
+        "--max-time", type=options.positive_float, dest="max_time", help="stop the clock here (s)"
+    )
     p.add_argument(
         "--policy-opt",
         action="append",
@@ -177,10 +196,6 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
 
 
 def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
-    if not 0 <= args.interval < math.inf:
-        raise CliError("--interval must be a finite number >= 0")
-    if args.max_time is not None and not 0 < args.max_time < math.inf:
-        raise CliError("--max-time must be a finite number > 0")
     _regular_file("--cluster", args.cluster)
     _regular_file("--failures", args.failures)
     from controller.network.jobs import network_names
@@ -394,10 +409,6 @@ def _cmd_trace_generate(args: argparse.Namespace) -> int:
     from controller.traces import write_canonical
     from controller.traces.synthetic import generate
 
-    if args.jobs < 1:
-        raise CliError("--jobs must be >= 1")
-    if not 0 < args.load < math.inf:
-        raise CliError("--load must be a finite number > 0")
     _regular_file("--cluster", args.cluster)
     cluster = load_cluster(args.cluster)
     jobs = generate(
@@ -428,15 +439,6 @@ def _cmd_trace_validate(args: argparse.Namespace) -> int:
         print(json.dumps(info))
     else:
         print(" ".join(f"{k}={v}" for k, v in info.items()))
-    return 0
-
-
-def _cmd_policies(args: argparse.Namespace) -> int:
-    from policies.registry import POLICIES
-
-    for name in sorted(POLICIES):
-        doc = (POLICIES[name].__doc__ or "").strip().splitlines()
-        print(f"{name:10} {doc[0] if doc else ''}")
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from controller.network.allocators import POLICIES
 from controller.network.coflowsim import REALLOCATE, ReplayConfig, ReplayResult, replay
 from controller.network.trace import CoflowTraceError, read_trace
+from gpuflow import options
 
 __all__ = ["CoflowTraceError", "add_parser", "run", "summary"]
 
@@ -35,7 +36,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("trace", help="trace file (<ports> <coflows> header)")
     parser.add_argument("--policy", choices=sorted(POLICIES), default="sebf")
     parser.add_argument(
-        "--port-gbps", type=_positive, default=1.0, help="rack port speed (Gbit/s, > 0)"
+        "--port-gbps",
+        type=options.positive_float,
+        default=1.0,
+        help="rack port speed (Gbit/s, > 0)",
     )
     parser.add_argument(
         "--reallocate",
@@ -52,16 +56,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
     return parser
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, not {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,6 +21,8 @@ import socket
 import sys
 from typing import Any
 
+from gpuflow import options
+
 
 def add_parsers(sub: Any) -> None:
     """Register `operator run` and `agent run` on the CLI's subparsers object."""
@@ -36,12 +38,14 @@ def add_parsers(sub: Any) -> None:
         help="network allocator whose per-pod egress rates the agents enforce: fair, sebf,"
         " aalo, aalo-strict, sincronia; dedicated: none (default fair; docs/bandwidth.md)",
     )
-    run.add_argument("--interval", type=float, default=5.0, help="seconds between rounds at most")
+    run.add_argument(
+        "--interval", type=options.wait_s, default=5.0, help="seconds between rounds at most"
+    )
     run.add_argument("--identity", default=None, help="leader-election identity (default host:pid)")
     run.add_argument("--lease-namespace", default="default")
-    run.add_argument("--lease-duration", type=float, default=15.0)
-    run.add_argument("--renew-deadline", type=float, default=10.0)
-    run.add_argument("--retry-period", type=float, default=2.0)
+    run.add_argument("--lease-duration", type=options.wait_s, default=15.0)
+    run.add_argument("--renew-deadline", type=options.wait_s, default=10.0)
+    run.add_argument("--retry-period", type=options.wait_s, default=2.0)
     run.add_argument(
         "--install-crd",
         action="store_true",
@@ -49,7 +53,7 @@ def add_parsers(sub: Any) -> None:
     )
     run.add_argument(
         "--metrics-port",
-        type=int,
+        type=options.port,
         default=8080,
         help="serve Prometheus metrics on this port at /metrics (default 8080; 0: off)",
     )
@@ -67,8 +71,12 @@ def add_parsers(sub: Any) -> None:
     arun.add_argument("--node-name", default=os.environ.get("NODE_NAME"), help="(env NODE_NAME)")
     arun.add_argument("--topology-file", help="YAML node type for a machine without NVML")
     arun.add_argument("--node-type", help="which node type of --topology-file (if several)")
-    arun.add_argument("--nic-gbps", type=float, default=100.0, help="NIC speed (default 100)")
-    arun.add_argument("--interval", type=float, default=30.0, help="seconds between reports")
+    arun.add_argument(
+        "--nic-gbps", type=options.positive_float, default=100.0, help="NIC speed (default 100)"
+    )
+    arun.add_argument(
+        "--interval", type=options.wait_s, default=30.0, help="seconds between reports"
+    )
     arun.add_argument("--once", action="store_true", help="publish once and exit")
     arun.add_argument(
         "--enforce-bandwidth",

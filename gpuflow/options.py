@@ -1,18 +1,25 @@
-"""argparse types for the CLI's number options: finite floats and integers of bounded size.
+"""argparse types for the CLI's number options: bounded integers and finite floats.
 
-Used by gpuflow.cli (integers) and gpuflow.serve_cmd in place of `type=int` and
-`type=float`, so that `1e309`, `nan` or an integer of thousands of digits ends in
-argparse's usage error (exit 2) instead of an infinite loop or a traceback further on.
+Used by every command module (gpuflow.cli, serve_cmd, operator_cmd, sandbox_cmd,
+coflow_cmd) in place of `type=int` and `type=float`, so that a negative count, a zero
+interval, a port past 65535, `nan`, `1e309` or an integer of thousands of digits ends
+in argparse's one-line usage error naming the option (exit 2) instead of an infinite
+loop, an OverflowError or a traceback further on.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 
 # 18 digits hold any count, seed or priority a user means and still fit an int64
 # (a database column or a numpy seed); more is a typo or an attack.
 MAX_INTEGER_DIGITS = 18
+# The longest wall-clock wait an option may ask for (a week): longer is a typo, and
+# threading's waits refuse timeouts past threading.TIMEOUT_MAX with an OverflowError.
+MAX_WAIT_S = 7 * 24 * 3600.0
+MAX_PORT = 65535
 _SHOWN_CHARS = 20
 
 
@@ -42,3 +49,43 @@ def finite(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"not a finite number: {_shown(text)}")
     return value
+
+
+def bounded_int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [minimum, maximum] (no maximum: 18 digits)."""
+
+    def parse(text: str) -> int:
+        value = integer(text)
+        if value < minimum or (maximum is not None and value > maximum):
+            wanted = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+            raise argparse.ArgumentTypeError(f"must be {wanted}, not {_shown(text)}")
+        return value
+
+    return parse
+
+
+def bounded_float(
+    minimum: float, maximum: float = math.inf, *, inclusive: bool = True
+) -> Callable[[str], float]:
+    """An argparse type: a finite number >= minimum (> minimum unless `inclusive`)
+    and <= maximum."""
+
+    def parse(text: str) -> float:
+        value = finite(text)
+        low_ok = value >= minimum if inclusive else value > minimum
+        if not low_ok or value > maximum:
+            low = f"{'>=' if inclusive else '>'} {minimum:g}"
+            wanted = low if maximum == math.inf else f"{low} and <= {maximum:g}"
+            raise argparse.ArgumentTypeError(f"must be {wanted}, not {_shown(text)}")
+        return value
+
+    return parse
+
+
+positive_int = bounded_int(1)
+non_negative_int = bounded_int(0)
+port = bounded_int(0, MAX_PORT)
+positive_float = bounded_float(0.0, inclusive=False)
+non_negative_float = bounded_float(0.0)
+# A wall-clock interval, timeout or lease length in seconds.
+wait_s = bounded_float(0.0, MAX_WAIT_S, inclusive=False)

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpuflow import options
+
 EXIT_USAGE = 2
 
 
@@ -34,7 +36,7 @@ def add_parsers(sub: Any) -> None:
     run = actions.add_parser("run", help="run DLJobs to the end in a fresh sandbox")
     _common(run)
     run.add_argument("jobs", nargs="+", metavar="JOB.yaml", help="DLJob manifests")
-    run.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
+    run.add_argument("--timeout", type=options.wait_s, default=600.0, help="seconds (default 600)")
     run.add_argument("--json", action="store_true", help="print the results as JSON")
     run.set_defaults(func=cmd_run)
 
@@ -42,7 +44,9 @@ def add_parsers(sub: Any) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", default="1x4", help="NODESxGPUS (default 1x4)")
     p.add_argument("--policy", "-p", default="fifo", help="scheduling policy (default fifo)")
-    p.add_argument("--port", type=int, default=0, help="API server port (default: any free)")
+    p.add_argument(
+        "--port", type=options.port, default=0, help="API server port (default: any free)"
+    )
     p.add_argument("--dir", help="keep the sandbox's files (logs, volumes) here")
     p.add_argument("--workdir", help="the processes' working directory (default: repo root)")
     p.add_argument("-v", "--verbose", action="store_true", help="log the sandbox's INFO lines")

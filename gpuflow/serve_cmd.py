@@ -20,23 +20,16 @@ from gpuflow import options
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
-def _port(text: str) -> int:
-    port = options.integer(text)
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0-65535, not {port}")
-    return port
-
-
 def add_parsers(sub: Any) -> None:
     """Register the service commands on the CLI's subparsers object."""
     serve = sub.add_parser("serve", help="run the API and a local simulated cluster")
     serve.add_argument("--cluster", "-c", help="preset or NODESxGPUS (default 16x4)")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
+    serve.add_argument("--port", type=options.port, default=8000, help="TCP port (default 8000)")
     serve.add_argument("--policy", "-p", help="scheduling policy (default fifo)")
     serve.add_argument(
         "--time-scale",
-        type=options.finite,
+        type=options.positive_float,
         dest="time_scale",
         help="simulated seconds per wall second (default 1)",
     )
@@ -45,9 +38,9 @@ def add_parsers(sub: Any) -> None:
 
     submit = sub.add_parser("submit", help="submit a job to a running server")
     _client_options(submit)
-    submit.add_argument("--gpus", "-g", type=options.integer, required=True)
-    submit.add_argument("--duration", type=options.finite, help="seconds on --gpus GPUs")
-    submit.add_argument("--iterations", type=options.finite)
+    submit.add_argument("--gpus", "-g", type=options.positive_int, required=True)
+    submit.add_argument("--duration", type=options.positive_float, help="seconds on --gpus GPUs")
+    submit.add_argument("--iterations", type=options.positive_float)
     submit.add_argument("--model", "-m", default="generic")
     submit.add_argument("--name", "-n", default="job")
     submit.add_argument("--priority", type=options.integer, default=0)
@@ -56,7 +49,7 @@ def add_parsers(sub: Any) -> None:
     jobs = sub.add_parser("jobs", help="list jobs on a running server")
     _client_options(jobs)
     jobs.add_argument("--status", help="e.g. Running, Queued, Succeeded")
-    jobs.add_argument("--limit", type=options.integer, default=100)
+    jobs.add_argument("--limit", type=options.bounded_int(1, 1000), default=100)
     jobs.set_defaults(func=cmd_jobs)
 
     cancel = sub.add_parser("cancel", help="cancel a job on a running server")
@@ -161,25 +154,22 @@ def cmd_admin_create(args: argparse.Namespace) -> int:
 
 
 def _with_client(args: argparse.Namespace, call: Any) -> int:
+    """Run `call` with a client; a refusal is one `field: message` line per error."""
     from api.client import Client, ClientError
+    from gpuflow.api_output import error_lines, jobs_table
 
     try:
         with Client(args.url, args.token) as client:
             result = call(client)
     except ClientError as exc:
-        return _fail(str(exc), 1)
+        sys.stderr.writelines(
+            f"gpuflow: error: {line}\n" for line in error_lines(exc.status, exc.detail)
+        )
+        return 1
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
-    return 0 if args.json else _print_jobs(result)
-
-
-def _print_jobs(result: dict[str, Any]) -> int:
-    rows = result.get("data", [result])
-    for job in rows:
-        sys.stdout.write(
-            f"{job['id']}  {job['status']:10} gpus={job['num_gpus']:<4} "
-            f"progress={job['progress']:.2f}  {job['name']}\n"
-        )
+    else:
+        sys.stdout.write(jobs_table(result.get("data", [result])))
     return 0
 
 
