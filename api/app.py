@@ -22,7 +22,7 @@ from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
 from api.guard import RequestGuard
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
-from api.routes import api_router
+from api.routes import api_router, whatif
 from api.routes.traces import MAX_TRACE_BYTES
 from api.security import TokenCache
 from api.settings import Settings
@@ -70,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: counts 401s, 413s
     errors.install(app)
     app.include_router(api_router, prefix=API_PREFIX)
+    app.include_router(whatif.router, prefix=API_PREFIX)
     _health_routes(app)
     dashboard.install(app)
     return app

@@ -279,6 +279,35 @@ class KubeApi:
         with self._call("delete", "secrets"):
             _drain(self.core.delete_namespaced_secret(name, namespace, _preload_content=False))
 
+    # -- ConfigMaps: the policy an admin chose (operators/policy_config.py) --------------
+
+    def get_configmap(self, namespace: str, name: str) -> Obj | None:
+        try:
+            with self._call("get", "configmaps"):
+                resp = self.core.read_namespaced_config_map(name, namespace, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == NOT_FOUND:
+                return None
+            raise
+        return _json(resp)
+
+    def create_configmap(self, namespace: str, body: Obj) -> Obj | None:
+        """Create a ConfigMap; None if one of that name exists already."""
+        try:
+            with self._call("create", "configmaps"):
+                fn = self.core.create_namespaced_config_map
+                resp = fn(namespace, body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == ALREADY_EXISTS:
+                return None
+            raise
+        return _json(resp)
+
+    def replace_configmap(self, body: Obj) -> Obj:
+        meta, fn = body["metadata"], self.core.replace_namespaced_config_map
+        with self._call("update", "configmaps"):
+            return _json(fn(meta["name"], meta["namespace"], body, _preload_content=False))
+
     # -- DLJobs ------------------------------------------------------------------------------
 
     def get_dljob(self, namespace: str, name: str) -> Obj:

@@ -32,8 +32,9 @@ from operators.leader import LeaderElector, LeaseConfig
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
 from operators.network import make_publisher
+from operators.policy_config import PolicyWatch
 from operators.writer import Writer
-from policies.registry import make_policy
+from policies.registry import UnknownPolicyError, make_policy
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,9 @@ CRD_MISSING = (
 )
 # How long stopping waits for the lease thread to finish a request in flight.
 STOP_JOIN_S = 5.0
+# How often a round reads the policy ConfigMap: a switch is seen within this (plus
+# the wait for the next round) at the cost of one GET.
+POLICY_READ_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,9 @@ class Operator:
             api, config.identity, config.lease, on_change=self._leading_changed
         )
         self.controller = Controller(make_policy(config.policy))
+        # An admin's choice (PUT /policies/active) in ConfigMap gpuflow-policy of the
+        # operator's namespace (its Lease's) overrides --policy: operators/policy_config.
+        self.policy_watch = PolicyWatch(api, config.lease.namespace, every_s=POLICY_READ_S)
         self.backend = KubeBackend(
             api,
             self.caches,
@@ -187,6 +194,7 @@ class Operator:
 
     def round(self) -> None:
         started = time.perf_counter()
+        self._reload_policy()
         self.backend.sync()
         self.backend.writer.flush()
         plan = self.controller.decide(self.backend)
@@ -213,6 +221,24 @@ class Operator:
                 writes=self.backend.writer.writes,
                 wake_in_s=f"{wake_s - self.backend.clock():.2f}" if wake_s is not None else "",
             )
+
+    def _reload_policy(self) -> None:
+        """Swap to the policy the ConfigMap names if it changed: a new policy object
+        from a fresh state; the jobs, their pods and the backend stay as they are."""
+        try:
+            name = self.policy_watch.changed()
+        except API_ERRORS:
+            return  # KubeApi logged it; scheduling goes on with the current policy
+        if name is None or name == self.controller.policy.name:
+            return
+        try:
+            policy = make_policy(name)
+        except UnknownPolicyError as exc:
+            emit(log, logging.WARNING, "policy not switched", policy=name, error=one_line(exc))
+            return
+        old = self.controller.policy.name
+        self.controller.set_policy(policy)
+        emit(log, logging.INFO, "policy switched", old=old, new=policy.name)
 
     def stop(self) -> None:
         """Ask `run()` to stop (safe from a signal handler: it only sets events)."""

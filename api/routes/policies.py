@@ -1,36 +1,68 @@
-"""Scheduling policies: the registry, the active one, switching (admins only)."""
+"""Scheduling policies: the registry, the active one, switching (admins only).
+
+Local mode: the LiveCluster's policy, switched in place. Cluster mode: the policy an
+admin chose lives in ConfigMap `gpuflow-policy` (settings.kube_namespace, which must
+be the operator's namespace); the operator reads it each round and swaps its policy
+(operators/policy_config.py). Before any switch, the active policy is "unknown" to
+the API: the operator's --policy flag is its own.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException, Request, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 
-from api.deps import AdminUser, CurrentUser, LocalDep
+from api.backends import BackendUnavailable, JobBackend, LocalBackend
+from api.deps import AdminUser, BackendDep, CurrentUser
 from api.schemas.cluster import PoliciesPublic, PolicyPublic, PolicySwitch
 from policies.registry import POLICIES, UnknownPolicyError, make_policy, policy_names
 
 router = APIRouter(prefix="/policies", tags=["policies"])
+UNKNOWN = "unknown"
 
 
 def _public(name: str, active: str) -> PolicyPublic:
-    doc = (POLICIES[name].__doc__ or "").strip().splitlines()
+    doc = (POLICIES[name].__doc__ or "").strip().splitlines() if name in POLICIES else []
     return PolicyPublic(name=name, description=doc[0] if doc else "", active=name == active)
 
 
+def active_policy_name(request: Request) -> str | None:
+    """The policy the backend runs (cluster mode: the ConfigMap's), None if unknown or
+    there is no backend. Blocking in cluster mode (a Kubernetes GET)."""
+    backend: JobBackend | None = request.app.state.backend
+    if backend is None:
+        return None
+    if isinstance(backend, LocalBackend):
+        return backend.local.live.policy_name
+    from api.cluster import KubeBackend
+    from operators.kube import API_ERRORS
+    from operators.policy_config import read_policy
+
+    assert isinstance(backend, KubeBackend)
+    try:
+        return read_policy(backend.api, backend.namespace)
+    except API_ERRORS as exc:
+        raise BackendUnavailable(f"Kubernetes API: policy ConfigMap: {exc}") from None
+
+
 @router.get("", response_model=PoliciesPublic)
-def list_policies(user: CurrentUser, local: LocalDep) -> PoliciesPublic:
-    data = [_public(n, local.live.policy_name) for n in policy_names()]
+async def list_policies(request: Request, user: CurrentUser, backend: BackendDep) -> PoliciesPublic:
+    active = await run_in_threadpool(active_policy_name, request) or UNKNOWN
+    data = [_public(n, active) for n in policy_names()]
     return PoliciesPublic(data=data, count=len(data))
 
 
 @router.get("/active", response_model=PolicyPublic)
-def active_policy(user: CurrentUser, local: LocalDep) -> PolicyPublic:
-    return _public(local.live.policy_name, local.live.policy_name)
+async def active_policy(request: Request, user: CurrentUser, backend: BackendDep) -> PolicyPublic:
+    active = await run_in_threadpool(active_policy_name, request) or UNKNOWN
+    return _public(active, active)
 
 
 @router.put("/active", response_model=PolicyPublic, responses={403: {}})
-def switch_policy(body: PolicySwitch, user: AdminUser, local: LocalDep) -> PolicyPublic:
-    """Switch the scheduling policy; the next round decides with it."""
+def switch_policy(body: PolicySwitch, user: AdminUser, backend: BackendDep) -> PolicyPublic:
+    """Switch the scheduling policy; the next round decides with it (cluster mode: the
+    operator's next round after it reads the ConfigMap, within a few seconds)."""
     try:
         policy = make_policy(body.name)
     except UnknownPolicyError as exc:
@@ -44,5 +76,17 @@ def switch_policy(body: PolicySwitch, user: AdminUser, local: LocalDep) -> Polic
                 }
             ]
         ) from None
-    local.live.set_policy(policy)
-    return _public(policy.name, local.live.policy_name)
+    if isinstance(backend, LocalBackend):
+        backend.local.live.set_policy(policy)
+        return _public(policy.name, backend.local.live.policy_name)
+    from api.cluster import KubeBackend
+    from operators.kube import API_ERRORS
+    from operators.policy_config import write_policy
+
+    if not isinstance(backend, KubeBackend):
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "no cluster backend running")
+    try:
+        write_policy(backend.api, backend.namespace, policy.name)
+    except (*API_ERRORS, RuntimeError) as exc:
+        raise BackendUnavailable(f"Kubernetes API: policy ConfigMap: {exc}") from None
+    return _public(policy.name, policy.name)
