@@ -48,6 +48,9 @@ CSV line) and the field.
 
 from __future__ import annotations
 
+import csv
+import os
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -55,8 +58,10 @@ from controller.model.cluster import Cluster, Node
 from controller.spec.csv_spec import load_csv
 from controller.spec.types import (
     GENERIC_NIC_GBPS,
+    MAX_GPUS,
     MAX_GPUS_PER_NODE,
     MAX_NODES,
+    MAX_SPEC_BYTES,
     PRESET_COUNT,
     PRESET_NODES,
     RACK_SIZE,
@@ -70,6 +75,8 @@ from controller.spec.yaml_spec import generic_node_type, load_yaml, presets
 
 __all__ = [
     "GENERIC_NIC_GBPS",
+    "MAX_GPUS",
+    "MAX_SPEC_BYTES",
     "PRESET_NODES",
     "RACK_SIZE",
     "ClusterSpecError",
@@ -88,13 +95,32 @@ def load_cluster(arg: str) -> Cluster:
 
     For the CLI, whose user names their own files; a service takes `named_cluster`."""
     path = Path(arg)
-    if path.suffix.lower() in {".yaml", ".yml", ".csv"} or path.is_file():
-        if not path.is_file():
-            raise ClusterSpecError("no such file", source=arg)
-        if path.suffix.lower() == ".csv":
-            return load_csv(path)
-        return load_yaml(path)
+    if path.suffix.lower() in {".yaml", ".yml", ".csv"} or path.exists():
+        _check_spec_file(path, arg)
+        try:
+            if path.suffix.lower() == ".csv":
+                return load_csv(path)
+            return load_yaml(path)
+        except UnicodeDecodeError as exc:
+            raise ClusterSpecError(f"not UTF-8 text: {exc.reason}", source=arg) from None
+        except csv.Error as exc:
+            raise ClusterSpecError(f"not a CSV file: {exc}", source=arg) from None
+        except OSError as exc:
+            raise ClusterSpecError(f"cannot read: {exc.strerror or exc}", source=arg) from None
     return _named(arg, files=True)
+
+
+def _check_spec_file(path: Path, arg: str) -> None:
+    """Refuse a missing, special (FIFO, device, directory) or oversized file by stat
+    alone: opening a FIFO blocks for a writer and /dev/zero never ends."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        raise ClusterSpecError("no such file", source=arg) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ClusterSpecError("not a regular file", source=arg)
+    if info.st_size > MAX_SPEC_BYTES:
+        raise ClusterSpecError(f"larger than {MAX_SPEC_BYTES} bytes", source=arg)
 
 
 def named_cluster(name: str) -> Cluster:

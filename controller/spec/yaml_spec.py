@@ -135,6 +135,9 @@ def _compose(path: Path, source: str) -> _Field:
     except yaml.MarkedYAMLError as e:
         line = e.problem_mark.line + 1 if e.problem_mark else None
         raise ClusterSpecError(f"not valid YAML: {e.problem}", source=source, line=line) from None
+    except yaml.YAMLError as e:  # a ReaderError: a control character (a binary file)
+        reason = getattr(e, "reason", None) or "unreadable"
+        raise ClusterSpecError(f"not valid YAML: {reason}", source=source) from None
     if node is None:
         raise ClusterSpecError("empty file", source=source)
     return _Field(source, "", node, node.start_mark.line + 1)

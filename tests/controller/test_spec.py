@@ -440,7 +440,8 @@ def test_zero_counts_are_rejected(arg: str) -> None:
         ("100001x8", "at most 100000 nodes of at most 512 GPUs"),
         ("4x513", "at most 100000 nodes of at most 512 GPUs"),
         ("dgx-a100:100001", "needs 1 <= N <= 100000"),
-        ("100000x16", "1600000 GPUs in all: more than 1000000"),
+        ("100000x16", "1600000 GPUs in all: more than 100000"),
+        ("62500x16", "1000000 GPUs in all: more than 100000"),
     ],
 )
 def test_sizes_past_the_bounds_are_rejected_at_once(arg: str, message: str) -> None:

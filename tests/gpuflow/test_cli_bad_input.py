@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.spec import MAX_GPUS, MAX_SPEC_BYTES, ClusterSpecError, named_cluster
 from controller.traces import write_canonical
 from controller.traces.synthetic import generate
 from gpuflow.cli import main
@@ -185,3 +186,54 @@ def test_a_fifo_cluster_or_failures_file_is_refused(
     proc = _gpuflow(*args)
     assert proc.returncode == 2
     assert proc.stderr == f"gpuflow: error: {option} {fifo}: not a regular file\n"
+
+
+@pytest.mark.parametrize("name", ["spec.yaml", "spec.csv", "spec"])
+def test_a_binary_cluster_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(bytes(range(256)) * 8)
+    assert main(["cluster", str(path)]) == 2
+    assert (
+        capsys.readouterr().err == f"gpuflow: error: {path}: not UTF-8 text: invalid start byte\n"
+    )
+
+
+def test_a_cluster_file_of_control_characters_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text("racks: \x01\x02\n")
+    assert main(["cluster", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpuflow: error: {path}: not valid YAML: ") and err.count("\n") == 1
+
+
+def test_an_oversized_cluster_file_is_refused_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "spec.yaml"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_SPEC_BYTES + 1)  # sparse: no disk, and never read
+    assert main(["cluster", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"gpuflow: error: {path}: larger than {MAX_SPEC_BYTES} bytes\n"
+    )
+
+
+@pytest.mark.parametrize("cluster", ["62500x16", "dgx-a100:100000", "125000x8"])
+def test_a_near_million_gpu_cluster_is_refused_before_a_replay(
+    trace: Path, capsys: pytest.CaptureFixture[str], cluster: str
+) -> None:
+    assert main(["replay", str(trace), "-p", "fifo", "-c", cluster]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpuflow: error: {cluster}: ") and err.count("\n") == 1
+    assert f"more than {MAX_GPUS}" in err or "at most 100000 nodes" in err
+
+
+def test_the_service_resolves_no_cluster_past_the_cap() -> None:
+    # What the API's replay and sweep routes call for each cluster name.
+    with pytest.raises(ClusterSpecError, match=f"1000000 GPUs in all: more than {MAX_GPUS}"):
+        named_cluster("62500x16")
+    assert named_cluster("12500x8").num_gpus == MAX_GPUS
