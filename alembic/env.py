@@ -19,6 +19,10 @@ target_metadata = Base.metadata
 
 
 def _run(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        # A migration may rewrite a large table: the API's statement limit (api.db) is
+        # lifted for its transaction; the lock limit stays, so it never queues the API.
+        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

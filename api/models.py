@@ -9,14 +9,48 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAME_LEN = 100
+IDEMPOTENCY_KEY_LEN = 255  # the longest Idempotency-Key header kept (api.idempotency)
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and read back in UTC, with its zone, on every database.
+
+    PostgreSQL keeps the zone (timestamptz); SQLite keeps none, so its values come back
+    naive unless this adds UTC, and the API would answer them without an offset."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"a naive timestamp cannot be stored: {value!r}")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
@@ -30,7 +64,7 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(NAME_LEN), unique=True)
     tenant: Mapped[str] = mapped_column(String(NAME_LEN), index=True)
     role: Mapped[str] = mapped_column(String(16))  # "admin" | "user"
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Token(Base):
@@ -42,7 +76,7 @@ class Token(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(NAME_LEN))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Job(Base):
@@ -74,10 +108,8 @@ class Job(Base):
     submit_s: Mapped[float | None] = mapped_column(Float)  # the backend's clock
     first_start_s: Mapped[float | None] = mapped_column(Float)
     finish_s: Mapped[float | None] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, onupdate=utcnow
-    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
     # Cluster mode (api.cluster): the job's DLJob, and what the follower last recorded
     # of it — the resourceVersion and the status it diffed against (phase, restarts,
     # each condition's status and lastTransitionTime), so history is written once.
@@ -98,7 +130,7 @@ class JobEvent(Base):
     kind: Mapped[str] = mapped_column(String(16))
     sim_s: Mapped[float | None] = mapped_column(Float)
     detail: Mapped[str] = mapped_column(Text, default="")
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class JobMetric(Base):
@@ -111,7 +143,7 @@ class JobMetric(Base):
     name: Mapped[str] = mapped_column(String(NAME_LEN))
     value: Mapped[float] = mapped_column(Float)
     step: Mapped[int | None] = mapped_column(Integer)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class TraceFile(Base):
@@ -128,7 +160,7 @@ class TraceFile(Base):
     jobs: Mapped[int] = mapped_column(Integer)
     skipped: Mapped[int] = mapped_column(Integer)
     span_s: Mapped[float] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Sweep(Base):
@@ -139,7 +171,7 @@ class Sweep(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tenant: Mapped[str] = mapped_column(String(NAME_LEN), index=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Replay(Base):
@@ -165,5 +197,21 @@ class Replay(Base):
     out_dir: Mapped[str | None] = mapped_column(Text)
     plots: Mapped[dict[str, str] | None] = mapped_column(JSON)  # name -> path
     error: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class IdempotencyKey(Base):
+    """A submission's Idempotency-Key (api.idempotency): the job it created and the first
+    answer, so that a retry within the window gets that answer and no second job."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("user_id", "key", name="uq_idempotency_keys_user_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(IDEMPOTENCY_KEY_LEN))
+    fingerprint: Mapped[str] = mapped_column(String(64))  # sha256 of the request body
+    job_id: Mapped[str] = mapped_column(String(32))  # no foreign key: stored before the job
+    response: Mapped[dict[str, Any]] = mapped_column(JSON)  # the 201 body, metrics token too
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)

@@ -6,15 +6,19 @@ A job of another tenant is answered exactly like a job that does not exist (404)
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Query, status
+from fastapi import APIRouter, Header, HTTPException, Query, Request, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from api.backends import JobBackend
 from api.deps import BackendDep, CurrentUser, MaybeBackendDep, SessionDep, can_see
-from api.models import Job, JobEvent, JobMetric, User, utcnow
+from api.idempotency import KeyReused, claim, fingerprint, update_answer
+from api.models import IDEMPOTENCY_KEY_LEN, Job, JobEvent, JobMetric, User, utcnow
 from api.redaction import redact_texts
 from api.schemas.common import Limit, Name, Responses, Skip
 from api.schemas.jobs import (
@@ -51,12 +55,32 @@ def visible_job(session: Session, user: User, job_id: str) -> Job:
     return job
 
 
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=IDEMPOTENCY_KEY_LEN,
+        pattern=r"^[\x21-\x7e]+$",
+        description="a retry with the same key (same user, same body, within 24 h) gets "
+        "the first answer and creates no second job",
+    ),
+]
+
+
 @router.post("", status_code=201, response_model=JobCreated, responses={503: {}})
-async def submit_job(body: JobCreate, user: CurrentUser, backend: BackendDep) -> JobCreated:
+async def submit_job(
+    body: JobCreate,
+    user: CurrentUser,
+    backend: BackendDep,
+    request: Request,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JobCreated:
     """Submit a job; it is stored before the scheduler sees it. Returns its metrics token.
 
     Runs on the event loop: the job is committed together with the other submissions
-    waiting (api.group_commit) and acknowledged once that commit returned.
+    waiting (api.group_commit) and acknowledged once that commit returned. With an
+    `Idempotency-Key`, a retry of the same request answers as the first (api.idempotency).
     """
     capacity = backend.gpu_capacity()
     if capacity is not None and body.num_gpus > capacity:
@@ -70,13 +94,24 @@ async def submit_job(body: JobCreate, user: CurrentUser, backend: BackendDep) ->
                 }
             ]
         )
+    if idempotency_key is not None:
+        return await submit_once(request, body, user, backend, idempotency_key)
     secret = new_token()
+    job, event = new_job(body, user, backend, uuid.uuid4().hex, secret)
+    await backend.submit(job, event, body, secret)  # BackendUnavailable: 503 (api.errors)
+    return created(job, secret)
+
+
+def new_job(
+    body: JobCreate, user: User, backend: JobBackend, job_id: str, secret: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A new job's row (Job column values) and its "submitted" event."""
     spec = body.model_dump(exclude=CONTAINER_FIELDS)  # the DLJob keeps those
     spec["min_gpus"] = spec["min_gpus"] or body.num_gpus
     spec["max_gpus"] = spec["max_gpus"] or body.num_gpus
     now = utcnow()
     job = {
-        "id": uuid.uuid4().hex,
+        "id": job_id,
         "tenant": user.tenant,
         "user_id": user.id,
         "metrics_token_hash": hash_token(secret),
@@ -94,15 +129,59 @@ async def submit_job(body: JobCreate, user: CurrentUser, backend: BackendDep) ->
         "updated_at": now,
         **spec,
     }
-    event = {
-        "job_id": job["id"],
-        "kind": "submitted",
-        "sim_s": job["submit_s"],
-        "detail": "",
-        "at": now,
-    }
-    await backend.submit(job, event, body, secret)  # BackendUnavailable: 503 (api.errors)
+    event = {"job_id": job_id, "kind": "submitted", "sim_s": job["submit_s"], "detail": ""}
+    return job, {**event, "at": now}
+
+
+def created(job: dict[str, Any], secret: str) -> JobCreated:
     return JobCreated.model_validate({**job, "metrics_token": secret})
+
+
+async def submit_once(
+    request: Request, body: JobCreate, user: User, backend: JobBackend, key: str
+) -> JobCreated:
+    """Submit under an idempotency key: a new job if the key is new, else the first
+    request's job and answer; never a second job for one key."""
+    sessions = request.app.state.sessions
+    secret = new_token()
+    job, event = new_job(body, user, backend, uuid.uuid4().hex, secret)
+    answer = created(job, secret)
+    try:
+        earlier = await run_in_threadpool(
+            claim,
+            sessions,
+            user.id,
+            key,
+            fingerprint(body.model_dump_json()),
+            answer.model_dump(mode="json"),
+        )
+    except KeyReused:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("header", "Idempotency-Key"),
+                    "type": "value_error",
+                    "msg": "already used for a request with another body (keys last 24 h)",
+                    "input": key,
+                }
+            ]
+        ) from None
+    if earlier is None:
+        await backend.submit(job, event, body, secret)
+        return answer
+    first = JobCreated.model_validate(earlier.response)
+    if earlier.stored:
+        return first
+    # The first request claimed the key but its job is not stored (it failed, or it is
+    # still on its way): store it now, under the same id and metrics token.
+    job, event = new_job(body, user, backend, first.id, first.metrics_token)
+    try:
+        await backend.submit(job, event, body, first.metrics_token)
+    except IntegrityError:  # the first request stored it meanwhile: its answer stands
+        return first
+    answer = created(job, first.metrics_token)
+    await run_in_threadpool(update_answer, sessions, user.id, key, answer.model_dump(mode="json"))
+    return answer
 
 
 @router.get("", response_model=JobsPublic)

@@ -96,6 +96,7 @@ def test_a_hung_postgresql_is_a_503_within_the_limit_and_the_service_recovers(
     database = settings.database_url.rpartition("/")[2]
     with TestClient(create_app(settings)) as client, ThreadPoolExecutor(1) as pool:
         alice = auth(client, "alice", "vision")
+        keyed = {**alice, "Idempotency-Key": "hung-1"}
         first = client.post(JOBS, json=job_spec(name="before"), headers=alice)
         assert first.status_code == 201, first.text  # the pool's connections are open
         # A transaction of the test's own holds `jobs`, so that a connection the pool
@@ -104,21 +105,23 @@ def test_a_hung_postgresql_is_a_503_within_the_limit_and_the_service_recovers(
             locker.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
             with hung(database, spared=locker.info.backend_pid) as stopper:
                 assert stopper.stopped  # the pool's connections
-                pending = pool.submit(client.post, JOBS, json=job_spec(name="hung"), headers=alice)
+                pending = pool.submit(client.post, JOBS, json=job_spec(name="hung"), headers=keyed)
                 refused = pending.result(timeout=NO_ANSWER_S)  # TimeoutError: it hangs
             locker.rollback()
         assert refused.status_code == 503, refused.text
         assert refused.json() == {"detail": DB_TIMEOUT_DETAIL}  # no host, port or SQL
         assert refused.headers["Retry-After"].isdigit()
 
-        def submitted() -> Response | None:
-            r = client.post(JOBS, json=job_spec(name="after"), headers=alice)
+        def retried() -> Response | None:
+            r = client.post(JOBS, json=job_spec(name="hung"), headers=keyed)
             return r if r.status_code == 201 else None
 
-        after = answered(wait_for(submitted, timeout_s=60.0, every_s=0.5))
-        assert after.json()["status"] == "Queued"
+        # The client retries with its key until the database answers again.
+        stored = answered(wait_for(retried, timeout_s=60.0, every_s=0.5))
+        again = client.post(JOBS, json=job_spec(name="hung"), headers=keyed)
+        assert again.status_code == 201 and again.json() == stored.json()
         names = sorted(j["name"] for j in client.get(JOBS, headers=alice).json()["data"])
-        assert names == ["after", "before"]  # the refused submission was not stored
+        assert names == ["before", "hung"]  # every retry of the key: one job
         assert client.get("/readyz").status_code == 200
 
 

@@ -1,0 +1,94 @@
+"""POST /jobs with an Idempotency-Key: a retry answers as the first request and never
+creates a second job (api.idempotency), also when the first attempt got a 503."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event, func, select
+from sqlalchemy.exc import OperationalError
+
+from api.models import IdempotencyKey, Job
+from tests.api.builders import auth, job_spec
+
+JOBS = "/api/v1/jobs"
+
+
+def jobs_stored(client: TestClient) -> int:
+    with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+        return session.scalar(select(func.count()).select_from(Job)) or 0
+
+
+@pytest.mark.parametrize("db", ["postgresql", "sqlite"])
+def test_the_same_key_and_body_gets_the_first_answer_and_no_second_job(
+    db: str, request: pytest.FixtureRequest
+) -> None:
+    client: TestClient = request.getfixturevalue(
+        "client" if db == "postgresql" else "sqlite_client"
+    )
+    alice = auth(client, "alice", "vision")
+    keyed = {**alice, "Idempotency-Key": "submit-7f3a"}
+    first = client.post(JOBS, json=job_spec(), headers=keyed)
+    again = client.post(JOBS, json=job_spec(), headers=keyed)
+    assert first.status_code == again.status_code == 201, again.text
+    assert again.json() == first.json()  # the same id, metrics token, timestamps
+    other = client.post(JOBS, json=job_spec(), headers={**alice, "Idempotency-Key": "another"})
+    assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
+    plain = client.post(JOBS, json=job_spec(), headers=alice)
+    assert plain.status_code == 201
+    assert jobs_stored(client) == 3
+
+
+def test_keys_are_per_user(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    bob = auth(client, "bob", "vision")
+    a = client.post(JOBS, json=job_spec(), headers={**alice, "Idempotency-Key": "k1"})
+    b = client.post(JOBS, json=job_spec(), headers={**bob, "Idempotency-Key": "k1"})
+    assert a.status_code == b.status_code == 201
+    assert a.json()["id"] != b.json()["id"] and b.json()["user_id"] != a.json()["user_id"]
+
+
+def test_the_same_key_with_another_body_is_a_422_naming_the_header(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    keyed = {**alice, "Idempotency-Key": "k2"}
+    assert client.post(JOBS, json=job_spec(num_gpus=1), headers=keyed).status_code == 201
+    r = client.post(JOBS, json=job_spec(num_gpus=2), headers=keyed)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert jobs_stored(client) == 1
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "with space", "tab\there"])
+def test_a_malformed_key_is_a_422_naming_the_header(client: TestClient, key: str) -> None:
+    alice = auth(client, "alice", "vision")
+    r = client.post(JOBS, json=job_spec(), headers={**alice, "Idempotency-Key": key})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+
+
+def test_a_retry_after_a_503_stores_the_job_once_under_the_first_id(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    keyed = {**alice, "Idempotency-Key": "retry-1"}
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+
+    def fail_on_events(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith("INSERT INTO job_events"):
+            raise OperationalError(statement, None, Exception("connection lost"))
+
+    event.listen(engine, "before_cursor_execute", fail_on_events)
+    try:
+        failed = client.post(JOBS, json=job_spec(), headers=keyed)
+    finally:
+        event.remove(engine, "before_cursor_execute", fail_on_events)
+    assert failed.status_code == 503 and jobs_stored(client) == 0
+    with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+        claimed = session.scalars(select(IdempotencyKey)).one()
+    retried = client.post(JOBS, json=job_spec(), headers=keyed)
+    assert retried.status_code == 201, retried.text
+    assert retried.json()["id"] == claimed.job_id
+    assert retried.json()["metrics_token"] == claimed.response["metrics_token"]
+    again = client.post(JOBS, json=job_spec(), headers=keyed)
+    assert again.json() == retried.json()
+    assert jobs_stored(client) == 1
