@@ -32,11 +32,21 @@ from operators.agent.discovery import discover, gpu_status
 from operators.agent.egress import EgressAgent, default_route_interface
 from operators.agent.topology_file import TopologyFileError, load_topology_file
 from operators.informer import Informer
-from operators.kube import KubeApi, KubeConfigError, Resource, api_client
+from operators.kube import (
+    API_ERRORS,
+    NOT_FOUND,
+    KubeApi,
+    KubeConfigError,
+    Resource,
+    api_client,
+    error_message,
+    status_code,
+)
 from operators.nodes import NodeGpus
 
 log = logging.getLogger(__name__)
 
+EXIT_API = 1
 EXIT_USAGE = 2
 EXIT_NO_NVML = 3
 # How soon the loop notices `stop` while it waits for a pod change or its interval.
@@ -119,6 +129,9 @@ def run_agent(
         except KubeConfigError as exc:
             sys.stderr.write(f"gpuflow agent: error: {exc}\n")
             return EXIT_USAGE
+    missing = _node_missing(api, options.node_name)
+    if missing is not None:
+        return missing
     stop = stop or threading.Event()
     egress = EgressAgent(api, options.node_name, _enforcer_factory(options, info.nic_gbps))
     wake = threading.Event()
@@ -147,6 +160,25 @@ def run_agent(
                 egress.step(pods.items())
         wake.wait(min(STOP_CHECK_S, max(0.0, next_publish_s - time.monotonic())))
     return 0
+
+
+def _node_missing(api: KubeApi, node_name: str) -> int | None:
+    """The exit code, after one line, when the node is not there to publish on (a
+    mistyped --node-name or NODE_NAME) or the API cannot say; None when it is."""
+    try:
+        api.get_node(node_name)
+    except API_ERRORS as exc:
+        if status_code(exc) == NOT_FOUND:
+            sys.stderr.write(
+                f"gpuflow agent: error: node {node_name!r} not found "
+                "(--node-name or NODE_NAME must name a Node of the cluster)\n"
+            )
+            return EXIT_USAGE
+        sys.stderr.write(
+            f"gpuflow agent: error: cannot read node {node_name!r}: {error_message(exc)}\n"
+        )
+        return EXIT_API
+    return None
 
 
 def _publish(api: KubeApi, node_name: str, info: NodeGpus, nvml: Any) -> None:
