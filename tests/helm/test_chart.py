@@ -47,6 +47,7 @@ OPERATOR_RULES = {
     ("", "events"): ["create"],
     ("", "nodes"): ["get", "list", "watch"],
     ("coordination.k8s.io", "leases"): ["create", "get", "update"],
+    ("", "configmaps"): ["get"],
 }
 
 
@@ -220,6 +221,7 @@ def test_cluster_mode_api(render: Render) -> None:
         ("gpuflow.dev", "dljobs/status"): ["get", "update"],
         ("", "nodes"): ["list", "watch"],
         ("", "secrets"): ["create", "delete", "get", "update"],
+        ("", "configmaps"): ["create", "get", "update"],
     }
     env = env_of(container(api))
     assert env["GPUFLOW_IN_CLUSTER"]["value"] == "true"
