@@ -11,6 +11,7 @@ gradients of the two halves of the batch (two backward passes through one graph)
 
 # No `from __future__ import annotations` here: DDP's register_comm_hook compares the
 # hook's annotations with dist.GradBucket and Future[Tensor] as objects, not strings.
+import ctypes
 import datetime
 import logging
 from dataclasses import dataclass, field
@@ -57,9 +58,30 @@ def start(placement: Placement) -> Runtime:
     return Runtime(device=device, backend=backend)
 
 
-def stop(runtime: Runtime) -> None:
+def stop(runtime: Runtime, model: torch.nn.Module) -> None:
+    """Leave the gang, leaving the DDP `model` (and the process group it holds) to the
+    operating system at exit.
+
+    ProcessGroupGloo's destructor joins its worker threads while the caller holds the
+    GIL, and a worker that is still releasing a tensor whose Python object it came to
+    own (the last all-reduce's input) waits for the GIL: a deadlock. Under load this
+    hung one rank in three at interpreter exit, after the checkpoint was written
+    (py-spy: ~ProcessGroupGloo in std::thread::join, a gloo worker in
+    gil_scoped_acquire). destroy_process_group() does not join the threads; only the
+    destructor does, and the DDP reducer holds the last reference. So that reference
+    is kept (one extra count on the DDP wrapper) and never released; the threads end
+    with the process. A process that opens many sessions keeps each one's model.
+    """
     if runtime.backend is not None and dist.is_initialized():
         dist.destroy_process_group()
+        if isinstance(model, DistributedDataParallel):
+            _RETAINED.append(model)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(model))
+
+
+# Retained DDP wrappers, for anyone debugging; the extra count above is what keeps
+# them alive through interpreter shutdown (module globals are cleared then).
+_RETAINED: list[DistributedDataParallel] = []
 
 
 @dataclass

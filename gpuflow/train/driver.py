@@ -186,7 +186,7 @@ class Session:
     def close(self) -> None:
         self._stop.uninstall()
         self._reporter.close()
-        distributed.stop(self._runtime)
+        distributed.stop(self._runtime, self.model)
 
     def __enter__(self) -> Session:
         return self
