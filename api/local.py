@@ -118,14 +118,20 @@ class LocalMode:
         return await self.writer.submit(job, event, row_spec(job))
 
     def cancel(self, session: Session, job: Job) -> bool:
-        """Cancel in the backend and record it (caller commits); False if already over."""
+        """Record the cancel and commit it, then take the job from the backend; False if
+        it is already over. Committed first, so a cancel answered is never lost, and one
+        whose commit fails leaves the job as it was, in the backend and in the database."""
         with self.lock:
-            if not self.live.cancel(job.id):
+            state = self.live.job(job.id)
+            if state is None or state.status in FINISHED:
                 return False
             now = self.live.now_s()
             job.status = JobStatus.CANCELLED.value
             job.reason_code = job.reason_message = None
             session.add(JobEvent(job_id=job.id, kind="cancelled", sim_s=now, detail="by user"))
+            session.commit()
+            # A job that ended in the instant since is recorded as it ended by the ticker.
+            self.live.cancel(job.id)
             self._seen[job.id] = Seen(JobStatus.CANCELLED, job.restarts)
             return True
 

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
@@ -11,7 +19,7 @@ from sqlalchemy.exc import OperationalError
 
 from api.app import create_app
 from api.settings import Settings
-from tests.api.builders import auth, job_spec
+from tests.api.builders import auth, job_spec, submit, wait_for
 from tests.api.conftest import DEAD_PG_URL
 
 JOBS = "/api/v1/jobs"
@@ -54,8 +62,6 @@ def test_acknowledged_jobs_survive_a_restart(pg_settings: Settings) -> None:
         job = client.post(JOBS, json=job_spec(duration_s=5.0), headers=alice).json()
     fast = pg_settings.model_copy(update={"time_scale": 1000.0})
     with TestClient(create_app(fast)) as client:
-        from tests.api.builders import wait_for
-
         wait_for(
             lambda: client.get(f"{JOBS}/{job['id']}", headers=alice).json()["status"] == "Succeeded"
         )
@@ -65,3 +71,122 @@ def test_acknowledged_jobs_survive_a_restart(pg_settings: Settings) -> None:
         ]
         # Submitted, resubmitted by the new process, then run to the end.
         assert kinds.count("submitted") == 2 and kinds[-2:] == ["started", "finished"]
+
+
+def test_a_cancel_whose_commit_fails_leaves_the_job_as_it_was_and_can_be_retried(
+    client: TestClient,
+) -> None:
+    alice = auth(client, "alice", "vision")
+    job = submit(client, alice, duration_s=1e6)
+    live = client.app.state.local.live  # type: ignore[attr-defined]
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+
+    def fail_on_cancel(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith("INSERT INTO job_events") and "cancelled" in str(args):
+            raise OperationalError(statement, None, Exception("connection lost"))
+
+    event.listen(engine, "before_cursor_execute", fail_on_cancel)
+    try:
+        r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
+    finally:
+        event.remove(engine, "before_cursor_execute", fail_on_cancel)
+    assert r.status_code == 503 and r.json()["detail"] == "database unavailable"
+    # Not cancelled anywhere: the scheduler still has it, the database says so too.
+    assert live.job(job["id"]).status.value in ("Queued", "Running")
+    assert client.get(f"{JOBS}/{job['id']}", headers=alice).json()["status"] != "Cancelled"
+    retry = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
+    assert retry.status_code == 200 and retry.json()["status"] == "Cancelled"
+    assert live.job(job["id"]).status.value == "Cancelled"
+    kinds = [
+        e["kind"] for e in client.get(f"{JOBS}/{job['id']}/events", headers=alice).json()["data"]
+    ]
+    assert kinds.count("cancelled") == 1
+
+
+# The API as its own process (uvicorn), so that it can be killed (SIGKILL) mid-load.
+SERVE_APP = (
+    "import sys, uvicorn; from api.app import create_app; "
+    "uvicorn.run(create_app(), host='127.0.0.1', port=int(sys.argv[1]), log_level='warning')"
+)
+KILL_AFTER_ACKS = 10  # cancels answered before the API is killed; the rest race the kill
+
+
+@contextmanager
+def api_process(settings: Settings) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The API on a free port, configured by GPUFLOW_* from `settings`; its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ)
+    for key, value in settings.model_dump().items():
+        if value is not None:
+            env[f"GPUFLOW_{key.upper()}"] = str(value)
+    cmd = [sys.executable, "-c", SERVE_APP, str(port)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{url}/healthz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for(up, timeout_s=60, every_s=0.2)
+        yield url, proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_every_acknowledged_cancel_survives_a_kill_of_the_api(pg_settings: Settings) -> None:
+    settings = pg_settings.model_copy(update={"time_scale": 1.0, "cluster": "1x4"})
+    setup = create_app(settings.model_copy(update={"live": False}))
+    alice = auth(setup, "alice", "vision")
+    setup.state.engine.dispose()
+    acked: list[str] = []
+    with api_process(settings) as (url, proc), httpx.Client(base_url=url, timeout=60) as http:
+        ids = []
+        for _ in range(40):  # one runs (4 GPUs each on a 4-GPU node), the others wait
+            r = http.post(JOBS, json=job_spec(num_gpus=4, duration_s=1e6), headers=alice)
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+
+        def cancel(job_id: str) -> tuple[str, int]:
+            try:
+                return job_id, http.post(f"{JOBS}/{job_id}/cancel", headers=alice).status_code
+            except httpx.TransportError:
+                return job_id, 0  # the API was killed before it answered
+
+        with ThreadPoolExecutor(4) as pool:
+            for done in as_completed([pool.submit(cancel, i) for i in ids]):
+                job_id, code = done.result()
+                assert code in (0, 200), code
+                if code == 200:
+                    acked.append(job_id)
+                if len(acked) == KILL_AFTER_ACKS:
+                    proc.kill()
+    assert len(acked) >= KILL_AFTER_ACKS
+    with api_process(settings) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+        listed = http.get(JOBS, headers=alice, params={"limit": 1000}).json()
+        assert listed["count"] == len(ids)  # no job lost, none duplicated
+        uncancelled = [j["id"] for j in listed["data"] if j["status"] != "Cancelled"]
+        assert uncancelled  # the kill came before every cancel was answered
+
+        def kinds(job_id: str) -> list[str]:
+            events = http.get(f"{JOBS}/{job_id}/events", headers=alice).json()["data"]
+            return [e["kind"] for e in events]
+
+        # The new process resubmitted the unfinished jobs (and so read the database).
+        wait_for(lambda: kinds(uncancelled[0]).count("submitted") == 2, timeout_s=60)
+        for job_id in ids:
+            job = http.get(f"{JOBS}/{job_id}", headers=alice).json()
+            history = kinds(job_id)
+            if job_id in acked:
+                assert job["status"] == "Cancelled", (job_id, history)
+            if job["status"] == "Cancelled":
+                # Cancelled once, and never run or resubmitted after that.
+                assert history.count("cancelled") == 1 and history[-1] == "cancelled", history
+            else:
+                assert "cancelled" not in history
