@@ -26,36 +26,20 @@ import asyncio
 import json
 import os
 import resource
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import httpx
 import numpy as np
-import psycopg
 
 # Run as a script, this file's folder comes first on sys.path and its name (api.py)
 # would hide the api package: swap it for the project root, then import api in main().
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(_HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != _HERE)]
+from bench.scratch_server import scratch_server  # noqa: E402  (after the path swap)
 
-SERVE = (
-    "import sys, argparse; from gpuflow import serve_cmd; p = argparse.ArgumentParser(); "
-    "serve_cmd.add_parsers(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); "
-    "sys.exit(a.func(a))"
-)
 SPEC = {"name": "bench", "num_gpus": 2, "model": "resnet50", "duration_s": 3600.0}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def _client(http: httpx.AsyncClient, todo: list[int], latencies: list[float]) -> None:
@@ -146,17 +130,6 @@ def _own_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit("the server did not start")
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--jobs", type=int, default=5000)
@@ -164,59 +137,16 @@ def main() -> None:
     p.add_argument("--loadgen", choices=["raw", "httpx"], default="raw")
     p.add_argument("--pg", default="postgresql://postgres@127.0.0.1/test", help="admin URL")
     args = p.parse_args()
-    from api.db import make_engine, make_sessionmaker
-    from api.migrations import upgrade
-    from api.security import create_admin
-    from api.settings import Settings
-
-    db = f"gpuflow_bench_{uuid.uuid4().hex[:8]}"
-    base = args.pg.rpartition("/")[0]
-    with psycopg.connect(args.pg, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
-    proc = None
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            settings = Settings(database_url=f"{base}/{db}", data_dir=Path(tmp))
-            engine = make_engine(settings)
-            upgrade(engine)
-            with make_sessionmaker(engine)() as session:
-                token = create_admin(session, "bench", "bench")
-            engine.dispose()
-            port = _free_port()
-            env = {**os.environ, "GPUFLOW_DATABASE_URL": settings.database_url or ""}
-            cmd = [
-                sys.executable,
-                "-c",
-                SERVE,
-                "serve",
-                "--port",
-                str(port),
-                "--data-dir",
-                tmp,
-                "--cluster",
-                "16x4",
-            ]
-            log = Path(tmp) / "server.log"  # errors only: access lines go to stdout
-            with log.open("wb") as err:
-                proc = subprocess.Popen(
-                    cmd, env=env, cwd=_HERE.parent, stdout=subprocess.DEVNULL, stderr=err
-                )
-            url = f"http://127.0.0.1:{port}"
-            _wait_up(url, proc)
-            load = _load_raw if args.loadgen == "raw" else _load_httpx
-            server_cpu, client_cpu = _cpu_s(proc.pid), _own_cpu_s()
-            try:
-                wall_s, lat = asyncio.run(load(url, token, args.jobs, args.clients))
-            except SystemExit:
-                sys.stderr.write(log.read_text(errors="replace")[-5000:])
-                raise
-            server_cpu, client_cpu = _cpu_s(proc.pid) - server_cpu, _own_cpu_s() - client_cpu
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=30)
-        with psycopg.connect(args.pg, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{db}" WITH (FORCE)')
+    with scratch_server(["--cluster", "16x4"], args.pg) as server:
+        load = _load_raw if args.loadgen == "raw" else _load_httpx
+        server_cpu, client_cpu = _cpu_s(server.proc.pid), _own_cpu_s()
+        try:
+            wall_s, lat = asyncio.run(load(server.url, server.token, args.jobs, args.clients))
+        except SystemExit:
+            sys.stderr.write(server.log.read_text(errors="replace")[-5000:])
+            raise
+        server_cpu = _cpu_s(server.proc.pid) - server_cpu
+        client_cpu = _own_cpu_s() - client_cpu
     ms = np.array(lat) * 1000
     print(
         json.dumps(
