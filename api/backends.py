@@ -8,7 +8,8 @@ Two implementations, chosen by `make_backend` from the settings:
   record its history.
 
 Reads (job lists, events, reasons) come from the job database in both modes; only
-submit, cancel and the cluster view (`describe`) differ.
+submit, cancel, the cluster view (`describe`) and an admin's cordon, drain and
+uncordon of a node (`maintain_node`) differ.
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ from api.models import Job
 from api.schemas.cluster import ClusterPublic, NodePublic
 from api.schemas.jobs import JobCreate
 from api.settings import Settings
+from controller.maintenance import NodeAction
 from controller.model import WAITING, JobStatus
 
 
 class BackendUnavailable(RuntimeError):
     """The backend cannot take the request now (503 with this message)."""
+
+
+class UnknownNode(LookupError):
+    """No node of that name (404 naming it)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,11 @@ class JobBackend(Protocol):
 
     def describe(self) -> ClusterDescription: ...
 
+    def maintain_node(self, name: str, action: NodeAction, by: str) -> NodePublic:
+        """Cordon, drain or uncordon the node `name` as admin `by` (controller.maintenance);
+        the node afterwards. Raises UnknownNode, or BackendUnavailable."""
+        ...
+
 
 class LocalBackend:
     """Local mode: api.local.LocalMode's LiveCluster behind the JobBackend interface."""
@@ -107,8 +118,16 @@ class LocalBackend:
     def cancel(self, session: Session, job: Job) -> bool:
         return self.local.cancel(session, job)
 
+    def maintain_node(self, name: str, action: NodeAction, by: str) -> NodePublic:
+        try:
+            self.local.maintain(name, action, by)
+        except KeyError:
+            raise UnknownNode(name) from None
+        return next(n for n in self.describe().nodes if n.name == name)
+
     def describe(self) -> ClusterDescription:
         live = self.local.live
+        down, cordoned = live.node_states()
         allocated: dict[int, float] = defaultdict(float)
         jobs: dict[int, list[str]] = defaultdict(list)
         states = live.jobs(active_only=True)
@@ -127,6 +146,7 @@ class LocalBackend:
                 gpus=node.num_gpus,
                 gpus_allocated=allocated[i],
                 jobs=jobs[i],
+                state="down" if i in down else "cordoned" if i in cordoned else "ready",
             )
             for i, node in enumerate(live.cluster.nodes)
         ]

@@ -44,15 +44,17 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import metrics_secrets
-from api.backends import BackendUnavailable, ClusterDescription
+from api.backends import BackendUnavailable, ClusterDescription, UnknownNode
 from api.dljob_history import record
 from api.errors import one_line
 from api.models import Job, JobEvent, User
+from api.node_admin import patch_node
 from api.schemas.cluster import ClusterPublic, NodePublic
 from api.schemas.jobs import JobCreate
 from api.security import hash_token
 from api.settings import Settings
 from api.train_status import TrainStatusWriter
+from controller.maintenance import NodeAction
 from operators import crd
 from operators.informer import Informer, Key, key_of
 from operators.kube import (
@@ -223,8 +225,18 @@ class KubeBackend:
         session.refresh(job)
         return True
 
-    def describe(self) -> ClusterDescription:
-        view = build_cluster(self.follower.nodes.items())
+    def maintain_node(self, name: str, action: NodeAction, by: str) -> NodePublic:
+        """Patch the Node (api.node_admin); the node as the patched Node shows it."""
+        nodes = self.follower.nodes.items()
+        if name not in {n.name for n in build_cluster(nodes).cluster.nodes}:
+            raise UnknownNode(name)
+        patched = patch_node(self.api, name, action, by, self.now_s())
+        seen = [patched if n["metadata"]["name"] == name else n for n in nodes]
+        return next(n for n in self.describe(seen).nodes if n.name == name)
+
+    def describe(self, node_objs: list[Obj] | None = None) -> ClusterDescription:
+        """The cluster from the Node cache (or `node_objs`) and the DLJobs' allocations."""
+        view = build_cluster(self.follower.nodes.items() if node_objs is None else node_objs)
         cluster = view.cluster
         allocated: dict[str, float] = defaultdict(float)
         jobs: dict[str, list[str]] = defaultdict(list)
@@ -251,8 +263,9 @@ class KubeBackend:
                 gpus=n.num_gpus,
                 gpus_allocated=round(allocated[n.name], 6),
                 jobs=jobs[n.name],
+                state=view.state_of(i),
             )
-            for n in cluster.nodes
+            for i, n in enumerate(cluster.nodes)
         ]
         summary = ClusterPublic(
             name=cluster.name,

@@ -28,6 +28,7 @@ from api.history import EventRecord, Seen, row_values, transition_events
 from api.models import Job, JobEvent
 from api.settings import Settings
 from controller.live import JobState, LiveCluster
+from controller.maintenance import NodeAction
 from controller.model import JobSpec, JobStatus
 from controller.placement import make_placer
 from controller.spec import load_cluster
@@ -135,28 +136,63 @@ class LocalMode:
             self._seen[job.id] = Seen(JobStatus.CANCELLED, job.restarts)
             return True
 
+    def maintain(self, node: str, action: NodeAction, by: str) -> list[str]:
+        """Cordon, drain or uncordon `node` as admin `by`; a drain records a "preempted"
+        event naming the node and the admin for each job it stopped. KeyError if there
+        is no such node."""
+        with self.lock:
+            self._record()  # a job started since the last tick gets its event first
+            preempted = self.live.maintain(node, action, by)
+            if not preempted:
+                return preempted
+            now = self.live.now_s()
+            detail = f"node {node} drained by {by}"
+            events: list[JobEvent] = []
+            states: list[JobState] = []
+            for job_id in preempted:
+                events.append(JobEvent(job_id=job_id, kind="preempted", sim_s=now, detail=detail))
+                state = self.live.job(job_id)
+                seen = self._seen.get(job_id)
+                if state is None or seen is None:
+                    continue
+                # Already placed elsewhere by the round after the drain: its restart.
+                stopped = Seen(JobStatus.PREEMPTED, seen.restarts)
+                events.extend(_event_rows({job_id: transition_events(stopped, now, state)}))
+                states.append(state)
+                self._seen[job_id] = Seen(state.status, state.restarts)
+            with self._sessions() as session:
+                if states:
+                    session.execute(update(Job), [row_values(s, self.node_names) for s in states])
+                session.add_all(events)
+                session.commit()
+            return preempted
+
     def tick(self) -> None:
         """Sync the backend and write what changed since the last tick."""
         with self.lock:
-            states, cursor = self.live.poll(self._cursor, self._wanted)
-            now = self.live.now_s()
-            changed = [s for s in states if self._changed(s)]
-            if changed:
-                events = {
-                    s.job_id: transition_events(self._seen.get(s.job_id), now, s) for s in changed
-                }
-                with self._sessions() as session:
-                    rows = [row_values(s, self.node_names) for s in changed]
-                    session.execute(update(Job), rows)
-                    session.add_all(_event_rows(events))
-                    session.commit()
-            for s in changed:
-                self._seen[s.job_id] = Seen(s.status, s.restarts)
-            # Recorded (or nothing to record): finished jobs are never polled again.
-            self._cursor = cursor
-            for s in states:
-                if s.status in FINISHED:
-                    del self._seen[s.job_id]
+            self._record()
+
+    def _record(self) -> None:
+        """Write what changed since the last record (the caller holds the lock)."""
+        states, cursor = self.live.poll(self._cursor, self._wanted)
+        now = self.live.now_s()
+        changed = [s for s in states if self._changed(s)]
+        if changed:
+            events = {
+                s.job_id: transition_events(self._seen.get(s.job_id), now, s) for s in changed
+            }
+            with self._sessions() as session:
+                rows = [row_values(s, self.node_names) for s in changed]
+                session.execute(update(Job), rows)
+                session.add_all(_event_rows(events))
+                session.commit()
+        for s in changed:
+            self._seen[s.job_id] = Seen(s.status, s.restarts)
+        # Recorded (or nothing to record): finished jobs are never polled again.
+        self._cursor = cursor
+        for s in states:
+            if s.status in FINISHED:
+                del self._seen[s.job_id]
 
     def _changed(self, state: JobState) -> bool:
         return self._wanted(state.job_id, state.status, state.restarts)

@@ -34,6 +34,7 @@ from controller.model import (
 from controller.placement import make_placer
 from controller.rates import RateModel
 from operators import crd
+from operators.drain import Drainer
 from operators.informer import Informer
 from operators.jobs import JobRecord, State, classify, pods_by_job
 from operators.kube import KubeApi
@@ -101,6 +102,7 @@ class KubeBackend:
         self.clock = clock
         self.writer = writer or Writer(api, caches, leading)
         self.lifecycle = Lifecycle(self.writer, clock)
+        self.drainer = Drainer(api, self.lifecycle)
         self._view: ClusterView | None = None
         self._placer: Placer | None = None
         self._rates: RateModel | None = None
@@ -134,7 +136,10 @@ class KubeBackend:
 
     def sync(self) -> None:
         view = self._cluster_view()
-        self.lifecycle.settle(self.records(), view)
+        records = self.records()
+        self.lifecycle.settle(records, view)
+        pods = self.caches.pods.items()
+        self.drainer.drain(records, view, pods, self.clock(), self.writer.leading())
 
     # -- observe ----------------------------------------------------------------------
 
@@ -156,6 +161,8 @@ class KubeBackend:
         pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
         for node in sorted(view.down_nodes):
             pool.node_down(node)
+        for node in sorted(view.cordoned_nodes):
+            pool.cordon(node)  # its running jobs are taken below, from the fenced GPUs
         jobs: list[JobView] = []
         running_ids: set[str] = set()
         arrivals = self._record_arrivals(records.values(), now)
@@ -185,6 +192,7 @@ class KubeBackend:
             jobs=tuple(jobs),
             placer=self._placer,
             down_nodes=view.down_nodes,
+            cordoned_nodes=view.cordoned_nodes,
             pool=pool,
         )
         self._last_snapshot = snapshot

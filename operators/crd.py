@@ -56,6 +56,9 @@ ANN_NODE_GPU_STATUS = f"{GROUP}/gpu-status"  # changing: health, utilisation (JS
 # error when its last apply failed (absent otherwise); rewritten only when they change.
 ANN_NODE_EGRESS_APPLIED = f"{GROUP}/egress-applied"
 ANN_NODE_EGRESS_ERROR = f"{GROUP}/egress-error"
+# An admin's drain (who and when): the operator preempts the node's jobs gracefully and
+# removes it once none is left; the Node stays cordoned (spec.unschedulable).
+ANN_NODE_DRAIN = f"{GROUP}/drain"
 LABEL_RACK = f"{GROUP}/rack"
 LABEL_GPU_COUNT = "nvidia.com/gpu.count"  # GPU Feature Discovery's label names
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"

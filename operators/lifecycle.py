@@ -104,6 +104,23 @@ class Lifecycle:
         self.writer.status(rec.obj, mutate)
         self.writer.event(rec.obj, why.reason, why.message)
 
+    def drain(self, rec: JobRecord, node: str, by: str, now: float) -> None:
+        """Preempt a running job gracefully for an admin's drain of `node`
+        (operators/drain.py): as a policy's preemption, with the drain as the reason."""
+        why = Reasoned("PreemptedByDrain", f"preempted: node {node} drained by {by}")
+        self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
+        pending = Reasoned("NodeDrained", why.message)
+        mutate = status_mutator(
+            PREEMPTED,
+            why,
+            pending=pending,
+            fields={"nodes": ""},
+            add=self._service(rec, now),
+            now_s=now,
+        )
+        self.writer.status(rec.obj, mutate)
+        self.writer.event(rec.obj, why.reason, why.message)
+
     # -- helpers -------------------------------------------------------------------------
 
     def _wake_at(self, t: float, now: float) -> None:

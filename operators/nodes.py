@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from controller.model import Cluster, Gpu, GpuType, Node, PairLink, Rack
 from controller.model.cluster import parse_topology_matrix
@@ -31,6 +31,7 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 DEFAULT_PCIE_GBPS = 126.0
 DEFAULT_NVLINK_GBPS = 200.0  # one NVLink2-4 lane, one direction (same file)
 DEFAULT_NIC_GBPS = 100.0
+NodeState = Literal["ready", "cordoned", "draining", "down"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,18 @@ class ClusterView:
     signature: tuple[Any, ...]  # equal signatures: the same Cluster
     # CPU and memory of each node that reports status.allocatable; others unconstrained.
     allocatable: Mapping[str, Requests] = field(default_factory=dict)
+    # Cordoned (spec.unschedulable, as `kubectl cordon` sets it): no new GPUs there.
+    cordoned_nodes: frozenset[int] = frozenset()
+    # Draining (the gpuflow.dev/drain annotation): node -> who and when.
+    draining: Mapping[int, str] = field(default_factory=dict)
+
+    def state_of(self, node: int) -> NodeState:
+        """ "down", "draining", "cordoned" or "ready" (down wins over the others)."""
+        if node in self.down_nodes:
+            return "down"
+        if node in self.draining:
+            return "draining"
+        return "cordoned" if node in self.cordoned_nodes else "ready"
 
     def uuid_index(self) -> dict[str, tuple[int, int]]:
         return _uuid_index(self.cluster)
@@ -153,7 +166,21 @@ def build_cluster(nodes: Iterable[Obj], previous: ClusterView | None = None) -> 
     allocatable = {
         str(n["metadata"]["name"]): a for n in gpu_nodes if (a := node_allocatable(n)) is not None
     }
-    return ClusterView(cluster, down, frozenset(unhealthy), signature, allocatable)
+    cordoned = frozenset(i for i, n in enumerate(gpu_nodes) if _cordoned(n))
+    draining = {
+        i: _annotations(n)[crd.ANN_NODE_DRAIN]
+        for i, n in enumerate(gpu_nodes)
+        if crd.ANN_NODE_DRAIN in _annotations(n)
+    }
+    return ClusterView(
+        cluster,
+        down,
+        frozenset(unhealthy),
+        signature,
+        allocatable,
+        cordoned | set(draining),
+        draining,
+    )
 
 
 def _assemble(signature: Sequence[tuple[str, str, str]]) -> Cluster:
@@ -181,10 +208,13 @@ def _rack_of(node: Obj) -> str:
     return str(labels.get(crd.LABEL_RACK) or labels.get(ZONE_LABEL) or DEFAULT_RACK)
 
 
+def _cordoned(node: Obj) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
 def _node_up(node: Obj) -> bool:
-    """Schedulable and not reported NotReady (a Node without conditions counts as up)."""
-    if (node.get("spec") or {}).get("unschedulable"):
-        return False
+    """Not reported NotReady (a Node without conditions counts as up); a cordoned node
+    is up: its jobs run on."""
     for cond in (node.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
             return bool(cond.get("status") == "True")

@@ -1,21 +1,31 @@
 """Nodes and the cluster summary: local mode's LiveCluster or, in cluster mode, the
-Nodes' published GPU annotations and the DLJobs' allocations (api.backends)."""
+Nodes' published GPU annotations and the DLJobs' allocations (api.backends); and an
+admin's cordon, drain and uncordon of a node (controller.maintenance)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException, status
 
-from api.deps import BackendDep, CurrentUser, SessionDep
+from api.backends import BackendUnavailable, JobBackend, UnknownNode
+from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
+from api.models import User
 from api.redaction import redact_nodes
-from api.schemas.cluster import ClusterPublic, NodesPublic
+from api.schemas.cluster import ClusterPublic, NodePublic, NodesPublic
+from controller.maintenance import NodeAction
 
 router = APIRouter(tags=["cluster"])
+
+ADMIN_RESPONSES: dict[int | str, dict[str, str]] = {
+    403: {"description": "not an admin"},
+    404: {"description": "no node of that name"},
+    503: {"description": "no cluster backend running, or Kubernetes unreachable"},
+}
 
 
 @router.get("/nodes", response_model=NodesPublic)
 def list_nodes(user: CurrentUser, backend: BackendDep, session: SessionDep) -> NodesPublic:
-    """Every node: GPUs, GPUs allocated, the caller's jobs on it (an admin's: all) and
-    how many other tenants' jobs, unnamed."""
+    """Every node: GPUs, GPUs allocated, state, the caller's jobs on it (an admin's: all)
+    and how many other tenants' jobs, unnamed."""
     data = redact_nodes(session, user, backend.describe().nodes)
     return NodesPublic(data=data, count=len(data))
 
@@ -23,3 +33,31 @@ def list_nodes(user: CurrentUser, backend: BackendDep, session: SessionDep) -> N
 @router.get("/cluster", response_model=ClusterPublic)
 def cluster_summary(user: CurrentUser, backend: BackendDep) -> ClusterPublic:
     return backend.describe().summary
+
+
+@router.post("/nodes/{name}/cordon", response_model=NodePublic, responses=ADMIN_RESPONSES)
+def cordon_node(name: str, user: AdminUser, backend: BackendDep) -> NodePublic:
+    """No new work on the node; its jobs run on (`kubectl cordon`)."""
+    return _maintain(backend, name, NodeAction.CORDON, user)
+
+
+@router.post("/nodes/{name}/drain", response_model=NodePublic, responses=ADMIN_RESPONSES)
+def drain_node(name: str, user: AdminUser, backend: BackendDep) -> NodePublic:
+    """Cordon the node and preempt its jobs gracefully (checkpointed): the policy
+    places them elsewhere. Each job's events name the node and the admin."""
+    return _maintain(backend, name, NodeAction.DRAIN, user)
+
+
+@router.post("/nodes/{name}/uncordon", response_model=NodePublic, responses=ADMIN_RESPONSES)
+def uncordon_node(name: str, user: AdminUser, backend: BackendDep) -> NodePublic:
+    """The node takes new work again (ends a cordon or a drain)."""
+    return _maintain(backend, name, NodeAction.UNCORDON, user)
+
+
+def _maintain(backend: JobBackend, name: str, action: NodeAction, user: User) -> NodePublic:
+    try:
+        return backend.maintain_node(name, action, user.name)
+    except UnknownNode:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no node {name!r}") from None
+    except BackendUnavailable as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None

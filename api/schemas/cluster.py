@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from api.schemas.common import Strict, example_config
+
+# "down" (failed, NotReady) wins over "draining" (cordoned, its jobs being preempted),
+# which wins over "cordoned" (no new work; its jobs run on).
+NodeState = Literal["ready", "cordoned", "draining", "down"]
 
 
 class NodePublic(BaseModel):
@@ -15,6 +21,11 @@ class NodePublic(BaseModel):
     gpus_allocated: float = Field(description="shared GPUs count by fraction")
     jobs: list[str] = Field(description="the caller's jobs on it (an admin's: every job)")
     other_jobs: int = Field(default=0, description="other tenants' jobs on it, not named")
+    state: NodeState = Field(
+        default="ready",
+        description="ready; cordoned (no new work, its jobs run on); draining (cordoned, "
+        "its jobs being preempted); down (down wins)",
+    )
 
 
 class NodesPublic(BaseModel):

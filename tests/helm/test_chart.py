@@ -45,7 +45,7 @@ OPERATOR_RULES = {
     ("", "pods"): ["create", "delete", "get", "list", "watch"],
     ("", "services"): ["create"],
     ("", "events"): ["create"],
-    ("", "nodes"): ["get", "list", "watch"],
+    ("", "nodes"): ["get", "list", "patch", "watch"],
     ("coordination.k8s.io", "leases"): ["create", "get", "update"],
     ("", "configmaps"): ["get"],
 }
@@ -219,7 +219,7 @@ def test_cluster_mode_api(render: Render) -> None:
     assert rules_of(bound_role(m, spec["serviceAccountName"])) == {
         ("gpuflow.dev", "dljobs"): ["create", "delete", "get", "list", "watch"],
         ("gpuflow.dev", "dljobs/status"): ["get", "update"],
-        ("", "nodes"): ["list", "watch"],
+        ("", "nodes"): ["list", "patch", "watch"],
         ("", "secrets"): ["create", "delete", "get", "update"],
         ("", "configmaps"): ["create", "get", "update"],
     }
