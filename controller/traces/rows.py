@@ -252,7 +252,9 @@ class Collector:
         if job.job_id in self._first_line:
             first = self._first_line[job.job_id]
             where = "" if first is None else f" (first on line {first})"
-            raise TraceError(self.path, line, "job_id", f"duplicate job id {job.job_id!r}{where}")
+            raise TraceError(
+                self.path, line, "job_id", f"duplicate job id {shown(job.job_id)}{where}"
+            )
         self._first_line[job.job_id] = line
         self._jobs.append(job)
 

@@ -13,12 +13,25 @@ from pathlib import Path
 
 from controller.model.job import JobSpec
 
+# A field name or message is cut to this many characters: both can echo the file (a
+# column name, a job id of thousands of characters), and the error stays one short line.
+MAX_SHOWN_CHARS = 300
+
+
+def _one_line(text: str) -> str:
+    """`text` on one line (line breaks and other spacing as single spaces), cut short."""
+    line = " ".join(text.split())
+    if len(line) <= MAX_SHOWN_CHARS:
+        return line
+    return f"{line[:MAX_SHOWN_CHARS]}... ({len(line)} characters)"
+
 
 class TraceError(ValueError):
     """A trace file that cannot be read as the format it claims to be.
 
     `line` is 1-based (header problems are line 1) and `field` is the column or key at
-    fault; either is None when the problem is not tied to one.
+    fault; either is None when the problem is not tied to one. The message is always
+    one line of bounded length, whatever the file held.
     """
 
     def __init__(
@@ -28,6 +41,8 @@ class TraceError(ValueError):
         field: str | None,
         message: str,
     ) -> None:
+        field = None if field is None else _one_line(field)
+        message = _one_line(message)
         self.path = path
         self.line = line
         self.field = field
