@@ -7,7 +7,8 @@ cannot be shared without creating its database twice), under uvicorn in a thread
 a port the OS picked. Chromium is Debian's (`.ci/run` installs it), driven by Playwright for
 Python through `executable_path`. Every page records console errors, uncaught
 exceptions and requests to any other host, and leaves a screenshot in
-out/test-artifacts/dashboard/.
+out/test-artifacts/dashboard/. `sign_in`, `submit` and `job_status` are the tests'
+shared steps.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -29,6 +32,7 @@ from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwrig
 from api.app import create_app
 from api.settings import Settings
 from tests import waiting
+from tests.api.builders import job_spec
 from tests.postgres import migrated_database, truncate_all
 
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
@@ -143,3 +147,25 @@ def watched(
     name = re.sub(r"[^\w.-]+", "_", request.node.name)  # parameters hold slashes
     page.screenshot(path=ARTIFACTS / f"{name}-end.png", full_page=True)
     context.close()
+
+
+def sign_in(w: Watched, server: LiveServer, headers: dict[str, str]) -> None:
+    """Open the dashboard and sign in with the token of `headers` (tests.api.builders.auth)."""
+    w.page.goto(server.url + "/")
+    w.page.get_by_label("API token").fill(headers["Authorization"].removeprefix("Bearer "))
+    w.page.get_by_role("button", name="Sign in").click()
+    expect(w.page.get_by_role("navigation", name="Dashboard pages")).to_be_visible()
+
+
+def submit(server: LiveServer, headers: dict[str, str], **spec: Any) -> dict[str, Any]:
+    r = httpx.post(f"{server.url}/api/v1/jobs", json=job_spec(**spec), headers=headers)
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def job_status(server: LiveServer, headers: dict[str, str], job_id: str) -> str:
+    r = httpx.get(f"{server.url}/api/v1/jobs/{job_id}", headers=headers)
+    assert r.status_code == 200, r.text
+    status: str = r.json()["status"]
+    return status

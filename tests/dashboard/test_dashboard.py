@@ -5,40 +5,18 @@ page with its charts and Cancel, and the API docs served with no other host."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests import waiting
-from tests.api.builders import auth, job_spec
-from tests.dashboard.conftest import ARTIFACTS, LiveServer, Watched
+from tests.api.builders import auth
+from tests.dashboard.conftest import ARTIFACTS, LiveServer, Watched, job_status, sign_in, submit
 
 pytestmark = pytest.mark.slow
 LONG_S = 10_000_000.0  # simulated seconds: runs for the whole test at time scale 100
 LIVE_WITHIN_S = 2.0  # issue 14: a job submitted over REST shows within 2 s
-
-
-def _submit(server: LiveServer, headers: dict[str, str], **spec: Any) -> dict[str, Any]:
-    r = httpx.post(f"{server.url}/api/v1/jobs", json=job_spec(**spec), headers=headers)
-    assert r.status_code == 201, r.text
-    body: dict[str, Any] = r.json()
-    return body
-
-
-def _status(server: LiveServer, headers: dict[str, str], job_id: str) -> str:
-    r = httpx.get(f"{server.url}/api/v1/jobs/{job_id}", headers=headers)
-    assert r.status_code == 200, r.text
-    status: str = r.json()["status"]
-    return status
-
-
-def _sign_in(w: Watched, server: LiveServer, headers: dict[str, str]) -> None:
-    w.page.goto(server.url + "/")
-    w.page.get_by_label("API token").fill(headers["Authorization"].removeprefix("Bearer "))
-    w.page.get_by_role("button", name="Sign in").click()
-    expect(w.page.get_by_role("navigation", name="Dashboard pages")).to_be_visible()
 
 
 def test_a_bad_token_is_refused_with_a_message(watched: Watched, server: LiveServer) -> None:
@@ -55,14 +33,15 @@ def test_cluster_queue_and_job_pages_follow_the_api(watched: Watched, server: Li
     page = watched.page
     alice = auth(server.app, "alice", "research")
     root = auth(server.app, "root", "ops", "admin")
-    theirs = _submit(server, root, name="ops-job", num_gpus=4, duration_s=LONG_S)
-    mine = _submit(server, alice, name="alice-job", num_gpus=4, duration_s=LONG_S)
+    theirs = submit(server, root, name="ops-job", num_gpus=4, duration_s=LONG_S)
+    mine = submit(server, alice, name="alice-job", num_gpus=4, duration_s=LONG_S)
     jobs = (theirs, mine)
     waiting.wait_for(
-        "both jobs to run", lambda: all(_status(server, root, j["id"]) == "Running" for j in jobs)
+        "both jobs to run",
+        lambda: all(job_status(server, root, j["id"]) == "Running" for j in jobs),
     )
 
-    _sign_in(watched, server, alice)
+    sign_in(watched, server, alice)
     expect(page.get_by_role("heading", name="Cluster")).to_be_visible()
     expect(page.locator("#racks .gpu")).to_have_count(8)
     expect(page.locator('#racks .gpu[data-state="mine"]')).to_have_count(4)
@@ -77,7 +56,7 @@ def test_cluster_queue_and_job_pages_follow_the_api(watched: Watched, server: Li
     page.get_by_role("link", name="Queue").click()
     expect(page.get_by_role("heading", name="Queue")).to_be_visible()
     started = time.monotonic()
-    waits = _submit(server, alice, name="waits", num_gpus=2, duration_s=LONG_S)
+    waits = submit(server, alice, name="waits", num_gpus=2, duration_s=LONG_S)
     row = page.locator(f'tr[data-job="{waits["id"]}"]')
     expect(row).to_be_visible()
     assert time.monotonic() - started <= LIVE_WITHIN_S
@@ -95,13 +74,13 @@ def test_cluster_queue_and_job_pages_follow_the_api(watched: Watched, server: Li
     page.get_by_role("button", name="Cancel job").click()
     expect(page.locator('[data-field="status"]')).to_have_text("Cancelled")
     expect(page.get_by_role("button", name="Cancel job")).to_be_disabled()
-    assert _status(server, alice, waits["id"]) == "Cancelled"
+    assert job_status(server, alice, waits["id"]) == "Cancelled"
     watched.assert_clean()
 
 
 def test_a_job_page_charts_its_reported_metrics(watched: Watched, server: LiveServer) -> None:
     alice = auth(server.app, "alice", "research")
-    job = _submit(server, alice, name="reports", num_gpus=1, duration_s=LONG_S)
+    job = submit(server, alice, name="reports", num_gpus=1, duration_s=LONG_S)
     names = ("samples_per_s", "loss", "batch_size")
     metrics = [
         {"name": n, "value": v * (step + 1), "step": step}
@@ -114,7 +93,7 @@ def test_a_job_page_charts_its_reported_metrics(watched: Watched, server: LiveSe
         headers={"X-Job-Token": job["metrics_token"]},
     )
     assert r.status_code == 201, r.text
-    _sign_in(watched, server, alice)
+    sign_in(watched, server, alice)
     watched.page.goto(f"{server.url}/#/job/{job['id']}")
     charts = watched.page.locator("figure.chart")
     expect(charts).to_have_count(3)

@@ -1,38 +1,37 @@
 // @ts-check
 /**
- * The dashboard's pages (Cluster, Queue, Job), loaded by index.html, served at / by
- * api/dashboard.py. Plain browser JavaScript with JSDoc types, no build step; check the
- * types with TypeScript 5 (`npm install typescript@5` anywhere, then
- * `tsc --noEmit --allowJs --checkJs --strict --target es2022
- *  --lib es2022,dom,dom.iterable api/static/dashboard/dashboard.js`).
+ * The dashboard's shell and its Cluster, Queue and Job pages, loaded by index.html as an
+ * ES module, served at / by api/dashboard.py; the Replays, What-if and Admin pages are
+ * in replays.js, whatif.js and admin.js, shared helpers in common.js and charts.js.
+ * Plain browser JavaScript with JSDoc types, no build step; check the types with
+ * TypeScript 5 (`npm install typescript@5` anywhere, then
+ * `tsc --noEmit --allowJs --checkJs --strict --target es2022 --module es2022
+ *  --lib es2022,dom,dom.iterable api/static/dashboard/*.js`).
  * It reads the REST API at /api/v1 with the token the user signs in with (kept in
  * sessionStorage), and polls it every POLL_MS.
  */
-"use strict";
+import { adminPage } from "./admin.js";
+import { announce, api, byId, duration, el, FINISHED, report, session, showError, signOut, TOKEN_KEY,
+  WAITING } from "./common.js";
+import { replaysPage } from "./replays.js";
+import { whatifPage } from "./whatif.js";
 
 /**
- * @typedef {{id: number, name: string, tenant: string, role: string}} User
+ * @typedef {import("./common.js").User} User
+ * @typedef {import("./common.js").Job} Job
+ * @typedef {import("./common.js").Page} Page
+ * @typedef {"ready"|"cordoned"|"draining"|"down"} NodeState
  * @typedef {{name: string, rack: number, gpu_type: string, gpus: number,
- *   gpus_allocated: number, jobs: string[]}} ClusterNode
+ *   gpus_allocated: number, jobs: string[], state?: NodeState}} ClusterNode
  * @typedef {{name: string, nodes: number, gpus: number, gpus_allocated: number,
  *   running: number, waiting: number, finished: number, policy: string, now_s: number,
  *   time_scale: number}} Cluster
- * @typedef {{id: string, name: string, tenant: string, status: string, num_gpus: number,
- *   model: string, priority: number, reason_code: string|null,
- *   reason_message: string|null, progress: number, restarts: number, nodes: string,
- *   gpu_mem_mib: number|null, submit_s: number|null, first_start_s: number|null,
- *   finish_s: number|null}} Job
  * @typedef {{kind: string, sim_s: number|null, detail: string, at: string}} JobEvent
  * @typedef {{name: string, value: number, step: number}} Metric
  * @typedef {{state: "free"|"mine"|"shared"|"other", jobs: (Job|null)[]}} GpuCell
- * @typedef {{mount: (view: HTMLElement) => void, refresh: () => Promise<void>}} Page
  */
 
 const POLL_MS = 1000; // the issue asks for updates at least every 2 s; this leaves time to fetch
-const TOKEN_KEY = "gpuflow.token";
-// Statuses of a job that waits (api/routes/jobs.py WAITING; the last two cluster mode's).
-const WAITING = ["Queued", "Preempted", "Suspended", "Unschedulable", "Invalid"];
-const FINISHED = ["Succeeded", "Failed", "Cancelled"];
 // Metric names gpuflow.train reports (docs/api.md, "Metrics from running jobs").
 const CHARTS = [
   { name: "samples_per_s", title: "Throughput (samples/s)", colour: "#0072b2" },
@@ -41,35 +40,8 @@ const CHARTS = [
 ];
 const STATE_TEXT = { free: "free", mine: "allocated", shared: "shared", other: "another tenant's job" };
 const STATE_LETTER = { free: "·", mine: "A", shared: "S", other: "O" };
-
-class SignedOut extends Error {}
-
-/** @param {string} id @returns {HTMLElement} */
-function byId(id) {
-  const found = document.getElementById(id);
-  if (!found) throw new Error(`#${id} missing from index.html`);
-  return found;
-}
-
-/**
- * A DOM element with attributes and children; text always goes in as text, never HTML.
- * @param {string} tag @param {Record<string, string>} [attrs]
- * @param {...(Node|string)} children @returns {HTMLElement}
- */
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
-  node.append(...children);
-  return node;
-}
-
-/** @param {number|null} seconds @returns {string} */
-function duration(seconds) {
-  if (seconds === null || !Number.isFinite(seconds)) return "—";
-  const s = Math.max(0, Math.round(seconds));
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
-  return h ? `${h}h ${m}m` : m ? `${m}m ${s % 60}s` : `${s}s`;
-}
+// A node that takes no new jobs: a frame (dashed, dotted, crossed) and a word, not only a colour.
+const NODE_STATE_TEXT = { ready: "ready", cordoned: "cordoned", draining: "draining", down: "down" };
 
 /** @param {Job} job @returns {string} */
 function reasonText(job) {
@@ -77,48 +49,13 @@ function reasonText(job) {
   return job.reason_message ? `${job.reason_code}: ${job.reason_message}` : job.reason_code;
 }
 
-// ---- the API and the token -------------------------------------------------------
-
-/** @param {string} path @param {RequestInit} [init] @returns {Promise<any>} */
-async function api(path, init = {}) {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (!token) throw new SignedOut();
-  const headers = { Authorization: `Bearer ${token}`, Accept: "application/json" };
-  const res = await fetch(`/api/v1${path}`, { ...init, headers });
-  if (res.status === 401) {
-    signOut("The server refused that token (401 Unauthorized): check it and paste it again.");
-    throw new SignedOut();
-  }
-  const body = await res.json().catch(() => null);
-  if (!res.ok) {
-    const detail = body && typeof body.detail === "string" ? body.detail : res.statusText;
-    throw new Error(`${init.method || "GET"} ${path}: ${res.status} ${detail}`);
-  }
-  return body;
-}
-
-/** @param {string} [message] */
-function signOut(message) {
-  sessionStorage.removeItem(TOKEN_KEY);
-  byId("nav").hidden = true;
-  byId("sign-out").hidden = true;
-  byId("whoami").textContent = "";
-  byId("view").replaceChildren();
-  byId("sign-in").hidden = false;
-  showError(message || "");
-  /** @type {HTMLInputElement} */ (byId("token")).focus();
-}
-
-/** @param {string} message */
-function showError(message) {
-  const box = byId("error");
-  box.textContent = message;
-  box.hidden = !message;
-}
+// ---- signing in -------------------------------------------------------------------
 
 async function signIn() {
   /** @type {User} */
   const me = await api("/users/me");
+  session.me = me;
+  byId("nav-admin").hidden = me.role !== "admin";
   byId("whoami").textContent = `${me.name} · tenant ${me.tenant} · ${me.role}`;
   byId("sign-in").hidden = true;
   byId("nav").hidden = false;
@@ -172,10 +109,12 @@ const clusterPage = {
   mount(view) {
     const swatches = Object.entries(STATE_TEXT).map(([state, text]) =>
       el("li", {}, el("span", { class: `swatch gpu ${state}`, "aria-hidden": "true" }), text));
+    const frames = Object.entries(NODE_STATE_TEXT).filter(([state]) => state !== "ready").map(([state, text]) =>
+      el("li", {}, el("span", { class: `swatch frame ${state}`, "aria-hidden": "true" }), `node ${text}`));
     view.append(
       el("h2", {}, "Cluster"),
       el("dl", { class: "summary", id: "summary", "aria-label": "Cluster summary" }),
-      el("ul", { class: "legend", "aria-label": "Legend" }, ...swatches),
+      el("ul", { class: "legend", "aria-label": "Legend" }, ...swatches, ...frames),
       el("div", { class: "racks", id: "racks" }),
       el("div", { class: "detail", id: "gpu-detail", "aria-live": "polite" },
         "Hover over or select a GPU to see its job."),
@@ -220,9 +159,12 @@ function nodeGrid(node, visible) {
     button.addEventListener("click", show);
     return button;
   });
+  const state = node.state ?? "ready";
   const heading = `${node.name} · ${node.gpu_type} · ${node.gpus_allocated.toFixed(1)}/${node.gpus} GPUs`;
-  return el("div", { class: "node", role: "group", "aria-label": heading },
-    el("span", { class: "node-name" }, heading), el("div", { class: "gpus" }, ...buttons));
+  const badge = state === "ready" ? [] : [el("span", { class: `node-state ${state}` }, NODE_STATE_TEXT[state])];
+  return el("div", { class: `node ${state}`, role: "group", "data-node": node.name, "data-state": state,
+    "aria-label": state === "ready" ? heading : `${heading} · ${NODE_STATE_TEXT[state]}` },
+  el("span", { class: "node-name" }, heading, ...badge), el("div", { class: "gpus" }, ...buttons));
 }
 
 /** @param {string} label @param {GpuCell} cell */
@@ -315,7 +257,7 @@ function jobPage(jobId) {
 async function cancelJob(jobId) {
   /** @type {Job} */
   const job = await api(`/jobs/${jobId}/cancel`, { method: "POST" });
-  byId("status").textContent = `Job ${job.name} is now ${job.status}.`;
+  announce(`Job ${job.name} is now ${job.status}.`);
   await current?.refresh();
 }
 
@@ -349,25 +291,28 @@ function drawCharts(metrics, plots) {
 let current = null;
 let timer = 0;
 
-/** @param {unknown} err */
-function report(err) {
-  if (!(err instanceof SignedOut)) showError(err instanceof Error ? err.message : String(err));
-}
+// The pages by the name in their #/name address; the Job page is #/job/<id>.
+/** @type {Record<string, () => Page>} */
+const PAGES = {
+  cluster: () => clusterPage, queue: () => queuePage, replays: replaysPage, whatif: whatifPage, admin: adminPage,
+};
 
 function route() {
   if (!sessionStorage.getItem(TOKEN_KEY)) return;
   const hash = location.hash || "#/cluster";
   const job = /^#\/job\/([0-9a-f]{32})$/.exec(hash);
-  const name = job ? "job" : hash === "#/queue" ? "queue" : "cluster";
+  const asked = hash.slice(2);
+  const name = job ? "job" : Object.hasOwn(PAGES, asked) ? asked : "cluster";
   for (const link of document.querySelectorAll("nav a[data-page]")) {
     if (link.getAttribute("data-page") === name) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  current = job ? jobPage(job[1]) : name === "queue" ? queuePage : clusterPage;
+  current = job ? jobPage(job[1]) : PAGES[name]();
   const view = byId("view");
   view.replaceChildren();
   current.mount(view);
   showError("");
+  byId("notice").textContent = "";
   poll();
 }
 

@@ -1,0 +1,111 @@
+// @ts-check
+/**
+ * The What-if page (#/whatif), registered by dashboard.js: each of your jobs' predicted
+ * completion under each policy, side by side with the active policy's, and the
+ * policies' predicted figures. Reads POST /api/v1/whatif (it simulates the queue and the
+ * running jobs from now under each policy, so it is asked every REFRESH_MS, not on every
+ * poll). `whatifTables` is also the preview of admin.js's policy switch.
+ */
+import { announce, api, button, byId, duration, el, head, send } from "./common.js";
+
+/**
+ * @typedef {{avg_jct_s: number|null, p95_jct_s: number|null, makespan_s: number|null,
+ *   wall_s: number|null}} PolicyForecast
+ * @typedef {{id: string, name: string, tenant: string, status: string,
+ *   predicted_finish_s: Record<string, number|null>}} JobForecast
+ * @typedef {{now_s: number, active_policy: string, cluster: string,
+ *   policies: Record<string, PolicyForecast>, jobs: JobForecast[], other_tenants_jobs: number,
+ *   approximations: string[]}} WhatIf
+ */
+
+const REFRESH_MS = 15_000; // each answer runs one simulation per policy on the server
+
+/** The active policy first, then the others in the order asked.
+ * @param {WhatIf} result @returns {string[]} */
+export function policyOrder(result) {
+  const names = Object.keys(result.policies);
+  return [...names.filter((n) => n === result.active_policy), ...names.filter((n) => n !== result.active_policy)];
+}
+
+/** @param {string} name @param {WhatIf} result */
+function heading(name, result) {
+  return name === result.active_policy ? `${name} (active)` : name;
+}
+
+/**
+ * Two tables: each policy's predicted figures, and each job's predicted finish (from
+ * now) under each policy, the active policy's column first.
+ * @param {WhatIf} result @param {string} idPrefix @returns {HTMLElement[]}
+ */
+export function whatifTables(result, idPrefix) {
+  const names = policyOrder(result);
+  const policyRows = names.map((n) => {
+    const p = result.policies[n];
+    return el("tr", { "data-policy": n, class: n === result.active_policy ? "active" : "" },
+      el("th", { scope: "row" }, heading(n, result)),
+      ...[p.avg_jct_s, p.p95_jct_s, p.makespan_s].map((v) => el("td", { class: "num" }, duration(v))),
+      el("td", { class: "num" }, p.wall_s === null ? "—" : `${p.wall_s.toFixed(2)} s`));
+  });
+  const jobRows = result.jobs.map((job) => el("tr", { "data-job": job.id },
+    el("th", { scope: "row" }, el("a", { href: `#/job/${job.id}` }, `${job.name} (${job.id.slice(0, 8)})`)),
+    el("td", {}, job.tenant), el("td", {}, job.status),
+    ...names.map((n) => el("td", { class: "num", "data-policy": n }, duration(job.predicted_finish_s[n] ?? null)))));
+  const others = result.other_tenants_jobs
+    ? `; ${result.other_tenants_jobs} other tenants' jobs are simulated too, not listed` : "";
+  return [
+    el("table", { id: `${idPrefix}-policies` },
+      el("caption", {}, `Predicted figures by policy (from now, cluster ${result.cluster})`),
+      head(["Policy", "Avg JCT", "p95 JCT", "Makespan", "Simulated in"], [1, 2, 3, 4]),
+      el("tbody", {}, ...policyRows)),
+    el("table", { id: `${idPrefix}-jobs` },
+      el("caption", {}, `Predicted finish of each job, from now${others}`),
+      head(["Job", "Tenant", "Status", ...names.map((n) => `Finishes in: ${heading(n, result)}`)],
+        names.map((_, i) => i + 3)),
+      el("tbody", {}, ...(jobRows.length ? jobRows
+        : [el("tr", {}, el("td", { colspan: String(3 + names.length), class: "muted" }, "No active jobs."))]))),
+    el("ul", { class: "muted", "aria-label": "Approximations" },
+      ...result.approximations.map((a) => el("li", {}, a))),
+  ];
+}
+
+/** @returns {import("./common.js").Page} */
+export function whatifPage() {
+  let asked = 0;
+  /** @type {Promise<void>} */
+  let ready = Promise.resolve();
+
+  async function compute() {
+    asked = Date.now();
+    const policies = [...document.querySelectorAll("#whatif-policies input:checked")]
+      .map((i) => /** @type {HTMLInputElement} */ (i).value);
+    byId("whatif-state").textContent = "Simulating…";
+    /** @type {WhatIf} */
+    const result = await send("/whatif", "POST", policies.length ? { policies } : {});
+    byId("whatif-state").textContent = `Computed at ${new Date().toLocaleTimeString()} ` +
+      `(simulated clock ${duration(result.now_s)}; active policy ${result.active_policy}).`;
+    byId("whatif-result").replaceChildren(...whatifTables(result, "whatif"));
+    announce(`Predictions for ${Object.keys(result.policies).length} policies.`);
+  }
+
+  return {
+    mount(view) {
+      view.append(
+        el("h2", {}, "What if"),
+        el("p", {}, "When each of your jobs would finish under each policy, side by side with the active one: " +
+          "the queue and the running jobs are simulated from now (new submissions are not foreseen)."),
+        el("fieldset", { id: "whatif-policies" }, el("legend", {}, "Policies to compare")),
+        el("p", {}, button("Recompute", { id: "whatif-recompute" }, compute), " ",
+          el("span", { id: "whatif-state", "aria-live": "polite" })),
+        el("div", { id: "whatif-result" }),
+      );
+      ready = api("/policies").then((/** @type {{data: import("./common.js").Policy[]}} */ list) => {
+        byId("whatif-policies").append(...list.data.map((p) => el("label", { class: "check", title: p.description },
+          el("input", { type: "checkbox", value: p.name, checked: "" }), ` ${p.name}`)));
+      });
+    },
+    async refresh() {
+      await ready;
+      if (Date.now() - asked >= REFRESH_MS) await compute();
+    },
+  };
+}
