@@ -5,15 +5,18 @@ Called by `gpuflow serve` (through uvicorn), the tests and bench/api.py.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from api import dashboard, errors
 from api.backends import JobBackend, make_backend
@@ -22,11 +25,12 @@ from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
 from api.guard import RequestGuard
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
+from api.replay_reconcile import reconcile_orphans
 from api.routes import api_router, whatif
 from api.routes.traces import MAX_TRACE_BYTES
 from api.security import TokenCache
 from api.settings import Settings
-from api.tasks import celery_app, configure
+from api.tasks import ReplayExecutor, celery_app, configure, start_replays
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger(__name__)
@@ -36,6 +40,7 @@ policy, upload traces and replay them against policies.
 Authenticate with `Authorization: Bearer <token>`; the first admin's token comes from
 `gpuflow admin create`. Users see and act on their own tenant's objects only."""
 MULTIPART_SLACK_BYTES = 2**20  # a trace upload's form fields and part headers
+RECONCILE_EVERY_S = 60.0  # between checks for replays whose worker died
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -58,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     local_mode = settings.live and not settings.cluster_mode
     app.state.local = LocalMode(settings, app.state.sessions) if local_mode else None
     app.state.backend = make_backend(settings, app.state.sessions, app.state.local)
-    app.state.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
+    app.state.executor = ReplayExecutor()
     app.state.metrics = metrics
     metrics.registry.register(LiveCollector(lambda: _live(app)))
     app.add_middleware(
@@ -84,15 +89,32 @@ def _live(app: FastAPI) -> Any:
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     backend: JobBackend | None = app.state.backend
+    settings: Settings = app.state.settings
     if backend is not None:
         backend.start()
+    await run_in_threadpool(start_replays, settings, app.state.sessions, app.state.executor)
+    orphans = asyncio.create_task(_reconcile_every(app, RECONCILE_EVERY_S))
     try:
         yield
     finally:
+        orphans.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await orphans
         if backend is not None:
             backend.stop()
-        app.state.executor.shutdown(wait=True, cancel_futures=True)
+        app.state.executor.stop()  # a running replay ends now, failed as interrupted
         app.state.engine.dispose()
+
+
+async def _reconcile_every(app: FastAPI, every_s: float) -> None:
+    """Replays whose runner died while the service runs (api.replay_reconcile)."""
+    stale_after_s = app.state.settings.replay_stale_after_s
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            await run_in_threadpool(reconcile_orphans, app.state.sessions, stale_after_s)
+        except SQLAlchemyError as exc:
+            log.warning("replays not reconciled, database unavailable: %s", exc)
 
 
 def _health_routes(app: FastAPI) -> None:

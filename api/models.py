@@ -199,6 +199,9 @@ class Replay(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Written as a running replay reports progress; a stale one means its runner died
+    # (api.replay_reconcile).
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class IdempotencyKey(Base):

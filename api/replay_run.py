@@ -1,13 +1,18 @@
 """Running one stored replay: load its trace and cluster, simulate, store the results.
 
 Called by api.tasks.replay_task, in a Celery worker or (no broker) in-process.
-Progress goes to the replays row as the simulation runs; results (headline and
-summary) to its JSON columns; report files and plots under data_dir/replays/<id>/.
+Progress and a heartbeat go to the replays row as the simulation runs; results
+(headline and summary) to its JSON columns; report files and plots under
+data_dir/replays/<id>/. A replay runs once: only a queued one is started, so a task
+delivered twice does not run it twice. In-process, the service's shutdown stops it
+(`stop`), as failed with that reason; one whose runner died is found by its stale
+heartbeat (api.replay_reconcile).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,24 +32,43 @@ from policies.registry import make_policy
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 1.0  # wall seconds between progress writes: cheap, still live
+SHUTDOWN_ERROR = "interrupted: the service shut down while it ran; submit it again"
 
 
-def run_stored_replay(sessions: sessionmaker[Session], data_dir: Path, replay_id: int) -> str:
-    """Run replay `replay_id`; returns its final status (or "missing")."""
+class ReplayStopped(Exception):
+    """The service is shutting down: the replay ends here, as failed."""
+
+
+def run_stored_replay(
+    sessions: sessionmaker[Session],
+    data_dir: Path,
+    replay_id: int,
+    stop: threading.Event | None = None,
+) -> str:
+    """Run replay `replay_id` if it is queued; returns its final status (or "missing").
+    Setting `stop` ends it between two progress reports."""
     with sessions() as session:
         replay = session.get(Replay, replay_id)
         if replay is None:
             log.warning("replay %s no longer exists; skipped", replay_id)
             return "missing"
+        if replay.status != "queued":
+            log.warning("replay %s is %s, not queued; not run again", replay_id, replay.status)
+            return replay.status
         trace = session.get(TraceFile, replay.trace_id)
         replay.status = "running"
+        replay.heartbeat_at = utcnow()
         session.commit()
         try:
             if trace is None:
                 raise ValueError(f"trace {replay.trace_id} no longer exists")
-            _simulate(sessions, data_dir, replay, trace)
+            _simulate(sessions, data_dir, replay, trace, stop)
             replay.status = "succeeded"
             replay.progress = 1.0
+        except ReplayStopped:
+            log.warning("replay %s stopped by a shutdown", replay_id)
+            replay.status = "failed"
+            replay.error = SHUTDOWN_ERROR
         except Exception as exc:  # any failure is the replay's result, not the worker's
             log.exception("replay %s failed", replay_id)
             replay.status = "failed"
@@ -66,7 +90,11 @@ def _shown_error(exc: Exception, trace: TraceFile | None) -> str:
 
 
 def _simulate(
-    sessions: sessionmaker[Session], data_dir: Path, replay: Replay, trace_row: TraceFile
+    sessions: sessionmaker[Session],
+    data_dir: Path,
+    replay: Replay,
+    trace_row: TraceFile,
+    stop: threading.Event | None,
 ) -> None:
     cluster = named_cluster(replay.cluster)  # a stored name, never a path (routes/replays)
     trace = load_trace(trace_row.path, trace_row.fmt)
@@ -80,7 +108,7 @@ def _simulate(
         ),
         trace_name=trace.name,
     )
-    result = sim.run(_progress_writer(sessions, replay.id))
+    result = sim.run(_progress_writer(sessions, replay.id, stop))
     summary = summarize(result)
     out_dir = data_dir / "replays" / str(replay.id)
     paths = write_replay(out_dir, result, summary)
@@ -90,17 +118,23 @@ def _simulate(
     replay.plots = {p.stem: str(p.resolve()) for p in paths if p.suffix == ".png"}
 
 
-def _progress_writer(sessions: sessionmaker[Session], replay_id: int) -> Callable[[int, int], None]:
+def _progress_writer(
+    sessions: sessionmaker[Session], replay_id: int, stop: threading.Event | None
+) -> Callable[[int, int], None]:
     last = [0.0]
 
     def write(done: int, total: int) -> None:
+        if stop is not None and stop.is_set():
+            raise ReplayStopped
         now = time.monotonic()
         if now - last[0] < PROGRESS_EVERY_S or total <= 0:
             return
         last[0] = now
         with sessions() as session:
             session.execute(
-                update(Replay).where(Replay.id == replay_id).values(progress=min(1.0, done / total))
+                update(Replay)
+                .where(Replay.id == replay_id)
+                .values(progress=min(1.0, done / total), heartbeat_at=utcnow())
             )
             session.commit()
 

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     db_hang_grace_s: float = Field(default=5.0, gt=0, le=3600)
     db_connect_timeout_s: int = Field(default=5, ge=2, le=3600)  # libpq: whole seconds, >= 2
     db_pool_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # waiting for a free connection
+    # A running replay whose heartbeat is older than this lost its worker and is failed
+    # (api.replay_reconcile); a heartbeat is written each second of a replay's progress.
+    replay_stale_after_s: float = Field(default=600.0, ge=1)
     live: bool = True  # run the LiveCluster and its ticker (off for API-only tests)
     # Cluster mode (api.cluster): jobs become DLJobs on this Kubernetes cluster instead
     # of running on the LiveCluster. Either a kubeconfig or the pod's service account.

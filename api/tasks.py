@@ -6,23 +6,30 @@ store everything in the database, so no result backend is needed. A sweep fans o
 as a group of one replay_task per (trace, policy, cluster): a replay is the unit of
 work, sized by its trace, and one simulation cannot be split further.
 
-With no broker configured, `dispatch` runs replays in-process on a thread pool, so
-the embedded default needs no Redis.
+With no broker configured, `dispatch` runs replays in-process on a `ReplayExecutor`,
+so the embedded default needs no Redis. Replays a dead runner left behind are
+reconciled as the API or a worker starts (`start_replays`, api.replay_reconcile).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from celery import Celery, group
-from celery.signals import celeryd_init
+from celery.signals import celeryd_init, worker_ready
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.db import make_engine, make_sessionmaker
+from api.replay_reconcile import reconcile_at_start, reconcile_orphans
 from api.replay_run import run_stored_replay
 from api.settings import Settings
+
+log = logging.getLogger(__name__)
 
 celery_app = Celery("gpuflow")
 _worker: dict[str, Any] = {}  # the worker process's settings and sessions, built once
@@ -32,6 +39,43 @@ _worker: dict[str, Any] = {}  # the worker process's settings and sessions, buil
 def _configure_worker(sender: Any = None, **_: Any) -> None:
     """A worker (`celery -A api.tasks worker`) reads GPUFLOW_* as it starts."""
     configure(celery_app, Settings())
+
+
+@worker_ready.connect
+def _reconcile_on_worker_start(sender: Any = None, **_: Any) -> None:
+    """Replays whose worker died (a stale heartbeat) are failed as this one starts."""
+    settings, sessions = _worker_sessions()
+    try:
+        reconcile_orphans(sessions, settings.replay_stale_after_s)
+    except SQLAlchemyError as exc:
+        log.warning("replays not reconciled, database unavailable: %s", exc)
+
+
+class ReplayExecutor(ThreadPoolExecutor):
+    """The API's in-process replay runner (no broker): one thread, and a flag that ends
+    the running replay at shutdown instead of waiting for it to finish."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="replay")
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.shutdown(wait=True, cancel_futures=True)
+
+
+def start_replays(settings: Settings, sessions: sessionmaker[Session], executor: Executor) -> None:
+    """As the API starts: in-process, the replays of the process before (interrupted:
+    failed; queued: run again); with a broker, those of dead workers."""
+    try:
+        if settings.broker_url:
+            reconcile_orphans(sessions, settings.replay_stale_after_s)
+            return
+        done = reconcile_at_start(sessions)
+    except SQLAlchemyError as exc:  # the periodic check (api.app) comes back to them
+        log.warning("replays not reconciled, database unavailable: %s", exc)
+        return
+    dispatch(settings, sessions, executor, done.requeued)
 
 
 def configure(app: Celery, settings: Settings) -> None:
@@ -84,5 +128,6 @@ def dispatch(
             tasks = group(replay_task.si(i) for i in replay_ids)
             tasks.apply_async(producer=conn.Producer(), queue=settings.celery_queue)
         return
+    stop = executor.stopping if isinstance(executor, ReplayExecutor) else None
     for replay_id in replay_ids:
-        executor.submit(run_stored_replay, sessions, settings.data_dir, replay_id)
+        executor.submit(run_stored_replay, sessions, settings.data_dir, replay_id, stop)
