@@ -30,6 +30,17 @@ export function adminPage() {
   let previewed = "";
 
   async function preview() {
+    const ask = /** @type {HTMLButtonElement} */ (byId("policy-preview-button"));
+    if (ask.disabled) return; // one what-if at a time (the server answers 429 to a second)
+    ask.disabled = true;
+    try {
+      await showPreview();
+    } finally {
+      ask.disabled = false;
+    }
+  }
+
+  async function showPreview() {
     const chosen = /** @type {HTMLSelectElement} */ (byId("policy-choice")).value;
     /** @type {{name: string}} */
     const active = await api("/policies/active");
@@ -195,7 +206,7 @@ export function adminPage() {
     const active = policies.data.find((p) => p.active);
     byId("policy-active").textContent = active ? active.name : "—";
     byId("policy-choice").replaceChildren(...policies.data.map((p) =>
-      el("option", { value: p.name, ...(p.active ? { selected: "" } : {}) }, `${p.name}: ${p.description}`)));
+      el("option", { value: p.name, ...(p.active ? { selected: "" } : {}) }, p.name)));
     await loadUsers();
   }
 

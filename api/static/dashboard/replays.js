@@ -275,7 +275,7 @@ export function replaysPage() {
   async function setUp() {
     /** @type {[{data: import("./common.js").Policy[]}, {name: string}|null]} */
     const [policies, cluster] = await Promise.all([api("/policies"), api("/cluster").catch(() => null)]);
-    byId("run-policies").append(...policies.data.map((p) => el("label", { class: "check", title: p.description },
+    byId("run-policies").append(...policies.data.map((p) => el("label", { class: "check" },
       el("input", { type: "checkbox", value: p.name, name: "policy" }), ` ${p.name}`)));
     if (cluster) /** @type {HTMLInputElement} */ (byId("run-clusters")).value = cluster.name;
     await loadTraces();

@@ -10,7 +10,7 @@ import { announce, api, button, byId, duration, el, head, send } from "./common.
 
 /**
  * @typedef {{avg_jct_s: number|null, p95_jct_s: number|null, makespan_s: number|null,
- *   wall_s: number|null}} PolicyForecast
+ *   wall_s: number|null, unfinished: number, stopped: string|null}} PolicyForecast
  * @typedef {{id: string, name: string, tenant: string, status: string,
  *   predicted_finish_s: Record<string, number|null>}} JobForecast
  * @typedef {{now_s: number, active_policy: string, cluster: string,
@@ -44,18 +44,23 @@ export function whatifTables(result, idPrefix) {
     return el("tr", { "data-policy": n, class: n === result.active_policy ? "active" : "" },
       el("th", { scope: "row" }, heading(n, result)),
       ...[p.avg_jct_s, p.p95_jct_s, p.makespan_s].map((v) => el("td", { class: "num" }, duration(v))),
-      el("td", { class: "num" }, p.wall_s === null ? "—" : `${p.wall_s.toFixed(2)} s`));
+      el("td", { class: "num" }, String(p.unfinished)),
+      el("td", {}, p.stopped === null ? "ran to the end" : `stopped at the ${p.stopped} cap`),
+      el("td", { class: "num" }, p.wall_s === null ? "—"
+        : p.wall_s < 1 ? `${Math.round(p.wall_s * 1000)} ms` : `${p.wall_s.toFixed(1)} s`));
   });
   const jobRows = result.jobs.map((job) => el("tr", { "data-job": job.id },
     el("th", { scope: "row" }, el("a", { href: `#/job/${job.id}` }, `${job.name} (${job.id.slice(0, 8)})`)),
     el("td", {}, job.tenant), el("td", {}, job.status),
     ...names.map((n) => el("td", { class: "num", "data-policy": n }, duration(job.predicted_finish_s[n] ?? null)))));
-  const others = result.other_tenants_jobs
-    ? `; ${result.other_tenants_jobs} other tenants' jobs are simulated too, not listed` : "";
+  const n = result.other_tenants_jobs;
+  const others = n === 0 ? "" : n === 1 ? "; 1 other tenant's job is simulated too, not listed"
+    : `; ${n} other tenants' jobs are simulated too, not listed`;
   return [
     el("table", { id: `${idPrefix}-policies` },
       el("caption", {}, `Predicted figures by policy (from now, cluster ${result.cluster})`),
-      head(["Policy", "Avg JCT", "p95 JCT", "Makespan", "Simulated in"], [1, 2, 3, 4]),
+      head(["Policy", "Avg JCT", "p95 JCT", "Makespan", "Unfinished", "Simulation", "Simulated in"],
+        [1, 2, 3, 4, 6]),
       el("tbody", {}, ...policyRows)),
     el("table", { id: `${idPrefix}-jobs` },
       el("caption", {}, `Predicted finish of each job, from now${others}`),
@@ -63,7 +68,8 @@ export function whatifTables(result, idPrefix) {
         names.map((_, i) => i + 3)),
       el("tbody", {}, ...(jobRows.length ? jobRows
         : [el("tr", {}, el("td", { colspan: String(3 + names.length), class: "muted" }, "No active jobs."))]))),
-    el("ul", { class: "muted", "aria-label": "Approximations" },
+    el("p", { class: "muted", id: `${idPrefix}-assumes` }, "The predictions assume:"),
+    el("ul", { class: "muted", "aria-labelledby": `${idPrefix}-assumes` },
       ...result.approximations.map((a) => el("li", {}, a))),
   ];
 }
@@ -75,6 +81,17 @@ export function whatifPage() {
   let ready = Promise.resolve();
 
   async function compute() {
+    const again = /** @type {HTMLButtonElement} */ (byId("whatif-recompute"));
+    if (again.disabled) return; // one at a time: the server runs one what-if at once (429)
+    again.disabled = true;
+    try {
+      await ask();
+    } finally {
+      again.disabled = false;
+    }
+  }
+
+  async function ask() {
     asked = Date.now();
     const policies = [...document.querySelectorAll("#whatif-policies input:checked")]
       .map((i) => /** @type {HTMLInputElement} */ (i).value);
@@ -99,7 +116,7 @@ export function whatifPage() {
         el("div", { id: "whatif-result" }),
       );
       ready = api("/policies").then((/** @type {{data: import("./common.js").Policy[]}} */ list) => {
-        byId("whatif-policies").append(...list.data.map((p) => el("label", { class: "check", title: p.description },
+        byId("whatif-policies").append(...list.data.map((p) => el("label", { class: "check" },
           el("input", { type: "checkbox", value: p.name, checked: "" }), ` ${p.name}`)));
       });
     },
