@@ -152,3 +152,42 @@ def test_a_user_gets_no_admin_controls_and_the_api_refuses_them(
     assert [r.status_code for r in refused] == [403] * len(refused)
     assert httpx.get(f"{api}/policies/active", headers=alice).json()["name"] == "fifo"
     watched.assert_clean()
+
+
+def test_an_admin_manages_users_tokens_and_jobs(watched: Watched, server: LiveServer) -> None:
+    page = watched.page
+    alice = auth(server.app, "alice", "research")
+    root = auth(server.app, "root", "ops", "admin")
+    job = submit(server, alice, name="to-cancel", num_gpus=2, duration_s=LONG_S)
+    sign_in(watched, server, root)
+    page.get_by_role("link", name="Admin").click()
+
+    page.get_by_label("Name", exact=True).fill("bob")
+    page.get_by_label("Tenant", exact=True).fill("speech")
+    page.get_by_role("button", name="Create user").click()
+    expect(page.locator("#notice")).to_have_text("User bob created (tenant speech, user).")
+    bob_row = page.locator('#user-rows tr[data-user="bob"]')
+    expect(bob_row).to_contain_text("speech")
+    bob_row.get_by_role("button", name="Issue a token for bob").click()
+    secret = page.get_by_label("New token for bob (shown only now):")
+    expect(secret).to_be_focused()
+    token = secret.input_value()
+    me = httpx.get(f"{server.url}/api/v1/users/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.status_code == 200 and me.json()["name"] == "bob"
+
+    page.locator('#user-rows tr[data-user="root"]').get_by_role("button").click()
+    fresh = page.get_by_label("New token for root (shown only now):").input_value()
+    fresh_auth = {"Authorization": f"Bearer {fresh}"}
+    assert httpx.get(f"{server.url}/api/v1/users/me", headers=fresh_auth).status_code == 200
+    revoke = page.locator("#token-rows").get_by_role("button", name="Revoke token dashboard")
+    expect(revoke).to_have_count(1)
+    revoke.click()
+    expect(page.locator("#notice")).to_contain_text("revoked")
+    expect(revoke).to_have_count(0)
+    assert httpx.get(f"{server.url}/api/v1/users/me", headers=fresh_auth).status_code == 401
+
+    page.get_by_role("button", name="Cancel job to-cancel").click()
+    expect(page.locator("#notice")).to_have_text("Job to-cancel is now Cancelled.")
+    expect(page.locator(f'#admin-job-rows tr[data-job="{job["id"]}"]')).to_have_count(0)
+    assert job_status(server, alice, job["id"]) == "Cancelled"
+    watched.assert_clean()

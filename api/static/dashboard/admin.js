@@ -17,6 +17,8 @@ import { whatifTables } from "./whatif.js";
  * @typedef {{id: number, user_id: number, name: string, created_at: string}} TokenRow
  */
 
+// api/schemas/common.py NAME_PATTERN, as an HTML pattern (whose `v` flag wants "-" escaped).
+const NAME_PATTERN = "[A-Za-z0-9][A-Za-z0-9._:\\-]{0,99}";
 // Which node actions make sense in which state (the API answers the others too).
 const NODE_ACTIONS = /** @type {const} */ (["cordon", "drain", "uncordon"]);
 /** @type {Record<string, string[]>} */
@@ -163,8 +165,8 @@ export function adminPage() {
     }
     const userForm = el("form", { id: "user-form", class: "fields", "aria-labelledby": "user-form-title" },
       el("h4", { id: "user-form-title" }, "Create a user"),
-      el("label", { for: "user-name" }, "Name"), el("input", { id: "user-name", required: "", pattern: "[A-Za-z0-9][A-Za-z0-9._:-]{0,99}" }),
-      el("label", { for: "user-tenant" }, "Tenant"), el("input", { id: "user-tenant", required: "", pattern: "[A-Za-z0-9][A-Za-z0-9._:-]{0,99}" }),
+      el("label", { for: "user-name" }, "Name"), el("input", { id: "user-name", required: "", pattern: NAME_PATTERN }),
+      el("label", { for: "user-tenant" }, "Tenant"), el("input", { id: "user-tenant", required: "", pattern: NAME_PATTERN }),
       el("label", { for: "user-role" }, "Role"),
       el("select", { id: "user-role" }, el("option", { value: "user" }, "user"), el("option", { value: "admin" }, "admin")),
       el("button", { type: "submit" }, "Create user"));
