@@ -71,6 +71,7 @@ def test_a_replay_and_a_sweep_are_compared_and_downloaded(
     fairness = page.locator("figure.chart").filter(has_text="Themis")
     expect(fairness.locator("canvas")).to_be_visible()
     page.screenshot(path=ARTIFACTS / "replays.png", full_page=True)
+    page.locator("#comparison").screenshot(path=ARTIFACTS / "replays-comparison.png")
 
     replay_id = table.first.get_attribute("data-replay")
     with page.expect_download() as downloading:

@@ -12,12 +12,15 @@ const uPlot = /** @type {any} */ (window).uPlot;
 
 // Okabe & Ito (2008), "Color Universal Design": distinguishable with any colour vision.
 export const PALETTE = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#f0e442"];
+// Tick spacings for an axis in seconds: whole minutes, hours, days, weeks.
+const SECONDS_TICKS = [1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800,
+  604800, 2592000];
 const DASHES = [[], [8, 4], [2, 3], [10, 3, 2, 3], [4, 4], [1, 5], [12, 6], [6, 2, 2, 2]];
 
 /**
  * @typedef {{label: string, x: number[], y: number[]}} Line
  * @typedef {{title: string, x: string, y: string, lines: Line[], stepped?: boolean,
- *   xFormat?: (v: number) => string, yFormat?: (v: number) => string}} ChartSpec
+ *   xSeconds?: boolean, xFormat?: (v: number) => string, yFormat?: (v: number) => string}} ChartSpec
  */
 
 /**
@@ -42,12 +45,13 @@ export function comparisonChart(spec) {
       value: (/** @type {any} */ _u, /** @type {number|null} */ v) => v === null ? "—" : (spec.yFormat ?? String)(v),
     })),
   ];
-  const axis = (/** @type {string} */ label, /** @type {((v: number) => string)|undefined} */ format) => ({
-    label, values: format ? (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map(format) : undefined,
+  const axis = (/** @type {string} */ label, /** @type {((v: number) => string)|undefined} */ format,
+    /** @type {number[]|undefined} */ incrs) => ({
+    label, incrs, values: format ? (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map(format) : undefined,
   });
   const plot = new uPlot({
     width: 560, height: 260, scales: { x: { time: false } }, series,
-    axes: [axis(spec.x, spec.xFormat), axis(spec.y, spec.yFormat)],
+    axes: [axis(spec.x, spec.xFormat, spec.xSeconds ? SECONDS_TICKS : undefined), axis(spec.y, spec.yFormat, undefined)],
   }, data, figure);
   return { figure, plot };
 }

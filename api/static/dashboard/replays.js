@@ -189,13 +189,13 @@ export function replaysPage() {
     const names = labels(runs);
     const charts = [
       { title: "Job completion time CDF", x: "JCT", y: "fraction of finished jobs", stepped: true,
-        xFormat: duration, yFormat: (/** @type {number} */ v) => v.toFixed(2),
+        xSeconds: true, xFormat: duration, yFormat: (/** @type {number} */ v) => v.toFixed(2),
         lines: runs.map((s, i) => ({ label: names[i], x: s.jct_s, y: s.jct_fraction })) },
-      { title: "GPU utilisation over time", x: "time", y: "GPUs busy / GPUs up", stepped: true, xFormat: duration,
+      { title: "GPU utilisation over time", x: "time", y: "GPUs busy / GPUs up", stepped: true, xSeconds: true, xFormat: duration,
         yFormat: (/** @type {number} */ v) => `${Math.round(v * 100)} %`,
         lines: runs.map((s, i) => ({ label: names[i], x: s.timeline.t_s,
           y: s.timeline.gpus_busy.map((b, j) => b / Math.max(1, s.timeline.gpus_total[j])) })) },
-      { title: "Queue length over time", x: "time", y: "jobs waiting", stepped: true, xFormat: duration,
+      { title: "Queue length over time", x: "time", y: "jobs waiting", stepped: true, xSeconds: true, xFormat: duration,
         lines: runs.map((s, i) => ({ label: names[i], x: s.timeline.t_s, y: s.timeline.queued })) },
       { title: "Finish-time fairness (Themis ρ) CDF", x: "ρ", y: "fraction of jobs", stepped: true,
         xFormat: (/** @type {number} */ v) => v.toFixed(2), yFormat: (/** @type {number} */ v) => v.toFixed(2),
