@@ -35,7 +35,7 @@ from api.schemas.jobs import (
 )
 from api.security import JOB_ID, hash_token, new_token, token_matches
 from controller.model import JobStatus
-from operators.resources import INVALID, UNSCHEDULABLE
+from operators.resources import ADMITTED, INVALID, UNSCHEDULABLE
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 NOT_FOUND: Responses = {404: {"description": "no such job (or another tenant's)"}}
@@ -46,6 +46,9 @@ WAITING = {s.value for s in (JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SU
     INVALID,
 }
 CONTAINER_FIELDS = {"image", "command", "env"}  # cluster mode: the DLJob's container
+# What a job's status can be: the scheduler's, and in cluster mode its DLJob's phase.
+STATUSES = (*(s.value for s in JobStatus), ADMITTED, UNSCHEDULABLE, INVALID)
+STATUS_PATTERN = "^(" + "|".join(STATUSES) + ")$"
 
 
 def visible_job(session: Session, user: User, job_id: str) -> Job:
@@ -184,17 +187,25 @@ async def submit_once(
     return answer
 
 
-@router.get("", response_model=JobsPublic)
+@router.get(
+    "",
+    response_model=JobsPublic,
+    responses={403: {"description": "a user's tenant filter naming another tenant"}},
+)
 def list_jobs(
     session: SessionDep,
     user: CurrentUser,
     skip: Annotated[Skip, Query()] = 0,
     limit: Annotated[Limit, Query()] = 100,
-    status_: Annotated[str | None, Query(alias="status", max_length=16)] = None,
-    tenant: Annotated[Name | None, Query(description="admins only; others see theirs")] = None,
+    status_: Annotated[
+        str | None, Query(alias="status", pattern=STATUS_PATTERN, description="a job status")
+    ] = None,
+    tenant: Annotated[Name | None, Query(description="admins: any; users: their own")] = None,
     user_id: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> JobsPublic:
     """Jobs newest first, filtered by status, tenant, user; paginated by skip/limit."""
+    if tenant is not None and not can_see(user, tenant):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
     query = select(Job)
     if user.role != "admin":
         query = query.where(Job.tenant == user.tenant)

@@ -9,7 +9,8 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from api.schemas.common import INT32_MAX, Name, Public, Strict, example_config
 
-Gpus = Annotated[int, Field(ge=1, le=4096)]
+# Whole numbers are strict: `true` is not 1 GPU, nor 1.5 a GPU count.
+Gpus = Annotated[int, Field(ge=1, le=4096, strict=True)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 JOB_EXAMPLE = {
@@ -33,9 +34,11 @@ class JobCreate(Strict):
     model: Name = Field(default="generic", description="catalogue model name")
     duration_s: float | None = Field(default=None, gt=0, le=1e9)
     iterations: float | None = Field(default=None, gt=0, le=1e15, validate_default=True)
-    batch_size: int | None = Field(default=None, ge=1, le=INT32_MAX)
-    gpu_mem_mib: int | None = Field(default=None, ge=1, le=INT32_MAX, description="may share")
-    priority: int = Field(default=0, ge=-1000, le=1000)
+    batch_size: int | None = Field(default=None, ge=1, le=INT32_MAX, strict=True)
+    gpu_mem_mib: int | None = Field(
+        default=None, ge=1, le=INT32_MAX, strict=True, description="may share"
+    )
+    priority: int = Field(default=0, ge=-1000, le=1000, strict=True)
     # Cluster mode: the worker container of the job's DLJob (local mode ignores them).
     image: str | None = Field(
         default=None,
@@ -138,7 +141,7 @@ class JobEventsPublic(Public):
 class JobMetricCreate(Strict):
     name: Name = Field(examples=["loss"])
     value: float = Field(ge=-1e300, le=1e300)
-    step: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    step: int | None = Field(default=None, ge=0, le=INT32_MAX, strict=True)
 
 
 class JobMetricsCreate(Strict):

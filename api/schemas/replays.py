@@ -44,14 +44,14 @@ class TraceCheck(Public):
 class ReplayOptions(Strict):
     placement: str = Field(default="consolidated", max_length=32)
     interval_s: float = Field(default=60.0, ge=0, le=1e6)
-    seed: int = Field(default=0, ge=0, le=INT32_MAX)
+    seed: int = Field(default=0, ge=0, le=INT32_MAX, strict=True)  # `false` is no seed
     max_time_s: float | None = Field(default=None, gt=0, le=1e10)
 
 
 class ReplayCreate(ReplayOptions):
     model_config = example_config({"trace_id": 1, "policy": "srtf", "cluster": "16x4"})
 
-    trace_id: int = Field(ge=1, le=INT32_MAX)
+    trace_id: int = Field(ge=1, le=INT32_MAX, strict=True)
     policy: str = Field(max_length=32)
     cluster: ClusterName
 
@@ -61,7 +61,9 @@ class SweepCreate(ReplayOptions):
         {"trace_ids": [1], "policies": ["fifo", "srtf"], "clusters": ["8x4"]}
     )
 
-    trace_ids: list[int] = Field(min_length=1, max_length=20)
+    trace_ids: list[Annotated[int, Field(ge=1, le=INT32_MAX, strict=True)]] = Field(
+        min_length=1, max_length=20
+    )
     policies: list[str] = Field(min_length=1, max_length=20)
     clusters: list[ClusterName] = Field(min_length=1, max_length=20)
 
