@@ -19,7 +19,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from api import dashboard, errors, openapi_auth
-from api.backends import JobBackend, make_backend
+from api.backend_factory import make_backend
+from api.backends import JobBackend
 from api.db import make_engine, make_sessionmaker
 from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
 from api.guard import RequestGuard

@@ -1,6 +1,6 @@
 """Where jobs run: the `JobBackend` the routes submit to, cancel through and describe.
 
-Two implementations, chosen by `make_backend` from the settings:
+Two implementations, chosen by `api.backend_factory.make_backend` from the settings:
 
 - `LocalBackend` (local mode, api.local): the simulator on the wall clock;
 - `KubeBackend` (cluster mode, api.cluster, with GPUFLOW_KUBECONFIG or
@@ -18,14 +18,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from api.group_commit import WriterStopped
 from api.local import LocalMode
 from api.models import Job
 from api.schemas.cluster import ClusterPublic, NodePublic
 from api.schemas.jobs import JobCreate
-from api.settings import Settings
 from controller.maintenance import NodeAction
 from controller.model import WAITING, JobStatus
 
@@ -73,7 +72,9 @@ class JobBackend(Protocol):
         ...
 
     def cancel(self, session: Session, job: Job) -> bool:
-        """Cancel and record it in `session` (the caller commits); False if already over."""
+        """Record the cancel in `session` and stop the job; False if already over. Local
+        mode commits the record before the scheduler drops the job; cluster mode keeps
+        the row locked while it deletes the DLJob, and the caller commits."""
         ...
 
     def describe(self) -> ClusterDescription: ...
@@ -163,15 +164,3 @@ class LocalBackend:
             time_scale=live.time_scale,
         )
         return ClusterDescription(nodes, summary)
-
-
-def make_backend(
-    settings: Settings, sessions: sessionmaker[Session], local: LocalMode | None
-) -> JobBackend | None:
-    """Cluster mode when a kubeconfig or in-cluster config is set; else local mode's
-    LiveCluster when settings.live; else none (API-only)."""
-    if settings.cluster_mode:
-        from api.cluster import KubeBackend  # the kubernetes client only when needed
-
-        return KubeBackend(settings, sessions)
-    return LocalBackend(local) if local is not None else None
