@@ -46,7 +46,9 @@ export function adminPage() {
     const chosen = /** @type {HTMLSelectElement} */ (byId("policy-choice")).value;
     /** @type {{name: string}} */
     const active = await api("/policies/active");
-    const policies = chosen === active.name ? [chosen] : [active.name, chosen];
+    // In cluster mode the active policy is "unknown" until a switch: preview the choice alone.
+    const known = [.../** @type {HTMLSelectElement} */ (byId("policy-choice")).options].map((o) => o.value);
+    const policies = chosen === active.name || !known.includes(active.name) ? [chosen] : [active.name, chosen];
     const result = await send("/whatif", "POST", { policies });
     byId("policy-preview").replaceChildren(...whatifTables(result, "preview"));
     previewed = chosen;
