@@ -175,3 +175,10 @@ export function announce(message) {
 export function report(err) {
   if (!(err instanceof SignedOut)) showError(err instanceof Error ? err.message : String(err));
 }
+
+/** Why a job waits, as its last scheduling round said.
+ * @param {Job} job @returns {string} */
+export function reasonText(job) {
+  if (!job.reason_code) return "not yet considered by a scheduling round";
+  return job.reason_message ? `${job.reason_code}: ${job.reason_message}` : job.reason_code;
+}
