@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from api import dashboard, errors, openapi_auth
+from api import dashboard, errors, openapi_responses
 from api.backend_factory import make_backend
 from api.backends import JobBackend
 from api.db import make_engine, make_sessionmaker
@@ -79,7 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(whatif.router, prefix=API_PREFIX)
     _health_routes(app)
     dashboard.install(app)
-    openapi_auth.install(app, API_PREFIX)
+    openapi_responses.install(app, API_PREFIX)
     return app
 
 

@@ -1,14 +1,17 @@
-"""401 and 403 in the OpenAPI document, for every operation that can answer them.
+"""The answers every route can give without saying so, declared in the OpenAPI document.
 
 Installed by `create_app`; applied to the document each time it is built, so routes
 added by any router are covered. What each operation can answer is read from the
-code that answers it, not listed by hand:
+code that answers it, not listed by hand (a route's own description is kept):
 
-- 401: every route under the API prefix (api.guard checks the bearer token before
-  the route runs), except a job's metrics report (its own token; a wrong one is a
-  404), and any route that depends on api.deps.current_user or metrics_reader;
+- 401 and 503: every route under the API prefix (api.guard checks the bearer token,
+  in the database, before the route runs), except a job's metrics report (its own
+  token; a wrong one is a 404), and any route that depends on api.deps.current_user or
+  metrics_reader;
 - 403: routes that depend on api.deps.admin_user or metrics_reader, and those that
-  declare a 403 themselves (their own description is kept).
+  declare a 403 themselves;
+- 400 and 413: routes that take a body (one that cannot be read as its content type;
+  one larger than the limit, api.guard).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from api.schemas.common import Message
 
 UNAUTHORIZED = "missing or invalid bearer token"
 FORBIDDEN = "the token's user may not do this (admins only)"
+UNAVAILABLE = "the database is unavailable or did not answer within its time limit"
+UNREADABLE = "the body cannot be read as its content type"
+TOO_LARGE = "the body is larger than the service's limit"
 AUTHENTICATED = {current_user, metrics_reader}
 ADMINS_ONLY = {admin_user, metrics_reader}
 MESSAGE_REF = {"$ref": "#/components/schemas/Message"}
@@ -43,7 +49,7 @@ def install(app: FastAPI, prefix: str) -> None:
 
 
 def declare(doc: dict[str, Any], app: FastAPI, prefix: str) -> None:
-    """Add 401 and 403 (a Message body) to the operations that can answer them."""
+    """Add 400, 401, 403, 413 and 503 (a Message body) where they can be answered."""
     calls = _calls_by_operation(app)
     for path, operations in doc.get("paths", {}).items():
         for method, operation in operations.items():
@@ -54,8 +60,12 @@ def declare(doc: dict[str, Any], app: FastAPI, prefix: str) -> None:
             )
             if guarded or deps & AUTHENTICATED:
                 _add(responses, "401", UNAUTHORIZED)
+                _add(responses, "503", UNAVAILABLE)
             if "403" in responses or deps & ADMINS_ONLY:
                 _add(responses, "403", FORBIDDEN)
+            if "requestBody" in operation:
+                _add(responses, "400", UNREADABLE)
+                _add(responses, "413", TOO_LARGE)
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     schemas.setdefault("Message", Message.model_json_schema())
 
