@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from api.backends import JobBackend, LocalBackend
 from api.models import User
 from api.schemas.whatif import PolicyForecast, WhatIfJob, WhatIfPublic
 from api.settings import Settings
-from controller.whatif import Forecast, LiveState
+from api.whatif_observed import Observed
+from controller.whatif import Forecast
 
 # What every what-if approximates (controller/whatif.py's module docstring has more).
 APPROXIMATIONS = (
@@ -28,17 +29,6 @@ APPROXIMATIONS = (
     "running jobs keep their GPUs with no restart overhead; no arrivals and no node"
     " changes after now",
 )
-
-
-@dataclass(frozen=True)
-class Observed:
-    """The state a what-if starts from, and what the response says about it."""
-
-    state: LiveState
-    active_policy: str
-    cluster: str
-    statuses: dict[str, str]  # job id -> the status shown
-    approximations: tuple[str, ...] = ()
 
 
 class Gate:

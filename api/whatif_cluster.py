@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from api.settings import Settings
-from api.whatif import Observed
+from api.whatif_observed import Observed
 from controller.model import Allocation, GpuShare, JobSpec, JobStatus
 from controller.sim import ResumedJob
 from controller.whatif import LiveState

@@ -35,7 +35,7 @@ from controller.placement import make_placer
 from controller.rates import RateModel
 from operators import crd
 from operators.drain import Drainer
-from operators.informer import Informer
+from operators.informer import Caches
 from operators.jobs import JobRecord, State, classify, pods_by_job
 from operators.kube import KubeApi
 from operators.lifecycle import Lifecycle
@@ -59,16 +59,6 @@ from operators.views import arrival_times, job_view, unschedulable_reason
 from operators.writer import Writer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Caches:
-    dljobs: Informer
-    pods: Informer
-    nodes: Informer
-
-    def synced(self) -> bool:
-        return all(i.synced.is_set() for i in (self.dljobs, self.pods, self.nodes))
 
 
 @dataclass

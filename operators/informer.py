@@ -203,3 +203,16 @@ class Informer:
             if rv:
                 self._rv = rv
         self.on_change()
+
+
+@dataclass
+class Caches:
+    """The operator's three informers (operators/operator.py builds them; the backend
+    reads them and the writer updates them after its own writes)."""
+
+    dljobs: Informer
+    pods: Informer
+    nodes: Informer
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in (self.dljobs, self.pods, self.nodes))

@@ -25,8 +25,8 @@ from wsgiref.simple_server import WSGIServer
 
 from controller.loop import Controller
 from operators import crd
-from operators.backend import Caches, KubeBackend
-from operators.informer import Informer
+from operators.backend import KubeBackend
+from operators.informer import Caches, Informer
 from operators.kube import API_ERRORS, KubeApi, Resource
 from operators.leader import LeaderElector, LeaseConfig
 from operators.logs import emit, one_line

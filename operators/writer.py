@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from operators import crd
+from operators.informer import Caches
 from operators.kube import API_ERRORS, KubeApi, Obj
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
@@ -32,7 +33,6 @@ from operators.pods import WorkerSpec, headless_service, worker_pods
 from operators.resources import Reasoned, format_time, job_id, micro_time, status_mutator
 
 if TYPE_CHECKING:
-    from operators.backend import Caches
     from operators.jobs import JobRecord
 
 log = logging.getLogger(__name__)
