@@ -10,6 +10,7 @@ carries from round to round, live here and nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from controller.maintenance import fence_plan
@@ -33,6 +34,9 @@ class Controller:
         self.policy = policy
         self.state: Any = None
         self.check_plans = check_plans
+        # Called with each applied round's snapshot and plan (after `state` is set),
+        # e.g. controller.decisions.record_round; None in replays.
+        self.on_round: Callable[[Snapshot, Plan], None] | None = None
 
     def set_policy(self, policy: Policy) -> None:
         """Switch policy; it starts from a fresh state at the next round."""
@@ -46,4 +50,6 @@ class Controller:
             validate_plan(snapshot, plan)  # the full invariants, for tests
         backend.apply(plan)
         self.state = plan.state
+        if self.on_round is not None:
+            self.on_round(snapshot, plan)
         return plan

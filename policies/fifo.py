@@ -50,6 +50,11 @@ class Fifo:
             )
         return Plan(run=run, reasons=reasons, default_reason=default)
 
+    def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
+        """The FIFO order: priority (higher first), then submit time, then id."""
+        jobs = sorted(snapshot.jobs, key=lambda j: (-j.spec.priority, j.spec.submit_s, j.job_id))
+        return [j.job_id for j in jobs]
+
 
 def _no_room(job: JobView, free: int) -> Reason:
     need = job.spec.num_gpus

@@ -121,6 +121,15 @@ class Gandiva:
             wake_s=self._wake(work, slices, packs, bool(left or work.suspend)),
         )
 
+    def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
+        """Round-robin: longest waiting first; a running job, were it sliced out now,
+        would go to the back."""
+        now = snapshot.now_s
+        jobs = sorted(
+            snapshot.jobs, key=lambda j: (now if j.running else j.waiting_since_s, j.job_id)
+        )
+        return [j.job_id for j in jobs]
+
     def _time_slice(
         self, work: Work, waiting: list[JobView], slices: Mapping[str, float]
     ) -> list[JobView]:

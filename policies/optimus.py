@@ -182,6 +182,22 @@ class Optimus:
         reasons.update(placed_reasons)
         return Plan(run=run, reasons=reasons, state=OptimusState(memory))
 
+    def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
+        """Who gets a minimum first (§4.1 admission): submission order, or with
+        `admission="remaining"` least estimated remaining time at the minimum size."""
+        if self.admission == "arrival":
+            jobs = sorted(snapshot.jobs, key=lambda j: (j.spec.submit_s, j.job_id))
+            return [j.job_id for j in jobs]
+        now, cluster = snapshot.now_s, snapshot.cluster
+        known = state.jobs if isinstance(state, OptimusState) else {}
+        profiler = _Profiler(cluster)
+        keyed = []
+        for job in snapshot.jobs:
+            mem = known.get(job.job_id) or profiler.profile(job)
+            est = self._estimate(job, mem, now, cluster, _work_per_step(job, now))
+            keyed.append((float(est.time_s[0]), job.spec.submit_s, job.job_id))
+        return [job_id for _, _, job_id in sorted(keyed)]
+
     # -- models ---------------------------------------------------------------------
 
     def _observe(

@@ -178,6 +178,15 @@ class Pollux:
         )
         return self._plan(snapshot, jobs, result, batches, reasons, held)
 
+    def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
+        """Least attained service first: the order in which repair settles contested
+        GPUs (`_jobs`)."""
+        now = snapshot.now_s
+        jobs = sorted(
+            snapshot.jobs, key=lambda j: (j.attained_gpu_s_at(now), j.spec.submit_s, j.job_id)
+        )
+        return [j.job_id for j in jobs]
+
     # -- the problem ----------------------------------------------------------------
 
     def _max_held(self, snapshot: Snapshot, prev: PolluxState | None) -> dict[str, int]:

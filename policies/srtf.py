@@ -52,6 +52,14 @@ class Srtf:
                 to_start.append(job)
         return self._place(snapshot, run, to_start)
 
+    def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
+        """Least remaining time first (at nominal speed), then submit time, then id."""
+        now = snapshot.now_s
+        jobs = sorted(
+            snapshot.jobs, key=lambda j: (j.remaining_s_at(now), j.spec.submit_s, j.job_id)
+        )
+        return [j.job_id for j in jobs]
+
     def _place(
         self, snapshot: Snapshot, run: dict[str, Allocation], to_start: list[JobView]
     ) -> Plan:

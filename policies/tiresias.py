@@ -143,6 +143,26 @@ class Tiresias:
             wake_s=self._wake_s(round_),
         )
 
+    def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
+        """Queue by queue (Q0 first), within one by Gittins index if given, then by
+        the time the job entered the queue (promotions counted), submit time, id."""
+        now, limits = snapshot.now_s, self.thresholds_gpu_s
+        st = state if isinstance(state, TiresiasState) else _NO_STATE
+        cache: dict[tuple[int, int], float] = {}
+        keyed: list[tuple[int, float, float, float, str]] = []
+        for job in snapshot.jobs:
+            jid, promo = job.job_id, st.promotions.get(job.job_id)
+            service = job.attained_gpu_s_at(now) - (promo.attained_gpu_s if promo else 0.0)
+            q = bisect_right(limits, service)
+            entry = st.entered.get(jid)
+            if q:
+                since = entry[1] if entry is not None and entry[0] == q else now
+            else:
+                since = promo.at_s if promo is not None else job.spec.submit_s
+            g = -self._index(q, service, cache) if self._dist else 0.0
+            keyed.append((q, g, since, job.spec.submit_s, jid))
+        return [k[4] for k in sorted(keyed)]
+
     # The two loops below see every active job each round, so they are written flat;
     # they bucket jobs by queue, and only the queues the admission reaches are sorted.
 
