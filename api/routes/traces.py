@@ -21,6 +21,9 @@ from controller.traces import FORMATS, Trace, TraceError, load_trace
 
 router = APIRouter(prefix="/traces", tags=["traces"])
 MAX_TRACE_BYTES = 64 * 2**20  # the largest public traces (Philly) are ~40 MiB of JSON
+# A trace of more jobs is refused as it is read (~0.5 KiB held per job: a 10-million-row
+# upload under the byte limit would otherwise hold ~5 GiB while being checked).
+MAX_TRACE_JOBS = 1_000_000
 FormatForm = Annotated[str | None, Form(max_length=32, description="default: detect")]
 BAD_TRACE: Responses = {422: {"description": "not a readable trace: detail names line and field"}}
 
@@ -34,7 +37,7 @@ def _check(path: Path, fmt: str | None) -> Trace:
     if fmt is not None and fmt not in FORMATS:
         raise HTTPException(422, {"msg": f"unknown format {fmt!r}", "known": sorted(FORMATS)})
     try:
-        return load_trace(path, fmt)
+        return load_trace(path, fmt, max_jobs=MAX_TRACE_JOBS)
     except TraceError as exc:
         # Named by the uploaded file's name, not the server's path to its copy.
         shown = TraceError(path.name, exc.line, exc.field, exc.message)

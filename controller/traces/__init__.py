@@ -17,7 +17,7 @@ from pathlib import Path
 from controller.traces.canonical import write_canonical
 from controller.traces.detection import detect_format
 from controller.traces.registry import FORMATS, Loader
-from controller.traces.trace import Trace, TraceError, UnknownFormatError
+from controller.traces.trace import JOB_LIMIT, Trace, TraceError, UnknownFormatError
 
 __all__ = [
     "FORMATS",
@@ -52,13 +52,13 @@ def _check_regular_file(path: Path) -> None:
         raise TraceError(path, None, None, f"larger than {MAX_TRACE_BYTES} bytes")
 
 
-def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
+def load_trace(path: str | Path, fmt: str | None = None, max_jobs: int | None = None) -> Trace:
     """Read the trace at `path`, in format `fmt` (a key of `FORMATS`) or the detected one.
 
     Raises `TraceError` naming the file, line and field of the first bad record, when
-    the trace holds no job, when two jobs share an id, or when `path` is not a regular
-    file of at most `MAX_TRACE_BYTES`; `UnknownFormatError` when the
-    format is not known or cannot be told from the file.
+    the trace holds no job or more than `max_jobs` (None: no limit), when two jobs
+    share an id, or when `path` is not a regular file of at most `MAX_TRACE_BYTES`;
+    `UnknownFormatError` when the format is not known or cannot be told from the file.
     """
     path = Path(path)
     _check_regular_file(path)
@@ -67,12 +67,15 @@ def load_trace(path: str | Path, fmt: str | None = None) -> Trace:
     loader = FORMATS.get(fmt)
     if loader is None:
         raise UnknownFormatError(path, f"unknown format {fmt!r}", list(FORMATS))
+    limit = JOB_LIMIT.set(max_jobs)
     try:
         parsed = loader(path)
     except UnicodeDecodeError as exc:
         raise TraceError(path, None, None, f"not UTF-8 text: {exc.reason}") from None
     except OSError as exc:
         raise TraceError(path, None, None, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        JOB_LIMIT.reset(limit)
     if not parsed.jobs:
         skipped = f" ({parsed.skipped} records skipped)" if parsed.skipped else ""
         raise TraceError(path, None, None, f"no jobs in the trace{skipped}")

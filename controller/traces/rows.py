@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from controller.model.job import JobSpec
-from controller.traces.trace import Parsed, TraceError
+from controller.traces.trace import JOB_LIMIT, Parsed, TraceError
 
 # Cells are echoed in errors up to this many characters, so that a value of thousands
 # of digits still gives a one-line message.
@@ -234,7 +234,8 @@ def job_errors(path: Path, line: int | None) -> Iterator[None]:
 
 
 class Collector:
-    """Gathers a loader's jobs, refusing a job id seen before, and counts skipped records."""
+    """Gathers a loader's jobs, refusing a job id seen before or one over the job limit
+    (trace.JOB_LIMIT), and counts skipped records."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -255,6 +256,9 @@ class Collector:
             raise TraceError(
                 self.path, line, "job_id", f"duplicate job id {shown(job.job_id)}{where}"
             )
+        limit = JOB_LIMIT.get()
+        if limit is not None and len(self._jobs) >= limit:
+            raise TraceError(self.path, line, None, f"more than {limit} jobs (the limit)")
         self._first_line[job.job_id] = line
         self._jobs.append(job)
 

@@ -8,6 +8,7 @@ line and field of the first bad value they meet.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,12 @@ from controller.model.job import JobSpec
 # A field name or message is cut to this many characters: both can echo the file (a
 # column name, a job id of thousands of characters), and the error stays one short line.
 MAX_SHOWN_CHARS = 300
+
+# The most jobs the trace being loaded may hold (None: no limit); set by load_trace for
+# the duration of one load and enforced by rows.Collector as each job is added, so a
+# trace of millions of small rows is refused at the first job over, not after all of
+# them are held (the API's uploads: api/routes/traces.py MAX_TRACE_JOBS).
+JOB_LIMIT: ContextVar[int | None] = ContextVar("JOB_LIMIT", default=None)
 
 
 def _one_line(text: str) -> str:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
+from api.routes import traces as traces_route
 from tests.api.builders import auth, upload_trace
 
 TRACES = "/api/v1/traces"
@@ -47,3 +49,19 @@ def test_validate_reports_without_storing(client: TestClient, trace_file: Path) 
     assert client.get(TRACES, headers=alice).json()["count"] == 0
     r = client.post(f"{TRACES}/validate", files={"file": ("t.csv", b"")}, headers=alice)
     assert r.status_code == 422
+
+
+def test_a_trace_over_the_job_limit_is_refused_at_the_first_job_over(
+    client: TestClient, trace_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The 40-job trace against a limit of 25: refused at the 26th job (line 27, after
+    # the header), where the loader stops reading, and nothing is stored.
+    monkeypatch.setattr(traces_route, "MAX_TRACE_JOBS", 25)
+    alice = auth(client, "alice", "vision")
+    for path in (TRACES, f"{TRACES}/validate"):
+        with trace_file.open("rb") as f:
+            r = client.post(path, files={"file": ("big.csv", f)}, headers=alice)
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert detail["line"] == 27 and detail["msg"] == "more than 25 jobs (the limit)"
+    assert client.get(TRACES, headers=alice).json()["count"] == 0

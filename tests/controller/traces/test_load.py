@@ -98,3 +98,13 @@ def test_philly_json_example_loads_with_skips(tmp_path: Path) -> None:
     )
     trace = load_trace(path)
     assert (len(trace.jobs), trace.skipped) == (1, 1)
+
+
+def test_max_jobs_stops_the_load_at_the_first_job_over(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    rows = "".join(f"j{i},{i},1,60\n" for i in range(5))
+    path.write_text(f"job_id,submit_s,num_gpus,duration_s\n{rows}")
+    assert len(load_trace(path, max_jobs=5).jobs) == 5
+    with pytest.raises(TraceError, match=r"t.csv:6: more than 4 jobs \(the limit\)"):
+        load_trace(path, max_jobs=4)
+    assert len(load_trace(path).jobs) == 5  # the limit was for that load only
