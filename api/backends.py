@@ -20,10 +20,11 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
+from api.cluster_view import gpu_list, link_loads_public, topology_of
 from api.group_commit import WriterStopped
 from api.local import LocalMode
 from api.models import Job
-from api.schemas.cluster import ClusterPublic, NodePublic
+from api.schemas.cluster import ClusterPublic, NodePublic, TopologyPublic
 from api.schemas.jobs import JobCreate
 from controller.maintenance import NodeAction
 from controller.model import WAITING, JobStatus
@@ -79,6 +80,10 @@ class JobBackend(Protocol):
 
     def describe(self) -> ClusterDescription: ...
 
+    def topology(self) -> TopologyPublic:
+        """Each node type's GPU link matrix and the racks (api.cluster_view.topology_of)."""
+        ...
+
     def maintain_node(self, name: str, action: NodeAction, by: str) -> NodePublic:
         """Cordon, drain or uncordon the node `name` as admin `by` (controller.maintenance);
         the node afterwards. Raises UnknownNode, or BackendUnavailable."""
@@ -126,19 +131,29 @@ class LocalBackend:
             raise UnknownNode(name) from None
         return next(n for n in self.describe().nodes if n.name == name)
 
+    def topology(self) -> TopologyPublic:
+        return topology_of(self.local.live.cluster)
+
     def describe(self) -> ClusterDescription:
         live = self.local.live
         down, cordoned = live.node_states()
+        usage = live.usage()
         allocated: dict[int, float] = defaultdict(float)
         jobs: dict[int, list[str]] = defaultdict(list)
+        shares: dict[int, dict[int, list[tuple[str, float]]]] = defaultdict(dict)
         states = live.jobs(active_only=True)
         running = [s for s in states if s.status is JobStatus.RUNNING]
         for state in running:
             if state.allocation is not None:
                 for share in state.allocation:
                     allocated[share.node] += share.fraction
+                    on = shares[share.node].setdefault(share.gpu, [])
+                    on.append((state.job_id, share.fraction))
                 for node in state.allocation.nodes:
                     jobs[node].append(state.job_id)
+        util: dict[int, dict[int, float]] = defaultdict(dict)
+        for (node_index, gpu), busy in usage.gpu_util.items():
+            util[node_index][gpu] = busy
         nodes = [
             NodePublic(
                 name=node.name,
@@ -148,6 +163,7 @@ class LocalBackend:
                 gpus_allocated=allocated[i],
                 jobs=jobs[i],
                 state="down" if i in down else "cordoned" if i in cordoned else "ready",
+                gpu_list=gpu_list(node.num_gpus, shares[i], util[i]),
             )
             for i, node in enumerate(live.cluster.nodes)
         ]
@@ -162,5 +178,8 @@ class LocalBackend:
             policy=live.policy_name,
             now_s=live.now_s(),
             time_scale=live.time_scale,
+            gpus_free=usage.free_gpus,
+            fragmentation=usage.fragmented_gpus,
+            link_loads=link_loads_public(usage.link_loads),
         )
         return ClusterDescription(nodes, summary)

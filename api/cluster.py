@@ -33,7 +33,6 @@ import re
 import secrets
 import threading
 import time
-from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,11 +44,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api import metrics_secrets
 from api.backends import BackendUnavailable, ClusterDescription, UnknownNode
+from api.cluster_view import topology_of
 from api.dljob_history import record
 from api.errors import one_line
+from api.kube_describe import describe_kube
 from api.models import Job, JobEvent, User
 from api.node_admin import patch_node
-from api.schemas.cluster import ClusterPublic, NodePublic
+from api.schemas.cluster import NodePublic, TopologyPublic
 from api.schemas.jobs import JobCreate
 from api.security import hash_token
 from api.settings import Settings
@@ -69,19 +70,11 @@ from operators.kube import (
 )
 from operators.nodes import build_cluster
 from operators.resources import (
-    ADMITTED,
-    INVALID,
     JOB_DB_ID,
     LABEL_JOB_ID,
     LABEL_TENANT,
     MAX_NAME_LEN,
-    PREEMPTED,
     QUEUED,
-    RUNNING,
-    SUCCEEDED,
-    SUSPENDED,
-    UNSCHEDULABLE,
-    database_id,
     foreign_id,
     metrics_secret_name,
     parse_time,
@@ -236,50 +229,12 @@ class KubeBackend:
 
     def describe(self, node_objs: list[Obj] | None = None) -> ClusterDescription:
         """The cluster from the Node cache (or `node_objs`) and the DLJobs' allocations."""
-        view = build_cluster(self.follower.nodes.items() if node_objs is None else node_objs)
-        cluster = view.cluster
-        allocated: dict[str, float] = defaultdict(float)
-        jobs: dict[str, list[str]] = defaultdict(list)
-        running = waiting = finished = 0
-        for obj in self.follower.dljobs.items():
-            status = obj.get("status") or {}
-            phase = str(status.get("phase") or QUEUED)
-            if phase in (ADMITTED, RUNNING):
-                running += 1
-                shares = (status.get("allocation") or {}).get("shares") or []
-                for share in shares:
-                    allocated[str(share.get("node"))] += float(share.get("fraction") or 1.0)
-                for node in sorted({str(s.get("node")) for s in shares}):
-                    jobs[node].append(database_id(obj))
-            elif phase in (QUEUED, PREEMPTED, SUSPENDED, UNSCHEDULABLE, INVALID):
-                waiting += 1
-            elif phase == SUCCEEDED:
-                finished += 1
-        nodes = [
-            NodePublic(
-                name=n.name,
-                rack=n.rack,
-                gpu_type=n.gpu_type.name,
-                gpus=n.num_gpus,
-                gpus_allocated=round(allocated[n.name], 6),
-                jobs=jobs[n.name],
-                state=view.state_of(i),
-            )
-            for i, n in enumerate(cluster.nodes)
-        ]
-        summary = ClusterPublic(
-            name=cluster.name,
-            nodes=len(cluster.nodes),
-            gpus=cluster.num_gpus,
-            gpus_allocated=round(sum(allocated.values()), 6),
-            running=running,
-            waiting=waiting,
-            finished=finished,
-            policy="operator",
-            now_s=self.now_s(),
-            time_scale=1.0,
-        )
-        return ClusterDescription(nodes, summary)
+        nodes = self.follower.nodes.items() if node_objs is None else node_objs
+        view = build_cluster(nodes)
+        return describe_kube(view, nodes, self.follower.dljobs.items(), self.now_s())
+
+    def topology(self) -> TopologyPublic:
+        return topology_of(build_cluster(self.follower.nodes.items()).cluster)
 
 
 # -- DLJobs for REST jobs ---------------------------------------------------------------

@@ -85,6 +85,7 @@ class LocalMode:
             make_placer(settings.placement, cluster),
             time_scale=settings.time_scale,
             round_interval_s=settings.round_interval_s,
+            network=settings.network,
         )
         self.node_names = [n.name for n in cluster.nodes]
         self._sessions = sessions

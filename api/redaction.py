@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.models import Job, User
-from api.schemas.cluster import NodePublic
+from api.schemas.cluster import GpuPublic, NodePublic
 
 # "job <id>" as the policies (policies/*.py) and the simulator write it.
 JOB_REF = re.compile(r"\bjob ([A-Za-z0-9][A-Za-z0-9_-]*)")
@@ -48,7 +48,8 @@ def redact_texts(session: Session, user: User, texts: list[str | None]) -> list[
 
 
 def redact_nodes(session: Session, user: User, nodes: list[NodePublic]) -> list[NodePublic]:
-    """Each node with only the caller's jobs listed; the others counted in other_jobs."""
+    """Each node with only the caller's jobs listed, the others counted in other_jobs,
+    and each GPU's share of another tenant's job kept without its id (`job`: null)."""
     if user.role == "admin":
         return nodes
     seen = visible_ids(session, user, (j for n in nodes for j in n.jobs))
@@ -57,7 +58,15 @@ def redact_nodes(session: Session, user: User, nodes: list[NodePublic]) -> list[
             update={
                 "jobs": [j for j in n.jobs if j in seen],
                 "other_jobs": n.other_jobs + sum(1 for j in n.jobs if j not in seen),
+                "gpu_list": [_redact_gpu(g, seen) for g in n.gpu_list],
             }
         )
         for n in nodes
     ]
+
+
+def _redact_gpu(gpu: GpuPublic, seen: set[str]) -> GpuPublic:
+    if all(s.job is None or s.job in seen for s in gpu.shares):
+        return gpu
+    shares = [s if s.job in seen else s.model_copy(update={"job": None}) for s in gpu.shares]
+    return gpu.model_copy(update={"shares": shares})

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from controller.maintenance import NodeAction
 from controller.model import (
+    WAITING,
     Allocation,
     Cluster,
     JobSpec,
@@ -30,6 +31,8 @@ from controller.model import (
     Policy,
     Reason,
 )
+from controller.network.loads import JobTraffic, LinkLoad, link_loads
+from controller.placement import unallocatable_idle_gpus
 from controller.records import JobOutcome
 from controller.sim import ResumedJob, SimConfig, Simulator
 from controller.whatif import LiveState
@@ -51,6 +54,23 @@ class JobState:
     finish_s: float | None
 
 
+@dataclass(frozen=True)
+class ClusterUsage:
+    """What local mode's cluster view shows besides the allocations (`LiveCluster.usage`).
+
+    `gpu_util`: each GPU in use, (node, GPU) -> the busy part of its compute, 0..1 (the
+    simulator's model: each job on it counts its model's utilisation alone, scaled
+    down when packed, and nothing while it pays a restart); `free_gpus`: whole GPUs
+    offered to new jobs (not on down or cordoned nodes); `fragmented_gpus`: those of
+    them that no waiting job can use (`controller.placement.unallocatable_idle_gpus`);
+    `link_loads`: None unless the simulator runs a network allocator."""
+
+    gpu_util: dict[tuple[int, int], float]
+    free_gpus: int
+    fragmented_gpus: int
+    link_loads: tuple[LinkLoad, ...] | None
+
+
 class LiveCluster:
     def __init__(
         self,
@@ -60,6 +80,7 @@ class LiveCluster:
         *,
         time_scale: float = 1.0,
         round_interval_s: float = 5.0,
+        network: str = "dedicated",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not time_scale > 0:
@@ -70,7 +91,11 @@ class LiveCluster:
         self._t0 = clock()
         self._lock = threading.Lock()
         self._sim = Simulator(
-            cluster, [], policy, placer, SimConfig(round_interval_s=round_interval_s)
+            cluster,
+            [],
+            policy,
+            placer,
+            SimConfig(round_interval_s=round_interval_s, network=network),
         )
         self._done: dict[str, JobOutcome] = {}
         self._done_counts: Counter[JobStatus] = Counter()
@@ -195,6 +220,35 @@ class LiveCluster:
         with self._lock:
             self._sync()
             return dict(self._done_counts)
+
+    def usage(self) -> ClusterUsage:
+        """GPU utilisation, free and fragmented GPUs and link loads now (see ClusterUsage)."""
+        with self._lock:
+            self._sync()
+            sim, now = self._sim, self._sim.now
+            util: dict[tuple[int, int], float] = {}
+            waiting: list[int] = []
+            traffic: list[JobTraffic] = []
+            for job in sim.active.values():
+                alloc = job.alloc
+                if alloc is None:
+                    if job.status in WAITING:
+                        waiting.append(job.spec.num_gpus)
+                    continue
+                per_gpu = job.activity / alloc.num_gpus if now >= job.resume else 0.0
+                for share in alloc.shares:
+                    key = (share.node, share.gpu)
+                    util[key] = min(1.0, util.get(key, 0.0) + per_gpu)
+                gbps = sim._net_gbps.get(job.spec.job_id)
+                if gbps is not None:
+                    traffic.append(JobTraffic(job.spec.job_id, alloc.nodes, gbps))
+            networked = sim.config.network != "dedicated"
+            return ClusterUsage(
+                gpu_util=util,
+                free_gpus=sim.pool.total_free,
+                fragmented_gpus=unallocatable_idle_gpus(sim.pool, self.cluster, waiting),
+                link_loads=tuple(link_loads(self.cluster, traffic)) if networked else None,
+            )
 
     def live_state(self) -> LiveState:
         """Now and every active job as a simulator can resume it, read under the lock:

@@ -1,4 +1,4 @@
-"""Nodes and the cluster summary: local mode's LiveCluster or, in cluster mode, the
+"""Nodes (each GPU's shares and utilisation), the cluster summary and topology: local mode's LiveCluster or, in cluster mode, the
 Nodes' published GPU annotations and the DLJobs' allocations (api.backends); and an
 admin's cordon, drain and uncordon of a node (controller.maintenance)."""
 
@@ -10,7 +10,7 @@ from api.backends import BackendUnavailable, JobBackend, UnknownNode
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
 from api.models import User
 from api.redaction import redact_nodes
-from api.schemas.cluster import ClusterPublic, NodePublic, NodesPublic
+from api.schemas.cluster import ClusterPublic, NodePublic, NodesPublic, TopologyPublic
 from controller.maintenance import NodeAction
 
 router = APIRouter(tags=["cluster"])
@@ -32,7 +32,15 @@ def list_nodes(user: CurrentUser, backend: BackendDep, session: SessionDep) -> N
 
 @router.get("/cluster", response_model=ClusterPublic)
 def cluster_summary(user: CurrentUser, backend: BackendDep) -> ClusterPublic:
+    """Counts, free and fragmented GPUs, and the network allocator's link loads (no job
+    ids: every tenant may see it)."""
     return backend.describe().summary
+
+
+@router.get("/cluster/topology", response_model=TopologyPublic)
+def cluster_topology(user: CurrentUser, backend: BackendDep) -> TopologyPublic:
+    """Each node type's GPU link matrix (NVLink, PCIe, NUMA) and the racks' nodes."""
+    return backend.topology()
 
 
 @router.post("/nodes/{name}/cordon", response_model=NodePublic, responses=ADMIN_RESPONSES)

@@ -13,6 +13,20 @@ from api.schemas.common import Strict, example_config
 NodeState = Literal["ready", "cordoned", "draining", "down"]
 
 
+class GpuSharePublic(BaseModel):
+    job: str | None = Field(description="the job's id; null for another tenant's job")
+    fraction: float = Field(description="its share of the GPU's compute, (0, 1]")
+
+
+class GpuPublic(BaseModel):
+    index: int
+    shares: list[GpuSharePublic] = Field(description="the jobs on it; empty when free")
+    util: float | None = Field(
+        description="busy part of its compute, 0..1 (local mode: the simulator's model; "
+        "cluster mode: the node agent's NVML reading); null when not known"
+    )
+
+
 class NodePublic(BaseModel):
     name: str
     rack: int
@@ -26,11 +40,20 @@ class NodePublic(BaseModel):
         description="ready; cordoned (no new work, its jobs run on); draining (cordoned, "
         "its jobs being preempted); down (down wins)",
     )
+    gpu_list: list[GpuPublic] = Field(default_factory=list, description="each GPU, by index")
 
 
 class NodesPublic(BaseModel):
     data: list[NodePublic]
     count: int
+
+
+class LinkLoadPublic(BaseModel):
+    kind: Literal["nic-up", "nic-down", "rack-up", "rack-down"]
+    where: str = Field(description="the node (NICs) or rack (uplinks) it belongs to")
+    load_gbps: float = Field(description="the rates the network allocator gives the flows on it")
+    capacity_gbps: float
+    jobs: int = Field(description="running jobs whose ring crosses it")
 
 
 class ClusterPublic(BaseModel):
@@ -44,6 +67,48 @@ class ClusterPublic(BaseModel):
     policy: str
     now_s: float = Field(description="the simulated clock (wall time x time scale)")
     time_scale: float
+    gpus_free: int | None = Field(
+        default=None, description="whole GPUs offered to new jobs (not down, not cordoned)"
+    )
+    fragmentation: int | None = Field(
+        default=None,
+        description="free GPUs no waiting job can use: on nodes whose free GPUs are fewer "
+        "than every waiting job's request (a request larger than a node wants whole "
+        "nodes); 0 when nothing waits",
+    )
+    link_loads: list[LinkLoadPublic] | None = Field(
+        default=None,
+        description="load on each NIC and rack uplink that running multi-node jobs cross; "
+        "null when no network allocator runs (local mode without GPUFLOW_NETWORK, "
+        "cluster mode)",
+    )
+
+
+class NodeTypePublic(BaseModel):
+    id: str = Field(description="type-<k>, in order of first node")
+    gpu_type: str
+    gpus: int
+    nic_gbps: float
+    numa: list[int] = Field(description="each GPU's NUMA node")
+    links: list[list[str]] = Field(
+        description="GPU pair links as `nvidia-smi topo -m` prints them: X on the "
+        "diagonal, NV<k> (k NVLink lanes), PIX, PXB, PHB, NODE or SYS"
+    )
+    gbps: list[list[float | None]] = Field(
+        description="a GPU pair's peer-to-peer Gbit/s (one direction); null on the diagonal"
+    )
+    nodes: list[str]
+
+
+class RackPublic(BaseModel):
+    name: str
+    uplink_gbps: float
+    nodes: list[str]
+
+
+class TopologyPublic(BaseModel):
+    node_types: list[NodeTypePublic]
+    racks: list[RackPublic]
 
 
 class PolicyPublic(BaseModel):
