@@ -2,24 +2,40 @@
 /**
  * The Cluster page (racks → nodes → GPUs), imported by dashboard.js.
  *
+ * Each GPU cell shows what /nodes says of that GPU (`gpu_list`): the jobs' shares on it
+ * (another tenant's without an id) and its utilisation, as a bar and in its label.
+ * A node's name opens its GPU link matrix (/cluster/topology, fetched once per node
+ * list) as a table; the summary counts fragmented GPUs and a table lists the network
+ * allocator's link loads.
+ *
  * Keyed, so that a live update costs what changed: the racks, nodes and GPU cells are
  * built once for a node list and kept; each poll recomputes every cell's state and
  * label and touches only the elements whose text changed. One listener on the racks
- * serves hover, focus and click for every cell, and keyboard focus stays where it is.
- * bench/dashboard.py measures it at 1,000 nodes x 8 GPUs (docs/benchmarks.md).
+ * serves hover, focus and click for every cell and node, and keyboard focus stays where
+ * it is. bench/dashboard.py measures it at 1,000 nodes x 8 GPUs (docs/benchmarks.md).
  */
-import { api, byId, duration, el } from "./common.js";
+import { api, byId, duration, el, head } from "./common.js";
 
 /**
  * @typedef {import("./common.js").Job} Job
  * @typedef {import("./common.js").Page} Page
  * @typedef {"ready"|"cordoned"|"draining"|"down"} NodeState
+ * @typedef {{job: string|null, fraction: number}} GpuShare
+ * @typedef {{index: number, shares: GpuShare[], util: number|null}} Gpu
  * @typedef {{name: string, rack: number, gpu_type: string, gpus: number,
- *   gpus_allocated: number, jobs: string[], state?: NodeState}} ClusterNode
+ *   gpus_allocated: number, jobs: string[], state?: NodeState, gpu_list: Gpu[]}} ClusterNode
+ * @typedef {{kind: string, where: string, load_gbps: number, capacity_gbps: number,
+ *   jobs: number}} LinkLoad
  * @typedef {{name: string, nodes: number, gpus: number, gpus_allocated: number,
  *   running: number, waiting: number, finished: number, policy: string, now_s: number,
- *   time_scale: number}} Cluster
- * @typedef {{state: "free"|"mine"|"shared"|"other", jobs: (Job|null)[]}} GpuCell
+ *   time_scale: number, gpus_free: number|null, fragmentation: number|null,
+ *   link_loads: LinkLoad[]|null}} Cluster
+ * @typedef {{id: string, gpu_type: string, gpus: number, nic_gbps: number, numa: number[],
+ *   links: string[][], gbps: (number|null)[][], nodes: string[]}} NodeType
+ * @typedef {{node_types: NodeType[], racks: {name: string, uplink_gbps: number,
+ *   nodes: string[]}[]}} Topology
+ * @typedef {{job: Job|null, id: string|null, fraction: number}} Holder
+ * @typedef {{state: "free"|"mine"|"shared"|"other", holders: Holder[], util: number|null}} GpuCell
  * @typedef {{button: HTMLElement, label: string, cell: GpuCell}} CellView
  * @typedef {{root: HTMLElement, name: HTMLElement, text: string, cells: CellView[]}} NodeView
  */
@@ -28,50 +44,88 @@ const STATE_TEXT = { free: "free", mine: "allocated", shared: "shared", other: "
 const STATE_LETTER = { free: "·", mine: "A", shared: "S", other: "O" };
 // A node that takes no new jobs: a frame (dashed, dotted, crossed) and a word, not only a colour.
 const NODE_STATE_TEXT = { ready: "ready", cordoned: "cordoned", draining: "draining", down: "down" };
-const SUMMARY = ["Policy", "Nodes", "GPUs allocated", "Running", "Waiting", "Finished", "Simulated clock"];
+const SUMMARY = ["Policy", "Nodes", "GPUs allocated", "GPUs free", "Fragmented GPUs", "Running", "Waiting",
+  "Finished", "Simulated clock"];
+const LINK_TEXT = { "nic-up": "NIC, sending", "nic-down": "NIC, receiving", "rack-up": "rack uplink",
+  "rack-down": "rack downlink" };
 
 /**
- * The GPUs of one node. /nodes gives per node the GPUs allocated (fractions summed)
- * and the ids of the jobs on it, not which GPU each holds: the cells are filled in
- * job order, a job holding num_gpus / (its nodes) of them. A job this user cannot
- * see (another tenant's) fills what is left, drawn as occupied without its id.
+ * The GPUs of one node, from its `gpu_list`: a GPU with no share is free; one whole
+ * share is the job's (mine when this user can see the job, other when its id is
+ * hidden); several shares, or a fraction, make it shared.
  * @param {ClusterNode} node @param {Map<string, Job>} visible @returns {GpuCell[]}
  */
 function gpuCells(node, visible) {
-  const occupied = Math.min(node.gpus, Math.ceil(node.gpus_allocated - 1e-9));
-  /** @type {(Job|null)[]} */
-  const holders = [];
-  const hidden = node.jobs.filter((id) => !visible.has(id));
-  for (const id of node.jobs) {
-    const job = visible.get(id);
-    if (!job) continue;
-    const spread = Math.max(1, job.nodes.split(",").filter(Boolean).length);
-    for (let i = 0; i < Math.max(1, Math.round(job.num_gpus / spread)); i++) holders.push(job);
-  }
-  const left = Math.max(hidden.length ? 1 : 0, occupied - holders.length);
-  for (let i = 0; i < left; i++) holders.push(null);
-  /** @type {GpuCell[]} */
-  const cells = Array.from({ length: node.gpus }, () => ({ state: "free", jobs: [] }));
-  holders.forEach((job, i) => cells[occupied ? i % occupied : 0].jobs.push(job));
-  const fractional = node.gpus_allocated % 1 > 1e-9;
-  cells.forEach((cell, i) => {
-    if (!cell.jobs.length) return;
-    const sharedCell = cell.jobs.length > 1 || (fractional && i === occupied - 1);
-    cell.state = sharedCell ? "shared" : cell.jobs[0] ? "mine" : "other";
+  return Array.from({ length: node.gpus }, (_, i) => {
+    const gpu = node.gpu_list?.[i];
+    const holders = (gpu?.shares ?? []).map((s) => ({
+      job: s.job === null ? null : visible.get(s.job) ?? null, id: s.job, fraction: s.fraction,
+    }));
+    /** @type {GpuCell["state"]} */
+    let state = "free";
+    if (holders.length > 1 || (holders.length === 1 && holders[0].fraction < 1)) state = "shared";
+    else if (holders.length === 1) state = holders[0].id === null ? "other" : "mine";
+    return { state, holders, util: gpu?.util ?? null };
   });
-  return cells;
+}
+
+/** @param {Holder} h @param {boolean} shared @returns {string} */
+function holderText(h, shared) {
+  const share = shared ? ` ${Math.round(h.fraction * 100)}%` : "";
+  if (h.id === null) return `another tenant's job${share}`;
+  const j = h.job;
+  return j ? `job ${j.name} (${j.id.slice(0, 8)}, tenant ${j.tenant})${share}` : `job ${h.id.slice(0, 8)}${share}`;
 }
 
 /** @param {ClusterNode} node @param {number} index @param {GpuCell} cell @returns {string} */
 function gpuLabel(node, index, cell) {
-  const who = cell.jobs.map((j) => (j ? `job ${j.name} (${j.id.slice(0, 8)}, tenant ${j.tenant})` : "another tenant's job"));
-  return `${node.name} GPU ${index}: ${STATE_TEXT[cell.state]}${who.length ? ", " + who.join(" and ") : ""}`;
+  const who = cell.holders.map((h) => holderText(h, cell.state === "shared"));
+  const util = cell.util === null ? "" : `, utilisation ${Math.round(cell.util * 100)}%`;
+  return `${node.name} GPU ${index}: ${STATE_TEXT[cell.state]}${who.length ? ", " + who.join(" and ") : ""}${util}`;
 }
 
 /** @param {CellView} view */
 function showGpu(view) {
-  const links = view.cell.jobs.flatMap((j) => (j ? [" ", el("a", { href: `#/job/${j.id}` }, `Open job ${j.name}`)] : []));
+  const links = view.cell.holders.flatMap((h) =>
+    (h.job ? [" ", el("a", { href: `#/job/${h.job.id}` }, `Open job ${h.job.name}`)] : []));
   byId("gpu-detail").replaceChildren(view.label, ...links);
+}
+
+/**
+ * A node's GPU link matrix as a table: a row and a column per GPU, each pair's link as
+ * `nvidia-smi topo -m` names it and its peer-to-peer Gbit/s; each GPU's NUMA node.
+ * @param {string} name @param {NodeType} type @returns {HTMLElement}
+ */
+function topologyTable(name, type) {
+  const gpus = Array.from({ length: type.gpus }, (_, i) => `GPU ${i}`);
+  const rows = type.links.map((row, i) => el("tr", {},
+    el("th", { scope: "row" }, gpus[i]),
+    el("td", { class: "num" }, String(type.numa[i])),
+    ...row.map((link, j) => {
+      const gbps = type.gbps[i][j];
+      return el("td", { class: `link ${link === "X" ? "self" : link.startsWith("NV") ? "nvlink" : "pcie"}` },
+        link === "X" ? "—" : `${link} · ${gbps === null ? "" : Math.round(gbps)} Gbit/s`);
+    })));
+  return el("table", { class: "topology" },
+    el("caption", {}, `GPU links of ${name}: ${type.gpu_type}, NIC ${type.nic_gbps} Gbit/s. ` +
+      "NV<k>: k NVLink lanes; PIX, PXB: PCIe switches; PHB: host bridge; NODE: one NUMA node; SYS: across sockets."),
+    head(["", "NUMA", ...gpus], [1]),
+    el("tbody", {}, ...rows));
+}
+
+/** @param {LinkLoad[]|null} loads @returns {Node[]} */
+function linkLoadView(loads) {
+  if (loads === null) return [el("p", { class: "muted" }, "No network allocator runs: each job has its links to itself.")];
+  if (!loads.length) return [el("p", { class: "muted" }, "No multi-node job crosses a NIC or an uplink.")];
+  const rows = loads.map((x) => el("tr", {},
+    el("th", { scope: "row" }, x.where), el("td", {}, LINK_TEXT[/** @type {keyof typeof LINK_TEXT} */ (x.kind)] ?? x.kind),
+    el("td", { class: "num" }, x.load_gbps.toFixed(1)), el("td", { class: "num" }, x.capacity_gbps.toFixed(0)),
+    el("td", { class: "num" }, `${Math.round((100 * x.load_gbps) / x.capacity_gbps)}%`),
+    el("td", { class: "num" }, String(x.jobs))));
+  return [el("table", {},
+    el("caption", {}, "Load the network allocator assigns on each link multi-node jobs cross"),
+    head(["Node or rack", "Link", "Load (Gbit/s)", "Capacity (Gbit/s)", "Used", "Jobs"], [2, 3, 4, 5]),
+    el("tbody", {}, ...rows))];
 }
 
 /** What the page keeps between polls; rebuilt when the node list changes. */
@@ -105,11 +159,12 @@ class Layout {
     const cells = [];
     for (let i = 0; i < node.gpus; i++) {
       const button = el("button", { type: "button", class: "gpu", "data-key": `${node.name}/${i}` });
-      const view = { button, label: "", cell: /** @type {GpuCell} */ ({ state: "free", jobs: [] }) };
+      const view = { button, label: "", cell: /** @type {GpuCell} */ ({ state: "free", holders: [], util: null }) };
       cells.push(view);
       this.cells.set(`${node.name}/${i}`, view);
     }
-    const name = el("span", { class: "node-name" });
+    const name = el("button", { type: "button", class: "node-name", "data-node": node.name,
+      "aria-haspopup": "true", "aria-controls": "topology" });
     const root = el("div", { class: "node", role: "group", "data-node": node.name },
       name, el("div", { class: "gpus" }, ...cells.map((c) => c.button)));
     const view = { root, name, text: "", cells };
@@ -129,6 +184,7 @@ class Layout {
         view.text = `${heading}|${state}`;
         const badge = state === "ready" ? [] : [el("span", { class: `node-state ${state}` }, NODE_STATE_TEXT[state])];
         view.name.replaceChildren(heading, ...badge);
+        view.name.title = `Show the GPU links of ${node.name}`;
         view.root.className = `node ${state}`;
         view.root.dataset.state = state;
         view.root.setAttribute("aria-label", state === "ready" ? heading : `${heading} · ${NODE_STATE_TEXT[state]}`);
@@ -144,6 +200,8 @@ class Layout {
         c.button.setAttribute("aria-label", label);
         c.button.title = label;
         c.button.textContent = STATE_LETTER[cell.state];
+        c.button.style.setProperty("--util", String(cell.util ?? 0));
+        c.button.classList.toggle("has-util", cell.util !== null);
       });
     }
   }
@@ -151,20 +209,51 @@ class Layout {
 
 /** @type {Layout|null} */
 let layout = null;
+/** Node name -> its type's link matrix, for the node list the layout was built for.
+ * @type {Map<string, NodeType>} */
+let nodeTypes = new Map();
+let loadsText = "";
+
+/** @param {string} name */
+function showTopology(name) {
+  const type = nodeTypes.get(name);
+  const box = byId("topology");
+  if (!type) {
+    box.replaceChildren(el("p", {}, `No GPU link matrix known for ${name}.`));
+  } else {
+    const close = el("button", { type: "button", class: "link" }, "Close");
+    close.addEventListener("click", () => {
+      box.hidden = true;
+      /** @type {HTMLElement|null} */ (document.querySelector(`button.node-name[data-node="${CSS.escape(name)}"]`))?.focus();
+    });
+    box.replaceChildren(el("h3", { id: "topology-title" }, `Topology of ${name}`), topologyTable(name, type), close);
+  }
+  box.hidden = false;
+  box.focus();
+}
 
 /** @type {Page} */
 export const clusterPage = {
   mount(view) {
     layout = null;
+    nodeTypes = new Map();
+    loadsText = "";
     const swatches = Object.entries(STATE_TEXT).map(([state, text]) =>
       el("li", {}, el("span", { class: `swatch gpu ${state}`, "aria-hidden": "true" }), text));
     const frames = Object.entries(NODE_STATE_TEXT).filter(([state]) => state !== "ready").map(([state, text]) =>
       el("li", {}, el("span", { class: `swatch frame ${state}`, "aria-hidden": "true" }), `node ${text}`));
+    const util = el("li", {}, el("span", { class: "swatch util-sample", "aria-hidden": "true" }),
+      "bar: GPU utilisation (empty 0%, full 100%)");
     const racks = el("div", { class: "racks", id: "racks" });
     /** @param {Event} event */
     const show = (event) => {
-      const target = event.target instanceof Element ? event.target.closest("button.gpu") : null;
-      const cell = target instanceof HTMLElement ? layout?.cells.get(target.dataset.key ?? "") : undefined;
+      const target = event.target instanceof Element ? event.target.closest("button.gpu, button.node-name") : null;
+      if (!(target instanceof HTMLElement)) return;
+      if (target.classList.contains("node-name")) {
+        if (event.type === "click") showTopology(target.dataset.node ?? "");
+        return;
+      }
+      const cell = layout?.cells.get(target.dataset.key ?? "");
       if (cell) showGpu(cell);
     };
     for (const kind of ["mouseover", "focusin", "click"]) racks.addEventListener(kind, show);
@@ -172,10 +261,16 @@ export const clusterPage = {
       el("h2", {}, "Cluster"),
       el("dl", { class: "summary", id: "summary", "aria-label": "Cluster summary" },
         ...SUMMARY.map((k) => el("div", {}, el("dt", {}, k), el("dd", {})))),
-      el("ul", { class: "legend", "aria-label": "Legend" }, ...swatches, ...frames),
+      el("p", { class: "muted" }, "Fragmented GPUs: free GPUs on nodes where no waiting job's request fits. " +
+        "Select a node's name to see its GPU links."),
+      el("ul", { class: "legend", "aria-label": "Legend" }, ...swatches, util, ...frames),
       racks,
       el("div", { class: "detail", id: "gpu-detail", "aria-live": "polite" },
         "Hover over or select a GPU to see its job."),
+      el("section", { class: "topology-box", id: "topology", tabindex: "-1", "aria-labelledby": "topology-title",
+        hidden: "" }),
+      el("section", { "aria-labelledby": "links-title" }, el("h3", { id: "links-title" }, "Link loads"),
+        el("div", { id: "link-loads" })),
     );
   },
   async refresh() {
@@ -183,17 +278,29 @@ export const clusterPage = {
     const [cluster, nodes, running] = await Promise.all([
       api("/cluster"), api("/nodes"), api("/jobs?status=Running&limit=1000"),
     ]);
+    const free = cluster.gpus_free ?? null;
     const figures = [
       cluster.policy, String(cluster.nodes), `${cluster.gpus_allocated.toFixed(1)} / ${cluster.gpus}`,
+      free === null ? "—" : String(free),
+      cluster.fragmentation === null || cluster.fragmentation === undefined ? "—"
+        : `${cluster.fragmentation}${free ? ` (${Math.round((100 * cluster.fragmentation) / free)}% of free)` : ""}`,
       String(cluster.running), String(cluster.waiting), String(cluster.finished), duration(cluster.now_s),
     ];
     byId("summary").querySelectorAll("dd").forEach((dd, i) => {
       if (dd.textContent !== figures[i]) dd.textContent = figures[i];
     });
     if (layout === null || layout.key !== Layout.keyOf(nodes.data)) {
+      /** @type {Topology} */
+      const topology = await api("/cluster/topology");
+      nodeTypes = new Map(topology.node_types.flatMap((t) => t.nodes.map((n) => [n, t])));
       layout = new Layout(nodes.data);
       byId("racks").replaceChildren(...layout.sections);
     }
     layout.update(nodes.data, new Map(running.data.map((j) => [j.id, j])));
+    const loads = JSON.stringify(cluster.link_loads ?? null);
+    if (loads !== loadsText) {
+      loadsText = loads;
+      byId("link-loads").replaceChildren(...linkLoadView(cluster.link_loads ?? null));
+    }
   },
 };
