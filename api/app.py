@@ -27,7 +27,7 @@ from api.guard import RequestGuard
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
 from api.replay_reconcile import reconcile_orphans
-from api.routes import api_router, whatif
+from api.routes import api_router, queue, whatif
 from api.routes.traces import MAX_TRACE_BYTES
 from api.security import TokenCache
 from api.settings import Settings
@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(api_router, prefix=API_PREFIX)
     app.include_router(whatif.router, prefix=API_PREFIX)
+    app.include_router(queue.router, prefix=API_PREFIX)
     _health_routes(app)
     dashboard.install(app)
     openapi_responses.install(app, API_PREFIX)

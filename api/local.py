@@ -27,6 +27,7 @@ from api.group_commit import SubmitWriter
 from api.history import EventRecord, Seen, row_values, transition_events
 from api.models import Job, JobEvent
 from api.settings import Settings
+from controller.decisions import Displacement
 from controller.live import JobState, LiveCluster
 from controller.maintenance import NodeAction
 from controller.model import JobSpec, JobStatus
@@ -92,6 +93,7 @@ class LocalMode:
         self._interval_s = settings.sync_interval_s
         self._seen: dict[str, Seen] = {}  # unfinished jobs (finished ones are forgotten)
         self._cursor = 0  # LiveCluster.poll: finished jobs already recorded
+        self._positions: dict[str, int] = {}  # queue positions as last written
         self.writer = SubmitWriter(sessions, self.live.submit_many)
         # Serialises recording: the ticker's diff-and-write against a cancel's.
         self.lock = threading.Lock()
@@ -130,6 +132,7 @@ class LocalMode:
             now = self.live.now_s()
             job.status = JobStatus.CANCELLED.value
             job.reason_code = job.reason_message = None
+            job.queue_position = None
             session.add(JobEvent(job_id=job.id, kind="cancelled", sim_s=now, detail="by user"))
             session.commit()
             # A job that ended in the instant since is recorded as it ended by the ticker.
@@ -158,7 +161,8 @@ class LocalMode:
                     continue
                 # Already placed elsewhere by the round after the drain: its restart.
                 stopped = Seen(JobStatus.PREEMPTED, seen.restarts)
-                events.extend(_event_rows({job_id: transition_events(stopped, now, state)}))
+                restart = transition_events(stopped, now, state, node_names=self.node_names)
+                events.extend(_event_rows({job_id: restart}))
                 states.append(state)
                 self._seen[job_id] = Seen(state.status, state.restarts)
             with self._sessions() as session:
@@ -178,15 +182,38 @@ class LocalMode:
         states, cursor = self.live.poll(self._cursor, self._wanted)
         now = self.live.now_s()
         changed = [s for s in states if self._changed(s)]
-        if changed:
-            events = {
-                s.job_id: transition_events(self._seen.get(s.job_id), now, s) for s in changed
-            }
+        positions = self.live.queue_positions()
+        last = self._positions
+        reordered = {j for j in last if j not in positions}
+        reordered.update(j for j, p in positions.items() if last.get(j) != p)
+        if changed or reordered:
             with self._sessions() as session:
-                rows = [row_values(s, self.node_names) for s in changed]
-                session.execute(update(Job), rows)
-                session.add_all(_event_rows(events))
+                if changed:
+                    moved = self.live.take_displacements(s.job_id for s in changed)
+                    labels = _labels(session, moved)
+                    events = {
+                        s.job_id: transition_events(
+                            self._seen.get(s.job_id),
+                            now,
+                            s,
+                            moved=moved.get(s.job_id),
+                            node_names=self.node_names,
+                            labels=labels.get(s.job_id),
+                        )
+                        for s in changed
+                    }
+                    rows = [row_values(s, self.node_names) for s in changed]
+                    session.execute(update(Job), rows)
+                    session.add_all(_event_rows(events))
+                done = {s.job_id for s in changed}
+                # Waiting jobs whose place moved while they waited on.
+                shifted = [
+                    {"id": j, "queue_position": positions.get(j)} for j in sorted(reordered - done)
+                ]
+                if shifted:
+                    session.execute(update(Job), shifted)
                 session.commit()
+        self._positions = positions
         for s in changed:
             self._seen[s.job_id] = Seen(s.status, s.restarts)
         # Recorded (or nothing to record): finished jobs are never polled again.
@@ -230,7 +257,33 @@ class LocalMode:
 
 def _event_rows(events: dict[str, list[EventRecord]]) -> list[JobEvent]:
     return [
-        JobEvent(job_id=job_id, kind=e.kind, sim_s=e.sim_s, detail=e.detail)
+        JobEvent(
+            job_id=job_id,
+            kind=e.kind,
+            sim_s=e.sim_s,
+            detail=e.detail,
+            by_jobs=list(e.by_jobs) or None,
+            allocation=e.allocation,
+        )
         for job_id, records in events.items()
         for e in records
     ]
+
+
+def _labels(session: Session, moved: dict[str, Displacement]) -> dict[str, dict[str, str]]:
+    """For each displaced job, how its events name the jobs that took its GPUs: "job
+    <id> (<name>)" for a job of its own tenant, "job <id>" for another tenant's (which
+    api.redaction shows its tenant as "another tenant's job"). One query."""
+    ids = set(moved) | {j for d in moved.values() for j in d.by}
+    if not any(d.by for d in moved.values()):
+        return {}
+    rows = session.execute(select(Job.id, Job.name, Job.tenant).where(Job.id.in_(ids))).all()
+    known = {r.id: (r.name, r.tenant) for r in rows}
+    out: dict[str, dict[str, str]] = {}
+    for job_id, d in moved.items():
+        tenant = known.get(job_id, ("", None))[1]
+        out[job_id] = {
+            j: f"job {j} ({known[j][0]})" if known.get(j, ("", ""))[1] == tenant else f"job {j}"
+            for j in d.by
+        }
+    return out

@@ -108,6 +108,8 @@ class Job(Base):
     submit_s: Mapped[float | None] = mapped_column(Float)  # the backend's clock
     first_start_s: Mapped[float | None] = mapped_column(Float)
     finish_s: Mapped[float | None] = mapped_column(Float)
+    # While it waits: its 1-based place in the active policy's order (controller.decisions).
+    queue_position: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
     # Cluster mode (api.cluster): the job's DLJob, and what the follower last recorded
@@ -131,6 +133,10 @@ class JobEvent(Base):
     sim_s: Mapped[float | None] = mapped_column(Float)
     detail: Mapped[str] = mapped_column(Text, default="")
     at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # A stop: the ids of the jobs given its GPUs in the same round (who preempted it).
+    by_jobs: Mapped[list[str] | None] = mapped_column(JSON)
+    # A start: where it runs, [{"node": name, "gpus": [index, ...]}, ...].
+    allocation: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
 
 class JobMetric(Base):

@@ -1,7 +1,7 @@
 """What one scheduling round decided, for people: queue positions and who took whose GPUs.
 
-`Controller.decide` (controller.loop) hands each applied round to its `on_round`
-observer when one is set: local mode's LiveCluster (controller.live) and the
+`Controller.decide` (controller.loop) hands each round, before the backend applies
+it, to its `on_round` observer when one is set: local mode's LiveCluster (controller.live) and the
 operator (operators/backend.py) call `record_round` there, so that the API can show a
 waiting job's position in the policy's order (controller.model.queue) and, for a job
 the plan stopped, shrank or moved, the jobs that received its GPUs in the same round.

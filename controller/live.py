@@ -16,9 +16,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from controller.decisions import Displacement, record_round
 from controller.maintenance import NodeAction
 from controller.model import (
     WAITING,
@@ -28,8 +29,10 @@ from controller.model import (
     JobStatus,
     JobView,
     Placer,
+    Plan,
     Policy,
     Reason,
+    Snapshot,
 )
 from controller.network.loads import JobTraffic, LinkLoad, link_loads
 from controller.placement import unallocatable_idle_gpus
@@ -52,6 +55,7 @@ class JobState:
     restarts: int
     first_start_s: float | None
     finish_s: float | None
+    queue_position: int | None = None  # 1-based, in the policy's order; None unless waiting
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,11 @@ class LiveCluster:
         self._done: dict[str, JobOutcome] = {}
         self._done_counts: Counter[JobStatus] = Counter()
         self._seen_outcomes = 0
+        # The last round's queue positions, and the jobs stopped, shrunk or moved since
+        # the caller last took them (controller.decisions).
+        self._positions: Mapping[str, int] = {}
+        self._displaced: dict[str, Displacement] = {}
+        self._sim.controller.on_round = self._on_round
 
     @property
     def policy_name(self) -> str:
@@ -122,6 +131,25 @@ class LiveCluster:
             self._done_counts[_done_status(outcome)] += 1
         self._seen_outcomes = len(outcomes)
         return now
+
+    def _on_round(self, snapshot: Snapshot, plan: Plan) -> None:
+        """Controller.on_round, called inside `_sync` (the lock held)."""
+        record = record_round(self._sim.policy, snapshot, plan, plan.state)
+        self._positions = record.positions
+        self._displaced.update(record.displaced)
+
+    def queue_positions(self) -> dict[str, int]:
+        """Waiting job -> its 1-based position in the active policy's order, now."""
+        with self._lock:
+            self._sync()
+            return dict(self._positions)
+
+    def take_displacements(self, job_ids: Iterable[str]) -> dict[str, Displacement]:
+        """The last stop, shrink or move of each of `job_ids` not taken yet (who took
+        its GPUs, and why); each is handed out once."""
+        with self._lock:
+            found = (self._displaced.pop(j, None) for j in job_ids)
+            return {d.job_id: d for d in found if d is not None}
 
     def submit(self, spec: JobSpec) -> JobSpec:
         """Submit a job now (its submit_s is replaced by the current time)."""
@@ -296,6 +324,7 @@ class LiveCluster:
                 restarts=view.restarts,
                 first_start_s=view.first_start_s,
                 finish_s=None,
+                queue_position=self._positions.get(job_id) if view.status in WAITING else None,
             )
         out = self._done.get(job_id)
         if out is None:

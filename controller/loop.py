@@ -34,8 +34,9 @@ class Controller:
         self.policy = policy
         self.state: Any = None
         self.check_plans = check_plans
-        # Called with each applied round's snapshot and plan (after `state` is set),
-        # e.g. controller.decisions.record_round; None in replays.
+        # Called with each round's snapshot and plan just before the backend applies it
+        # (a backend may change what the snapshot refers to as it applies), e.g. to run
+        # controller.decisions.record_round; None in replays.
         self.on_round: Callable[[Snapshot, Plan], None] | None = None
 
     def set_policy(self, policy: Policy) -> None:
@@ -48,8 +49,8 @@ class Controller:
         plan = fence_plan(snapshot, self.policy.schedule(snapshot, self.state))
         if self.check_plans:
             validate_plan(snapshot, plan)  # the full invariants, for tests
-        backend.apply(plan)
-        self.state = plan.state
         if self.on_round is not None:
             self.on_round(snapshot, plan)
+        backend.apply(plan)
+        self.state = plan.state
         return plan

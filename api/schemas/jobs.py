@@ -102,6 +102,10 @@ class JobPublic(Public):
     submit_s: float | None
     first_start_s: float | None
     finish_s: float | None
+    queue_position: int | None = Field(
+        default=None,
+        description="while waiting: 1-based place in the active policy's order (GET /queue)",
+    )
     created_at: datetime
     updated_at: datetime
     dljob_namespace: str | None = Field(default=None, description="cluster mode: its DLJob")
