@@ -227,11 +227,14 @@ class KubeBackend:
         seen = [patched if n["metadata"]["name"] == name else n for n in nodes]
         return next(n for n in self.describe(seen).nodes if n.name == name)
 
-    def describe(self, node_objs: list[Obj] | None = None) -> ClusterDescription:
+    def describe(
+        self, node_objs: list[Obj] | None = None, *, gpus: bool = True
+    ) -> ClusterDescription:
         """The cluster from the Node cache (or `node_objs`) and the DLJobs' allocations."""
         nodes = self.follower.nodes.items() if node_objs is None else node_objs
         view = build_cluster(nodes)
-        return describe_kube(view, nodes, self.follower.dljobs.items(), self.now_s())
+        dljobs = self.follower.dljobs.items()
+        return describe_kube(view, nodes, dljobs, self.now_s(), gpus=gpus)
 
     def topology(self) -> TopologyPublic:
         return topology_of(build_cluster(self.follower.nodes.items()).cluster)

@@ -40,9 +40,14 @@ WAITING_PHASES = (QUEUED, PREEMPTED, SUSPENDED, UNSCHEDULABLE, INVALID)
 
 
 def describe_kube(
-    view: ClusterView, node_objs: Iterable[Obj], dljobs: Iterable[Obj], now_s: float
+    view: ClusterView,
+    node_objs: Iterable[Obj],
+    dljobs: Iterable[Obj],
+    now_s: float,
+    *,
+    gpus: bool = True,
 ) -> ClusterDescription:
-    """Nodes with their GPUs' shares and utilisation, and the summary."""
+    """Nodes with their GPUs' shares and utilisation (`gpus` False: none), and the summary."""
     cluster = view.cluster
     allocated: dict[str, float] = defaultdict(float)
     jobs: dict[str, list[str]] = defaultdict(list)
@@ -70,12 +75,12 @@ def describe_kube(
                 held.append(alloc)
         elif phase in WAITING_PHASES:
             waiting += 1
-            gpus = (obj.get("spec") or {}).get("gpus")
-            if isinstance(gpus, int) and gpus > 0:
-                waiting_gpus.append(gpus)
+            asked = (obj.get("spec") or {}).get("gpus")
+            if isinstance(asked, int) and asked > 0:
+                waiting_gpus.append(asked)
         elif phase == SUCCEEDED:
             finished += 1
-    utils = _utilisation(node_objs, view)
+    utils = _utilisation(node_objs, view) if gpus else {}
     nodes = [
         NodePublic(
             name=n.name,
@@ -85,7 +90,9 @@ def describe_kube(
             gpus_allocated=round(allocated[n.name], 6),
             jobs=jobs[n.name],
             state=view.state_of(i),
-            gpu_list=gpu_list(n.num_gpus, shares[n.name], utils.get(n.name), omitted=None),
+            gpu_list=gpu_list(n.num_gpus, shares[n.name], utils.get(n.name), omitted=None)
+            if gpus
+            else [],
         )
         for i, n in enumerate(cluster.nodes)
     ]

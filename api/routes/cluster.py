@@ -1,6 +1,7 @@
-"""Nodes (each GPU's shares and utilisation), the cluster summary and topology: local mode's LiveCluster or, in cluster mode, the
-Nodes' published GPU annotations and the DLJobs' allocations (api.backends); and an
-admin's cordon, drain and uncordon of a node (controller.maintenance)."""
+"""Nodes (each GPU's shares and utilisation), the cluster summary and topology: local
+mode's LiveCluster or, in cluster mode, the Nodes' published GPU annotations and the
+DLJobs' allocations (api.backends); and an admin's cordon, drain and uncordon of a node
+(controller.maintenance)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def list_nodes(user: CurrentUser, backend: BackendDep, session: SessionDep) -> N
 def cluster_summary(user: CurrentUser, backend: BackendDep) -> ClusterPublic:
     """Counts, free and fragmented GPUs, and the network allocator's link loads (no job
     ids: every tenant may see it)."""
-    return backend.describe().summary
+    return backend.describe(gpus=False).summary
 
 
 @router.get("/cluster/topology", response_model=TopologyPublic)
