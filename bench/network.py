@@ -99,7 +99,7 @@ def replay(task: tuple[str, str, str, int, float, int]) -> dict[str, Any]:
         "p99_jct_s": round(summary.p99_jct_s or 0.0, 1),
         "makespan_s": round(summary.makespan_s, 1),
         "finished": summary.finished,
-        "rate_updates": sim.net_updates,
+        "rate_updates": sim.network_updates,
         "wall_s": round(wall_s, 2),
     }
 

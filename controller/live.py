@@ -35,7 +35,6 @@ from controller.model import (
     Snapshot,
 )
 from controller.network.loads import JobTraffic, LinkLoad, link_loads
-from controller.placement import unallocatable_idle_gpus
 from controller.records import JobOutcome
 from controller.sim import ResumedJob, SimConfig, Simulator
 from controller.whatif import LiveState
@@ -123,7 +122,7 @@ class LiveCluster:
             return self._sync()
 
     def _sync(self) -> float:
-        now = max(self.now_s(), self._sim.now)
+        now = max(self.now_s(), self._sim.now_s)
         self._sim.advance(now)
         outcomes = self._sim.outcomes
         for outcome in outcomes[self._seen_outcomes :]:
@@ -165,7 +164,7 @@ class LiveCluster:
             now = self._sync()
             placed = [replace(spec, submit_s=now) for spec in specs]
             ids = [p.job_id for p in placed]
-            used = [i for i in ids if i in self._sim._ids]
+            used = [i for i in ids if self._sim.id_used(i)]
             if used or len(set(ids)) != len(ids):
                 raise ValueError(f"job ids already used: {sorted(set(used)) or ids}")
             for spec in placed:
@@ -184,8 +183,7 @@ class LiveCluster:
         """Switch policy; the next round decides with it, from a fresh state."""
         with self._lock:
             self._sync()
-            self._sim.controller.set_policy(policy)
-            self._sim._dirty()
+            self._sim.set_policy(policy)
 
     def maintain(self, node: str, action: NodeAction, by: str) -> list[str]:
         """Cordon, drain or uncordon the node named `node` now, as admin `by`; the ids
@@ -201,7 +199,7 @@ class LiveCluster:
         """(down nodes, cordoned nodes) now, by index."""
         with self._lock:
             self._sync()
-            return frozenset(self._sim.down), frozenset(self._sim.cordoned)
+            return self._sim.down_nodes, self._sim.cordoned_nodes
 
     def job(self, job_id: str) -> JobState | None:
         with self._lock:
@@ -230,14 +228,8 @@ class LiveCluster:
         """
         with self._lock:
             self._sync()
-            sim = self._sim
-            views: dict[str, JobView] = {}
-            for job_id, job in sim.active.items():
-                if wanted is None or wanted(job_id, job.status, job.restarts):
-                    job.advance(sim.now)
-                    sim._touch(job)  # its cached view is stale once advanced
-                    views[job_id] = job.view()
-            outcomes = sim.outcomes
+            views = {v.job_id: v for v in self._sim.views(wanted)}
+            outcomes = self._sim.outcomes
             ids = [*views, *(o.job_id for o in outcomes[cursor:])]
             states = [self._state(i, views) for i in ids]
             found = sorted((s for s in states if s is not None), key=lambda s: s.submit_s)
@@ -253,28 +245,22 @@ class LiveCluster:
         """GPU utilisation, free and fragmented GPUs and link loads now (see ClusterUsage)."""
         with self._lock:
             self._sync()
-            sim, now = self._sim, self._sim.now
+            sim = self._sim
             util: dict[tuple[int, int], float] = {}
-            waiting: list[int] = []
             traffic: list[JobTraffic] = []
-            for job in sim.active.values():
-                alloc = job.alloc
-                if alloc is None:
-                    if job.status in WAITING:
-                        waiting.append(job.spec.num_gpus)
-                    continue
-                per_gpu = job.activity / alloc.num_gpus if now >= job.resume else 0.0
+            for run in sim.running_usage():
+                alloc = run.allocation
+                per_gpu = run.busy_gpus / alloc.num_gpus
                 for share in alloc.shares:
                     key = (share.node, share.gpu)
                     util[key] = min(1.0, util.get(key, 0.0) + per_gpu)
-                gbps = sim._net_gbps.get(job.spec.job_id)
-                if gbps is not None:
-                    traffic.append(JobTraffic(job.spec.job_id, alloc.nodes, gbps))
+                if run.inter_node_gbps is not None:
+                    traffic.append(JobTraffic(run.job_id, alloc.nodes, run.inter_node_gbps))
             networked = sim.config.network != "dedicated"
             return ClusterUsage(
                 gpu_util=util,
-                free_gpus=sim.pool.total_free,
-                fragmented_gpus=unallocatable_idle_gpus(sim.pool, self.cluster, waiting),
+                free_gpus=sim.free_gpus,
+                fragmented_gpus=sim.unallocatable_gpus(sim.waiting_gpus()),
                 link_loads=tuple(link_loads(self.cluster, traffic)) if networked else None,
             )
 
@@ -284,7 +270,7 @@ class LiveCluster:
         chose the placer, names its placement)."""
         with self._lock:
             self._sync()
-            sim, now = self._sim, self._sim.now
+            sim, now = self._sim, self._sim.now_s
             jobs = tuple(
                 ResumedJob(
                     spec=v.spec,
@@ -304,7 +290,7 @@ class LiveCluster:
                 now_s=now,
                 cluster=self.cluster,
                 jobs=jobs,
-                down_nodes=frozenset(sim.down),
+                down_nodes=sim.down_nodes,
                 round_interval_s=sim.config.round_interval_s,
             )
 
@@ -312,7 +298,7 @@ class LiveCluster:
         sim = self._sim
         view = views.get(job_id)
         if view is not None:
-            now = sim.now
+            now = sim.now_s
             return JobState(
                 job_id=job_id,
                 status=view.status,

@@ -167,7 +167,7 @@ def _forecast_one(state: LiveState, policy: Policy, horizon_s: float, wall_s: fl
         _resume_all(sim, state.jobs, frame, notes)
         result = sim.run()
         outcomes = result.jobs
-        if any(o.finish_s is None for o in outcomes) and sim.now >= frame.now + horizon_s:
+        if any(o.finish_s is None for o in outcomes) and sim.now_s >= frame.now + horizon_s:
             stopped = "horizon"
     except OutOfWallTime:
         outcomes = list(sim.outcomes)

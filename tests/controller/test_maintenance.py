@@ -147,7 +147,7 @@ def test_the_node_schedule_reads_maintenance_and_names_a_bad_event(tmp_path: Pat
 
 
 def _nodes_of(sim: Simulator) -> dict[str, tuple[int, ...]]:
-    return {i: j.alloc.nodes for i, j in sim.active.items() if j.alloc is not None}
+    return {i: j.allocation.nodes for i, j in sim.active.items() if j.allocation is not None}
 
 
 def test_a_replay_cordons_drains_and_uncordons_a_node(tmp_path: Path) -> None:

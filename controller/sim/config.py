@@ -1,0 +1,60 @@
+"""What a simulation is given: its configuration, node events, and jobs already under way.
+
+Built by the callers of `controller.sim.Simulator` (the CLI's `gpuflow replay`,
+api/replay_run.py, controller.whatif, controller.live, bench/) and read by the
+simulator's parts; frozen, stdlib only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.maintenance import MaintenanceEvent
+from controller.model import Allocation, JobSpec, JobStatus
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A node going down (`up=False`) or coming back at `time_s`."""
+
+    time_s: float
+    node: str
+    up: bool
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    round_interval_s: float = 60.0
+    seed: int = 0
+    # Gandiva (Xiao et al., OSDI 2018, §4.1) suspends and resumes a job at
+    # mini-batch boundaries in well under a second for most jobs; 1 s is our bound.
+    suspend_resume_s: float = 1.0
+    checkpoint_interval_s: float = 1800.0
+    # The node schedule: failures and recoveries, and admins' cordons and drains.
+    failures: tuple[NodeEvent | MaintenanceEvent, ...] = ()
+    max_time_s: float | None = None  # stop the clock here (unfinished jobs stay so)
+    validate_reasons: bool = True
+    # Check every plan in full against the invariants (tests; costs O(cluster) a round).
+    check_plans: bool = False
+    # How multi-node jobs share NICs and rack uplinks: "dedicated" (no sharing, the
+    # perf model's default) or a network allocator (controller.network.POLICIES).
+    network: str = "dedicated"
+
+
+@dataclass(frozen=True)
+class ResumedJob:
+    """A job already under way when a simulation starts from a live cluster's state
+    (`Simulator.resume`, called by controller.whatif): its spec (submitted at or before
+    the clock), the fraction of its work done, its service and history, and the GPUs
+    it holds when it runs."""
+
+    spec: JobSpec
+    status: JobStatus = JobStatus.QUEUED  # a waiting status, or RUNNING
+    done_fraction: float = 0.0
+    attained_gpu_s: float = 0.0
+    executed_s: float = 0.0
+    restarts: int = 0
+    first_start_s: float | None = None
+    waiting_since_s: float | None = None  # None: the clock
+    allocation: Allocation | None = None  # RUNNING only
+    batch_size: int | None = None  # None: the spec's

@@ -1,0 +1,147 @@
+"""Events and the clock: what happens next in a simulation, and when.
+
+Used by controller.sim.simulator's loop (`Simulator.advance`), which takes the
+earliest of three sources at each step: the next arrival (`Arrivals`, the trace's
+jobs by submit time and any submitted since), the next timed event (`EventQueue`:
+completions, node events, wake-ups, re-rates) and the next round (`Clock`). A round
+runs at the first multiple of `round_interval_s` at or after anything changed
+(`Clock.request_round`); with an interval of 0 it runs at once.
+
+A completion or re-rate event carries its job's `version`; a later change of the
+job (a new speed, a stop) bumps the version, and the stale event is dropped before
+it can move the clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from controller.model import JobSpec
+from controller.sim.job import SimJob
+
+# Event kinds, in the order events at one instant are handled.
+FINISH, NODE, WAKE, RERATE = 0, 1, 2, 3
+
+
+class EventQueue:
+    """Timed events as a heap of (time_s, kind, sequence, data); the sequence keeps
+    events of one kind at one instant in the order they were pushed."""
+
+    __slots__ = ("_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+
+    def push(self, t_s: float, kind: int, data: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t_s, kind, self._seq, data))
+
+    def next_s(self, active: Mapping[str, SimJob]) -> float:
+        """When the next event is due (inf: none). Finish and re-rate events that a
+        later change of their job outdated are dropped first."""
+        heap = self._heap
+        while heap and heap[0][1] in (FINISH, RERATE):
+            job_id, version = heap[0][3]
+            job = active.get(job_id)
+            if job is not None and job.version == version:
+                break
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
+
+    def pop_due(self, t_s: float) -> Iterator[tuple[int, Any]]:
+        """(kind, data) of every event due at or before `t_s`, including those pushed
+        while the caller handles the ones before."""
+        heap = self._heap
+        while heap and heap[0][0] <= t_s:
+            _, kind, _, data = heapq.heappop(heap)
+            yield kind, data
+
+
+def arrival_key(spec: JobSpec) -> tuple[float, str]:
+    return (spec.submit_s, spec.job_id)
+
+
+class Arrivals:
+    """The jobs still to arrive, by (submit_s, job_id), and every job id ever used."""
+
+    __slots__ = ("_ids", "_next", "_pending")
+
+    def __init__(self, specs: Iterable[JobSpec]) -> None:
+        self._pending = sorted(specs, key=arrival_key)
+        self._ids = {s.job_id for s in self._pending}
+        if len(self._ids) != len(self._pending):
+            raise ValueError("job ids must be unique")
+        self._next = 0
+
+    @property
+    def count(self) -> int:
+        """Every job of the trace and submitted since (a withdrawn one no more)."""
+        return len(self._pending)
+
+    def used(self, job_id: str) -> bool:
+        return job_id in self._ids
+
+    def claim(self, job_id: str) -> None:
+        """Record `job_id` as used (a job added by other means than `add`)."""
+        self._ids.add(job_id)
+
+    def next_s(self) -> float:
+        pending = self._pending
+        return pending[self._next].submit_s if self._next < len(pending) else math.inf
+
+    def due(self, t_s: float) -> Iterator[JobSpec]:
+        """The jobs arriving at or before `t_s`, in order, each once."""
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].submit_s <= t_s:
+            spec = pending[self._next]
+            self._next += 1
+            yield spec
+
+    def add(self, spec: JobSpec, now_s: float) -> None:
+        """A job arriving at `spec.submit_s` (not before `now_s`); ValueError if its id
+        is used or its time has passed."""
+        if spec.submit_s < now_s:
+            raise ValueError(f"job {spec.job_id}: submit_s {spec.submit_s} is in the past")
+        if spec.job_id in self._ids:
+            raise ValueError(f"job {spec.job_id}: id already used")
+        self._ids.add(spec.job_id)
+        bisect.insort(self._pending, spec, lo=self._next, key=arrival_key)
+
+    def withdraw(self, job_id: str) -> JobSpec | None:
+        """Take a job that has not arrived out of the queue (None: there is none such)."""
+        for i in range(self._next, len(self._pending)):
+            if self._pending[i].job_id == job_id:
+                return self._pending.pop(i)
+        return None
+
+
+class Clock:
+    """The virtual time and when the next round is due (None: none asked for)."""
+
+    __slots__ = ("next_round_s", "now_s", "round_interval_s")
+
+    def __init__(self, round_interval_s: float) -> None:
+        self.now_s = 0.0
+        self.next_round_s: float | None = None
+        self.round_interval_s = round_interval_s
+
+    def request_round(self) -> None:
+        """Something changed: make sure a round comes, at the first multiple of the
+        interval at or after now."""
+        interval = self.round_interval_s
+        now = self.now_s
+        at = now if interval <= 0 else math.ceil(now / interval - 1e-9) * interval
+        if self.next_round_s is None or at < self.next_round_s:
+            self.next_round_s = at
+
+    def take_round(self, t_s: float) -> bool:
+        """Whether a round is due at `t_s`; if so it is no longer pending."""
+        if self.next_round_s is not None and self.next_round_s <= t_s:
+            self.next_round_s = None
+            return True
+        return False

@@ -1,0 +1,194 @@
+"""Applying actions: the starts, stops and finishes of job runs in a simulation.
+
+`carry_out` applies the actions `controller.actions.compile_plan` named for a plan
+(called by `Simulator.apply`): every stop before every start, each gang whole. A
+job that (re)starts pays its restart overhead (`RateModel.restart_s`: checkpoint and
+restore) before it progresses, holding its GPUs; a suspended one the smaller
+`SimConfig.suspend_resume_s`; a first start nothing. A resize, migration or re-share
+is a restart on the new GPUs; a new batch on the same GPUs needs none (AdaptDL
+rescales the batch between steps), only its speed changes.
+
+controller.sim.simulator also calls `stop` for node failures (the job rolls back to
+its last checkpoint), drains and cancels, and `finish` on completion events. Each
+keeps the pool, the accounts, GPU sharing and the network in step.
+"""
+
+from __future__ import annotations
+
+from controller.actions import JobAction
+from controller.model import STOPPING, WAITING, Action, Allocation, GpuPool, JobStatus
+from controller.rates import RateModel
+from controller.sim.accounting import Accounts
+from controller.sim.bandwidth import InterNodeRates
+from controller.sim.config import ResumedJob, SimConfig
+from controller.sim.events import Clock
+from controller.sim.job import SimJob
+from controller.sim.sharing import GpuSharers
+from controller.sim.speed import Speeds
+from controller.sim.table import JobTable
+
+
+class JobRuns:
+    """Starts and ends job runs on the pool, keeping every other part in step."""
+
+    __slots__ = (
+        "accounts",
+        "clock",
+        "config",
+        "last_stopped",
+        "network",
+        "pool",
+        "rates",
+        "sharers",
+        "speeds",
+        "table",
+    )
+
+    def __init__(
+        self,
+        config: SimConfig,
+        rates: RateModel,
+        clock: Clock,
+        pool: GpuPool,
+        table: JobTable,
+        accounts: Accounts,
+        sharers: GpuSharers,
+        network: InterNodeRates,
+        speeds: Speeds,
+    ) -> None:
+        self.config = config
+        self.rates = rates
+        self.clock = clock
+        self.pool = pool
+        self.table = table
+        self.accounts = accounts
+        self.sharers = sharers
+        self.network = network
+        self.speeds = speeds
+        self.last_stopped: list[str] = []  # the jobs the last plan stopped
+
+    def carry_out(self, actions: list[JobAction]) -> None:
+        """Apply a plan's actions: stops (and restarts' stops, and re-batches) first,
+        then starts."""
+        self.last_stopped = [a.job_id for a in actions if a.action in STOPPING]
+        active = self.table.active
+        for a in actions:
+            job = active[a.job_id]
+            if a.action in STOPPING:
+                suspended = a.action is Action.SUSPEND
+                self.stop(job, JobStatus.SUSPENDED if suspended else JobStatus.PREEMPTED)
+            elif a.stops:  # resize, migrate, re-share: a restart on the new GPUs
+                self.stop(job, JobStatus.PREEMPTED, moving=True)
+            elif a.action is Action.REBATCH:
+                job.advance(self.clock.now_s)
+                job.batch_size = a.batch_size
+                self.speeds.rerate(job)
+        for a in actions:
+            if a.starts:
+                assert a.allocation is not None
+                job = active[a.job_id]
+                self.pool.take(a.allocation, job.spec.gpu_mem_mib)
+                job.batch_size = a.batch_size
+                self.start(job, a.allocation)
+
+    def start(self, job: SimJob, alloc: Allocation) -> None:
+        """Run the job on `alloc`, already taken from the pool; its overhead depends
+        on how it last stopped (none for a first start)."""
+        now = self.clock.now_s
+        prev = job.status
+        job.mark_s = now
+        if prev is JobStatus.QUEUED:
+            overhead_s = 0.0
+            job.first_start_s = now
+        elif prev is JobStatus.SUSPENDED:
+            overhead_s = self.config.suspend_resume_s
+            job.restarts += 1
+        else:
+            overhead_s = self.rates.restart_s(job.spec)
+            job.restarts += 1
+        job_id = job.spec.job_id
+        job.status = JobStatus.RUNNING
+        self.table.num_running += 1
+        self.table.allocations[job_id] = alloc
+        job.allocation = alloc
+        job.run_start_s = now
+        job.resume_s = now + overhead_s
+        self.accounts.allocated_gpus += alloc.gpu_weight
+        if overhead_s > 0:
+            self.accounts.overhead_until_s[job_id] = job.resume_s
+        job.busy_mark_s = now
+        self.network.join(job_id, alloc)
+        if alloc.shared:
+            for other in self.sharers.join(job, alloc, self.table.active):
+                self.speeds.rerate(other)
+        self.speeds.rerate(job)
+
+    def resume(self, job: SimJob, resumed: ResumedJob) -> None:
+        """Give a job just arrived the progress, service and history it had under way;
+        a running one starts in place on its GPUs (checked free), with no overhead."""
+        job.done_iters = job.total_iters * resumed.done_fraction
+        job.attained_gpu_s = resumed.attained_gpu_s
+        job.executed_s = resumed.executed_s
+        if resumed.waiting_since_s is not None:
+            job.waiting_since_s = resumed.waiting_since_s
+        if resumed.status in WAITING:
+            job.status = resumed.status  # a preempted job pays its restart when started
+        alloc = resumed.allocation if resumed.status is JobStatus.RUNNING else None
+        if alloc is not None:
+            self.pool.take(alloc, job.spec.gpu_mem_mib)
+            job.batch_size = resumed.batch_size or job.spec.batch_size
+            self.start(job, alloc)  # from QUEUED: in place, no overhead
+        if resumed.first_start_s is not None:
+            job.first_start_s = resumed.first_start_s
+        job.restarts = resumed.restarts
+        self.table.touch(job)
+
+    def stop(
+        self, job: SimJob, status: JobStatus, *, failed: bool = False, moving: bool = False
+    ) -> None:
+        """End the job's run with `status`. `failed`: its node died, it rolls back to its
+        last checkpoint; `moving`: it restarts at once elsewhere (no new wait, no
+        preemption counted)."""
+        now = self.clock.now_s
+        job.advance(now)
+        if failed and job.allocation is not None:
+            job.done_iters = job.checkpoint_iters(now, self.config.checkpoint_interval_s)
+        self._end_run(job)
+        job.status = status
+        job.rate_ips = 0.0
+        job.version += 1
+        self.table.touch(job)
+        if not moving:
+            job.waiting_since_s = now
+            job.preemptions += 1
+
+    def finish(self, job: SimJob) -> None:
+        """The job completed its work now; it leaves the active jobs."""
+        now = self.clock.now_s
+        job.advance(now)
+        job.done_iters = job.total_iters
+        job.finish_s = now
+        self._end_run(job)
+        job.status = JobStatus.SUCCEEDED
+        self.table.touch(job)
+        del self.table.active[job.spec.job_id]
+
+    def _end_run(self, job: SimJob) -> None:
+        """Give back the GPUs and close the run's accounts (status still RUNNING)."""
+        now = self.clock.now_s
+        alloc = job.allocation
+        job_id = job.spec.job_id
+        if alloc is not None:
+            self.pool.release(alloc, job.spec.gpu_mem_mib)
+            self.accounts.allocated_gpus -= alloc.gpu_weight
+            self.accounts.overhead_until_s.pop(job_id, None)
+            if alloc.shared:
+                for other in self.sharers.leave(job, alloc, self.table.active):
+                    self.speeds.rerate(other)
+        self.accounts.close_run(job, now)
+        self.table.num_running -= 1
+        self.accounts.busy_gpus -= job.busy_gpus
+        job.busy_gpus = 0.0
+        del self.table.allocations[job_id]
+        self.network.leave(job_id)
+        job.allocation = None

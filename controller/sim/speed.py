@@ -1,0 +1,120 @@
+"""Job speeds: a running job's rate, busy GPUs and next events, set whenever what it
+depends on changes.
+
+A job's rate (reference-batch iterations per second, controller.rates.RateModel) follows
+its allocation and batch, its GPU neighbours' load (controller.sim.sharing) and its
+inter-node rate (controller.sim.bandwidth). Called by controller.sim.runs when a job
+starts or its neighbours change, and by controller.sim.simulator on re-rate events, a
+new batch and new network rates. Each change bumps the job's version (outdating its
+pending events) and schedules its finish.
+
+A job off its work batch earns the statistical gain at its progress
+(`RateModel.goodput_factor`), so it is re-rated each time it has done `GAIN_STEP` of
+its work more, even if nothing else happens.
+"""
+
+from __future__ import annotations
+
+from controller.model import Allocation
+from controller.rates import RateModel
+from controller.sim.accounting import Accounts
+from controller.sim.bandwidth import InterNodeRates
+from controller.sim.events import FINISH, RERATE, Clock, EventQueue
+from controller.sim.job import SimJob
+from controller.sim.sharing import GpuSharers
+from controller.sim.table import JobTable
+
+# The measured runs behind the gain have at most 100 epochs (rows), so a step of 1 %
+# of the work follows them row by row.
+GAIN_STEP = 0.01
+
+
+class Speeds:
+    """Sets running jobs' rates from the rate model, their neighbours and the network."""
+
+    __slots__ = ("accounts", "clock", "events", "network", "rates", "sharers", "table")
+
+    def __init__(
+        self,
+        rates: RateModel,
+        clock: Clock,
+        events: EventQueue,
+        table: JobTable,
+        accounts: Accounts,
+        sharers: GpuSharers,
+        network: InterNodeRates,
+    ) -> None:
+        self.rates = rates
+        self.clock = clock
+        self.events = events
+        self.table = table
+        self.accounts = accounts
+        self.sharers = sharers
+        self.network = network
+
+    def rerate(self, job: SimJob) -> None:
+        """Recompute a running job's speed and busy GPUs, and schedule its finish."""
+        assert job.allocation is not None
+        now = self.clock.now_s
+        job.advance(now)
+        rates = self.rates
+        load = self._load(job)
+        gbps = self.network.gbps_of(job.spec.job_id)
+        rate = rates.rate_ips(
+            job.spec, job.allocation, batch_size=job.batch_size, gpu_load=load, inter_node_gbps=gbps
+        )
+        adaptive = job.batch_size is not None and job.batch_size != rates.reference_batch(job.spec)
+        if adaptive:
+            # Progress is counted in reference-batch iterations (see RateModel).
+            rate *= rates.goodput_factor(job.spec, job.batch_size, job.done_iters / job.total_iters)
+        job.rate_ips = rate
+        self.accounts.set_busy(job, self._busy_gpus(job, load, gbps), now)
+        job.version += 1
+        self.table.touch(job)
+        finish = job.finish_time_s()
+        self.events.push(finish, FINISH, (job.spec.job_id, job.version))
+        if adaptive:
+            step_s = GAIN_STEP * job.total_iters / rate
+            at = max(now, job.resume_s) + step_s
+            if at < finish:
+                self.events.push(at, RERATE, (job.spec.job_id, job.version))
+
+    def iteration_s(self, job_id: str, gbps: float) -> float:
+        """Seconds per iteration of a running job at `gbps` between its nodes."""
+        job = self.table.active[job_id]
+        assert job.allocation is not None
+        rate = self.rates.rate_ips(
+            job.spec,
+            job.allocation,
+            batch_size=job.batch_size,
+            gpu_load=self._load(job),
+            inter_node_gbps=gbps,
+        )
+        return 1.0 / rate
+
+    def _load(self, job: SimJob) -> float:
+        assert job.allocation is not None
+        if not job.allocation.shared:
+            return 0.0
+        return self.sharers.neighbour_load(job, self.table.active, self.rates)
+
+    def _busy_gpus(self, job: SimJob, load: float, gbps: float | None) -> float:
+        """How much GPU compute the job keeps busy: on each of its GPUs, its model's
+        utilisation alone, scaled by its speed against the same GPUs unshared (so two
+        packed jobs add up to at most one GPU, and a capped MPS share counts as its
+        cap). This is what `gpu_utilization` integrates."""
+        alloc = job.allocation
+        assert alloc is not None
+        util = self.rates.utilization(job.spec)
+        if alloc.shared or load > 0:
+            whole = self.rates.rate_ips(
+                job.spec,
+                Allocation.whole(alloc.gpus()),
+                batch_size=job.batch_size,
+                inter_node_gbps=gbps,
+            )
+            shared = self.rates.rate_ips(
+                job.spec, alloc, batch_size=job.batch_size, gpu_load=load, inter_node_gbps=gbps
+            )
+            util *= min(1.0, shared / whole)
+        return alloc.num_gpus * util
