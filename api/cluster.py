@@ -491,7 +491,14 @@ class Follower:
             session.expire(row)
             if _rowcount(result) == 1:
                 session.add_all(
-                    JobEvent(job_id=row.id, kind=e.kind, sim_s=e.sim_s, detail=e.detail)
+                    JobEvent(
+                        job_id=row.id,
+                        kind=e.kind,
+                        sim_s=e.sim_s,
+                        detail=e.detail,
+                        by_jobs=list(e.by_jobs) or None,
+                        allocation=e.allocation,
+                    )
                     for e in change.events
                 )
                 session.flush()

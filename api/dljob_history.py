@@ -30,6 +30,7 @@ from operators.resources import (
     RUNNING,
     SUCCEEDED,
     SUSPENDED,
+    WAITING_PHASES,
     parse_time,
 )
 
@@ -101,9 +102,7 @@ def record(prev: dict[str, Any] | None, obj: Obj) -> Change:
             start = _time(str(status.get("startTime") or ""))
             found.append((start, True, ORDER[phase], phase))
     found.sort()
-    events = [
-        EventRecord(EVENTS[c], t, _detail(c, by_type.get(c, {}), status)) for t, _, _, c in found
-    ]
+    events = [_event(c, t, by_type.get(c, {}), status) for t, _, _, c in found]
     started = [e.sim_s for e in events if e.kind == "started" and e.sim_s is not None]
     done = [e.sim_s for e in events if e.kind in ("finished", "failed")]
     return Change(
@@ -131,7 +130,28 @@ def row_values(obj: Obj) -> dict[str, Any]:
         "attained_gpu_s": float(status.get("attainedGpuSeconds") or 0.0),
         "restarts": int(status.get("restarts") or 0),
         "nodes": str(status.get("nodes") or ""),
+        "queue_position": status.get("queuePosition") if phase in WAITING_PHASES else None,
     }
+
+
+def _event(ctype: str, at_s: float, cond: Obj, status: Obj) -> EventRecord:
+    """One condition's flip as an event: a stop names the jobs that took its GPUs
+    (status.preemptedBy, operators/queue_status.py), a start where it runs."""
+    by: tuple[str, ...] = ()
+    where = None
+    if ctype in (PREEMPTED, SUSPENDED):
+        by = tuple(str(j) for j in status.get("preemptedBy") or ())
+    elif ctype == RUNNING:
+        where = _placement(status.get("allocation") or {})
+    return EventRecord(EVENTS[ctype], at_s, _detail(ctype, cond, status), by, where)
+
+
+def _placement(allocation: Obj) -> list[dict[str, Any]] | None:
+    """status.allocation's shares as the events keep them: [{"node", "gpus"}]."""
+    by_node: dict[str, set[int]] = {}
+    for share in allocation.get("shares") or []:
+        by_node.setdefault(str(share.get("node")), set()).add(int(share.get("gpu") or 0))
+    return [{"node": n, "gpus": sorted(g)} for n, g in sorted(by_node.items())] or None
 
 
 def _detail(ctype: str, cond: Obj, status: Obj) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.actions import compile_plan
+from controller.decisions import RoundRecord
 from controller.model import (
     Action,
     Allocation,
@@ -41,6 +42,13 @@ from operators.kube import KubeApi
 from operators.lifecycle import Lifecycle
 from operators.nodes import ClusterView, build_cluster
 from operators.pods import Occupancy, ShareRecord, WorkerSpec, finished, pod_mem_mib, pod_shares
+from operators.queue_status import (
+    PREEMPTED_BY,
+    position_mutator,
+    preempted_by,
+    takers,
+    without_position,
+)
 from operators.resources import (
     ADMITTED,
     PREEMPTED,
@@ -99,6 +107,9 @@ class KubeBackend:
         self._round: Round | None = None
         self._plan_wake_s: float | None = None
         self._last_snapshot: Snapshot | None = None
+        # The round about to be applied, as controller.decisions records it (the
+        # operator's Controller.on_round hands it over): queue positions, preemptors.
+        self.round_record: RoundRecord | None = None
         self.cluster_changed = False
 
     @property
@@ -242,6 +253,7 @@ class KubeBackend:
         self._round = None
         self._plan_wake_s = plan.wake_s
         now = self.clock()
+        record, self.round_record = self.round_record, None
         try:
             actions = compile_plan(rnd.snapshot, plan, rnd.plan_pool)
         except PlanError as exc:
@@ -251,8 +263,10 @@ class KubeBackend:
             rec = rnd.records[a.job_id]
             if a.stops:
                 suspend = a.action is Action.SUSPEND
-                why = self._stop_reason(a.action)
-                self.lifecycle.stop(rec, why, SUSPENDED if suspend else PREEMPTED, plan, now)
+                by = takers(record, a.job_id, rnd.records)
+                why = self._stop_reason(a.action, by)
+                phase = SUSPENDED if suspend else PREEMPTED
+                self.lifecycle.stop(rec, why, phase, plan, now, fields={PREEMPTED_BY: by})
             elif a.action is Action.REBATCH:
                 self._rebatch(rec, a.batch_size)
         for a in actions:
@@ -263,6 +277,9 @@ class KubeBackend:
         for job in rnd.snapshot.waiting():
             if job.job_id not in started:
                 self._report_waiting(rnd.records[job.job_id], plan, now)
+        if record is not None:
+            for key, position in record.positions.items():
+                self.writer.status(rnd.records[key].obj, position_mutator(position))
         self.writer.flush()
 
     def _rebatch(self, rec: JobRecord, batch: int | None) -> None:
@@ -275,7 +292,7 @@ class KubeBackend:
         msg = f"batch size {batch} by the {self.policy_name()} policy"
         self.writer.event(rec.obj, "Rebatched", msg)
 
-    def _stop_reason(self, action: Action) -> Reasoned:
+    def _stop_reason(self, action: Action, by: list[str]) -> Reasoned:
         name = self.policy_name()
         what = {
             Action.SUSPEND: "suspended",
@@ -284,7 +301,8 @@ class KubeBackend:
             Action.RESHARE: "reshared",
         }
         verb = what.get(action, "preempted")
-        return Reasoned(f"{verb.capitalize()}ByPolicy", f"{verb} by the {name} policy")
+        message = f"{verb} by the {name} policy{preempted_by(by)}"
+        return Reasoned(f"{verb.capitalize()}ByPolicy", message)
 
     def _start(
         self, rnd: Round, rec: JobRecord, alloc: Allocation, batch: int | None, now: float
@@ -326,7 +344,8 @@ class KubeBackend:
         if not (rec.obj.get("status") or {}).get("firstStartTime"):
             fields["firstStartTime"] = micro_time(now)
         why = Reasoned("Scheduled", f"{len(shares)} GPU(s) on {', '.join(nodes)}")
-        self.writer.status(rec.obj, status_mutator(ADMITTED, why, fields=fields, now_s=now))
+        mutate = status_mutator(ADMITTED, why, fields=fields, now_s=now)
+        self.writer.status(rec.obj, without_position(mutate))
         self.writer.event(rec.obj, "Scheduled", f"attempt {attempt}: {why.message}")
 
     def _report_waiting(self, rec: JobRecord, plan: Plan, now: float) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from controller.model import Plan
 from operators import crd
@@ -95,12 +96,22 @@ class Lifecycle:
                 else:
                     self._running(rec, now)
 
-    def stop(self, rec: JobRecord, why: Reasoned, phase: str, plan: Plan, now: float) -> None:
-        """Stop a running job gracefully as the plan says (preempt, suspend, restart)."""
+    def stop(
+        self,
+        rec: JobRecord,
+        why: Reasoned,
+        phase: str,
+        plan: Plan,
+        now: float,
+        fields: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Stop a running job gracefully as the plan says (preempt, suspend, restart);
+        `fields`: status fields to set with it (who took its GPUs)."""
         reason = plan.reason_for(rec.key)
         pending = Reasoned(reason.code, reason.message) if reason else None
         self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
-        mutate = status_mutator(phase, why, pending=pending, add=self._service(rec, now), now_s=now)
+        service = self._service(rec, now)
+        mutate = status_mutator(phase, why, pending=pending, fields=fields, add=service, now_s=now)
         self.writer.status(rec.obj, mutate)
         self.writer.event(rec.obj, why.reason, why.message)
 

@@ -23,7 +23,9 @@ import time
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
+from controller.decisions import record_round
 from controller.loop import Controller
+from controller.model import Plan, Snapshot
 from operators import crd
 from operators.backend import KubeBackend
 from operators.informer import Caches, Informer
@@ -107,6 +109,7 @@ class Operator:
                 api, self.caches, self.elector.leading, self.metrics, api_url=config.api_url
             ),
         )
+        self.controller.on_round = self._record_round
         self.network = make_publisher(config.network, self.backend.writer)
         self.rounds = 0
         self.metrics_server: WSGIServer | None = None
@@ -221,6 +224,12 @@ class Operator:
                 writes=self.backend.writer.writes,
                 wake_in_s=f"{wake_s - self.backend.clock():.2f}" if wake_s is not None else "",
             )
+
+    def _record_round(self, snapshot: Snapshot, plan: Plan) -> None:
+        """Controller.on_round: the round's queue positions and preemptors, for the
+        backend to write into the DLJobs' status as it applies the plan."""
+        policy = self.controller.policy
+        self.backend.round_record = record_round(policy, snapshot, plan, plan.state)
 
     def _reload_policy(self) -> None:
         """Swap to the policy the ConfigMap names if it changed: a new policy object
