@@ -98,10 +98,9 @@ def test_who_preempted_whom_in_events_and_timeline(srtf: TestClient) -> None:
     _status(srtf, quick, alice, "Preempted")
 
     # Events: alice's own job is named with its name, bob's job is not named at all.
-    def stops(job: dict[str, Any], headers: dict[str, str]) -> list[str] | None:
+    def stops(job: dict[str, Any], headers: dict[str, str]) -> list[str]:
         events = _get(srtf, f"/jobs/{job['id']}/events", headers)["data"]
-        found = [e["detail"] for e in events if e["kind"] == "preempted"]
-        return found or None
+        return [e["detail"] for e in events if e["kind"] == "preempted"]
 
     by_alice = waiting.wait_for("long's preemption", lambda: stops(long, alice), TIMEOUT_S)
     assert by_alice == [
@@ -112,7 +111,7 @@ def test_who_preempted_whom_in_events_and_timeline(srtf: TestClient) -> None:
     assert by_bob[0].endswith("preempted by another tenant's job")
     assert bobs["id"] not in str(_get(srtf, f"/jobs/{quick['id']}/events", alice))
     seen_by_root = stops(quick, root)
-    assert seen_by_root is not None and seen_by_root[0].endswith(f"preempted by job {bobs['id']}")
+    assert seen_by_root and seen_by_root[0].endswith(f"preempted by job {bobs['id']}")
 
     # Timeline: queued, running on all 8 GPUs, preempted by the job that took them.
     line = _get(srtf, f"/jobs/{quick['id']}/timeline", alice)
