@@ -14,6 +14,7 @@ the bottom up (docs/architecture.md, "Simulator"):
 - `speed`: job speeds from the rate model, GPU neighbours and network;
 - `runs`: applying actions (starts, stops, finishes of job runs);
 - `nodes`: failures, recoveries, cordons and drains;
+- `rounds`: the Backend a round decides on (observe, apply) and its reasons;
 - `simulator`: `Simulator`, the loop and the Backend a round decides on, with the
   public surface local mode reads.
 """

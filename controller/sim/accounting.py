@@ -29,7 +29,9 @@ class Accounts:
         "busy_gpus",
         "capacity_gpu_s",
         "last_s",
+        "outcomes",
         "overhead_until_s",
+        "timeline",
     )
 
     def __init__(self, alive_gpus: int) -> None:
@@ -43,6 +45,10 @@ class Accounts:
         self.busy_gpu_s = 0.0
         self.active_job_s = 0.0  # the integral of the number of active jobs
         self.last_s = 0.0
+        # The jobs that left (finished, cancelled, never runnable), in that order, and
+        # a sample of the cluster after each round.
+        self.outcomes: list[JobOutcome] = []
+        self.timeline: list[TimelineSample] = []
 
     def advance(self, t_s: float, num_active: int) -> None:
         """Integrate capacity and active jobs up to `t_s`."""
@@ -83,14 +89,15 @@ class Accounts:
         active: dict[str, SimJob],
         num_running: int,
         unallocatable_gpus: int,
-    ) -> TimelineSample:
-        """The cluster after a round: busy GPUs leave out jobs still in an overhead."""
+    ) -> None:
+        """Record the cluster after a round: busy GPUs leave out jobs still in an
+        overhead."""
         idle = sum(
             active[job_id].busy_gpus
             for job_id, resume_s in self.overhead_until_s.items()
             if resume_s > now_s and job_id in active
         )
-        return TimelineSample(
+        sample = TimelineSample(
             t_s=now_s,
             gpus_total=self.alive_gpus,
             gpus_allocated=self.allocated_gpus,
@@ -99,6 +106,15 @@ class Accounts:
             running=num_running,
             gpus_unallocatable=unallocatable_gpus,
         )
+        self.timeline.append(sample)
+
+    def leave(self, job: SimJob, now_s: float) -> None:
+        """Record the outcome of a job that leaves (or is still there at the end)."""
+        self.outcomes.append(self.outcome(job, now_s))
+
+    def reject(self, spec: JobSpec) -> None:
+        """Record a job that never ran (see `rejected`)."""
+        self.outcomes.append(rejected(spec))
 
     def outcome(self, job: SimJob, now_s: float) -> JobOutcome:
         """What the job's stay came to, as of its finish or now."""

@@ -6,8 +6,7 @@ mode, `advance` in wall-clock steps). It is event-driven: between events every r
 job progresses at a constant rate, so progress is advanced analytically and nothing is
 stepped in small increments.
 
-`Simulator` runs the loop and is the `Backend` a round decides on (`observe`,
-`apply`); its parts, one responsibility each:
+`Simulator` runs the loop over its parts, one responsibility each:
 
 - controller.sim.events: arrivals, timed events and the clock (when rounds run);
 - controller.sim.job and controller.sim.table: each active job's record, its
@@ -17,6 +16,7 @@ stepped in small increments.
 - controller.sim.bandwidth: running multi-node jobs' inter-node rates;
 - controller.sim.runs: applying actions: starts, stops and finishes of runs;
 - controller.sim.nodes: failures, recoveries and maintenance of nodes;
+- controller.sim.rounds: a round's snapshot, its plan carried out, its reasons;
 - controller.sim.accounting: GPU-second integrals, timeline and job outcomes.
 
 Local mode (controller.live) reads it through the public surface at the end of the
@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from controller.actions import compile_plan
 from controller.loop import Controller
 from controller.maintenance import MaintenanceEvent, NodeAction, drained_reason
 from controller.model import (
@@ -44,20 +42,20 @@ from controller.model import (
     JobView,
     Placer,
     Plan,
-    PlanError,
     Policy,
     Reason,
     Snapshot,
 )
 from controller.placement import unallocatable_idle_gpus
 from controller.rates import RateModel
-from controller.records import JobOutcome, ReplayResult, TimelineSample
-from controller.sim.accounting import Accounts, rejected
+from controller.records import JobOutcome, ReplayResult
+from controller.sim.accounting import Accounts
 from controller.sim.bandwidth import InterNodeRates
 from controller.sim.config import NodeEvent, ResumedJob, SimConfig
 from controller.sim.events import FINISH, NODE, RERATE, WAKE, Arrivals, Clock, EventQueue
 from controller.sim.job import SimJob
 from controller.sim.nodes import NodeStates
+from controller.sim.rounds import Rounds
 from controller.sim.runs import JobRuns
 from controller.sim.sharing import GpuSharers
 from controller.sim.speed import Speeds
@@ -112,12 +110,19 @@ class Simulator:
             self._speeds,
         )
         self._nodes = NodeStates(cluster, self._pool, self._table, self._accounts, self._runs)
-        self._outcomes: list[JobOutcome] = []
-        self._timeline: list[TimelineSample] = []
-        self._last_snapshot: Snapshot | None = None
-        self._last_reasons: dict[str, Reason] = {}
-        self._last_default_reason: Reason | None = None
-        self.rounds = 0
+        self._rounds = Rounds(
+            self.controller,
+            cluster,
+            placer,
+            self.config,
+            self._clock,
+            self._events,
+            self._table,
+            self._pool,
+            self._nodes,
+            self._runs,
+            self._accounts,
+        )
         for ev in self.config.failures:
             self._events.push(ev.time_s, NODE, ev)
 
@@ -129,22 +134,21 @@ class Simulator:
         started = time.perf_counter()
         stop_at = self.config.max_time_s if self.config.max_time_s is not None else math.inf
         self.advance(stop_at, progress)
-        now = self._clock.now_s
+        now, acc = self._clock.now_s, self._accounts
         for job in list(self._table.active.values()):
             job.advance(now)
-            self._accounts.close_run(job, now)
-            self._outcomes.append(self._accounts.outcome(job, now))
+            acc.close_run(job, now)
+            acc.leave(job, now)
         if progress is not None:
-            progress(len(self._outcomes), self._arrivals.count)
-        acc = self._accounts
+            progress(len(acc.outcomes), self._arrivals.count)
         return ReplayResult(
             policy=self.policy.name,
             cluster=self.cluster.name,
             trace=self.trace_name,
-            jobs=sorted(self._outcomes, key=lambda o: (o.submit_s, o.job_id)),
-            timeline=self._timeline,
+            jobs=sorted(acc.outcomes, key=lambda o: (o.submit_s, o.job_id)),
+            timeline=acc.timeline,
             wall_s=time.perf_counter() - started,
-            rounds=self.rounds,
+            rounds=self._rounds.count,
             gpu_s_capacity=acc.capacity_gpu_s,
             gpu_s_allocated=acc.allocated_gpu_s,
             gpu_s_busy=acc.busy_gpu_s,
@@ -178,11 +182,11 @@ class Simulator:
             for kind, data in events.pop_due(t):
                 self._handle(kind, data)
             if clock.take_round(t):
-                self._round()
+                self._rounds.run_round()
                 network.after_round()
             tick += 1
             if progress is not None and tick % 2048 == 0:
-                progress(len(self._outcomes), arrivals.count)
+                progress(len(self._accounts.outcomes), arrivals.count)
         if until_s != math.inf and until_s > clock.now_s:
             self._advance_clock(until_s)
 
@@ -195,7 +199,7 @@ class Simulator:
             nominal = self.rates.nominal_rate_ips(spec)
         except ValueError:
             # Larger than the whole cluster: it can never run; it stays unfinished.
-            self._outcomes.append(rejected(spec))
+            self._accounts.reject(spec)
             return
         total = spec.iterations if spec.iterations is not None else nominal * (spec.duration_s or 0)
         job = SimJob(spec, total, nominal, self._clock.now_s)
@@ -210,7 +214,7 @@ class Simulator:
             job = self._table.active.get(job_id)
             if job is not None and job.version == version:
                 self._runs.finish(job)
-                self._outcomes.append(self._accounts.outcome(job, self._clock.now_s))
+                self._accounts.leave(job, self._clock.now_s)
                 self._clock.request_round()
         elif kind == NODE:
             self._node_event(data)
@@ -243,69 +247,15 @@ class Simulator:
         for job_id in changed:
             self._speeds.rerate(active[job_id])
 
-    # -- rounds (the Backend protocol) ----------------------------------------------
+    # -- the Backend protocol, for a round run from outside (tests) ------------------
 
     def observe(self) -> Snapshot:
-        """The snapshot a policy decides on (Backend protocol)."""
-        table = self._table
-        table.refresh()
-        running = tuple(table.views_run.values())
-        waiting = tuple(table.views_wait.values())
-        self._last_snapshot = Snapshot(
-            now_s=self._clock.now_s,
-            cluster=self.cluster,
-            jobs=running + waiting,
-            placer=self.placer,
-            down_nodes=frozenset(self._nodes.down),
-            cordoned_nodes=frozenset(self._nodes.cordoned),
-            pool=self._pool,
-            running_jobs=running,
-            waiting_jobs=waiting,
-            current=table.allocations,
-            index=ChainMap(table.views_run, table.views_wait),
-        )
-        return self._last_snapshot
+        """The snapshot a policy decides on (controller.sim.rounds)."""
+        return self._rounds.observe()
 
     def apply(self, plan: Plan) -> None:
-        """Carry out a plan (Backend protocol): the actions `compile_plan` names, every
-        stop before every start, gangs whole; an invalid plan changes nothing."""
-        snapshot = self._last_snapshot
-        if snapshot is None:
-            raise RuntimeError("apply before observe")
-        if self.config.validate_reasons and plan.default_reason is None:
-            unexplained = self._table.active.keys() - plan.run.keys() - plan.reasons.keys()
-            if unexplained:
-                job_id = min(unexplained)
-                raise PlanError(f"{self.policy.name}: job {job_id} waits, no reason")
-        try:
-            actions = compile_plan(snapshot, plan, self._pool)
-        except PlanError as exc:
-            raise PlanError(f"{self.policy.name}: {exc}") from None
-        self._runs.carry_out(actions)
-        self._last_reasons = dict(plan.reasons)
-        self._last_default_reason = plan.default_reason
-        if plan.wake_s is not None and plan.wake_s > self._clock.now_s:
-            self._events.push(plan.wake_s, WAKE, None)
-
-    def _round(self) -> None:
-        self.rounds += 1
-        now = self._clock.now_s
-        self._accounts.expire_overheads(now)
-        plan = self.controller.decide(self)
-        table = self._table
-        self._timeline.append(
-            self._accounts.sample(now, table.active, table.num_running, self._unallocatable(plan))
-        )
-
-    def _unallocatable(self, plan: Plan) -> int:
-        """Idle whole GPUs that no job left waiting after the round could use."""
-        snapshot = self._last_snapshot
-        if snapshot is None or self._pool.total_free == 0:
-            return 0
-        active = self._table.active
-        sizes = [j.spec.num_gpus for j in snapshot.waiting() if j.job_id not in plan.run]
-        sizes += [active[i].spec.num_gpus for i in self._runs.last_stopped if i in active]
-        return unallocatable_idle_gpus(self._pool, self.cluster, sizes)
+        """Carry out a plan; an invalid one raises PlanError and changes nothing."""
+        self._rounds.apply(plan)
 
     # -- jobs and nodes from outside: local mode, what-if, admins ----------------------
 
@@ -347,14 +297,14 @@ class Simulator:
             spec = self._arrivals.withdraw(job_id)
             if spec is None:
                 return False
-            self._outcomes.append(rejected(spec))
+            self._accounts.reject(spec)
             return True
         if job.status is JobStatus.RUNNING:
             self._runs.stop(job, JobStatus.PREEMPTED)
         job.status = JobStatus.CANCELLED
         self._table.touch(job)
         del self._table.active[job_id]
-        self._outcomes.append(self._accounts.outcome(job, self._clock.now_s))
+        self._accounts.leave(job, self._clock.now_s)
         self._clock.request_round()
         return True
 
@@ -364,7 +314,7 @@ class Simulator:
         preempted = [job.spec.job_id for job in self._nodes.maintain(node, action)]
         if preempted:
             reason = drained_reason(self.cluster.nodes[node].name, by)
-            self._last_reasons.update(dict.fromkeys(preempted, reason))
+            self._rounds.reasons.update(dict.fromkeys(preempted, reason))
         self._clock.request_round()
         return preempted
 
@@ -381,6 +331,11 @@ class Simulator:
         return self.controller.policy
 
     @property
+    def rounds(self) -> int:
+        """How many rounds have run."""
+        return self._rounds.count
+
+    @property
     def now_s(self) -> float:
         """The virtual clock, in seconds since the simulation's start."""
         return self._clock.now_s
@@ -389,7 +344,7 @@ class Simulator:
     def outcomes(self) -> Sequence[JobOutcome]:
         """The jobs that left (finished, cancelled, never runnable), in that order;
         only ever appended to, so a caller may keep a cursor into it."""
-        return self._outcomes
+        return self._accounts.outcomes
 
     @property
     def down_nodes(self) -> frozenset[int]:
@@ -424,7 +379,7 @@ class Simulator:
         job = self._table.active.get(job_id)
         if job is None or job.status is JobStatus.RUNNING:
             return None
-        return self._last_reasons.get(job_id, self._last_default_reason)
+        return self._rounds.reasons.get(job_id, self._rounds.default_reason)
 
     def views(self, wanted: Callable[[str, JobStatus, int], bool] | None = None) -> list[JobView]:
         """The active jobs as of now, in arrival order; `wanted(job_id, status,

@@ -1,0 +1,138 @@
+"""Scheduling rounds in a simulation: the snapshot a policy decides on, the plan carried out.
+
+`Rounds` is the `Backend` (controller.loop) that `Controller.decide` runs a round on:
+`observe()` builds the `Snapshot` from the active jobs' cached views, `apply(plan)`
+refuses an invalid plan before anything changes (PlanError, as the Kubernetes backend
+does) and hands `compile_plan`'s actions to controller.sim.runs. After each round it
+records a timeline sample (controller.sim.accounting) and keeps the reasons the plan
+gave for every job left waiting. Called by controller.sim.simulator's loop when the
+clock says a round is due; `Simulator.observe`/`apply` are the same two calls.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+
+from controller.actions import compile_plan
+from controller.loop import Controller
+from controller.model import Cluster, GpuPool, Placer, Plan, PlanError, Reason, Snapshot
+from controller.placement import unallocatable_idle_gpus
+from controller.sim.accounting import Accounts
+from controller.sim.config import SimConfig
+from controller.sim.events import WAKE, Clock, EventQueue
+from controller.sim.nodes import NodeStates
+from controller.sim.runs import JobRuns
+from controller.sim.table import JobTable
+
+
+class Rounds:
+    """Runs rounds on the simulated cluster and remembers what the last one said."""
+
+    __slots__ = (
+        "accounts",
+        "clock",
+        "cluster",
+        "config",
+        "controller",
+        "count",
+        "default_reason",
+        "events",
+        "last_snapshot",
+        "nodes",
+        "placer",
+        "pool",
+        "reasons",
+        "runs",
+        "table",
+    )
+
+    def __init__(
+        self,
+        controller: Controller,
+        cluster: Cluster,
+        placer: Placer,
+        config: SimConfig,
+        clock: Clock,
+        events: EventQueue,
+        table: JobTable,
+        pool: GpuPool,
+        nodes: NodeStates,
+        runs: JobRuns,
+        accounts: Accounts,
+    ) -> None:
+        self.controller = controller
+        self.cluster = cluster
+        self.placer = placer
+        self.config = config
+        self.clock = clock
+        self.events = events
+        self.table = table
+        self.pool = pool
+        self.nodes = nodes
+        self.runs = runs
+        self.accounts = accounts
+        self.count = 0
+        self.last_snapshot: Snapshot | None = None
+        # Why each job left waiting waits, as the last plan (or a drain since) said.
+        self.reasons: dict[str, Reason] = {}
+        self.default_reason: Reason | None = None
+
+    def run_round(self) -> None:
+        self.count += 1
+        now = self.clock.now_s
+        self.accounts.expire_overheads(now)
+        plan = self.controller.decide(self)
+        table = self.table
+        self.accounts.sample(now, table.active, table.num_running, self._unallocatable(plan))
+
+    def observe(self) -> Snapshot:
+        """The snapshot a policy decides on (Backend protocol)."""
+        table = self.table
+        table.refresh()
+        running = tuple(table.views_run.values())
+        waiting = tuple(table.views_wait.values())
+        self.last_snapshot = Snapshot(
+            now_s=self.clock.now_s,
+            cluster=self.cluster,
+            jobs=running + waiting,
+            placer=self.placer,
+            down_nodes=frozenset(self.nodes.down),
+            cordoned_nodes=frozenset(self.nodes.cordoned),
+            pool=self.pool,
+            running_jobs=running,
+            waiting_jobs=waiting,
+            current=table.allocations,
+            index=ChainMap(table.views_run, table.views_wait),
+        )
+        return self.last_snapshot
+
+    def apply(self, plan: Plan) -> None:
+        """Carry out a plan (Backend protocol): the actions `compile_plan` names, every
+        stop before every start, gangs whole; an invalid plan changes nothing."""
+        snapshot = self.last_snapshot
+        if snapshot is None:
+            raise RuntimeError("apply before observe")
+        if self.config.validate_reasons and plan.default_reason is None:
+            unexplained = self.table.active.keys() - plan.run.keys() - plan.reasons.keys()
+            if unexplained:
+                job_id = min(unexplained)
+                raise PlanError(f"{self.controller.policy.name}: job {job_id} waits, no reason")
+        try:
+            actions = compile_plan(snapshot, plan, self.pool)
+        except PlanError as exc:
+            raise PlanError(f"{self.controller.policy.name}: {exc}") from None
+        self.runs.carry_out(actions)
+        self.reasons = dict(plan.reasons)
+        self.default_reason = plan.default_reason
+        if plan.wake_s is not None and plan.wake_s > self.clock.now_s:
+            self.events.push(plan.wake_s, WAKE, None)
+
+    def _unallocatable(self, plan: Plan) -> int:
+        """Idle whole GPUs that no job left waiting after the round could use."""
+        snapshot = self.last_snapshot
+        if snapshot is None or self.pool.total_free == 0:
+            return 0
+        active = self.table.active
+        sizes = [j.spec.num_gpus for j in snapshot.waiting() if j.job_id not in plan.run]
+        sizes += [active[i].spec.num_gpus for i in self.runs.last_stopped if i in active]
+        return unallocatable_idle_gpus(self.pool, self.cluster, sizes)
