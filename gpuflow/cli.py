@@ -144,10 +144,18 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("cluster")
     cl.set_defaults(func=_cmd_cluster)
 
-    from gpuflow import coflow_cmd, operator_cmd, policies_cmd, sandbox_cmd, serve_cmd
+    from gpuflow import (
+        coflow_cmd,
+        operator_cmd,
+        placement_cmd,
+        policies_cmd,
+        sandbox_cmd,
+        serve_cmd,
+    )
 
     policies_cmd.add_parser(sub)
     coflow_cmd.add_parser(sub)
+    placement_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
     operator_cmd.add_parsers(sub)
     sandbox_cmd.add_parsers(sub)
