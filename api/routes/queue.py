@@ -32,9 +32,12 @@ from api.schemas.queue import (
 from api.security import JOB_ID
 from api.timeline import Event, intervals
 from controller.model import WAITING
+from operators.resources import INVALID, UNSCHEDULABLE
 
 router = APIRouter(tags=["queue"])
-WAITING_STATUSES = sorted(s.value for s in WAITING)
+# A waiting job's statuses; the last two only in cluster mode (its DLJob's phase), where
+# the policy does not consider the job, so it has no position.
+WAITING_STATUSES = [*sorted(s.value for s in WAITING), UNSCHEDULABLE, INVALID]
 WAITING_PATTERN = "^(" + "|".join(WAITING_STATUSES) + ")$"
 
 

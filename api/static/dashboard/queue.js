@@ -22,7 +22,8 @@ import { api, byId, duration, el, report, session } from "./common.js";
  */
 
 const HEADINGS = ["Position", "Job", "Tenant", "GPUs", "Status", "Waiting for", "Why it waits"];
-const STATUSES = ["Queued", "Preempted", "Suspended"]; // the statuses GET /queue filters on
+// The statuses GET /queue filters on; the last two only in cluster mode.
+const STATUSES = ["Queued", "Preempted", "Suspended", "Unschedulable", "Invalid"];
 const LIMIT = 1000; // the API's page size
 
 /** @type {Map<string, RowView>} */
