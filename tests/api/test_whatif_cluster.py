@@ -46,11 +46,11 @@ def test_a_switch_reaches_the_operator_and_what_if_reads_the_dljobs(tmp_path: Pa
             r = client.put(ACTIVE, json={"name": "srtf"}, headers=admin)
             assert r.status_code == 200, r.text
             assert read_policy(api, "default", CONFIGMAP) == "srtf"
-            wait_for(lambda: op.controller.policy.name == "srtf", timeout_s=30)
+            wait_for(lambda: op.controller.policy.name == "srtf", timeout_s=120)
             assert _active(client, alice) == "srtf"
             r = client.put(ACTIVE, json={"name": "tiresias"}, headers=admin)
             assert r.status_code == 200
-            wait_for(lambda: op.controller.policy.name == "tiresias", timeout_s=30)
+            wait_for(lambda: op.controller.policy.name == "tiresias", timeout_s=120)
 
             # No kubelet: the operator admits the first job (its pods stay pending) and
             # the second waits for its GPUs.
@@ -63,7 +63,7 @@ def test_a_switch_reaches_the_operator_and_what_if_reads_the_dljobs(tmp_path: Pa
                 }
                 return jobs[first["id"]]["status"] == "Admitted"
 
-            wait_for(admitted, timeout_s=30)
+            wait_for(admitted, timeout_s=120)
             r = client.post("/api/v1/whatif", json={"policies": ["fifo", "srtf"]}, headers=alice)
             assert r.status_code == 200, r.text
             body = r.json()
