@@ -10,7 +10,7 @@ T = TypeVar("T")
 
 
 def wait_for(
-    what: str, check: Callable[[], T], timeout_s: float = 30.0, every_s: float = 0.05
+    what: str, check: Callable[[], T], timeout_s: float = 60.0, every_s: float = 0.05
 ) -> T:
     """Call `check` every `every_s` until it returns something true, and return that;
     AssertionError naming `what` after `timeout_s`."""

@@ -48,6 +48,6 @@ def upload_trace(client: TestClient, headers: dict[str, str], path: Path) -> dic
     return body
 
 
-def wait_for(check: Callable[[], Any], timeout_s: float = 30.0, every_s: float = 0.05) -> Any:
+def wait_for(check: Callable[[], Any], timeout_s: float = 60.0, every_s: float = 0.05) -> Any:
     """Poll `check` until it returns something truthy; fail after `timeout_s`."""
     return waiting.wait_for("a condition", check, timeout_s, every_s)
