@@ -98,6 +98,15 @@ class RandomPacker(Packer):
 
     name = "random"
 
+    def place(self, state: ClusterState, task: TaskRequest) -> Placement | None:
+        # RandomScore gives the maximum to one node drawn uniformly (its PreScore), so
+        # the node order that breaks other placers' ties plays no part.
+        nodes = np.flatnonzero(state.fits(task))
+        if nodes.size == 0:
+            return None
+        node = int(nodes[self.rng.integers(nodes.size)])
+        return Placement(node, self.gpus(state, task, node))
+
     def scores(
         self, state: ClusterState, task: TaskRequest, nodes: IntArray
     ) -> tuple[IntArray, IntArray | None]:

@@ -173,3 +173,12 @@ def test_resources_refuse_impossible_requests() -> None:
         NodeResources("n", 1000, 1000, gpus=2)
     with pytest.raises(ValueError, match="cannot hold"):
         ClusterState([make_node("n", gpus=1)]).assign(make_task(gpus=1), Placement(0, (1,)))
+
+
+def test_random_ignores_the_node_order() -> None:
+    nodes = [make_node(f"n{i}", gpus=2) for i in range(8)]
+    order = np.arange(8)
+    placer = PACKERS["random"](np.random.default_rng(5), ANY_MIX, order)
+    state = ClusterState(nodes)
+    chosen = {placer.place(state, make_task(milli=10)).node for _ in range(40)}  # type: ignore[union-attr]
+    assert len(chosen) > 4  # the first node in the order would be chosen every time
