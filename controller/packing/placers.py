@@ -15,8 +15,8 @@ kube-scheduler (the fork mental2008/kubernetes v1.20.5-minor, not public in our
 sources) evidently takes the first best node in that order: with ties drawn
 uniformly (stock kube-scheduler's `selectHost`) GPU packing, GPU clustering and FGD
 land 3-5 points below their published means; with the first node of a random order
-fixed per run (`node_order`, drawn by the experiment) every baseline comes within
-0.2 points. So ties follow `node_order` (the lowest node index without one).
+fixed per run (`node_order`, drawn by the experiment) each comes within 0.1
+points over 10 seeds. So ties follow `node_order` (the lowest node index without one).
 Scores are the simulator's integers, truncations included: they decide which
 nodes tie. Constants: `MAX_SPEC_CPU_MILLI`, `MAX_SPEC_GPU_MILLI`
 (open-gpu-share `utils/const.go`: the largest node's CPU and GPUs).
