@@ -89,13 +89,14 @@ class Simulator:
         self._pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
         self._accounts = Accounts(cluster.num_gpus)
         self._network = InterNodeRates(self.config.network)
+        sharers = GpuSharers()
         self._speeds = Speeds(
             self.rates,
             self._clock,
             self._events,
             self._table,
             self._accounts,
-            GpuSharers(),
+            sharers,
             self._network,
         )
         self._runs = JobRuns(
@@ -105,7 +106,7 @@ class Simulator:
             self._pool,
             self._table,
             self._accounts,
-            self._speeds.sharers,
+            sharers,
             self._network,
             self._speeds,
         )
