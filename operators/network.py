@@ -4,7 +4,7 @@
 `Controller.decide`, when `OperatorConfig.network` names an allocator. The rates come
 from `egress_rates`, a pure function of the Cluster and the running multi-node jobs'
 allocations, which runs `controller.network.jobs.job_rates` (what the simulator
-calls, controller/sim.py `_renet`) on the same ring coflows, capacities (node NICs,
+calls, controller/sim/bandwidth.py) on the same ring coflows, capacities (node NICs,
 rack uplinks) and policy.
 
 One deviation from the simulator: `job_rates` gives a job its *effective* rate, the
