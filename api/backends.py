@@ -73,9 +73,9 @@ class JobBackend(Protocol):
         ...
 
     def cancel(self, session: Session, job: Job) -> bool:
-        """Record the cancel in `session` and stop the job; False if already over. Local
-        mode commits the record before the scheduler drops the job; cluster mode keeps
-        the row locked while it deletes the DLJob, and the caller commits."""
+        """Record the cancel in `session`, commit it, then stop the job; False if already
+        over. Local mode's scheduler drops the job after the commit; cluster mode deletes
+        its DLJob after it (api.dljob_reaper retrying a delete Kubernetes refused)."""
         ...
 
     def describe(self, *, gpus: bool = True) -> ClusterDescription:

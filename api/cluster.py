@@ -2,8 +2,9 @@
 
 `KubeBackend` (api.backends.JobBackend) creates a DLJob for each REST submission —
 in settings.kube_namespace, labelled with the submitter's tenant and the job's
-database id, the row keeping the DLJob's namespace, name and uid — and deletes it
-on cancel. The operator schedules it like any DLJob.
+database id, the row keeping the DLJob's namespace, name and uid. A cancel is
+committed first, then the DLJob deleted (api.dljob_reaper, which retries). The
+operator schedules it like any DLJob.
 
 `Follower` records every DLJob's history, REST-submitted or made with kubectl: an
 informer (operators.informer: list, then watch, relist on 410 Gone) over DLJobs in
@@ -20,7 +21,9 @@ owned by the tenant's `kubectl@<tenant>` user, who has no token). Exactly once:
   events, so a write either happened with its events or not at all;
 - after each (re)list, rows whose DLJob is gone (deleted while the service was
   down, or during a watch gap) are closed as Cancelled, once (terminal rows are
-  never written again).
+  never written again);
+- a DLJob still there whose row is Cancelled is handed to the reaper, once the batch
+  is committed, so a cancel whose delete failed or never ran ends with the DLJob gone.
 
 The kubernetes client is reached only through `operators` (api -> operators).
 """
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import re
 import secrets
 import threading
 import time
@@ -46,6 +48,8 @@ from api import metrics_secrets
 from api.backends import BackendUnavailable, ClusterDescription, UnknownNode
 from api.cluster_view import topology_of
 from api.dljob_history import record
+from api.dljob_manifest import dljob_manifest, dljob_name
+from api.dljob_reaper import DLJobRef, Reaper
 from api.errors import one_line
 from api.kube_describe import describe_kube
 from api.models import Job, JobEvent, User
@@ -56,7 +60,6 @@ from api.security import hash_token
 from api.settings import Settings
 from api.train_status import TrainStatusWriter
 from controller.maintenance import NodeAction
-from operators import crd
 from operators.informer import Informer, Key, key_of
 from operators.kube import (
     API_ERRORS,
@@ -72,8 +75,6 @@ from operators.nodes import build_cluster
 from operators.resources import (
     JOB_DB_ID,
     LABEL_JOB_ID,
-    LABEL_TENANT,
-    MAX_NAME_LEN,
     QUEUED,
     foreign_id,
     metrics_secret_name,
@@ -108,7 +109,10 @@ class KubeBackend:
         self.image = settings.kube_image
         self._sessions = sessions
         self._watch_timeout_s = settings.kube_watch_timeout_s
-        self.follower = Follower(self.api, sessions, watch_timeout_s=self._watch_timeout_s)
+        self.reaper = Reaper(self.api)
+        self.follower = Follower(
+            self.api, sessions, watch_timeout_s=self._watch_timeout_s, on_cancelled=self.reaper
+        )
         self.train = TrainStatusWriter(
             self.api,
             sessions,
@@ -117,12 +121,14 @@ class KubeBackend:
         )
 
     def start(self) -> None:
+        self.reaper.start()
         self.follower.start()
         self.train.start()
 
     def stop(self) -> None:
         self.train.stop()
         self.follower.stop()
+        self.reaper.stop()
         if self._own_client:
             self.api.client.close()  # its connection pool (and any watch left open)
 
@@ -204,18 +210,17 @@ class KubeBackend:
             log.warning("Secret of uncreated DLJob %s left: %s", dljob, error_message(exc))
 
     def cancel(self, session: Session, job: Job) -> bool:
-        # Recorded first (the row is then write-locked until the caller commits), so
-        # the follower, seeing the DLJob go, finds the job closed and adds nothing.
+        """Commit the cancel, then delete the DLJob: a cancel whose commit fails leaves
+        the job as it was; one answered is never undone, the reaper deleting the DLJob
+        if Kubernetes refuses now (the follower, seeing it go, finds the job closed)."""
         if not close(session, job.id, "Cancelled", "cancelled", self.now_s(), "by user"):
             session.refresh(job)
             return False
-        if job.dljob_name is not None and job.dljob_namespace is not None:
-            try:
-                self.api.delete_dljob(job.dljob_namespace, job.dljob_name)
-            except Exception as exc:
-                session.rollback()
-                raise BackendUnavailable(f"Kubernetes API: {_message(exc)}") from None
+        session.commit()
         session.refresh(job)
+        ref = DLJobRef.of_job(job)
+        if ref is not None:
+            self.reaper.delete_now(ref)
         return True
 
     def maintain_node(self, name: str, action: NodeAction, by: str) -> NodePublic:
@@ -238,56 +243,6 @@ class KubeBackend:
 
     def topology(self) -> TopologyPublic:
         return topology_of(build_cluster(self.follower.nodes.items()).cluster)
-
-
-# -- DLJobs for REST jobs ---------------------------------------------------------------
-
-
-def dljob_name(name: str, job_id: str) -> str:
-    """A DNS-1123 name, unique by the job id, short enough for the operator's pods."""
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    room = MAX_NAME_LEN - len(job_id) - 1
-    slug = slug[:room].strip("-") or "job"
-    return f"{slug}-{job_id}"
-
-
-def label_value(text: str) -> str:
-    out = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63]
-    return out.strip("-_.") or "none"
-
-
-def dljob_manifest(job: dict[str, Any], body: JobCreate, image: str) -> Obj:
-    spec: dict[str, Any] = {
-        "image": image,
-        "gpus": job["num_gpus"],
-        "tenant": job["tenant"],
-        "priority": job["priority"],
-        "model": job["model"],
-    }
-    if body.command:
-        spec["command"] = list(body.command)
-    if body.env:
-        spec["env"] = [{"name": k, "value": v} for k, v in body.env.items()]
-    if job["min_gpus"] != job["num_gpus"]:
-        spec["minGpus"] = job["min_gpus"]
-    if job["max_gpus"] != job["num_gpus"]:
-        spec["maxGpus"] = job["max_gpus"]
-    if job["gpu_mem_mib"] is not None:
-        spec["gpuMemMib"] = job["gpu_mem_mib"]
-    if job["batch_size"] is not None:
-        spec["batchSize"] = job["batch_size"]
-    if job["duration_s"] is not None:
-        spec["expectedDurationSeconds"] = job["duration_s"]
-    return {
-        "apiVersion": crd.API_VERSION,
-        "kind": crd.KIND,
-        "metadata": {
-            "name": job["dljob_name"],
-            "namespace": job["dljob_namespace"],
-            "labels": {LABEL_TENANT: label_value(job["tenant"]), LABEL_JOB_ID: job["id"]},
-        },
-        "spec": spec,
-    }
 
 
 def _message(exc: BaseException) -> str:
@@ -330,10 +285,17 @@ class Follower:
     """Records every DLJob's history in the job database (see the module doc)."""
 
     def __init__(
-        self, api: KubeApi, sessions: sessionmaker[Session], *, watch_timeout_s: int = 60
+        self,
+        api: KubeApi,
+        sessions: sessionmaker[Session],
+        *,
+        watch_timeout_s: int = 60,
+        on_cancelled: Reaper | None = None,
     ) -> None:
         self.api = api
         self._sessions = sessions
+        self._reaper = on_cancelled
+        self._cancelled: list[DLJobRef] = []  # seen in the batch being written
         self.dljobs = Informer(
             api, Resource("dljobs"), self._on_change, watch_timeout_s=watch_timeout_s
         )
@@ -431,6 +393,7 @@ class Follower:
                         return
 
     def _write(self, batch: list[Item]) -> None:
+        self._cancelled = []
         with self._sessions() as session:
             for kind, payload in batch:
                 if kind == "seen":
@@ -440,6 +403,8 @@ class Follower:
                 else:
                     self._present(session, payload)
             session.commit()
+        if self._reaper is not None and self._cancelled:
+            self._reaper.request(self._cancelled)
         self.written += len(batch)
 
     def _row(self, session: Session, obj: Obj) -> Job | None:
@@ -463,6 +428,8 @@ class Follower:
         for _ in range(CAS_TRIES):
             row = self._row(session, obj) or self._adopt(session, obj)
             if row.status in TERMINAL:
+                if row.status == "Cancelled" and not obj["metadata"].get("deletionTimestamp"):
+                    self._cancelled.append(DLJobRef.of_obj(obj))
                 return
             rv = _rv(obj)
             seen = row.dljob_version

@@ -19,9 +19,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.cluster import Follower, KubeBackend, dljob_name
+from api.cluster import Follower, KubeBackend
 from api.db import make_engine
 from api.dljob_history import record
+from api.dljob_manifest import dljob_name
 from api.migrations import upgrade
 from api.settings import Settings
 from operators import crd

@@ -1,0 +1,134 @@
+"""Cluster mode: a cancel is committed before its DLJob is deleted, and a cancelled
+job's DLJob is deleted however long Kubernetes refuses (api.dljob_reaper).
+
+Against the strict Kubernetes API test server: its fault hook refuses DLJob deletes
+(503) until the test takes the faults back; the fixtures and helpers are
+tests/api/test_cluster_mode.py's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
+
+from api.cluster import KubeBackend
+from api.settings import Settings
+from operators.kube import ApiException, KubeApi
+from tests.api.builders import auth, submit, wait_for
+from tests.api.test_cluster_mode import (
+    JOBS,
+    any_db,
+    kinds,
+    service,
+    settings,
+    settle,
+)
+from tests.kube.fixtures import KubeServer, kube_server
+
+__all__ = ["any_db", "kube_server", "settings"]
+
+# More refusals than the reaper retries within any test: deletes fail until taken back.
+REFUSALS = 1000
+
+
+def refuse_deletes(server: KubeServer) -> None:
+    for _ in range(REFUSALS):
+        server.fail_next("delete", "dljobs", 503)
+
+
+def allow_deletes(server: KubeServer) -> None:
+    while server.faults.take("delete", "dljobs") is not None:
+        pass
+
+
+def dljob_exists(api: KubeApi, name: str) -> bool:
+    try:
+        api.get_dljob("default", name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def backend(client: Any) -> KubeBackend:
+    got = client.app.state.backend
+    assert isinstance(got, KubeBackend)
+    return got
+
+
+def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_it_can(
+    any_db: Settings, kube_server: KubeServer
+) -> None:
+    api = KubeApi(kube_server.api_client())
+    with service(any_db) as client:
+        alice = auth(client, "alice", "vision")
+        job = submit(client, alice, num_gpus=2)
+        refuse_deletes(kube_server)
+        r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "Cancelled"
+        assert dljob_exists(api, job["dljob_name"])  # refused: still there
+        assert backend(client).reaper.pending() == 1
+        assert client.post(f"{JOBS}/{job['id']}/cancel", headers=alice).status_code == 409
+        got = client.get(f"{JOBS}/{job['id']}", headers=alice).json()
+        assert got["status"] == "Cancelled"
+        allow_deletes(kube_server)
+        wait_for(lambda: not dljob_exists(api, job["dljob_name"]), timeout_s=60)
+        wait_for(lambda: backend(client).reaper.pending() == 0, timeout_s=30)
+        settle(client)
+        # The follower saw the DLJob go: the job was closed already, nothing is added.
+        assert kinds(client, alice, job["id"]) == ["submitted", "cancelled"]
+
+
+def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
+    any_db: Settings, kube_server: KubeServer
+) -> None:
+    """The service stopped between the cancel's commit and the DLJob's delete: the
+    next start's list finds a Cancelled row with a live DLJob and deletes it."""
+    api = KubeApi(kube_server.api_client())
+    with service(any_db) as client:
+        alice = auth(client, "alice", "vision")
+        cancelled = submit(client, alice, num_gpus=2)
+        kept = submit(client, alice, num_gpus=1)
+        refuse_deletes(kube_server)
+        r = client.post(f"{JOBS}/{cancelled['id']}/cancel", headers=alice)
+        assert r.status_code == 200 and r.json()["status"] == "Cancelled"
+    allow_deletes(kube_server)
+    assert dljob_exists(api, cancelled["dljob_name"])  # what a crash there leaves
+    with service(any_db) as client:
+        wait_for(lambda: not dljob_exists(api, cancelled["dljob_name"]), timeout_s=60)
+        settle(client)
+        assert dljob_exists(api, kept["dljob_name"])  # only the cancelled job's
+        assert kinds(client, alice, cancelled["id"]) == ["submitted", "cancelled"]
+        assert client.get(f"{JOBS}/{kept['id']}", headers=alice).json()["status"] == "Queued"
+
+
+def test_a_cancel_whose_database_write_fails_deletes_nothing(
+    settings: Settings, kube_server: KubeServer
+) -> None:
+    api = KubeApi(kube_server.api_client())
+    with service(settings) as client:
+        alice = auth(client, "alice", "vision")
+        job = submit(client, alice, num_gpus=2)
+        engine = client.app.state.engine  # type: ignore[attr-defined]
+
+        def fail_on_events(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.startswith("INSERT INTO job_events"):
+                raise OperationalError(statement, None, Exception("connection lost"))
+
+        event.listen(engine, "before_cursor_execute", fail_on_events)
+        try:
+            r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
+        finally:
+            event.remove(engine, "before_cursor_execute", fail_on_events)
+        assert r.status_code == 503, r.text
+        assert dljob_exists(api, job["dljob_name"])
+        assert client.get(f"{JOBS}/{job['id']}", headers=alice).json()["status"] == "Queued"
+        again = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
+        assert again.status_code == 200 and again.json()["status"] == "Cancelled"
+        assert not dljob_exists(api, job["dljob_name"])
+        settle(client)
+        assert kinds(client, alice, job["id"]) == ["submitted", "cancelled"]
