@@ -1,12 +1,20 @@
-"""Idempotency keys of job submissions (POST /jobs with an `Idempotency-Key` header).
+"""Idempotency keys of submissions (an `Idempotency-Key` header on POST /jobs,
+/replays and /replays/sweeps).
 
-Called by api.routes.jobs.submit_job before the job is handed to the backend. The key
-is claimed in a transaction of its own, with the job's id and its first answer, before
-the job is stored: a retry of the same request (a client that timed out, a 503) finds
-the claim and reuses that id, so the job's primary key allows one job at most however
-many times the request is sent, and a retry after the job was stored gets the first
-answer back. Claims are per user and kept for WINDOW; the same key with another body
-is refused (the caller answers 422).
+Jobs: api.routes.jobs.submit_job claims the key (`claim`) in a transaction of its own,
+with the job's id and its first answer, before the job is handed to the backend: a
+retry of the same request (a client that timed out, a 503) finds the claim and reuses
+that id, so the job's primary key allows one job at most however many times the
+request is sent, and a retry after the job was stored gets the first answer back.
+
+Replays and sweeps: api.routes.replays looks the key up first (`answered`), then
+stores the claim (`hold`) in the transaction that stores the replay rows, so the key
+and the replays are committed together or not at all; a broker that refuses the
+replays takes the claim with them (`release`), and a retry starts afresh.
+
+Claims are per user, across routes (a key is remembered with its route, `scope`),
+and kept for WINDOW; the same key with another body or on another route is refused
+(the caller answers 422 naming the header, `reused_error`).
 """
 
 from __future__ import annotations
@@ -16,19 +24,56 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from fastapi import Header
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.models import IdempotencyKey, Job, utcnow
+from api.models import IDEMPOTENCY_KEY_LEN, IdempotencyKey, Job, User, utcnow
 
 # How long a key is remembered: a day, as Stripe's API keeps its idempotency keys;
 # longer than any client retries one request.
 WINDOW = timedelta(hours=24)
+# What a key was used on: POST /api/v1/<scope>.
+JOBS, REPLAYS, SWEEPS = "jobs", "replays", "replays/sweeps"
+
+
+def key_header(description: str) -> Any:
+    """The `Idempotency-Key` header's parameter: printable ASCII, no spaces, 1-255."""
+    return Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=IDEMPOTENCY_KEY_LEN,
+        pattern=r"^[\x21-\x7e]+$",
+        description=description,
+    )
 
 
 class KeyReused(ValueError):
-    """The key was used for a request with another body."""
+    """The key was used for a request with another body, or on another route."""
+
+    def __init__(self, key: str, scope: str) -> None:
+        self.key = key
+        self.scope = scope  # the route it was used on
+        super().__init__(key)
+
+    def message(self, scope: str) -> str:
+        if scope != self.scope:
+            return f"already used for POST /api/v1/{self.scope} (keys last 24 h)"
+        return "already used for a request with another body (keys last 24 h)"
+
+
+def reused_error(exc: KeyReused, scope: str) -> RequestValidationError:
+    """The 422 of a key reused on `scope`, naming the header."""
+    error = {
+        "loc": ("header", "Idempotency-Key"),
+        "type": "value_error",
+        "msg": exc.message(scope),
+        "input": exc.key,
+    }
+    return RequestValidationError([error])
 
 
 @dataclass(frozen=True)
@@ -55,17 +100,14 @@ def claim(
     """Claim `key` for a new job whose answer is `response` (its "id" the job's); None
     if claimed now, else the earlier claim. Raises KeyReused."""
     with sessions() as session:
-        session.execute(
-            delete(IdempotencyKey).where(
-                IdempotencyKey.user_id == user_id, IdempotencyKey.created_at < utcnow() - WINDOW
-            )
-        )
+        _forget_expired(session, user_id)
         found = _claimed(session, user_id, key)
         if found is None:
             session.add(
                 IdempotencyKey(
                     user_id=user_id,
                     key=key,
+                    scope=JOBS,
                     fingerprint=body_fingerprint,
                     job_id=response["id"],
                     response=response,
@@ -78,8 +120,8 @@ def claim(
                 session.rollback()
                 found = _claimed(session, user_id, key)
                 assert found is not None
-        if found.fingerprint != body_fingerprint:
-            raise KeyReused(key)
+        _check(found, JOBS, body_fingerprint)
+        assert found.job_id is not None  # a key of POST /jobs
         stored = session.get(Job, found.job_id) is not None
         return Claim(found.job_id, dict(found.response), stored)
 
@@ -97,3 +139,96 @@ def _claimed(session: Session, user_id: int, key: str) -> IdempotencyKey | None:
     return session.scalar(
         select(IdempotencyKey).where(IdempotencyKey.user_id == user_id, IdempotencyKey.key == key)
     )
+
+
+def answered(
+    session: Session, user_id: int, scope: str, key: str, body_fingerprint: str
+) -> dict[str, Any] | None:
+    """The first answer given under `key` on `scope`; None if the key is new (keys
+    older than WINDOW are forgotten, in `session`). Raises KeyReused."""
+    _forget_expired(session, user_id)
+    found = _claimed(session, user_id, key)
+    if found is None:
+        return None
+    _check(found, scope, body_fingerprint)
+    return dict(found.response)
+
+
+def hold(
+    session: Session,
+    user_id: int,
+    scope: str,
+    key: str,
+    body_fingerprint: str,
+    response: dict[str, Any],
+) -> None:
+    """Claim `key` in `session`, committed with the rows `response` answers for; of two
+    requests with one key, the second commit fails (IntegrityError, unique user and key)."""
+    session.add(
+        IdempotencyKey(
+            user_id=user_id, key=key, scope=scope, fingerprint=body_fingerprint, response=response
+        )
+    )
+
+
+def release(session: Session, user_id: int, key: str) -> None:
+    """Forget `key` in `session`: the request it was claimed for was not carried out."""
+    session.execute(
+        delete(IdempotencyKey).where(IdempotencyKey.user_id == user_id, IdempotencyKey.key == key)
+    )
+
+
+def _check(found: IdempotencyKey, scope: str, body_fingerprint: str) -> None:
+    if found.scope != scope or found.fingerprint != body_fingerprint:
+        raise KeyReused(found.key, found.scope)
+
+
+def _forget_expired(session: Session, user_id: int) -> None:
+    session.execute(
+        delete(IdempotencyKey).where(
+            IdempotencyKey.user_id == user_id, IdempotencyKey.created_at < utcnow() - WINDOW
+        )
+    )
+
+
+class Once:
+    """A replay or sweep submitted under an idempotency key (None: none given), for
+    api.routes.replays: the first answer, if any, else the claim committed with the
+    new rows."""
+
+    def __init__(self, key: str | None, user: User, scope: str, body: BaseModel) -> None:
+        self.key, self.user_id, self.scope = key, user.id, scope
+        self.fingerprint = fingerprint(body.model_dump_json())
+
+    def first(self, session: Session) -> dict[str, Any] | None:
+        """The first answer under this key; 422 naming the header if it was another's."""
+        if self.key is None:
+            return None
+        try:
+            return answered(session, self.user_id, self.scope, self.key, self.fingerprint)
+        except KeyReused as exc:
+            session.rollback()
+            raise reused_error(exc, self.scope) from None
+
+    def commit(self, session: Session, answer: BaseModel) -> dict[str, Any] | None:
+        """Commit the new rows with the key claimed for `answer`; if another request
+        claimed the key meanwhile, nothing is stored and its answer is returned."""
+        if self.key is None:
+            session.commit()
+            return None
+        response = answer.model_dump(mode="json")
+        hold(session, self.user_id, self.scope, self.key, self.fingerprint, response)
+        try:
+            session.commit()
+        except IntegrityError:
+            session.rollback()
+            first = self.first(session)
+            if first is None:
+                raise  # not the key: another constraint refused the rows
+            return first  # the same key, claimed at the same moment
+        return None
+
+    def release(self, session: Session) -> None:
+        """Forget the claim (in `session`): the rows it answered for were not queued."""
+        if self.key is not None:
+            release(session, self.user_id, self.key)

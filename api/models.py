@@ -211,8 +211,9 @@ class Replay(Base):
 
 
 class IdempotencyKey(Base):
-    """A submission's Idempotency-Key (api.idempotency): the job it created and the first
-    answer, so that a retry within the window gets that answer and no second job."""
+    """A submission's Idempotency-Key (api.idempotency): what it was used for, the job it
+    created and the first answer, so that a retry within the window gets that answer and
+    no second job, replay or sweep."""
 
     __tablename__ = "idempotency_keys"
     __table_args__ = (UniqueConstraint("user_id", "key", name="uq_idempotency_keys_user_key"),)
@@ -221,6 +222,10 @@ class IdempotencyKey(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     key: Mapped[str] = mapped_column(String(IDEMPOTENCY_KEY_LEN))
     fingerprint: Mapped[str] = mapped_column(String(64))  # sha256 of the request body
-    job_id: Mapped[str] = mapped_column(String(32))  # no foreign key: stored before the job
-    response: Mapped[dict[str, Any]] = mapped_column(JSON)  # the 201 body, metrics token too
+    # The route it was used on (POST /api/v1/<scope>: "jobs", "replays", "replays/sweeps"):
+    # one key per user across routes, so a job's key is refused for a replay.
+    scope: Mapped[str] = mapped_column(String(32), default="jobs", server_default="jobs")
+    # Jobs only; no foreign key: stored before the job. A replay's id is in its answer.
+    job_id: Mapped[str | None] = mapped_column(String(32))
+    response: Mapped[dict[str, Any]] = mapped_column(JSON)  # the first 201/202 body
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)

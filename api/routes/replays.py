@@ -1,7 +1,9 @@
 """Replays and sweeps: submit (queued on Celery), progress, results, plots.
 
 A replay row is committed before its task is queued, and deleted again if the
-broker refuses it, so a 503 leaves no orphan row and a 202 is never lost.
+broker refuses it, so a 503 leaves no orphan row and a 202 is never lost. With an
+`Idempotency-Key`, the key is committed with the rows (api.idempotency): a retry gets
+the first 202 and queues nothing; a 503 leaves the key unused.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
 from api.errors import BROKER_DOWN_DETAIL
+from api.idempotency import REPLAYS, SWEEPS, Once, key_header
 from api.models import Replay, Sweep, TraceFile, User
 from api.replay_series import DOWNLOADS, DownloadName, SeriesMissing, read_series
 from api.schemas.common import INT32_MAX, Limit, Responses, Skip
@@ -44,6 +47,13 @@ ACCEPTED: Responses = {
     429: {"description": "the tenant's replays queued or running are at their cap"},
     503: {"description": "broker or database unavailable; nothing was queued"},
 }
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    key_header(
+        "a retry with the same key (same user, same body, within 24 h) gets the first "
+        "answer and queues nothing new"
+    ),
+]
 
 
 def _invalid(loc: tuple[str | int, ...], msg: str, value: object) -> RequestValidationError:
@@ -116,18 +126,23 @@ def _row(user: User, trace_id: int, policy: str, cluster: str, opts: ReplayOptio
 
 
 def _queue(
-    request: Request, settings: Settings, session: Session, rows: list[Replay], sweep: Sweep | None
+    request: Request,
+    settings: Settings,
+    session: Session,
+    rows: list[Replay],
+    sweep: Sweep | None,
+    once: Once,
 ) -> None:
+    ids = [r.id for r in rows]
     try:
-        dispatch(
-            settings, request.app.state.sessions, request.app.state.executor, [r.id for r in rows]
-        )
+        dispatch(settings, request.app.state.sessions, request.app.state.executor, ids)
     except Exception as exc:
-        session.execute(delete(Replay).where(Replay.id.in_([r.id for r in rows])))
+        session.execute(delete(Replay).where(Replay.id.in_(ids)))
         if sweep is not None:
             session.delete(sweep)
+        once.release(session)
         session.commit()
-        log.warning("replays %s not queued: %s", [r.id for r in rows], exc)
+        log.warning("replays %s not queued: %s", ids, exc)
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, BROKER_DOWN_DETAIL) from None
 
 
@@ -143,8 +158,15 @@ def submit_replay(
     session: SessionDep,
     user: CurrentUser,
     settings: SettingsDep,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> ReplayPublic:
-    """Replay an uploaded trace under a policy on a cluster (preset or NODESxGPUS)."""
+    """Replay an uploaded trace under a policy on a cluster (preset or NODESxGPUS).
+
+    With an `Idempotency-Key`, a retry of the same request answers as the first."""
+    once = Once(idempotency_key, user, REPLAYS, body)
+    first = once.first(session)
+    if first is not None:
+        return ReplayPublic.model_validate(first)
     _check_run(
         session,
         user,
@@ -156,9 +178,13 @@ def submit_replay(
     _check_quota(session, user, settings, 1)
     row = _row(user, body.trace_id, body.policy, body.cluster, body)
     session.add(row)
-    session.commit()
-    _queue(request, settings, session, [row], None)
-    return public(row)
+    session.flush()
+    answer = public(row)
+    first = once.commit(session, answer)
+    if first is not None:
+        return ReplayPublic.model_validate(first)
+    _queue(request, settings, session, [row], None, once)
+    return answer
 
 
 @router.post("/sweeps", status_code=202, response_model=SweepPublic, responses=ACCEPTED)
@@ -168,8 +194,15 @@ def submit_sweep(
     session: SessionDep,
     user: CurrentUser,
     settings: SettingsDep,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> SweepPublic:
-    """Every trace x policy x cluster, one replay each, spread over the workers."""
+    """Every trace x policy x cluster, one replay each, spread over the workers.
+
+    With an `Idempotency-Key`, a retry of the same request answers as the first."""
+    once = Once(idempotency_key, user, SWEEPS, body)
+    first = once.first(session)
+    if first is not None:
+        return SweepPublic.model_validate(first)
     size = len(body.trace_ids) * len(body.policies) * len(body.clusters)
     if size > settings.max_sweep_replays:
         raise _invalid(
@@ -198,9 +231,13 @@ def submit_sweep(
     for r in rows:
         r.sweep_id = sweep.id
     session.add_all(rows)
-    session.commit()
-    _queue(request, settings, session, rows, sweep)
-    return _sweep_public(sweep, rows)
+    session.flush()
+    answer = _sweep_public(sweep, rows)
+    first = once.commit(session, answer)
+    if first is not None:
+        return SweepPublic.model_validate(first)
+    _queue(request, settings, session, rows, sweep, once)
+    return answer
 
 
 def _sweep_public(sweep: Sweep, rows: list[Replay]) -> SweepPublic:
