@@ -68,6 +68,17 @@ Deviations
   allocation and the last population it is seeded with a greedy allocation (idle
   jobs started on their minimum, best fit), so that rigid multi-node gangs, which
   random mutation rarely assembles, get placed.
+- At scale the search is split (`policies.pollux_partition`), as POP partitions an
+  allocation problem (Narayanan et al., SOSP 2021): above `cells_per_part` (4,096)
+  jobs x nodes cells, the nodes form k contiguous blocks (k a power of two), each
+  searched with its share of the jobs, running jobs where their GPUs are and the
+  others where most GPUs are free; a job then spans one block at most. The fair share
+  and the objective stay those of the whole cluster. The artifact searches the whole
+  problem, at most a few hundred jobs. On 1,000 jobs on 256x8 a warm round falls from
+  3.5-4.8 CPU-s to 0.25-0.5 and FITNESS_p of the whole problem is no lower (0.500
+  against 0.498: the smaller searches converge better within `patience`);
+  docs/benchmarks.md, "Pollux and Optimus at scale (issue 16)". The Pollux paper's
+  workloads (160 jobs on 16 nodes) are searched whole, as before.
 - Rounds: gpuflow's simulator runs a round after each arrival or completion; between
   them the plan asks to be woken (`wake_s`) when a running job's efficiency reaches
   its next progress bucket (at once for a job whose speed on new GPUs is not yet
@@ -88,7 +99,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -104,7 +115,17 @@ from policies.pollux_goodput import (
     max_useful_gpus,
     progress_bucket,
 )
-from policies.pollux_search import Problem, SearchResult, States, search
+from policies.pollux_partition import (
+    CELLS_PER_PART,
+    Part,
+    PartPopulation,
+    adapt,
+    part_count,
+    split,
+    stitch,
+    sub_problem,
+)
+from policies.pollux_search import Problem, States, fitness, greedy_seed, search
 
 NO_GAIN = Reason(
     "NoGoodputGain", "the allocation search found a higher p-norm of speedups without it"
@@ -113,10 +134,11 @@ NO_GAIN = Reason(
 
 @dataclass(frozen=True)
 class PolluxState:
-    """What one round hands the next: the final GA population and GPU high-water marks."""
+    """What one round hands the next: the final GA population of each block of nodes
+    searched (one block, the whole cluster, below `CELLS_PER_PART`) and GPU
+    high-water marks."""
 
-    job_ids: tuple[str, ...]  # rows of `population`, in order
-    population: States  # (population, jobs, nodes), best first
+    parts: tuple[PartPopulation, ...]
     max_held: Mapping[str, int]  # most GPUs each active job has held
 
 
@@ -145,38 +167,71 @@ class Pollux:
     growth_factor: float = 2.0  # 0: no exploration cap
     max_batch_sizes: Mapping[str, int] | None = field(default=None, hash=False)
     interval_s: float = 60.0
+    cells_per_part: int = CELLS_PER_PART  # 0: never split the search (`pollux_partition`)
     name: str = "pollux"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, PolluxState) else None
         now = snapshot.now_s
-        cluster = snapshot.cluster
-        capacity = np.array(
-            [0 if i in snapshot.down_nodes else n.num_gpus for i, n in enumerate(cluster.nodes)],
-            dtype=np.float32,
-        )
+        capacity = _capacity(snapshot)
         total = int(capacity.sum())
         held = self._max_held(snapshot, prev)
         jobs, reasons = self._jobs(snapshot, held, total)
-        plan_state = PolluxState((), np.zeros((0, 0, len(capacity)), np.float32), held)
         if not jobs:
-            return Plan(run={}, reasons=reasons, state=plan_state)
+            return Plan(run={}, reasons=reasons, state=PolluxState((), held))
         problem, batches = self._problem(snapshot, jobs, capacity, total)
-        seeds = [problem.base[None], _greedy_seed(problem)[None]]
-        if prev is not None:
-            adapted = _adapt(prev, [j.view.job_id for j in jobs], problem.num_nodes)
+        k = part_count(problem, self.cells_per_part) if self.cells_per_part > 0 else 1
+        if k == 1:
+            parts = [Part(np.arange(len(jobs)), np.arange(len(capacity)))]
+        else:
+            parts = split(problem, k)
+        bests: list[States] = []
+        populations: list[PartPopulation] = []
+        for index, part in enumerate(parts):
+            sub = problem if k == 1 else sub_problem(problem, part)
+            job_ids = [jobs[row].view.job_id for row in part.rows.tolist()]
+            nodes = tuple(part.nodes.tolist())
+            if not job_ids:
+                bests.append(np.zeros((0, len(nodes)), np.float32))
+                continue
+            seeds = [sub.base[None], greedy_seed(sub)[None]]
+            adapted = adapt(prev.parts, job_ids, part.nodes) if prev is not None else None
             if adapted is not None:
                 seeds.append(adapted)
-        rng = np.random.default_rng([self.seed, round(now * 1000)])
-        result = search(
-            problem,
-            np.concatenate(seeds),
-            population_size=self.population,
-            generations=self.generations,
-            patience=self.patience,
-            rng=rng,
-        )
-        return self._plan(snapshot, jobs, result, batches, reasons, held)
+            # One stream per block; the whole cluster's (k = 1) is the one it always was.
+            key = [self.seed, round(now * 1000)] + ([index] if k > 1 else [])
+            result = search(
+                sub,
+                np.concatenate(seeds),
+                population_size=self.population,
+                generations=self.generations,
+                patience=self.patience,
+                rng=np.random.default_rng(key),
+            )
+            result.population.setflags(write=False)
+            bests.append(result.best)
+            populations.append(PartPopulation(tuple(job_ids), nodes, result.population))
+        counts = stitch(len(jobs), len(capacity), parts, bests)
+        state = PolluxState(tuple(populations), held)
+        return self._plan(snapshot, jobs, counts, batches, reasons, state)
+
+    def objective(self, snapshot: Snapshot, state: Any, run: Mapping[str, Allocation]) -> float:
+        """FITNESS_p (§4.2) of the allocations `run` on the round's whole problem, as
+        `schedule(snapshot, state)` poses it: what a split search costs against the
+        whole one (bench/policy_scale.py, tests/policies/test_pollux_partition.py)."""
+        prev = state if isinstance(state, PolluxState) else None
+        capacity = _capacity(snapshot)
+        total = int(capacity.sum())
+        jobs, _ = self._jobs(snapshot, self._max_held(snapshot, prev), total)
+        if not jobs:
+            return 0.0
+        problem, _ = self._problem(snapshot, jobs, capacity, total)
+        counts = np.zeros_like(problem.base)
+        for row, job in enumerate(jobs):
+            alloc = run.get(job.view.job_id)
+            for node, count in alloc.per_node if alloc is not None else ():
+                counts[row, node] = count
+        return float(fitness(problem, counts[None])[0])
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
         """Least attained service first: the order in which repair settles contested
@@ -294,13 +349,13 @@ class Pollux:
         self,
         snapshot: Snapshot,
         jobs: list[_Job],
-        result: SearchResult,
+        counts: States,
         batches: list[Any],
         reasons: dict[str, Reason],
-        held: dict[str, int],
+        state: PolluxState,
     ) -> Plan:
         now = snapshot.now_s
-        counts = result.best
+        held = dict(state.max_held)
         run = snapshot.allocations()
         placed = _place(snapshot, [j.view for j in jobs], counts)
         batch_sizes: dict[str, int] = {}
@@ -325,13 +380,11 @@ class Pollux:
         for job_id in list(run):
             if job_id in reasons:
                 del run[job_id]
-        state = PolluxState(tuple(j.view.job_id for j in jobs), result.population, held)
-        result.population.setflags(write=False)
         return Plan(
             run=run,
             reasons=reasons,
             batch_sizes=batch_sizes,
-            state=state,
+            state=replace(state, max_held=held),
             wake_s=self._wake(now, drift),
         )
 
@@ -342,6 +395,13 @@ class Pollux:
         if self.interval_s <= 0 or not drift:
             return None
         return max(now + self.interval_s, min(drift))
+
+
+def _capacity(snapshot: Snapshot) -> States:
+    """GPUs per node, 0 for a node that is down."""
+    nodes = snapshot.cluster.nodes
+    down = snapshot.down_nodes
+    return np.array([0 if i in down else n.num_gpus for i, n in enumerate(nodes)], np.float32)
 
 
 def _next_bucket_s(view: JobView, now: float) -> float:
@@ -395,51 +455,3 @@ def _place(snapshot: Snapshot, views: list[JobView], counts: States) -> list[All
         else:
             out.append(Allocation.whole(gpus))
     return out
-
-
-def _adapt(prev: PolluxState, job_ids: list[str], nodes: int) -> States | None:
-    """The previous population with rows for this round's jobs (zeros for new ones)."""
-    if prev.population.ndim != 3 or prev.population.shape[2] != nodes or not prev.job_ids:
-        return None
-    where = {job_id: i for i, job_id in enumerate(prev.job_ids)}
-    src = [where[j] for j in job_ids if j in where]
-    dst = [i for i, j in enumerate(job_ids) if j in where]
-    adapted = np.zeros((prev.population.shape[0], len(job_ids), nodes), dtype=np.float32)
-    adapted[:, dst] = prev.population[:, src]
-    return adapted
-
-
-def _greedy_seed(problem: Problem) -> States:
-    """The current allocation, plus each idle job (priority order) started on its
-    minimum on the fullest node that holds it (on the emptiest nodes if none does), then
-    idle GPUs given to the jobs already on their node up to their maximum."""
-    state = problem.base.copy()
-    free = problem.capacity.astype(np.int64) - state.sum(axis=0)
-    for row in range(problem.num_jobs):
-        if state[row].any():
-            continue
-        need = int(problem.lo[row])
-        fits = np.flatnonzero(free >= need)
-        if fits.size:
-            node = int(fits[np.argmin(free[fits])])
-            state[row, node] = need
-            free[node] -= need
-        elif free.sum() >= need:
-            # A gang larger than any node's free GPUs: the emptiest nodes, in turn.
-            for node in np.argsort(-free, kind="stable").tolist():
-                take = min(need, int(free[node]))
-                state[row, node] = take
-                free[node] -= take
-                need -= take
-                if need == 0:
-                    break
-    for row in range(problem.num_jobs):
-        room = int(problem.hi[row]) - int(state[row].sum())
-        nodes = np.flatnonzero(state[row])
-        if room <= 0 or nodes.size != 1:
-            continue
-        node = int(nodes[0])
-        extra = min(room, int(free[node]))
-        state[row, node] += extra
-        free[node] -= extra
-    return state

@@ -230,3 +230,39 @@ def mutate(problem: Problem, states: States, draws: FloatArray) -> States:
         columns = (np.arange(nodes)[None, :] - shift[:, None]) % nodes
         states[who, job] = states[who[:, None], job[:, None], columns]
     return states
+
+
+def greedy_seed(problem: Problem) -> States:
+    """The current allocation, plus each idle job (priority order) started on its
+    minimum on the fullest node that holds it (on the emptiest nodes if none does), then
+    idle GPUs given to the jobs already on their node up to their maximum."""
+    state = problem.base.copy()
+    free = problem.capacity.astype(np.int64) - state.sum(axis=0)
+    for row in range(problem.num_jobs):
+        if state[row].any():
+            continue
+        need = int(problem.lo[row])
+        fits = np.flatnonzero(free >= need)
+        if fits.size:
+            node = int(fits[np.argmin(free[fits])])
+            state[row, node] = need
+            free[node] -= need
+        elif free.sum() >= need:
+            # A gang larger than any node's free GPUs: the emptiest nodes, in turn.
+            for node in np.argsort(-free, kind="stable").tolist():
+                take = min(need, int(free[node]))
+                state[row, node] = take
+                free[node] -= take
+                need -= take
+                if need == 0:
+                    break
+    for row in range(problem.num_jobs):
+        room = int(problem.hi[row]) - int(state[row].sum())
+        nodes = np.flatnonzero(state[row])
+        if room <= 0 or nodes.size != 1:
+            continue
+        node = int(nodes[0])
+        extra = min(room, int(free[node]))
+        state[row, node] += extra
+        free[node] -= extra
+    return state

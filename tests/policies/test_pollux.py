@@ -88,7 +88,8 @@ def test_same_snapshot_and_state_give_the_same_plan_over_rounds() -> None:
     b = Pollux().schedule(later, first.state)
     assert dict(a.run) == dict(b.run) and a.batch_sizes == b.batch_sizes
     assert isinstance(a.state, PolluxState)
-    assert np.array_equal(a.state.population, b.state.population)
+    assert isinstance(b.state, PolluxState) and len(a.state.parts) == len(b.state.parts) == 1
+    assert np.array_equal(a.state.parts[0].population, b.state.parts[0].population)
 
 
 # -- goodput model ------------------------------------------------------------------
