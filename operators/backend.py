@@ -44,6 +44,8 @@ from operators.nodes import ClusterView, build_cluster
 from operators.pods import Occupancy, ShareRecord, WorkerSpec, finished, pod_mem_mib, pod_shares
 from operators.queue_status import (
     PREEMPTED_BY,
+    QUEUE_POSITION,
+    PositionThrottle,
     position_mutator,
     preempted_by,
     takers,
@@ -110,6 +112,7 @@ class KubeBackend:
         # The round about to be applied, as controller.decisions records it (the
         # operator's Controller.on_round hands it over): queue positions, preemptors.
         self.round_record: RoundRecord | None = None
+        self.positions = PositionThrottle()
         self.cluster_changed = False
 
     @property
@@ -205,9 +208,9 @@ class KubeBackend:
 
     def _record_arrivals(self, records: Iterable[JobRecord], now: float) -> dict[str, float]:
         arrivals, new = arrival_times(records, now)
-        for rec in new:
+        for rec in new:  # goes out with the job's start or reason to wait, in one request
             stamp = {"arrivalTime": micro_time(arrivals[rec.key])}
-            self.writer.status(rec.obj, fields_mutator(stamp))
+            self.writer.stage(rec.obj, fields_mutator(stamp))
         return arrivals
 
     def _schedulable(self, rec: JobRecord, view: ClusterView, now: float) -> bool:
@@ -274,12 +277,14 @@ class KubeBackend:
                 assert a.allocation is not None
                 self._start(rnd, rnd.records[a.job_id], a.allocation, a.batch_size, now)
         started = {a.job_id for a in actions if a.starts}
+        if record is not None:
+            # Staged: each goes out with the job's reason to wait, in one request.
+            written = {k: _position(rnd.records[k].obj) for k in record.positions}
+            for key, position in self.positions.due(record.positions, written, now):
+                self.writer.stage(rnd.records[key].obj, position_mutator(position))
         for job in rnd.snapshot.waiting():
             if job.job_id not in started:
                 self._report_waiting(rnd.records[job.job_id], plan, now)
-        if record is not None:
-            for key, position in record.positions.items():
-                self.writer.status(rnd.records[key].obj, position_mutator(position))
         self.writer.flush()
 
     def _rebatch(self, rec: JobRecord, batch: int | None) -> None:
@@ -361,6 +366,12 @@ def _name(pod: dict[str, object]) -> str:
     meta = pod["metadata"]
     assert isinstance(meta, dict)
     return str(meta["name"])
+
+
+def _position(obj: dict[str, object]) -> int | None:
+    status = obj.get("status")
+    position = status.get(QUEUE_POSITION) if isinstance(status, dict) else None
+    return position if isinstance(position, int) else None
 
 
 def _hold(pool: GpuPool, node: int, gpu: int, fraction: float, mem_mib: int) -> None:

@@ -7,12 +7,21 @@ KubeBackend.apply (operators/backend.py) writes, from the round's record
 (`resources.database_id`) of the jobs given a stopped job's GPUs in that round, also
 named in its Preempted or Suspended condition's message ("preempted by job <id>").
 The API's follower reads both (api.dljob_history).
+
+Positions are throttled (`PositionThrottle`): when a job at the head starts, every
+waiting job moves up one place, and writing them all would cost a request per waiting
+job per round (thousands, at 10,000 DLJobs). A position is written when the job has
+none yet, when it is in the first POSITION_EXACT places (where one place matters to
+the people waiting), when it moved by at least POSITION_DRIFT of its old value, or,
+at most POSITION_REFRESH_BUDGET jobs a round (nearest the head first), when the
+value written is POSITION_REFRESH_S old: farther back it is at most that stale.
+A job that starts loses its position with its start's own write.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from controller.decisions import RoundRecord
 from operators.jobs import JobRecord
@@ -20,6 +29,17 @@ from operators.kube import Obj
 from operators.resources import database_id
 
 QUEUE_POSITION = "queuePosition"
+# Places written exactly whenever they change: the head of the queue, which the
+# dashboard and `gpuflow jobs` show first.
+POSITION_EXACT = 10
+# A move by this fraction of the old place (10 %: 200 -> 180) is written at once.
+POSITION_DRIFT = 0.1
+# A place written this long ago is rewritten when it changed (the PENDING_REFRESH_S
+# of the why-pending message, operators/writer.py, tripled: a place is less urgent).
+POSITION_REFRESH_S = 30.0
+# Stale places refreshed per round at most: spreads the refresh of a long queue over
+# rounds (the operator's writers send ~100 writes in well under a second).
+POSITION_REFRESH_BUDGET = 100
 PREEMPTED_BY = "preemptedBy"
 Mutator = Callable[[Obj], Obj | None]
 
@@ -64,3 +84,40 @@ def without_position(mutate: Mutator) -> Mutator:
         return position_mutator(None)(new) or new
 
     return both
+
+
+class PositionThrottle:
+    """Which waiting jobs' queue positions to write this round (see the module's
+    docstring); KubeBackend.apply calls `due` once a round and writes what it yields."""
+
+    def __init__(self) -> None:
+        self._written_s: dict[str, float] = {}  # job -> when its position was written
+
+    def due(
+        self, positions: Mapping[str, int], written: Mapping[str, int | None], now: float
+    ) -> Iterator[tuple[str, int]]:
+        """(job, position) to write, of `positions` (this round's, by job) against
+        `written` (what each job's status holds)."""
+        stale: list[tuple[int, str]] = []
+        kept = {}
+        for key, position in positions.items():
+            old = written.get(key)
+            at = self._written_s.get(key)
+            if at is not None:
+                kept[key] = at
+            if old == position:
+                continue
+            if old is None or position <= POSITION_EXACT or moved(old, position):
+                kept[key] = now
+                yield key, position
+            elif at is None or now - at >= POSITION_REFRESH_S:
+                stale.append((position, key))
+        for position, key in sorted(stale)[:POSITION_REFRESH_BUDGET]:
+            kept[key] = now
+            yield key, position
+        self._written_s = kept  # jobs no longer waiting are forgotten
+
+
+def moved(old: int, new: int) -> bool:
+    """Whether a place changed by at least POSITION_DRIFT of the old one."""
+    return abs(new - old) >= POSITION_DRIFT * old

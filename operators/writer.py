@@ -21,11 +21,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from operators import crd
-from operators.informer import Caches
+from operators.informer import Caches, newer
 from operators.kube import API_ERRORS, KubeApi, Obj
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
@@ -68,6 +68,25 @@ ACTIONS = {
 }
 
 
+def _key(obj: Obj) -> str:
+    return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+
+
+def composed(mutators: list[Callable[[Obj], Obj | None]]) -> Callable[[Obj], Obj | None]:
+    """One status mutator doing each of `mutators` in turn (None: none changed
+    anything), so that a retry after a conflict re-applies them all."""
+
+    def mutate(obj: Obj) -> Obj | None:
+        changed = False
+        for m in mutators:
+            new = m(obj)
+            if new is not None:
+                obj, changed = new, True
+        return obj if changed else None
+
+    return mutate
+
+
 class Writer:
     def __init__(
         self,
@@ -87,6 +106,8 @@ class Writer:
         self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="gpuflow-write")
         self._futures: list[Future[Any]] = []
         self._last_status: dict[str, Future[Any]] = {}  # this round's, by job
+        # Status changes waiting for the job's next write (`stage`), by job.
+        self._staged: dict[str, tuple[Obj, list[Callable[[Obj], Obj | None]]]] = {}
         self._services: set[tuple[str, str]] = set()
         self._pending: dict[str, tuple[str, float]] = {}  # job -> (reason code, written at)
         self._lock = threading.Lock()
@@ -102,22 +123,28 @@ class Writer:
 
     def _submit_status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
         """Submit a status write that starts once the job's previous one (this round)
-        is done. The pool takes tasks in submission order, so the one waited for has
-        a thread already: no wait can hold up the task it waits for."""
-        meta = obj["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
+        is done, from the object that one stored: it does not conflict with it. The
+        pool takes tasks in submission order, so the one waited for has a thread
+        already: no wait can hold up the task it waits for."""
+        key = _key(obj)
         before = self._last_status.get(key)
 
-        def write() -> None:
-            if before is not None:
-                wait((before,))
-            self._status(obj, mutate)
+        def write() -> Obj | None:
+            latest = obj
+            if before is not None and before.exception() is None:  # waits for it
+                stored = before.result()
+                if stored is not None and newer(stored, obj):
+                    latest = stored
+            return self._status(latest, mutate)
 
         future = self._submit(write)
         if future is not None:
             self._last_status[key] = future
 
     def flush(self) -> None:
+        staged, self._staged = self._staged, {}
+        for obj, mutators in staged.values():
+            self._submit_status(obj, composed(mutators))
         self._last_status = {}
         for job, details in self._details.items():  # pods deleted without an event
             emit(log, logging.INFO, "decision", job=job, **details)
@@ -138,14 +165,28 @@ class Writer:
     # -- DLJobs --------------------------------------------------------------------------
 
     def status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
+        staged = self._staged.pop(_key(obj), None)
+        if staged is not None:
+            mutate = composed([*staged[1], mutate])
         if mutate(obj) is None:
             return  # nothing to change: no request
         self._submit_status(obj, mutate)
 
-    def _status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
+    def stage(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> None:
+        """A status change that goes out with the job's next status write of this
+        round (one request: a new job's arrival stamp with its start or its reason to
+        wait), or alone at `flush()` if the round makes none."""
+        if mutate(obj) is None or not self.leading():
+            return
+        key = _key(obj)
+        _, mutators = self._staged.setdefault(key, (obj, []))
+        mutators.append(mutate)
+
+    def _status(self, obj: Obj, mutate: Callable[[Obj], Obj | None]) -> Obj | None:
         new = self.api.update_status(obj, mutate)
         if new is not None:
             self.caches.dljobs.upsert(new)
+        return new
 
     def status_throttled(
         self, obj: Obj, code: str, phase: str, pending: Reasoned, now: float
@@ -168,7 +209,7 @@ class Writer:
                 fields = {"job": key, "action": "wait", "reason": code}
                 emit(log, logging.INFO, "decision", **fields, message=pending.message)
             self._pending[key] = (code, now)
-            self._submit_status(obj, mutate)
+            self.status(obj, mutate)
 
     def set_finalizer(self, obj: Obj, present: bool) -> None:
         finalizers = [f for f in obj["metadata"].get("finalizers") or [] if f != crd.FINALIZER]
