@@ -7,7 +7,11 @@ capacity scheduler that reserves resources for the head does; with
 `backfill=True` later jobs that fit may start while the head waits (a deviation
 from YARN-CS, offered for comparison).
 
-Order: priority (higher first), then submit time, then job id.
+Order: priority (higher first), then submit time, then job id. A round reads the
+queue from its head (`Snapshot.waiting_in_order`, kept ordered by the backend) and
+stops at the first job that does not fit: the jobs behind the head share one reason.
+With backfill every waiting job is still offered to the placer each round (a placer
+may place GPU shares when no whole GPU is free, or learn from each request).
 """
 
 from __future__ import annotations
@@ -25,18 +29,17 @@ class Fifo:
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         run: dict[str, Allocation] = snapshot.allocations()
-        waiting = sorted(
-            snapshot.waiting(), key=lambda j: (-j.spec.priority, j.spec.submit_s, j.job_id)
-        )
         reasons: dict[str, Reason] = {}
         head: JobView | None = None
-        if waiting:
+        started = 0
+        if snapshot.waiting():
             pool = snapshot.free_pool()
-            for job in waiting:
+            for job in snapshot.waiting_in_order(fifo_key):
                 alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
                 if alloc is not None:
                     pool.take(alloc, job.spec.gpu_mem_mib)
                     run[job.job_id] = alloc
+                    started += 1
                     continue
                 reasons[job.job_id] = _no_room(job, pool.total_free)
                 if head is None:
@@ -45,15 +48,22 @@ class Fifo:
                     break
         default = None
         if head is not None:
+            behind = len(snapshot.waiting()) - started - len(reasons)
             default = Reason(
-                "QueuedBehind", f"waiting behind job {head.job_id} at the head of the FIFO queue"
+                "QueuedBehind",
+                f"waiting behind job {head.job_id} at the head of the FIFO queue, "
+                f"and {behind} more behind",
             )
         return Plan(run=run, reasons=reasons, default_reason=default)
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
         """The FIFO order: priority (higher first), then submit time, then id."""
-        jobs = sorted(snapshot.jobs, key=lambda j: (-j.spec.priority, j.spec.submit_s, j.job_id))
-        return [j.job_id for j in jobs]
+        return [j.job_id for j in sorted(snapshot.jobs, key=fifo_key)]
+
+
+def fifo_key(job: JobView) -> tuple[int, float, str]:
+    """FIFO's order (the `WaitingKey` the backend keeps the queue in)."""
+    return (-job.spec.priority, job.spec.submit_s, job.job_id)
 
 
 def _no_room(job: JobView, free: int) -> Reason:

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -65,9 +64,6 @@ from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from policies.gandiva_moves import consolidate, defragment, grow, movers_by_node, shrink_for
 from policies.gandiva_packing import Pack, PackOptions, introspect, pack_waiting
 from policies.gandiva_work import Work
-
-# Round-robin: the job that has waited longest (since it arrived or was suspended) first.
-_WAITING_ORDER = attrgetter("waiting_since_s", "job_id")
 
 # Gandiva's time slice: jobs are suspended and resumed about once a minute (§4.1,
 # §6: 60 s, which keeps the 100 ms-1 s suspend-resume cost to 2% or less).
@@ -99,7 +95,7 @@ class Gandiva:
         packs, banned = introspect(
             work, prev.packs, prev.banned_pairs, quantum_s=self.quantum_s, margin=self.pack_margin
         )
-        waiting = sorted(snapshot.waiting(), key=_WAITING_ORDER)
+        waiting = list(snapshot.waiting_in_order(gandiva_key))
         left = _place(work, waiting)
         if left:
             if shrink_for(work, left):
@@ -170,6 +166,12 @@ class Gandiva:
         if waiting:
             times.extend(s + quantum for s in slices.values() if s + quantum > now)
         return min((t for t in times if t > now), default=None)
+
+
+def gandiva_key(job: JobView) -> tuple[float, str]:
+    """Round-robin: the job that has waited longest (since it arrived or was suspended)
+    first (the `WaitingKey` the backend keeps the queue in)."""
+    return (job.waiting_since_s, job.job_id)
 
 
 def _place(work: Work, jobs: list[JobView]) -> list[JobView]:

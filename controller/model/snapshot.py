@@ -9,7 +9,7 @@ as the `state` argument of the next call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from controller.model.allocation import Allocation, GpuPool
 from controller.model.cluster import Cluster
 from controller.model.job import WAITING, JobStatus, JobView, Reason
+from controller.model.waiting import WaitingIndex, WaitingKey
 
 
 class Placer(Protocol):
@@ -50,6 +51,9 @@ class Snapshot:
     current: Mapping[str, Allocation] | None = field(default=None, repr=False, compare=False)
     # job id -> view of every active job; derived on first use when not given.
     index: Mapping[str, JobView] | None = field(default=None, repr=False, compare=False)
+    # The backend's waiting jobs kept in order between rounds (controller.model.waiting);
+    # None: `waiting_in_order` and `waiting_by_size` sort `waiting_jobs` instead.
+    ordered: WaitingIndex | None = field(default=None, repr=False, compare=False)
 
     def job(self, job_id: str) -> JobView | None:
         """The active job with this id, or None."""
@@ -104,6 +108,28 @@ class Snapshot:
     def waiting(self) -> tuple[JobView, ...]:
         assert self.waiting_jobs is not None
         return self.waiting_jobs
+
+    def waiting_in_order(self, key: WaitingKey) -> Iterator[JobView]:
+        """The waiting jobs by `key` (constant while a job waits, unique), lazily: a
+        policy that stops early reads only the head of an ordered backend's queue."""
+        if self.ordered is not None:
+            return self.ordered.in_order(key)
+        return iter(sorted(self.waiting(), key=key))
+
+    def waiting_by_size(self, key: WaitingKey) -> Mapping[int, Iterator[JobView]]:
+        """The waiting jobs by the GPUs they ask for, each size's by `key`, lazily."""
+        if self.ordered is not None:
+            return self.ordered.by_size(key)
+        groups: dict[int, list[JobView]] = {}
+        for job in sorted(self.waiting(), key=key):
+            groups.setdefault(job.spec.num_gpus, []).append(job)
+        return {n: iter(jobs) for n, jobs in groups.items()}
+
+    def waiting_gpus_asked(self) -> int:
+        """The GPUs all waiting jobs ask for together."""
+        if self.ordered is not None:
+            return self.ordered.gpus_asked()
+        return sum(j.spec.num_gpus for j in self.waiting())
 
 
 class EditedAllocations(dict[str, Allocation]):

@@ -6,6 +6,7 @@ the bottom up (docs/architecture.md, "Simulator"):
 
 - `config`: what a simulation is given (SimConfig, NodeEvent, ResumedJob);
 - `job`: one job's record and its progress between events;
+- `ordered`: the waiting jobs kept in each policy's order between rounds;
 - `events`: arrivals, timed events and the clock (when rounds run);
 - `table`: the active jobs and the views a round's snapshot is made of;
 - `accounting`: GPU-second integrals, the timeline, job outcomes;

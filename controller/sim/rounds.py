@@ -81,9 +81,9 @@ class Rounds:
         self.count += 1
         now = self.clock.now_s
         self.accounts.expire_overheads(now)
-        plan = self.controller.decide(self)
+        self.controller.decide(self)
         table = self.table
-        self.accounts.sample(now, table.active, table.num_running, self._unallocatable(plan))
+        self.accounts.sample(now, table.active, table.num_running, self._unallocatable())
 
     def observe(self) -> Snapshot:
         """The snapshot a policy decides on (Backend protocol)."""
@@ -103,6 +103,7 @@ class Rounds:
             waiting_jobs=waiting,
             current=table.allocations,
             index=ChainMap(table.views_run, table.views_wait),
+            ordered=table.queues,
         )
         return self.last_snapshot
 
@@ -127,12 +128,11 @@ class Rounds:
         if plan.wake_s is not None and plan.wake_s > self.clock.now_s:
             self.events.push(plan.wake_s, WAKE, None)
 
-    def _unallocatable(self, plan: Plan) -> int:
-        """Idle whole GPUs that no job left waiting after the round could use."""
-        snapshot = self.last_snapshot
-        if snapshot is None or self.pool.total_free == 0:
+    def _unallocatable(self) -> int:
+        """Idle whole GPUs that no job left waiting after the round could use (those
+        the plan left waiting and those it stopped), from the smallest gang waiting."""
+        if self.last_snapshot is None or self.pool.total_free == 0:
             return 0
-        active = self.table.active
-        sizes = [j.spec.num_gpus for j in snapshot.waiting() if j.job_id not in plan.run]
-        sizes += [active[i].spec.num_gpus for i in self.runs.last_stopped if i in active]
-        return unallocatable_idle_gpus(self.pool, self.cluster, sizes)
+        self.table.refresh()
+        smallest = self.table.queues.smallest_gang()
+        return unallocatable_idle_gpus(self.pool, self.cluster, [smallest] if smallest else [])

@@ -3,8 +3,10 @@
 Owned by controller.sim.simulator's `Simulator`; changed by controller.sim.runs and
 controller.sim.speed, which `touch` every record they change. Views are kept split by
 state and rebuilt for the touched jobs only (`refresh`), so that a round costs little
-for the jobs that did not change. `views`, `running_usage` and `waiting_gpus` are what
-the simulator's public surface reads for local mode (controller.live).
+for the jobs that did not change; the waiting ones are also kept in each policy's
+order (`queues`, controller.sim.ordered) from the same changes. `views`,
+`running_usage` and `waiting_gpus` are what the simulator's public surface reads for
+local mode (controller.live).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 from controller.model import WAITING, Allocation, JobStatus, JobView
 from controller.sim.job import SimJob
+from controller.sim.ordered import WaitingQueues
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +32,15 @@ class RunningUsage:
 class JobTable:
     """Active jobs by id (arrival order), running ones' allocations, cached views."""
 
-    __slots__ = ("active", "allocations", "num_running", "stale", "views_run", "views_wait")
+    __slots__ = (
+        "active",
+        "allocations",
+        "num_running",
+        "queues",
+        "stale",
+        "views_run",
+        "views_wait",
+    )
 
     def __init__(self) -> None:
         self.active: dict[str, SimJob] = {}
@@ -38,6 +49,7 @@ class JobTable:
         self.views_run: dict[str, JobView] = {}
         self.views_wait: dict[str, JobView] = {}
         self.stale: dict[str, None] = {}
+        self.queues = WaitingQueues(self.views_wait)
 
     def touch(self, job: SimJob) -> None:
         """The record changed: its view is rebuilt at the next refresh."""
@@ -46,13 +58,19 @@ class JobTable:
 
     def refresh(self) -> None:
         """Rebuild the touched jobs' views (and forget those of jobs gone)."""
+        queues = self.queues
         for job_id in self.stale:
             self.views_run.pop(job_id, None)
-            self.views_wait.pop(job_id, None)
+            was_waiting = self.views_wait.pop(job_id, None)
             job = self.active.get(job_id)
+            if job is not None and job.status is not JobStatus.RUNNING:
+                view = self.views_wait[job_id] = job.view()
+                queues.update(view, was_waiting)
+                continue
             if job is not None:
-                views = self.views_run if job.status is JobStatus.RUNNING else self.views_wait
-                views[job_id] = job.view()
+                self.views_run[job_id] = job.view()
+            if was_waiting is not None:
+                queues.remove(was_waiting)
         self.stale.clear()
 
     def views(
