@@ -17,7 +17,7 @@ import platform
 from pathlib import Path
 
 from controller.packing.experiment import run_experiment
-from controller.packing.placers import PACKERS
+from controller.packing.registry import PACKERS
 from controller.traces.alibaba import load_openb_node_resources, load_openb_tasks
 from gpuflow.placement_cmd import write_outputs
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.packing.experiment import ExperimentResult, run_experiment
-from controller.packing.placers import PACKERS
+from controller.packing.registry import PACKERS
 from controller.traces.alibaba import load_openb_node_resources, load_openb_tasks
 from gpuflow import options
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from controller.packing.fragmentation import TargetWorkload, cluster_fragmentation_milli
-from controller.packing.placers import PACKERS
+from controller.packing.registry import PACKERS
 from controller.packing.resources import MILLI_PER_GPU, NodeResources, TaskRequest
 from controller.packing.state import ClusterState, IntArray
 

@@ -21,7 +21,7 @@ Scores are the simulator's integers, truncations included: they decide which
 nodes tie. Constants: `MAX_SPEC_CPU_MILLI`, `MAX_SPEC_GPU_MILLI`
 (open-gpu-share `utils/const.go`: the largest node's CPU and GPUs).
 
-Called by `controller.packing.experiment` through `make_packer`; every placer keeps
+Called by `controller.packing.experiment` through `controller.packing.registry`; every placer keeps
 no state between calls but its random generator (the cluster's state, including the
 GPU tasks per node that GPU clustering reads, is `ClusterState`).
 """
@@ -222,9 +222,9 @@ class FgdPacker(Packer):
     ) -> tuple[IntArray, IntArray | None]:
         growth = self.target.gradient(state, nodes, task)
         if not task.is_share:
-            return _sigmoid_score(-growth), None
+            return sigmoid_score(-growth), None
         # Scores are >= 0, so -1 marks the GPUs that cannot hold the share.
-        per_gpu = np.where(np.isnan(growth), -1, _sigmoid_score(-np.nan_to_num(growth)))
+        per_gpu = np.where(np.isnan(growth), -1, sigmoid_score(-np.nan_to_num(growth)))
         return per_gpu.max(axis=1), per_gpu.argmax(axis=1)
 
 
@@ -233,11 +233,14 @@ def _truncate(values: FloatArray) -> IntArray:
     return np.trunc(values).astype(np.int64)
 
 
-def _sigmoid_score(drop_milli: npt.NDArray[np.float64]) -> IntArray:
+def sigmoid_score(drop_milli: npt.NDArray[np.float64]) -> IntArray:
     return _truncate(MAX_SCORE / (1.0 + np.exp(-drop_milli / MILLI_PER_GPU)))
 
 
-PACKERS: dict[str, Callable[[np.random.Generator, TargetWorkload, IntArray | None], Packer]] = {
+PackerFactory = Callable[[np.random.Generator, TargetWorkload, IntArray | None], Packer]
+
+# FGD's placers by name; with gpuflow's own in `controller.packing.registry.PACKERS`.
+FGD_PACKERS: dict[str, PackerFactory] = {
     cls.name: cls
     for cls in (
         RandomPacker,

@@ -61,12 +61,13 @@ def pods(tmp_path: Path) -> Path:
 def test_json_is_one_object_per_placer_with_the_contract(
     nodes: Path, pods: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["placement", str(pods), "--nodes", str(nodes), "--placer", "best-fit,fgd"]
+    placers = ("best-fit", "fgd", "fragmentation-aware")
+    argv = ["placement", str(pods), "--nodes", str(nodes), "--placer", ",".join(placers)]
     assert main([*argv, "--seeds", "2", "--json"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     gpus = sum(n.gpus for n in load_openb_node_resources(nodes))
-    for placer, line in zip(("best-fit", "fgd"), lines, strict=True):
+    for placer, line in zip(placers, lines, strict=True):
         out = json.loads(line)
         assert set(out) == KEYS
         assert out["placer"] == placer

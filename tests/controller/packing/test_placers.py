@@ -8,7 +8,8 @@ import pytest
 
 from controller.packing.experiment import checkpoints_pct, run_seed, sample_workload
 from controller.packing.fragmentation import TargetWorkload
-from controller.packing.placers import PACKERS, Packer
+from controller.packing.placers import Packer
+from controller.packing.registry import PACKERS
 from controller.packing.resources import NodeResources, ResourceError, TaskRequest
 from controller.packing.state import ClusterState, Placement
 from tests.controller.packing.builders import make_node, make_task, used_state

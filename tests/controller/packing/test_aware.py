@@ -1,0 +1,106 @@
+"""gpuflow's `fragmentation-aware` packer on hand-built nodes where its choice is known
+and differs from FGD's, its CPU-stranding term and its learned mix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from controller.packing.aware import (
+    MIX_REFRESH_TASKS,
+    FragmentationAwarePacker,
+    LearnedMix,
+    cpu_per_gpu_milli,
+    stranding_growth,
+)
+from controller.packing.fragmentation import TargetWorkload
+from controller.packing.placers import FgdPacker
+from controller.packing.state import ClusterState, Placement
+from tests.controller.packing.builders import make_node, make_task, used_state
+
+# Three 1-GPU tasks of 8 cores to one CPU-only task of 16 cores: the mix asks
+# (3 x 8,000 + 16,000) / (3 x 1,000) = 13.3 milli-cores per milli-GPU.
+GPU_TASK = make_task(cpu=8_000)
+CPU_TASK = make_task(gpus=0, cpu=16_000)
+MIX_TASKS = [GPU_TASK] * 3 + [CPU_TASK]
+
+
+def aware(seen: list = MIX_TASKS) -> FragmentationAwarePacker:  # type: ignore[type-arg]
+    unused = TargetWorkload.from_tasks([make_task()])  # the packer learns its own
+    packer = FragmentationAwarePacker(np.random.default_rng(0), unused, None)
+    for task in seen[:-1]:
+        packer.mix.observe(task)
+    return packer
+
+
+@pytest.fixture
+def dgx_and_t4() -> ClusterState:
+    # 8 GPUs with 64 cores (8 per GPU, short of the mix's 13.3) and 2 GPUs with 104.
+    return ClusterState(
+        [make_node("dgx", gpus=8, cpu=64_000), make_node("t4", gpus=2, cpu=104_000, model="T4")]
+    )
+
+
+def test_a_cpu_task_goes_to_the_cpu_rich_node_where_fgd_sees_a_tie(
+    dgx_and_t4: ClusterState,
+) -> None:
+    target = TargetWorkload.from_tasks(MIX_TASKS)
+    nodes = np.flatnonzero(dgx_and_t4.fits(CPU_TASK))
+    # FGD: 48 cores left on the DGX still run every GPU kind, so F does not move
+    # on either node (sigmoid(0) = 50) and the tie goes to the first node.
+    fgd = FgdPacker(np.random.default_rng(0), target, None)
+    assert fgd.scores(dgx_and_t4, CPU_TASK, nodes)[0].tolist() == [50, 50]
+    assert fgd.place(dgx_and_t4, CPU_TASK) == Placement(0, ())
+    # Ours: on the DGX the GPUs its CPU cannot feed grow from 8,000 - 64,000 / r =
+    # 3,200 to 8,000 - 48,000 / r = 4,400 milli-GPUs: sigmoid(-1.2) x 100 = 23.
+    packer = aware()
+    assert packer.place(dgx_and_t4, CPU_TASK) == Placement(1, ())
+    assert packer.scores(dgx_and_t4, CPU_TASK, nodes)[0].tolist() == [23, 50]
+
+
+def test_stranding_growth_is_the_gpu_capacity_the_cpu_can_no_longer_feed(
+    dgx_and_t4: ClusterState,
+) -> None:
+    r = cpu_per_gpu_milli(TargetWorkload.from_tasks(MIX_TASKS))
+    assert r == pytest.approx(40_000 / 3_000)
+    nodes = np.array([0, 1])
+    assert stranding_growth(dgx_and_t4, nodes, CPU_TASK, r).tolist() == pytest.approx([1200, 0])
+    # A GPU task asking less CPU than r per GPU frees the DGX's CPU for the rest:
+    # 7,000 - 56,000 / r = 2,800 after, against 3,200.
+    growth = stranding_growth(dgx_and_t4, nodes, GPU_TASK, r)
+    assert growth.tolist() == pytest.approx([-400, 0])
+
+
+def test_a_share_goes_where_fragmentation_and_stranding_together_grow_least() -> None:
+    # Two nodes of 2 GPUs, each with a 500 share on GPU 0; the first has 8 cores,
+    # the second 40. A 400 share on either GPU 1 leaves F as it is (600 and 500 free
+    # on the GPUs still hold every kind), so FGD takes the first node.
+    nodes = [make_node("short", gpus=2, cpu=8_000), make_node("rich", gpus=2, cpu=40_000)]
+    state = used_state(nodes, [(0, 0, 500), (1, 0, 500)])
+    share = make_task(milli=400, cpu=4_000)
+    seen = [make_task(milli=500, cpu=4_000)] * 3 + [share]
+    fgd = FgdPacker(np.random.default_rng(0), TargetWorkload.from_tasks(seen), None)
+    assert fgd.place(state, share) == Placement(0, (1,))
+    # r = 4,000 / 475 milli-cores per milli-GPU: the short node's 8 cores feed 950
+    # of its 1,500 free milli-GPUs (550 stranded), after the share its 4 cores feed
+    # 475 of 1,100 (625): +75, sigmoid(-0.075) x 100 = 48. The rich node feeds all.
+    packer = aware(seen)
+    assert packer.place(state, share) == Placement(1, (1,))
+    nodes_ = np.array([0, 1])
+    r = cpu_per_gpu_milli(packer.target)
+    assert stranding_growth(state, nodes_, share, r).tolist() == pytest.approx([75, 0])
+    assert packer.scores(state, share, nodes_)[0].tolist() == [48, 50]
+
+
+def test_the_mix_is_learned_from_the_tasks_that_asked() -> None:
+    mix = LearnedMix()
+    first = mix.observe(GPU_TASK)
+    assert first.gpu_milli.tolist() == [1000]
+    target = mix.observe(CPU_TASK)  # early on, rebuilt at every task
+    assert sorted(target.num_gpus.tolist()) == [0, 1]
+    assert target.share.tolist() == pytest.approx([0.5, 0.5])
+    for _ in range(2 * MIX_REFRESH_TASKS):
+        target = mix.observe(GPU_TASK)
+    # 130 GPU tasks to 1 CPU task: the CPU kind falls below FGD's 95 % cut.
+    assert target.num_gpus.tolist() == [1]
+    assert mix.counts.total() == 2 * MIX_REFRESH_TASKS + 2
