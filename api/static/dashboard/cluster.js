@@ -37,7 +37,7 @@ import { api, byId, duration, el, head } from "./common.js";
  * @typedef {{job: Job|null, id: string|null, fraction: number}} Holder
  * @typedef {{state: "free"|"mine"|"shared"|"other", holders: Holder[], util: number|null}} GpuCell
  * @typedef {{button: HTMLElement, label: string, cell: GpuCell}} CellView
- * @typedef {{root: HTMLElement, name: HTMLElement, text: string, cells: CellView[]}} NodeView
+ * @typedef {{root: HTMLElement, name: HTMLElement, text: string, gpus: string, cells: CellView[]}} NodeView
  */
 
 const STATE_TEXT = { free: "free", mine: "allocated", shared: "shared", other: "another tenant's job" };
@@ -167,7 +167,7 @@ class Layout {
       "aria-haspopup": "true", "aria-controls": "topology" });
     const root = el("div", { class: "node", role: "group", "data-node": node.name },
       name, el("div", { class: "gpus" }, ...cells.map((c) => c.button)));
-    const view = { root, name, text: "", cells };
+    const view = { root, name, text: "", gpus: "", cells };
     this.nodes.set(node.name, view);
     return view;
   }
@@ -189,6 +189,13 @@ class Layout {
         view.root.dataset.state = state;
         view.root.setAttribute("aria-label", state === "ready" ? heading : `${heading} · ${NODE_STATE_TEXT[state]}`);
       }
+      // A node whose GPUs read as at the last poll keeps its cells as they are: at
+      // 1,000 nodes most polls change a few.
+      // (A job's label also needs its name, from the running jobs' list: read with it.)
+      const seen = (node.gpu_list ?? []).flatMap((g) => g.shares.map((h) => (h.job && visible.has(h.job) ? 1 : 0)));
+      const gpus = `${JSON.stringify(node.gpu_list ?? null)}|${seen.join("")}`;
+      if (view.gpus === gpus) continue;
+      view.gpus = gpus;
       gpuCells(node, visible).forEach((cell, i) => {
         const c = view.cells[i];
         c.cell = cell;
