@@ -84,14 +84,14 @@ def _at_load(args: argparse.Namespace, tmp: Path) -> None:
     else:
         sized = load_cluster(STAND_IN_SIZED_FOR).num_gpus
         jobs = generate(
-            args.first or STAND_IN_JOBS,
+            STAND_IN_JOBS,
             seed=STAND_IN_SEED,
             cluster_gpus=sized,
             load=STAND_IN_LOAD,
             arrival="diurnal",
         )
         trace, fmt = tmp / "philly-like.csv", "gpuflow"
-        write_canonical(trace, jobs)
+        write_canonical(trace, jobs[: args.first or None])  # in arrival order
     print(f"trace {args.trace or 'Philly-like stand-in'}; first {args.first or 'all'} jobs")
     for cluster in args.clusters.split(","):
         for policy in args.policies.split(","):

@@ -32,7 +32,7 @@ class Fifo:
         reasons: dict[str, Reason] = {}
         head: JobView | None = None
         started = 0
-        if snapshot.waiting():
+        if snapshot.waiting_count():
             pool = snapshot.free_pool()
             for job in snapshot.waiting_in_order(fifo_key):
                 alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
@@ -48,7 +48,7 @@ class Fifo:
                     break
         default = None
         if head is not None:
-            behind = len(snapshot.waiting()) - started - len(reasons)
+            behind = snapshot.waiting_count() - started - len(reasons)
             default = Reason(
                 "QueuedBehind",
                 f"waiting behind job {head.job_id} at the head of the FIFO queue, "

@@ -37,7 +37,6 @@ class Srtf:
     name: str = "srtf"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
-        waiting = snapshot.waiting()
         budget = snapshot.cluster.num_gpus - _down_gpus(snapshot)
         # SRTF starts every job on exactly its gang size in whole GPUs, so the GPUs
         # held are the running jobs' demand (and cost nothing to count).
@@ -45,11 +44,11 @@ class Srtf:
         if held + snapshot.waiting_gpus_asked() <= budget:
             # Everyone fits the budget, so the greedy pass below would choose every
             # job: keep the running ones and start the rest, shortest first.
-            shortest_first = sorted(waiting, key=srtf_key)
+            shortest_first = sorted(snapshot.waiting(), key=srtf_key)
             return self._place(snapshot, snapshot.allocations(), shortest_first)
         run: dict[str, Allocation] = {}
         to_start: list[JobView] = []
-        if len(snapshot.jobs) <= _SORT_ALL_JOBS * budget:
+        if len(snapshot.running()) + snapshot.waiting_count() <= _SORT_ALL_JOBS * budget:
             chosen = _shortest_fitting_sorted(snapshot, budget)
         else:
             chosen = _shortest_fitting(snapshot, budget)

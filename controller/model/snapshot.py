@@ -9,10 +9,10 @@ as the `state` argument of the next call.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.model.allocation import Allocation, GpuPool
 from controller.model.cluster import Cluster
@@ -62,6 +62,35 @@ class Snapshot:
             assert self.index is not None
         return self.index.get(job_id)
 
+    @classmethod
+    def deferred(
+        cls, waiting: Callable[[], tuple[JobView, ...]], num_waiting: int, **given: Any
+    ) -> Snapshot:
+        """A snapshot whose waiting jobs, and so `jobs`, are built from `waiting()`
+        only when first read; `given` holds every other field (`running_jobs`,
+        `current` and `index` included). A backend that keeps its queue ordered
+        (`ordered`) thus spares a policy that reads only the head of the queue a
+        tuple of every waiting job each round; `num_waiting` is the queue's length."""
+        snapshot = cls.__new__(cls)
+        for f in fields(cls):
+            if f.name not in ("jobs", "waiting_jobs"):
+                object.__setattr__(snapshot, f.name, given.get(f.name, f.default))
+        assert snapshot.running_jobs is not None and snapshot.current is not None
+        object.__setattr__(snapshot, "_waiting_source", waiting)
+        object.__setattr__(snapshot, "_num_waiting", num_waiting)
+        return snapshot
+
+    if not TYPE_CHECKING:  # mypy keeps checking every other attribute's name
+
+        def __getattr__(self, name: str) -> Any:
+            """`jobs` of a deferred snapshot, built on first use (attributes that
+            are set never come here)."""
+            if name == "jobs" and "_waiting_source" in self.__dict__:
+                jobs = self.running() + self.waiting()
+                object.__setattr__(self, "jobs", jobs)
+                return jobs
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __post_init__(self) -> None:
         if self.running_jobs is None or self.waiting_jobs is None:
             running = tuple(j for j in self.jobs if j.status is JobStatus.RUNNING)
@@ -106,8 +135,17 @@ class Snapshot:
         return self.running_jobs
 
     def waiting(self) -> tuple[JobView, ...]:
-        assert self.waiting_jobs is not None
+        if self.waiting_jobs is None:  # a deferred snapshot's, read for the first time
+            object.__setattr__(self, "waiting_jobs", self.__dict__["_waiting_source"]())
+            assert self.waiting_jobs is not None
         return self.waiting_jobs
+
+    def waiting_count(self) -> int:
+        """How many jobs wait (without building a deferred snapshot's tuple)."""
+        if self.waiting_jobs is None:
+            count: int = self.__dict__["_num_waiting"]
+            return count
+        return len(self.waiting_jobs)
 
     def waiting_in_order(self, key: WaitingKey) -> Iterator[JobView]:
         """The waiting jobs by `key` (constant while a job waits, unique), lazily: a

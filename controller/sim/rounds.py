@@ -15,7 +15,16 @@ from collections import ChainMap
 
 from controller.actions import compile_plan
 from controller.loop import Controller
-from controller.model import Cluster, GpuPool, Placer, Plan, PlanError, Reason, Snapshot
+from controller.model import (
+    Cluster,
+    GpuPool,
+    JobView,
+    Placer,
+    Plan,
+    PlanError,
+    Reason,
+    Snapshot,
+)
 from controller.placement import unallocatable_idle_gpus
 from controller.sim.accounting import Accounts
 from controller.sim.config import SimConfig
@@ -89,18 +98,24 @@ class Rounds:
         """The snapshot a policy decides on (Backend protocol)."""
         table = self.table
         table.refresh()
-        running = tuple(table.views_run.values())
-        waiting = tuple(table.views_wait.values())
-        self.last_snapshot = Snapshot(
+        generation = table.generation
+
+        def waiting() -> tuple[JobView, ...]:
+            # Read after the table moved on, it would mix rounds: refuse instead.
+            if table.generation != generation:
+                raise RuntimeError("a round's snapshot read for its waiting jobs too late")
+            return tuple(table.views_wait.values())
+
+        self.last_snapshot = Snapshot.deferred(
+            waiting,
+            len(table.views_wait),
             now_s=self.clock.now_s,
             cluster=self.cluster,
-            jobs=running + waiting,
             placer=self.placer,
             down_nodes=frozenset(self.nodes.down),
             cordoned_nodes=frozenset(self.nodes.cordoned),
             pool=self.pool,
-            running_jobs=running,
-            waiting_jobs=waiting,
+            running_jobs=tuple(table.views_run.values()),
             current=table.allocations,
             index=ChainMap(table.views_run, table.views_wait),
             ordered=table.queues,

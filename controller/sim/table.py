@@ -35,6 +35,7 @@ class JobTable:
     __slots__ = (
         "active",
         "allocations",
+        "generation",
         "num_running",
         "queues",
         "stale",
@@ -46,6 +47,7 @@ class JobTable:
         self.active: dict[str, SimJob] = {}
         self.allocations: dict[str, Allocation] = {}  # running job -> its allocation
         self.num_running = 0
+        self.generation = 0  # bumped by each refresh that changes a view
         self.views_run: dict[str, JobView] = {}
         self.views_wait: dict[str, JobView] = {}
         self.stale: dict[str, None] = {}
@@ -58,6 +60,9 @@ class JobTable:
 
     def refresh(self) -> None:
         """Rebuild the touched jobs' views (and forget those of jobs gone)."""
+        if not self.stale:
+            return
+        self.generation += 1
         queues = self.queues
         for job_id in self.stale:
             self.views_run.pop(job_id, None)
