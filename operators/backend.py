@@ -37,7 +37,7 @@ from controller.rates import RateModel
 from operators import crd
 from operators.drain import Drainer
 from operators.informer import Caches
-from operators.jobs import JobRecord, State, classify, pods_by_job
+from operators.jobs import JobRecord, RecordCache, State
 from operators.kube import KubeApi
 from operators.lifecycle import Lifecycle
 from operators.nodes import ClusterView, build_cluster
@@ -113,6 +113,7 @@ class KubeBackend:
         # operator's Controller.on_round hands it over): queue positions, preemptors.
         self.round_record: RoundRecord | None = None
         self.positions = PositionThrottle()
+        self._records = RecordCache()
         self.cluster_changed = False
 
     @property
@@ -130,13 +131,7 @@ class KubeBackend:
     # -- sync: everything that needs no policy ----------------------------------------
 
     def records(self) -> dict[str, JobRecord]:
-        by_job = pods_by_job(self.caches.pods.items())
-        out = {}
-        for obj in self.caches.dljobs.items():
-            meta = obj["metadata"]
-            rec = classify(obj, by_job.get((meta["namespace"], meta["name"]), []))
-            out[rec.key] = rec
-        return out
+        return self._records.records(self.caches.dljobs.items(), self.caches.pods.items())
 
     def sync(self) -> None:
         view = self._cluster_view()

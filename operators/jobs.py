@@ -98,6 +98,41 @@ def pods_by_job(pods: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
     return out
 
 
+class RecordCache:
+    """`classify` for every DLJob, again only for jobs whose DLJob or pods changed.
+
+    KubeBackend.records() asks several times a round (sync, observe, the network
+    publisher); with 10,000 DLJobs, classifying each every time dominated a round
+    that had nothing to do. The informers replace an object on every change and never
+    modify one in place, so a job whose DLJob and pods are the same objects as last
+    time has the same record, which nobody modifies either."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], tuple[Obj, list[Obj], JobRecord]] = {}
+
+    def records(self, jobs: Iterable[Obj], pods: Iterable[Obj]) -> dict[str, JobRecord]:
+        by_job = pods_by_job(pods)
+        entries = {}
+        out = {}
+        for obj in jobs:
+            meta = obj["metadata"]
+            key = (meta["namespace"], meta["name"])
+            mine = by_job.get(key, [])
+            last = self._entries.get(key)
+            if last is not None and last[0] is obj and _same(last[1], mine):
+                rec = last[2]
+            else:
+                rec = classify(obj, mine)
+            entries[key] = (obj, mine, rec)
+            out[rec.key] = rec
+        self._entries = entries
+        return out
+
+
+def _same(a: list[Obj], b: list[Obj]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 def classify(obj: Obj, pods: list[Obj]) -> JobRecord:
     status = obj.get("status") or {}
     attempt = max([int(status.get("attempt") or 0), *(pod_attempt(p) for p in pods)])

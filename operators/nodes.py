@@ -124,7 +124,9 @@ class ClusterView:
         return "cordoned" if node in self.cordoned_nodes else "ready"
 
     def uuid_index(self) -> dict[str, tuple[int, int]]:
-        return _uuid_index(self.cluster)
+        """GPU UUID -> (node index, GPU index); built once per Cluster (a Cluster's
+        hash walks all its nodes, so it is not a cache key: a round asks per job)."""
+        return _UUID_INDEX.of(self.cluster)
 
     def could_hold(self, requests: Requests) -> bool:
         """Whether some node that is up could ever hold one pod requesting `requests`
@@ -140,9 +142,23 @@ class ClusterView:
         return False
 
 
-@cache
-def _uuid_index(cluster: Cluster) -> dict[str, tuple[int, int]]:
-    return {g.uuid: (i, g.index) for i, n in enumerate(cluster.nodes) for g in n.gpus}
+class _UuidIndex:
+    """The GPU index of the last Cluster asked about, recognised by identity (the
+    backend keeps one Cluster while no node's GPUs change: operators/backend.py)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[Cluster, dict[str, tuple[int, int]]] | None = None
+
+    def of(self, cluster: Cluster) -> dict[str, tuple[int, int]]:
+        last = self._last
+        if last is not None and last[0] is cluster:
+            return last[1]
+        index = {g.uuid: (i, g.index) for i, n in enumerate(cluster.nodes) for g in n.gpus}
+        self._last = (cluster, index)
+        return index
+
+
+_UUID_INDEX = _UuidIndex()
 
 
 def build_cluster(nodes: Iterable[Obj], previous: ClusterView | None = None) -> ClusterView:
