@@ -31,6 +31,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,10 @@ from controller.spec import load_cluster
 from controller.traces import load_trace
 from controller.traces.synthetic import GPU_COUNT_SHARES, generate
 from policies.registry import make_policy
+
+# Run as a script, bench/ is on sys.path but the project root (for bench.*) may not be.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.snapshots import job_view
 
 APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 MAX_GPUS = 64  # the Pollux workloads' cap (controller/traces/adaptdl.py)
@@ -85,35 +90,12 @@ def round_snapshot(cluster_name: str, num_jobs: int, seed: int) -> Snapshot:
         progress = float(rng.uniform(0.0, 0.9))
         alloc: Allocation | None = None
         if i % 2 == 0:
-            alloc = placer.place(pool, _view(spec, JobStatus.QUEUED, None, now, 0.0), size)
+            alloc = placer.place(pool, job_view(spec, JobStatus.QUEUED, None, now, 0.0), size)
             if alloc is not None:
                 pool.take(alloc)
         status = JobStatus.RUNNING if alloc is not None else JobStatus.PREEMPTED
-        views.append(_view(spec, status, alloc, now, progress))
+        views.append(job_view(spec, status, alloc, now, progress))
     return Snapshot(now_s=now, cluster=cluster, jobs=tuple(views), placer=placer)
-
-
-def _view(
-    spec: JobSpec, status: JobStatus, alloc: Allocation | None, now: float, progress: float
-) -> JobView:
-    total = spec.iterations or 1.0
-    return JobView(
-        job_id=spec.job_id,
-        spec=spec,
-        status=status,
-        allocation=alloc,
-        mark_s=now,
-        attained_gpu_s=progress * 3600.0,
-        executed_s=progress * 3600.0,
-        done_iters=progress * total,
-        total_iters=total,
-        rate_ips=1.0 if status is JobStatus.RUNNING else 0.0,
-        resume_s=now,
-        nominal_rate_ips=1.0,
-        first_start_s=0.0,
-        restarts=1,
-        batch_size=spec.batch_size,
-    )
 
 
 def bench_round(name: str, cluster: str, num_jobs: int, repeat: int, seed: int) -> None:

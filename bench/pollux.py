@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -41,6 +42,10 @@ from controller.spec import load_cluster
 from controller.traces import load_trace
 from policies.pollux import Pollux
 from policies.registry import make_policy
+
+# Run as a script, bench/ is on sys.path but the project root (for bench.*) may not be.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.snapshots import job_view
 
 CLUSTER = "g4dn-12xlarge:16"
 WORKLOADS = Path(__file__).resolve().parent.parent / "examples" / "traces" / "pollux"
@@ -81,36 +86,13 @@ def round_snapshot(num_jobs: int, seed: int) -> Snapshot:
         size = int(rng.choice([1, 1, 2, 4]))
         alloc: Allocation | None = None
         if i % 2 == 0:
-            probe = _view(spec, JobStatus.QUEUED, None, now, 0.0)
+            probe = job_view(spec, JobStatus.QUEUED, None, now, 0.0)
             alloc = placer.place(pool, probe, size)
             if alloc is not None:
                 pool.take(alloc)
         status = JobStatus.RUNNING if alloc is not None else JobStatus.PREEMPTED
-        views.append(_view(spec, status, alloc, now, float(rng.uniform(0.0, 0.9))))
+        views.append(job_view(spec, status, alloc, now, float(rng.uniform(0.0, 0.9))))
     return Snapshot(now_s=now, cluster=cluster, jobs=tuple(views), placer=placer)
-
-
-def _view(
-    spec: JobSpec, status: JobStatus, alloc: Allocation | None, now: float, progress: float
-) -> JobView:
-    total = spec.iterations or 1.0
-    return JobView(
-        job_id=spec.job_id,
-        spec=spec,
-        status=status,
-        allocation=alloc,
-        mark_s=now,
-        attained_gpu_s=progress * 3600.0,
-        executed_s=progress * 3600.0,
-        done_iters=progress * total,
-        total_iters=total,
-        rate_ips=1.0 if status is JobStatus.RUNNING else 0.0,
-        resume_s=now,
-        nominal_rate_ips=1.0,
-        first_start_s=0.0,
-        restarts=1,
-        batch_size=spec.batch_size,
-    )
 
 
 def bench_round(seed: int) -> None:
