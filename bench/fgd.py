@@ -2,24 +2,28 @@
 FGD's placers on the default openb trace, 10 seeds, against the published means.
 
     .venv/bin/python bench/fgd.py [--pods PODS] [--nodes NODES] [--seeds 10]
-        [--inflate 1.3] [--placers random,best-fit,...] [--out DIR]
+        [--inflate 1.3] [--placers random,best-fit,...] [--processes N] [--out DIR]
 
 Prints a Markdown table (mean and range of the GPU allocation at the last checkpoint,
 the published mean, the difference, failed tasks, FGD's fragmentation, seconds per
-experiment = one seed) for docs/benchmarks.md and docs/placement.md; with --out,
-also `gpuflow placement`'s CSV and plot.
+experiment = one seed) for docs/benchmarks.md and docs/placement.md, then each
+placer's `gpuflow placement --json` object; with --out, also `gpuflow placement`'s
+CSV and plot. --processes runs that many placers at once (each placer's seconds are
+then measured beside the others').
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from controller.packing.experiment import run_experiment
 from controller.packing.registry import PACKERS
 from controller.traces.alibaba import load_openb_node_resources, load_openb_tasks
-from gpuflow.placement_cmd import write_outputs
+from gpuflow.placement_cmd import summary, write_outputs
 
 OPENB = Path("/work/shared/data/openb")
 # Published means over 10 seeds at 130 % arrived workload (the openb data README,
@@ -41,6 +45,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--inflate", type=float, default=1.3)
     parser.add_argument("--placers", default=",".join(PACKERS))
+    parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--out")
     args = parser.parse_args()
     nodes = load_openb_node_resources(args.nodes)
@@ -54,21 +59,29 @@ def main() -> None:
         "| fragmented % | s / experiment |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for name in args.placers.split(","):
-        result = run_experiment(nodes, tasks, name, seeds=args.seeds, inflate=args.inflate)
-        results.append(result)
-        last = result.checkpoints[-1]
-        finals = [run.alloc_pct[last] for run in result.runs]
-        mean = result.mean_alloc_pct()[last]
-        published = PUBLISHED_PCT.get(name)
-        diff = "" if published is None else f"{mean - published:+.2f}"
-        print(
-            f"| {name} | {mean:.2f} | {min(finals):.2f}-{max(finals):.2f} | "
-            f"{published if published is not None else ''} | {diff} | {result.failed_tasks:.0f} | "
-            f"{result.mean_fragmentation_pct()[last]:.2f} | "
-            f"{result.wall_s / len(result.runs):.1f} |",
-            flush=True,
-        )
+    names = args.placers.split(",")
+    with ProcessPoolExecutor(max_workers=max(1, args.processes)) as pool:
+        futures = [
+            pool.submit(run_experiment, nodes, tasks, name, seeds=args.seeds, inflate=args.inflate)
+            for name in names
+        ]
+        for name, future in zip(names, futures, strict=True):
+            result = future.result()
+            results.append(result)
+            last = result.checkpoints[-1]
+            finals = [run.alloc_pct[last] for run in result.runs]
+            mean = result.mean_alloc_pct()[last]
+            published = PUBLISHED_PCT.get(name)
+            diff = "" if published is None else f"{mean - published:+.2f}"
+            print(
+                f"| {name} | {mean:.2f} | {min(finals):.2f}-{max(finals):.2f} | "
+                f"{published if published is not None else ''} | {diff} | "
+                f"{result.failed_tasks:.0f} | {result.mean_fragmentation_pct()[last]:.2f} | "
+                f"{result.wall_s / len(result.runs):.1f} |",
+                flush=True,
+            )
+    for result in results:
+        print(json.dumps(summary(result)))
     if args.out:
         write_outputs(Path(args.out), results)
 

@@ -15,9 +15,7 @@ k_m GPUs with at least d_m free (Q1, Q2); d_m is m's milli-GPU per GPU. The node
 fragmentation is F_n(M) = sum_m p_m F_n(m) (eq. 2), the cluster's the sum over nodes.
 Called by the `fgd` placer (the gradient of one placement) and by the experiment
 (the cluster's measure at each checkpoint). Host memory is not part of the measure,
-as in FGD; gpuflow's `fragmentation-aware` packer (`controller.packing.aware`) builds
-its workload `with_memory`, where a kind also cannot run on a node with less host
-memory left than it asks (ours, not FGD's).
+as in FGD.
 """
 
 from __future__ import annotations
@@ -48,38 +46,29 @@ class TargetWorkload:
     num_gpus: IntArray
     models: tuple[frozenset[str], ...]
     share: FloatArray
-    # Host memory per kind (MiB), or None: FGD's measure, blind to memory.
-    memory_mib: IntArray | None = None
     _access: dict[tuple[str, ...], npt.NDArray[np.bool_]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
     @classmethod
     def from_tasks(
-        cls,
-        tasks: Iterable[TaskRequest],
-        threshold: float = POPULARITY_THRESHOLD,
-        *,
-        with_memory: bool = False,
+        cls, tasks: Iterable[TaskRequest], threshold: float = POPULARITY_THRESHOLD
     ) -> TargetWorkload:
         """The most popular kinds of `tasks`, most popular first, until they cover
         `threshold` of the tasks; their shares renormalised to sum to 1 (FGD's
-        simulator, `utils.GetTypicalPods`, ties to the larger kind). `with_memory`
-        tells kinds apart by their host memory too and keeps it (not FGD's)."""
-        return cls.from_counts(
-            Counter(task_kind(t, with_memory) for t in tasks), threshold, with_memory
-        )
+        simulator, `utils.GetTypicalPods`, ties to the larger kind)."""
+        return cls.from_counts(Counter(t.shape() for t in tasks), threshold)
 
     @classmethod
     def from_counts(
-        cls, counts: Counter[tuple[int, int, int, int, str]], threshold: float, with_memory: bool
+        cls, counts: Counter[tuple[int, int, int, str]], threshold: float = POPULARITY_THRESHOLD
     ) -> TargetWorkload:
-        """`from_tasks` from tasks counted by `task_kind`."""
+        """`from_tasks` from the tasks counted by kind (`TaskRequest.shape`)."""
         if not counts:
             raise ValueError("a target workload needs at least one task")
         total = sum(counts.values())
         ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-        kept: list[tuple[tuple[int, int, int, int, str], int]] = []
+        kept: list[tuple[tuple[int, int, int, str], int]] = []
         covered = 0
         for kind, count in ranked:
             if covered >= threshold * total:
@@ -89,11 +78,10 @@ class TargetWorkload:
         share = np.array([c / covered for _, c in kept])
         return cls(
             cpu_milli=np.array([k[0] for k, _ in kept], dtype=np.int64),
-            gpu_milli=np.array([k[2] for k, _ in kept], dtype=np.int64),
-            num_gpus=np.array([k[3] for k, _ in kept], dtype=np.int64),
-            models=tuple(frozenset(filter(None, k[4].split("|"))) for k, _ in kept),
+            gpu_milli=np.array([k[1] for k, _ in kept], dtype=np.int64),
+            num_gpus=np.array([k[2] for k, _ in kept], dtype=np.int64),
+            models=tuple(frozenset(filter(None, k[3].split("|"))) for k, _ in kept),
             share=share,
-            memory_mib=np.array([k[1] for k, _ in kept], dtype=np.int64) if with_memory else None,
         )
 
     def __len__(self) -> int:
@@ -124,15 +112,13 @@ class TargetWorkload:
         left = state.gpu_left_milli[nodes]
         count, small = self._gpu_stats(left)
         total = left.sum(axis=1)[:, None]
-        host = _Host(state.cpu_left[nodes][:, None], state.mem_left[nodes][:, None])
+        cpu = state.cpu_left[nodes][:, None]
         access = self.access(state, nodes)
-        before = self._combine(host, count, small, total, access)
+        before = self._combine(cpu, count, small, total, access)
         if task.is_share:
-            return (
-                self._after_share(left, count, small, total, host, access, task) - before[:, None]
-            )
+            return self._after_share(left, count, small, total, cpu, access, task) - before[:, None]
         after = self._combine(
-            host.minus(task),
+            cpu - task.cpu_milli,
             count - task.num_gpus,
             small,
             total - task.num_gpus * MILLI_PER_GPU,
@@ -145,7 +131,7 @@ class TargetWorkload:
         left = state.gpu_left_milli[nodes]
         count, small = self._gpu_stats(left)
         return self._combine(
-            _Host(state.cpu_left[nodes][:, None], state.mem_left[nodes][:, None]),
+            state.cpu_left[nodes][:, None],
             count,
             small,
             left.sum(axis=1)[:, None],
@@ -158,7 +144,7 @@ class TargetWorkload:
         count: IntArray,
         small: IntArray,
         total: IntArray,
-        host: _Host,
+        cpu: IntArray,
         access: npt.NDArray[np.bool_],
         task: TaskRequest,
     ) -> FloatArray:
@@ -169,9 +155,8 @@ class TargetWorkload:
         after = before - task.gpu_milli
         count3 = count[:, None, :] - (before >= d) + (after >= d)
         small3 = small[:, None, :] - np.where(before < d, before, 0) + np.where(after < d, after, 0)
-        after_host = host.minus(task)
         frag = self._combine(
-            _Host(after_host.cpu_milli[:, :, None], after_host.mem_mib[:, :, None]),
+            cpu[:, :, None] - task.cpu_milli,
             count3,
             small3,
             total[:, :, None] - task.gpu_milli,
@@ -188,35 +173,16 @@ class TargetWorkload:
 
     def _combine(
         self,
-        host: _Host,
+        cpu: IntArray,
         count: IntArray,
         small: IntArray,
         total: IntArray,
         access: npt.NDArray[np.bool_],
     ) -> FloatArray:
-        runs = access & (host.cpu_milli >= self.cpu_milli) & (count >= self.num_gpus)
-        if self.memory_mib is not None:
-            runs &= host.mem_mib >= self.memory_mib
+        runs = access & (cpu >= self.cpu_milli) & (count >= self.num_gpus)
         frag = np.where(runs, small, total)
         result: FloatArray = frag @ self.share
         return result
-
-
-@dataclass(frozen=True)
-class _Host:
-    """Free CPU and host memory of nodes, shaped to broadcast against the kinds."""
-
-    cpu_milli: IntArray
-    mem_mib: IntArray
-
-    def minus(self, task: TaskRequest) -> _Host:
-        return _Host(self.cpu_milli - task.cpu_milli, self.mem_mib - task.memory_mib)
-
-
-def task_kind(task: TaskRequest, with_memory: bool) -> tuple[int, int, int, int, str]:
-    """(CPU, memory or 0, milli-GPU per GPU, GPUs, accepted models): a task's kind."""
-    cpu, milli, gpus, models = task.shape()
-    return (cpu, task.memory_mib if with_memory else 0, milli, gpus, models)
 
 
 def cluster_fragmentation_milli(state: ClusterState, target: TargetWorkload) -> float:

@@ -13,7 +13,7 @@ from controller.packing.aware import (
     cpu_per_gpu_milli,
     stranding_growth,
 )
-from controller.packing.fragmentation import TargetWorkload
+from controller.packing.fragmentation import POPULARITY_THRESHOLD, TargetWorkload
 from controller.packing.placers import FgdPacker
 from controller.packing.state import ClusterState, Placement
 from tests.controller.packing.builders import make_node, make_task, used_state
@@ -99,8 +99,13 @@ def test_the_mix_is_learned_from_the_tasks_that_asked() -> None:
     target = mix.observe(CPU_TASK)  # early on, rebuilt at every task
     assert sorted(target.num_gpus.tolist()) == [0, 1]
     assert target.share.tolist() == pytest.approx([0.5, 0.5])
-    for _ in range(2 * MIX_REFRESH_TASKS):
+    for _ in range(MIX_REFRESH_TASKS + 1):
         target = mix.observe(GPU_TASK)
-    # 130 GPU tasks to 1 CPU task: the CPU kind falls below FGD's 95 % cut.
-    assert target.num_gpus.tolist() == [1]
-    assert mix.counts.total() == 2 * MIX_REFRESH_TASKS + 2
+    # Rebuilt at each of the first 64 tasks (63 GPU, 1 CPU), not at the next three.
+    assert mix.counts.total() == MIX_REFRESH_TASKS + 3
+    assert target.share.tolist() == pytest.approx([63 / 64, 1 / 64])
+    # Every kind stays, however rare (FGD's 95 % cut would drop the CPU task).
+    for _ in range(MIX_REFRESH_TASKS):
+        target = mix.observe(GPU_TASK)
+    assert target.share.tolist() == pytest.approx([127 / 128, 1 / 128])  # the 128th
+    assert LearnedMix(POPULARITY_THRESHOLD).observe(GPU_TASK).num_gpus.tolist() == [1]
