@@ -37,7 +37,7 @@ Ours:
 Host memory stays out of the score, as in FGD. Measured on openb (seeds 42, 43) and
 left out: memory in F_n(M) (a kind lacking memory sees every idle GPU as fragment:
 0.08 and 0.34 points below FGD), memory in S_n beside CPU (within 0.03 points of
-CPU alone), S_n at twice the weight (0.03 below) and S_n as a tie-break of FGD's
+CPU alone), S_n at 0.5, 1.5 or 2 x its weight (0.03-0.05 below) and S_n as a tie-break of FGD's
 score only (0.03-0.05 below the sum); docs/placement.md has the figures.
 
 Called by `controller.packing.experiment` through `controller.packing.registry`.
