@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, event
+from sqlalchemy.exc import OperationalError
 
 from api.models import User
 from api.security import issue_token
@@ -51,3 +54,19 @@ def upload_trace(client: TestClient, headers: dict[str, str], path: Path) -> dic
 def wait_for(check: Callable[[], Any], timeout_s: float = 60.0, every_s: float = 0.05) -> Any:
     """Poll `check` until it returns something truthy; fail after `timeout_s`."""
     return waiting.wait_for("a condition", check, timeout_s, every_s)
+
+
+@contextmanager
+def statements_failing(engine: Engine, prefix: str, containing: str = "") -> Iterator[None]:
+    """While inside, each statement on `engine` that starts with `prefix` (and whose
+    parameters show `containing`) fails as a lost connection would."""
+
+    def fail(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith(prefix) and containing in str(args):
+            raise OperationalError(statement, None, Exception("connection lost"))
+
+    event.listen(engine, "before_cursor_execute", fail)
+    try:
+        yield
+    finally:
+        event.remove(engine, "before_cursor_execute", fail)

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
-
 from api.cluster import KubeBackend
 from api.settings import Settings
 from operators.kube import ApiException, KubeApi
-from tests.api.builders import auth, submit, wait_for
+from tests.api.builders import auth, statements_failing, submit, wait_for
 from tests.api.test_cluster_mode import (
     JOBS,
     any_db,
@@ -115,15 +112,8 @@ def test_a_cancel_whose_database_write_fails_deletes_nothing(
         job = submit(client, alice, num_gpus=2)
         engine = client.app.state.engine  # type: ignore[attr-defined]
 
-        def fail_on_events(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if statement.startswith("INSERT INTO job_events"):
-                raise OperationalError(statement, None, Exception("connection lost"))
-
-        event.listen(engine, "before_cursor_execute", fail_on_events)
-        try:
+        with statements_failing(engine, "INSERT INTO job_events"):
             r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
-        finally:
-            event.remove(engine, "before_cursor_execute", fail_on_events)
         assert r.status_code == 503, r.text
         assert dljob_exists(api, job["dljob_name"])
         assert client.get(f"{JOBS}/{job['id']}", headers=alice).json()["status"] == "Queued"

@@ -9,17 +9,14 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from typing import Any
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
 
 from api.app import create_app
 from api.settings import Settings
-from tests.api.builders import auth, job_spec, submit, wait_for
+from tests.api.builders import auth, job_spec, statements_failing, submit, wait_for
 from tests.api.conftest import DEAD_PG_URL
 
 JOBS = "/api/v1/jobs"
@@ -40,15 +37,8 @@ def test_a_database_error_during_submit_is_503_and_leaves_no_job(client: TestCli
     alice = auth(client, "alice", "vision")
     engine = client.app.state.engine  # type: ignore[attr-defined]
 
-    def fail_on_events(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.startswith("INSERT INTO job_events"):
-            raise OperationalError(statement, None, Exception("connection lost"))
-
-    event.listen(engine, "before_cursor_execute", fail_on_events)
-    try:
+    with statements_failing(engine, "INSERT INTO job_events"):
         r = client.post(JOBS, json=job_spec(), headers=alice)
-    finally:
-        event.remove(engine, "before_cursor_execute", fail_on_events)
     assert r.status_code == 503 and "database unavailable" in r.json()["detail"]
     assert client.get(JOBS, headers=alice).json()["count"] == 0
     assert client.app.state.local.live.jobs() == []  # type: ignore[attr-defined]
@@ -81,15 +71,8 @@ def test_a_cancel_whose_commit_fails_leaves_the_job_as_it_was_and_can_be_retried
     live = client.app.state.local.live  # type: ignore[attr-defined]
     engine = client.app.state.engine  # type: ignore[attr-defined]
 
-    def fail_on_cancel(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.startswith("INSERT INTO job_events") and "cancelled" in str(args):
-            raise OperationalError(statement, None, Exception("connection lost"))
-
-    event.listen(engine, "before_cursor_execute", fail_on_cancel)
-    try:
+    with statements_failing(engine, "INSERT INTO job_events", containing="cancelled"):
         r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
-    finally:
-        event.remove(engine, "before_cursor_execute", fail_on_cancel)
     assert r.status_code == 503 and r.json()["detail"] == "database unavailable"
     # Not cancelled anywhere: the scheduler still has it, the database says so too.
     assert live.job(job["id"]).status.value in ("Queued", "Running")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -24,6 +24,7 @@ from api.settings import Settings
 from controller.live import LiveCluster
 from controller.placement import ConsolidatedPlacer
 from policies.registry import make_policy
+from tests.api.builders import statements_failing
 from tests.builders import make_cluster
 
 
@@ -112,18 +113,13 @@ def test_a_failed_commit_fails_every_request_of_the_batch_and_stores_none(
 ) -> None:
     engine = make_engine(pg_settings)
 
-    def fail_on_events(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.startswith("INSERT INTO job_events"):
-            raise OperationalError(statement, None, Exception("connection lost"))
-
-    event.listen(engine, "before_cursor_execute", fail_on_events)
-    sessions = make_sessionmaker(engine)
-    writer = SubmitWriter(sessions, live.submit_many)
-    try:
-        results = asyncio.run(_submit_all(writer, [_rows(user_id) for _ in range(10)]))
-    finally:
-        writer.stop()
-        event.remove(engine, "before_cursor_execute", fail_on_events)
+    with statements_failing(engine, "INSERT INTO job_events"):
+        sessions = make_sessionmaker(engine)
+        writer = SubmitWriter(sessions, live.submit_many)
+        try:
+            results = asyncio.run(_submit_all(writer, [_rows(user_id) for _ in range(10)]))
+        finally:
+            writer.stop()
     assert all(isinstance(r, OperationalError) for r in results)
     assert _count(sessions, Job) == 0 and live.jobs() == []
     engine.dispose()

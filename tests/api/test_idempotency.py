@@ -3,15 +3,12 @@ creates a second job (api.idempotency), also when the first attempt got a 503.""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event, func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import func, select
 
 from api.models import IdempotencyKey, Job
-from tests.api.builders import auth, job_spec
+from tests.api.builders import auth, job_spec, statements_failing
 
 JOBS = "/api/v1/jobs"
 
@@ -73,15 +70,8 @@ def test_a_retry_after_a_503_stores_the_job_once_under_the_first_id(client: Test
     keyed = {**alice, "Idempotency-Key": "retry-1"}
     engine = client.app.state.engine  # type: ignore[attr-defined]
 
-    def fail_on_events(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.startswith("INSERT INTO job_events"):
-            raise OperationalError(statement, None, Exception("connection lost"))
-
-    event.listen(engine, "before_cursor_execute", fail_on_events)
-    try:
+    with statements_failing(engine, "INSERT INTO job_events"):
         failed = client.post(JOBS, json=job_spec(), headers=keyed)
-    finally:
-        event.remove(engine, "before_cursor_execute", fail_on_events)
     assert failed.status_code == 503 and jobs_stored(client) == 0
     with client.app.state.sessions() as session:  # type: ignore[attr-defined]
         claimed = session.scalars(select(IdempotencyKey)).one()
