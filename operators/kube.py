@@ -117,6 +117,20 @@ class KubeApi:
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self.coordination = kubernetes.client.CoordinationV1Api(client)
 
+    def _json_unless(
+        self, absent: int, verb: str, resource: str, request: Callable[[], Any]
+    ) -> Obj | None:
+        """`request()` (made with _preload_content=False) read as JSON, or None when the
+        server answers `absent` (NOT_FOUND: gone; ALREADY_EXISTS: there already)."""
+        try:
+            with self._call(verb, resource):
+                resp = request()
+        except ApiException as exc:
+            if exc.status == absent:
+                return None
+            raise
+        return _json(resp)
+
     @contextmanager
     def _call(self, verb: str, resource: str) -> Iterator[None]:
         """Report an error response or failed connection of the request made inside,
@@ -209,27 +223,20 @@ class KubeApi:
 
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj | None:
         """Merge-patch a pod's metadata; None if it is gone."""
-        try:
-            with self._call("patch", "pods"):
-                resp = self.core.patch_namespaced_pod(
-                    name, namespace, patch, _preload_content=False
-                )
-        except ApiException as exc:
-            if exc.status == NOT_FOUND:
-                return None
-            raise
-        return _json(resp)
+        fn = self.core.patch_namespaced_pod
+        return self._json_unless(
+            NOT_FOUND, "patch", "pods", lambda: fn(name, namespace, patch, _preload_content=False)
+        )
 
     def create_service(self, namespace: str, body: Obj) -> Obj | None:
         """Create a service; None if it exists already."""
-        try:
-            with self._call("create", "services"):
-                resp = self.core.create_namespaced_service(namespace, body, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == ALREADY_EXISTS:
-                return None
-            raise
-        return _json(resp)
+        fn = self.core.create_namespaced_service
+        return self._json_unless(
+            ALREADY_EXISTS,
+            "create",
+            "services",
+            lambda: fn(namespace, body, _preload_content=False),
+        )
 
     def create_event(self, namespace: str, body: Obj) -> None:
         with self._call("create", "events"):
@@ -251,24 +258,16 @@ class KubeApi:
 
     def create_secret(self, namespace: str, body: Obj) -> Obj | None:
         """Create a Secret; None if one of that name exists already."""
-        try:
-            with self._call("create", "secrets"):
-                resp = self.core.create_namespaced_secret(namespace, body, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == ALREADY_EXISTS:
-                return None
-            raise
-        return _json(resp)
+        fn = self.core.create_namespaced_secret
+        return self._json_unless(
+            ALREADY_EXISTS, "create", "secrets", lambda: fn(namespace, body, _preload_content=False)
+        )
 
     def get_secret(self, namespace: str, name: str) -> Obj | None:
-        try:
-            with self._call("get", "secrets"):
-                resp = self.core.read_namespaced_secret(name, namespace, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == NOT_FOUND:
-                return None
-            raise
-        return _json(resp)
+        fn = self.core.read_namespaced_secret
+        return self._json_unless(
+            NOT_FOUND, "get", "secrets", lambda: fn(name, namespace, _preload_content=False)
+        )
 
     def replace_secret(self, body: Obj) -> Obj:
         meta, fn = body["metadata"], self.core.replace_namespaced_secret
@@ -282,26 +281,20 @@ class KubeApi:
     # -- ConfigMaps: the policy an admin chose (operators/policy_config.py) --------------
 
     def get_configmap(self, namespace: str, name: str) -> Obj | None:
-        try:
-            with self._call("get", "configmaps"):
-                resp = self.core.read_namespaced_config_map(name, namespace, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == NOT_FOUND:
-                return None
-            raise
-        return _json(resp)
+        fn = self.core.read_namespaced_config_map
+        return self._json_unless(
+            NOT_FOUND, "get", "configmaps", lambda: fn(name, namespace, _preload_content=False)
+        )
 
     def create_configmap(self, namespace: str, body: Obj) -> Obj | None:
         """Create a ConfigMap; None if one of that name exists already."""
-        try:
-            with self._call("create", "configmaps"):
-                fn = self.core.create_namespaced_config_map
-                resp = fn(namespace, body, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == ALREADY_EXISTS:
-                return None
-            raise
-        return _json(resp)
+        fn = self.core.create_namespaced_config_map
+        return self._json_unless(
+            ALREADY_EXISTS,
+            "create",
+            "configmaps",
+            lambda: fn(namespace, body, _preload_content=False),
+        )
 
     def replace_configmap(self, body: Obj) -> Obj:
         meta, fn = body["metadata"], self.core.replace_namespaced_config_map
@@ -416,14 +409,9 @@ class KubeApi:
 
     def get_lease(self, namespace: str, name: str) -> Obj | None:
         fn = self.coordination.read_namespaced_lease
-        try:
-            with self._call("get", "leases"):
-                resp = fn(name, namespace, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == NOT_FOUND:
-                return None
-            raise
-        return _json(resp)
+        return self._json_unless(
+            NOT_FOUND, "get", "leases", lambda: fn(name, namespace, _preload_content=False)
+        )
 
     def create_lease(self, namespace: str, body: Obj) -> Obj:
         fn = self.coordination.create_namespaced_lease

@@ -42,7 +42,7 @@ def phases(api: KubeApi, namespace: str = "default") -> dict[str, str]:
 
 
 def wait_phases(
-    api: KubeApi, want: str, names: list[str] | None = None, timeout_s: float = 30.0
+    api: KubeApi, want: str, names: list[str] | None = None, timeout_s: float = 60.0
 ) -> dict[str, str]:
     deadline = time.monotonic() + timeout_s
     while True:

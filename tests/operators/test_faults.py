@@ -40,7 +40,7 @@ def start_operator(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
 
 
 def wait_leader(
-    api: KubeApi, procs: list[subprocess.Popen[bytes]], timeout_s: float = 30.0
+    api: KubeApi, procs: list[subprocess.Popen[bytes]], timeout_s: float = 60.0
 ) -> subprocess.Popen[bytes]:
     """The process holding the lease, once one of `procs` does."""
     deadline = time.monotonic() + timeout_s
