@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict
@@ -248,6 +249,15 @@ class Session:
         if stop:
             self._save()
             log.info("stopping at step %d on SIGTERM (exit %d)", self.step, EXIT_CHECKPOINTED)
+            if self._runtime.backend is not None:
+                # A gang member ends here, checkpointed and reported: the interpreter's
+                # exit tears down gloo's threads, which hung or aborted a rank now and
+                # then (distributed.stop), and the exit code is all the operator reads.
+                self.close()
+                logging.shutdown()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(EXIT_CHECKPOINTED)
             raise SystemExit(EXIT_CHECKPOINTED)
         if changed:
             self._apply_batch(batch)
