@@ -3,7 +3,7 @@
 Peng, Bao, Chen, Wu and Guo, "Optimus: An Efficient Dynamic Resource Scheduler for Deep
 Learning Clusters", EuroSys 2018. Made by the registry (`"optimus": Optimus`); the
 simulator (or another backend) calls `schedule` once a round. The fitting lives in
-`policies.optimus_fit`.
+`policies.optimus_fit`, profiling and placement in `policies.optimus_cluster`.
 
 Each round, for every active job:
 
@@ -79,9 +79,7 @@ from typing import Any
 import numpy as np
 
 from controller.model import (
-    Allocation,
     Cluster,
-    GpuPool,
     JobStatus,
     JobView,
     Plan,
@@ -89,15 +87,19 @@ from controller.model import (
     Snapshot,
 )
 from controller.model.catalog import resolve
-from controller.model.perf import throughput_ips
 from controller.model.work import work_per_step
+from policies.optimus_cluster import (
+    Profiler,
+    Speeds,
+    job_sizes,
+    place,
+    speed_model,
+)
 from policies.optimus_fit import (
     CONVERGENCE_THRESHOLD,
     LossCurve,
     LossSource,
     fit_loss_curve,
-    fit_speed,
-    predict_speed,
     reported_loss,
 )
 
@@ -166,19 +168,19 @@ class Optimus:
         known = state.jobs if isinstance(state, OptimusState) else {}
         cluster = snapshot.cluster
         budget = cluster.num_gpus - sum(cluster.nodes[n].num_gpus for n in snapshot.down_nodes)
-        profiler = _Profiler(cluster)
+        profiler = Profiler(cluster)
         memory: dict[str, JobMemory] = {}
         estimates: list[_Estimate] = []
         for job in snapshot.jobs:
             mem = known.get(job.job_id)
             if mem is None:
-                mem = profiler.profile(job)
+                mem = _memory(job, profiler.profile(job), cluster)
             gain = _work_per_step(job, now)
             mem = self._observe(job, mem, now, cluster, gain)
             memory[job.job_id] = mem
             estimates.append(self._estimate(job, mem, now, cluster, gain))
         sizes, reasons = self._allocate(estimates, budget)
-        run, placed_reasons = _place(snapshot, sizes, estimates)
+        run, placed_reasons = place(snapshot, sizes, [(e.job, int(e.sizes[0])) for e in estimates])
         reasons.update(placed_reasons)
         return Plan(run=run, reasons=reasons, state=OptimusState(memory))
 
@@ -190,10 +192,10 @@ class Optimus:
             return [j.job_id for j in jobs]
         now, cluster = snapshot.now_s, snapshot.cluster
         known = state.jobs if isinstance(state, OptimusState) else {}
-        profiler = _Profiler(cluster)
+        profiler = Profiler(cluster)
         keyed = []
         for job in snapshot.jobs:
-            mem = known.get(job.job_id) or profiler.profile(job)
+            mem = known.get(job.job_id) or _memory(job, profiler.profile(job), cluster)
             est = self._estimate(job, mem, now, cluster, _work_per_step(job, now))
             keyed.append((float(est.time_s[0]), job.spec.submit_s, job.job_id))
         return [job_id for _, _, job_id in sorted(keyed)]
@@ -212,7 +214,7 @@ class Optimus:
         seen = job.rate_ips / gain  # the job's own steps per second
         if seen > 0 and dict(speeds).get(gpus) != seen:
             speeds = tuple(sorted({**dict(speeds), gpus: seen}.items()))
-            theta, table = _speed_model(job, speeds, cluster)
+            theta, table = speed_model(job, speeds, cluster)
         losses, per_epoch, curve = mem.losses, mem.iters_per_epoch, mem.curve
         done = job.done_iters_at(now)
         last = losses[-1][0] if losses else -1.0
@@ -242,7 +244,7 @@ class Optimus:
         self, job: JobView, mem: JobMemory, now: float, cluster: Cluster, gain: float
     ) -> _Estimate:
         spec = job.spec
-        sizes = _sizes(job, cluster)
+        sizes = job_sizes(job, cluster)
         speed = np.array(mem.speed_table) * gain  # work per second
         done = job.done_iters_at(now)
         if mem.curve is not None and mem.iters_per_epoch > 0:
@@ -330,115 +332,7 @@ class Optimus:
             heapq.heappush(heap, (-gain, rank, est.job.job_id, at + 1 + best))
 
 
-# -- §4.2 placement -----------------------------------------------------------------
-
-
-def _place(
-    snapshot: Snapshot, sizes: Mapping[str, tuple[int, int]], estimates: list[_Estimate]
-) -> tuple[dict[str, Allocation], dict[str, Reason]]:
-    run = snapshot.allocations()
-    pool = snapshot.free_pool()
-    for job in snapshot.running():
-        if job.allocation is not None and sizes.get(job.job_id, (0, 0))[0] != job.num_gpus:
-            pool.release(job.allocation, job.spec.gpu_mem_mib)
-            del run[job.job_id]
-    to_place = sorted(
-        (e for e in estimates if e.job.job_id in sizes and e.job.job_id not in run),
-        key=lambda e: (-sizes[e.job.job_id][0], sizes[e.job.job_id][1]),
-    )
-    reasons: dict[str, Reason] = {}
-    for est in to_place:
-        want = sizes[est.job.job_id][0]
-        alloc = None
-        for gpus in range(want, int(est.sizes[0]) - 1, -1):
-            alloc = pack_fewest_servers(pool, gpus)
-            if alloc is not None:
-                break
-        if alloc is None:
-            reasons[est.job.job_id] = Reason(
-                "Fragmented",
-                f"given {want} GPUs but no placement of {int(est.sizes[0])} fits the free GPUs",
-            )
-            continue
-        pool.take(alloc, est.job.spec.gpu_mem_mib)
-        run[est.job.job_id] = alloc
-    return run, reasons
-
-
-def pack_fewest_servers(pool: GpuPool, num_gpus: int) -> Allocation | None:
-    """`num_gpus` whole GPUs on the fewest servers: the fullest server that holds them
-    all (best fit, lowest index), else the emptiest servers first. Leaves `pool` as is."""
-    if pool.total_free < num_gpus:
-        return None
-    for free_count in range(num_gpus, len(pool.buckets)):
-        bucket = pool.buckets[free_count]
-        if bucket:
-            node = min(bucket)
-            return Allocation.whole((node, g) for g in pool.free_gpus(node)[:num_gpus])
-    nodes = sorted(
-        (n for n in range(pool.num_nodes) if pool.free_gpus(n)),
-        key=lambda n: (-len(pool.free_gpus(n)), n),
-    )
-    gpus: list[tuple[int, int]] = []
-    for node in nodes:
-        for g in pool.free_gpus(node)[: num_gpus - len(gpus)]:
-            gpus.append((node, g))
-        if len(gpus) == num_gpus:
-            return Allocation.whole(gpus)
-    return None
-
-
 # -- helpers ------------------------------------------------------------------------
-
-
-class _Profiler:
-    """Speeds of new jobs from the performance model at a few sizes (§3.2 profiling),
-    placed on the fewest servers of the empty cluster; cached for one round."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self._pool: GpuPool | None = None
-        self._cache: dict[tuple[str, int | None, int], float] = {}
-
-    def profile(self, job: JobView) -> JobMemory:
-        spec = job.spec
-        top = min(spec.max_gpus, self.cluster.num_gpus)
-        per_node = self.cluster.max_gpus_per_node
-        # A handful of sizes, as the authors' estimator collects 8 to 10 speed points.
-        wanted = {spec.min_gpus, top, spec.num_gpus, per_node}
-        wanted.update(1 << i for i in range(top.bit_length()))
-        sizes = sorted(w for w in wanted if spec.min_gpus <= w <= top)
-        profile = resolve(spec.model)
-        batch = job.batch_size if job.batch_size is not None else spec.batch_size
-        samples: list[tuple[int, float]] = []
-        for w in sizes:
-            key = (profile.name, batch, w)
-            if key not in self._cache:
-                alloc = pack_fewest_servers(self._empty(), w)
-                if alloc is None:
-                    continue
-                self._cache[key] = throughput_ips(profile, self.cluster, alloc, batch_size=batch)
-            samples.append((w, self._cache[key]))
-        theta, table = _speed_model(job, tuple(samples), self.cluster)
-        return JobMemory(speeds=tuple(samples), theta=theta, speed_table=table)
-
-    def _empty(self) -> GpuPool:
-        if self._pool is None:
-            nodes = self.cluster.nodes
-            self._pool = GpuPool(self.cluster.gpus_per_node, (n.gpu_type.mem_mib for n in nodes))
-        return self._pool
-
-
-def _batch(job: JobView) -> float:
-    """M, the global batch of Eq. (3)."""
-    batch = job.batch_size or job.spec.batch_size
-    return float(batch if batch is not None else resolve(job.spec.model).batch_size)
-
-
-def _sizes(job: JobView, cluster: Cluster) -> np.ndarray:
-    """The GPU counts a job may get: min_gpus .. max_gpus, at most the cluster's."""
-    spec = job.spec
-    return np.arange(spec.min_gpus, max(spec.min_gpus, min(spec.max_gpus, cluster.num_gpus)) + 1)
 
 
 def _work_per_step(job: JobView, now: float) -> float:
@@ -448,27 +342,10 @@ def _work_per_step(job: JobView, now: float) -> float:
     return work_per_step(job.spec, job.batch_size or job.spec.batch_size, job.progress_at(now))
 
 
-def _speed_model(
-    job: JobView, speeds: tuple[tuple[int, float], ...], cluster: Cluster
-) -> tuple[tuple[float, ...] | None, tuple[float, ...]]:
-    """θ fitted to `speeds`, and f at each of the job's sizes: the speed seen where a
-    size was profiled or measured (as the authors' estimator does), the fitted model
-    elsewhere, or without a fit the speed of the nearest size seen."""
-    sizes = _sizes(job, cluster)
-    if not speeds:
-        return None, (1.0,) * len(sizes)
-    per_node = cluster.max_gpus_per_node
-    theta = fit_speed(speeds, _batch(job), per_node)
-    sampled = np.array([w for w, _ in speeds])
-    values = np.array([v for _, v in speeds])
-    if theta is None:
-        table = values[np.abs(sizes[:, None] - sampled[None, :]).argmin(axis=1)]
-    else:
-        table = predict_speed(theta, sizes, _batch(job), per_node)
-        at = np.minimum(np.searchsorted(sampled, sizes), len(sampled) - 1)
-        seen = sampled[at] == sizes
-        table[seen] = values[at[seen]]
-    return theta, tuple(float(v) for v in table)
+def _memory(job: JobView, speeds: Speeds, cluster: Cluster) -> JobMemory:
+    """A new job's memory: its profiled speeds and the model fitted to them."""
+    theta, table = speed_model(job, speeds, cluster)
+    return JobMemory(speeds=speeds, theta=theta, speed_table=table)
 
 
 def _thin(samples: tuple[tuple[float, float], ...], cap: int) -> tuple[tuple[float, float], ...]:

@@ -21,7 +21,8 @@ from controller.model import (
     Snapshot,
 )
 from controller.placement import ConsolidatedPlacer
-from policies.optimus import JobMemory, Optimus, OptimusState, pack_fewest_servers
+from policies.optimus import JobMemory, Optimus, OptimusState
+from policies.optimus_cluster import pack_fewest_servers
 from policies.optimus_fit import (
     CONVERGENCE_THRESHOLD,
     LossCurve,
