@@ -107,12 +107,12 @@ import numpy as np
 from controller.model import Allocation, JobStatus, JobView, Plan, Reason, Snapshot
 from controller.model.catalog import ModelProfile, resolve
 from policies.pollux_goodput import (
-    PROGRESS_BUCKETS,
     AppKey,
     app_key,
     goodput_table,
     live_ratio,
     max_useful_gpus,
+    next_bucket_s,
     progress_bucket,
 )
 from policies.pollux_partition import (
@@ -125,6 +125,7 @@ from policies.pollux_partition import (
     stitch,
     sub_problem,
 )
+from policies.pollux_place import gpu_ids, node_capacity
 from policies.pollux_search import Problem, States, fitness, greedy_seed, search
 
 NO_GAIN = Reason(
@@ -173,7 +174,7 @@ class Pollux:
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, PolluxState) else None
         now = snapshot.now_s
-        capacity = _capacity(snapshot)
+        capacity = node_capacity(snapshot)
         total = int(capacity.sum())
         held = self._max_held(snapshot, prev)
         jobs, reasons = self._jobs(snapshot, held, total)
@@ -220,7 +221,7 @@ class Pollux:
         `schedule(snapshot, state)` poses it: what a split search costs against the
         whole one (bench/policy_scale.py, tests/policies/test_pollux_partition.py)."""
         prev = state if isinstance(state, PolluxState) else None
-        capacity = _capacity(snapshot)
+        capacity = node_capacity(snapshot)
         total = int(capacity.sum())
         jobs, _ = self._jobs(snapshot, self._max_held(snapshot, prev), total)
         if not jobs:
@@ -357,7 +358,7 @@ class Pollux:
         now = snapshot.now_s
         held = dict(state.max_held)
         run = snapshot.allocations()
-        placed = _place(snapshot, [j.view for j in jobs], counts)
+        placed = gpu_ids(snapshot, [j.view for j in jobs], counts)
         batch_sizes: dict[str, int] = {}
         drift: list[float] = []  # when running jobs' goodput tables move on
         for row, job in enumerate(jobs):
@@ -376,7 +377,7 @@ class Pollux:
                 nodes = int(np.count_nonzero(counts[row]))
                 batch_sizes[job_id] = int(batches[row][nodes, gpus])
                 kept = alloc is job.view.allocation and batch_sizes[job_id] == job.view.batch_size
-                drift.append(_next_bucket_s(job.view, now) if kept else now)
+                drift.append(next_bucket_s(job.view, now) if kept else now)
         for job_id in list(run):
             if job_id in reasons:
                 del run[job_id]
@@ -395,63 +396,3 @@ class Pollux:
         if self.interval_s <= 0 or not drift:
             return None
         return max(now + self.interval_s, min(drift))
-
-
-def _capacity(snapshot: Snapshot) -> States:
-    """GPUs per node, 0 for a node that is down."""
-    nodes = snapshot.cluster.nodes
-    down = snapshot.down_nodes
-    return np.array([0 if i in down else n.num_gpus for i, n in enumerate(nodes)], np.float32)
-
-
-def _next_bucket_s(view: JobView, now: float) -> float:
-    """When a running job at its current speed reaches its next progress bucket."""
-    if view.rate_ips <= 0.0:
-        return now
-    progress = view.progress_at(now)
-    boundary = (math.floor(progress * PROGRESS_BUCKETS + 0.5) + 0.5) / PROGRESS_BUCKETS
-    start = max(now, view.resume_s)
-    return start + (boundary - progress) * view.total_iters / view.rate_ips
-
-
-def _place(snapshot: Snapshot, views: list[JobView], counts: States) -> list[Allocation | None]:
-    """GPU ids for per-node counts: a job keeps its GPUs on a node as far as its count
-    there allows, and takes the lowest free ones for the rest; an allocation equal to
-    the current one is the very same object."""
-    cluster = snapshot.cluster
-    taken: set[tuple[int, int]] = set()
-    chosen: list[dict[int, list[int]]] = []
-    for row, view in enumerate(views):
-        mine: dict[int, list[int]] = {}
-        if view.allocation is not None and view.running:
-            for node, gpu in view.allocation.gpus():
-                mine.setdefault(node, []).append(gpu)
-        picks: dict[int, list[int]] = {}
-        for node in np.flatnonzero(counts[row]).tolist():
-            keep = [g for g in mine.get(node, []) if (node, g) not in taken]
-            keep = keep[: int(counts[row, node])]
-            taken.update((node, g) for g in keep)
-            picks[node] = keep
-        chosen.append(picks)
-    out: list[Allocation | None] = []
-    for row, view in enumerate(views):
-        picks = chosen[row]
-        if not picks:
-            out.append(None)
-            continue
-        for node, keep in picks.items():
-            need = int(counts[row, node]) - len(keep)
-            for gpu in range(cluster.nodes[node].num_gpus):
-                if need == 0:
-                    break
-                if (node, gpu) not in taken:
-                    taken.add((node, gpu))
-                    keep.append(gpu)
-                    need -= 1
-        gpus = sorted((node, g) for node, keep in picks.items() for g in keep)
-        current = view.allocation
-        if current is not None and view.running and current.gpus() == tuple(gpus):
-            out.append(current)
-        else:
-            out.append(Allocation.whole(gpus))
-    return out

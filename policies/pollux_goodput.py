@@ -23,7 +23,8 @@ keeps its batch size (its efficiency is unknown), so only its throughput matters
 Throughput tables are cached in this module per (cluster, application, candidate
 batches) and goodput tables per (job kind, progress bucket), least recently used
 first out: they are pure functions of those, as `controller.model.perf` caches its
-rings; nothing of a round is kept on the policy.
+rings; nothing of a round is kept on the policy. `next_bucket_s` tells the policy when a
+running job's efficiency moves to its next progress bucket (its next round).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
-from controller.model import Allocation, Cluster
+from controller.model import Allocation, Cluster, JobView
 from controller.model.catalog import MeasuredProfile, ModelProfile, measured_profile
 from controller.model.perf import packed_gpu_signature, signature_time_s
 
@@ -323,3 +324,13 @@ def _sync(
     gamma = _gamma(profile)
     excess = step_s**gamma - compute_s**gamma
     return (excess ** (1.0 / gamma) if excess > 0.0 else 0.0), sig.speed
+
+
+def next_bucket_s(view: JobView, now: float) -> float:
+    """When a running job at its current speed reaches its next progress bucket."""
+    if view.rate_ips <= 0.0:
+        return now
+    progress = view.progress_at(now)
+    boundary = (math.floor(progress * PROGRESS_BUCKETS + 0.5) + 0.5) / PROGRESS_BUCKETS
+    start = max(now, view.resume_s)
+    return start + (boundary - progress) * view.total_iters / view.rate_ips
