@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from enum import Enum
 
 from controller.model.allocation import Allocation
+from controller.model.cluster import NO_HOST, HostRequest
+
+# One GPU in milli-GPUs: the unit of a GPU share request (Alibaba open-gpu-share's
+# `alibabacloud.com/gpu-milli`, which the openb trace uses).
+MILLI_PER_GPU = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +31,12 @@ class JobSpec:
     the work says. `gpu_mem_mib` set
     means the job may share a GPU with others when their memory fits; None means it
     wants its GPUs to itself.
+
+    Besides GPUs, each worker pod (one per node the job spans) asks `cpu_milli`
+    milli-cores and `host_mem_mib` MiB of host memory (0: nothing, every trace before
+    them). `gpu_milli` between 1 and 999 asks a share of one GPU of that many milli-GPUs
+    (a 1-GPU job only; 0 or 1000: whole GPUs). `gpu_models` names the GPU models
+    (`GpuType.name`) the job accepts; empty accepts any.
     """
 
     job_id: str
@@ -39,9 +50,16 @@ class JobSpec:
     batch_size: int | None = None
     work_batch: int | None = None
     gpu_mem_mib: int | None = None
+    cpu_milli: int = 0
+    host_mem_mib: int = 0
+    gpu_milli: int = 0
+    gpu_models: frozenset[str] = frozenset()
     tenant: str = "default"
     user: str = ""
     priority: int = 0
+    # The leaf queue the job asks for; "" means the queue of its tenant
+    # (controller.model.queues.QueueTree.leaf_of).
+    queue: str = ""
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:
@@ -67,6 +85,28 @@ class JobSpec:
                 raise ValueError(f"job {self.job_id}: {name} must be >= 1, got {value}")
         if self.submit_s < 0:
             raise ValueError(f"job {self.job_id}: submit_s must be >= 0")
+        if self.cpu_milli < 0 or self.host_mem_mib < 0:
+            raise ValueError(f"job {self.job_id}: cpu_milli and host_mem_mib must be >= 0")
+        if not 0 <= self.gpu_milli <= MILLI_PER_GPU:
+            raise ValueError(f"job {self.job_id}: gpu_milli must be in 0..{MILLI_PER_GPU}")
+        if self.is_share and self.max_gpus != 1:
+            raise ValueError(f"job {self.job_id}: a GPU share (gpu_milli) needs 1 GPU")
+
+    @property
+    def is_share(self) -> bool:
+        """Whether the job asks a share of one GPU in milli-GPUs."""
+        return 0 < self.gpu_milli < MILLI_PER_GPU
+
+    @property
+    def host(self) -> HostRequest:
+        """What each of the job's worker pods asks besides GPUs."""
+        if not self.cpu_milli and not self.host_mem_mib:
+            return NO_HOST
+        return HostRequest(self.cpu_milli, self.host_mem_mib)
+
+    def accepts(self, gpu_model: str) -> bool:
+        """Whether the job may run on GPUs of `gpu_model`."""
+        return not self.gpu_models or gpu_model in self.gpu_models
 
     @property
     def elastic(self) -> bool:

@@ -1,0 +1,214 @@
+"""Queue trees from YAML (replays' `--queues FILE`) or from already parsed data.
+
+The file holds a `queues` list; a queue nests its sub-queues under `children`, or
+names its parent with `parent` (the form the Kubernetes backend's flat list of
+`Queue` resources takes); the two forms may be mixed:
+
+    queues:
+      - {name: team-a, guarantee: 64, weight: 1, tenants: [team-a]}
+      - {name: team-b, guarantee: 38, limit: 96, weight: 2}
+
+`guarantee` and `limit` are a number of GPUs of any model or a map GPU model ->
+GPUs; an inner queue without a guarantee gets the sum of its children's. Every
+fault is a `QueueSpecError` naming the field (`queues[1].limit`). Called by the
+replay command (gpuflow/cli.py) and by the Kubernetes backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controller.model.queues import GpuQuota, QueueNode, QueueSpecError, QueueTree
+
+KEYS = frozenset({"name", "guarantee", "limit", "weight", "tenants", "children", "parent"})
+# Larger files are refused before parsing: a tree of a few thousand queues fits.
+MAX_FILE_BYTES = 1 << 20
+
+
+def load_queues(path: str | Path) -> QueueTree:
+    """The queue tree in the YAML file at `path`."""
+    source = str(path)
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise QueueSpecError("file", f"larger than {MAX_FILE_BYTES} bytes", source=source)
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise QueueSpecError("file", f"cannot read: {exc.strerror or exc}", source=source) from None
+    except UnicodeDecodeError as exc:
+        raise QueueSpecError("file", f"not UTF-8 text: {exc.reason}", source=source) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise QueueSpecError("file", f"not YAML{line}", source=source) from None
+    try:
+        return queues_from_data(data)
+    except QueueSpecError as exc:
+        raise QueueSpecError(exc.field, exc.message, source=source) from None
+
+
+def queues_from_data(data: Any) -> QueueTree:
+    """A tree from `{"queues": [...]}` (or the bare list), as parsed from YAML/JSON."""
+    if isinstance(data, Mapping):
+        unknown = sorted(str(k) for k in data if k != "queues")
+        if unknown:
+            raise QueueSpecError(unknown[0], "unknown key (expected 'queues')")
+        data = data.get("queues")
+    if not isinstance(data, list) or not data:
+        raise QueueSpecError("queues", "must be a non-empty list of queues")
+    flat: list[tuple[str, dict[str, Any], str | None]] = []
+    for i, item in enumerate(data):
+        _flatten(item, f"queues[{i}]", None, flat)
+    roots = _link(flat)
+    try:
+        return QueueTree(roots)
+    except QueueSpecError as exc:
+        raise QueueSpecError(_input_path(exc.field, roots, flat), exc.message) from None
+
+
+def _input_path(
+    field: str, roots: tuple[QueueNode, ...], flat: list[tuple[str, dict[str, Any], str | None]]
+) -> str:
+    """`field`, a path in the built tree, as the path of the same value in the input
+    (they differ where queues name their parent instead of nesting)."""
+    given = {item["name"]: path for path, item, _ in flat}
+    tree_paths: list[tuple[str, str]] = []
+
+    def walk(node: QueueNode, path: str) -> None:
+        tree_paths.append((path, given[node.name]))
+        for j, child in enumerate(node.children):
+            walk(child, f"{path}.children[{j}]")
+
+    for i, root in enumerate(roots):
+        walk(root, f"queues[{i}]")
+    for tree_path, input_path in sorted(tree_paths, key=lambda p: -len(p[0])):
+        if field == tree_path or field.startswith(tree_path + "."):
+            return input_path + field[len(tree_path) :]
+    return field
+
+
+def _flatten(
+    item: Any, path: str, parent: str | None, out: list[tuple[str, dict[str, Any], str | None]]
+) -> None:
+    """Append (path, fields, parent name) for `item` and its nested children."""
+    if not isinstance(item, Mapping):
+        raise QueueSpecError(path, "must be a mapping with at least a name")
+    unknown = sorted(str(k) for k in item if k not in KEYS)
+    if unknown:
+        raise QueueSpecError(f"{path}.{unknown[0]}", f"unknown key (expected {_keys()})")
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise QueueSpecError(f"{path}.name", "must be a non-empty string")
+    named = item.get("parent")
+    if named is not None:
+        if parent is not None:
+            raise QueueSpecError(f"{path}.parent", "a nested queue's parent is where it is")
+        if not isinstance(named, str) or not named:
+            raise QueueSpecError(f"{path}.parent", "must be a queue's name")
+        parent = named
+    out.append((path, dict(item), parent))
+    children = item.get("children", [])
+    if not isinstance(children, list):
+        raise QueueSpecError(f"{path}.children", "must be a list of queues")
+    for j, child in enumerate(children):
+        _flatten(child, f"{path}.children[{j}]", name, out)
+
+
+def _link(flat: list[tuple[str, dict[str, Any], str | None]]) -> tuple[QueueNode, ...]:
+    """Build nodes bottom-up from the flat list; roots in the order given."""
+    paths: dict[str, str] = {}
+    kids: dict[str | None, list[str]] = {}
+    fields: dict[str, dict[str, Any]] = {}
+    for path, item, parent in flat:
+        name = item["name"]
+        if name in paths:
+            raise QueueSpecError(f"{path}.name", f"queue {name!r} is defined twice")
+        paths[name], fields[name] = path, item
+        kids.setdefault(parent, []).append(name)
+    for path, _, parent in flat:
+        if parent is not None and parent not in paths:
+            raise QueueSpecError(f"{path}.parent", f"no queue named {parent!r}")
+
+    built: dict[str, QueueNode] = {}
+
+    def build(name: str, visiting: frozenset[str]) -> QueueNode:
+        if name in visiting:
+            raise QueueSpecError(f"{paths[name]}.parent", f"queue {name!r} is its own ancestor")
+        if name not in built:
+            children = tuple(build(c, visiting | {name}) for c in kids.get(name, []))
+            built[name] = _node(paths[name], fields[name], children)
+        return built[name]
+
+    roots = tuple(build(name, frozenset()) for name in kids.get(None, []))
+    if len(built) < len(paths):  # a cycle of parents with no root above it
+        name = next(n for n in paths if n not in built)
+        raise QueueSpecError(f"{paths[name]}.parent", f"queue {name!r} is its own ancestor")
+    return roots
+
+
+def _node(path: str, item: dict[str, Any], children: tuple[QueueNode, ...]) -> QueueNode:
+    guarantee_value = item.get("guarantee")
+    if guarantee_value is None and children:
+        guarantee = _sum_guarantees(children)
+    else:
+        guarantee = _quota(f"{path}.guarantee", 0 if guarantee_value is None else guarantee_value)
+    limit_value = item.get("limit")
+    limit = None if limit_value is None else _quota(f"{path}.limit", limit_value)
+    weight = item.get("weight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise QueueSpecError(f"{path}.weight", f"must be a number, got {weight!r}")
+    tenants = item.get("tenants", [])
+    if not isinstance(tenants, list) or not all(isinstance(t, str) and t for t in tenants):
+        raise QueueSpecError(f"{path}.tenants", "must be a list of tenant names")
+    try:
+        return QueueNode(
+            name=item["name"],
+            guarantee=guarantee,
+            limit=limit,
+            weight=float(weight),
+            tenants=tuple(tenants),
+            children=children,
+        )
+    except QueueSpecError as exc:  # pragma: no cover - QueueNode itself checks nothing
+        raise QueueSpecError(f"{path}.{exc.field}", exc.message) from None
+
+
+def _quota(path: str, value: Any) -> GpuQuota:
+    if isinstance(value, bool):
+        raise QueueSpecError(path, f"must be a number of GPUs, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise QueueSpecError(path, f"must be >= 0, got {value}")
+        return GpuQuota.of(value)
+    if isinstance(value, Mapping) and value:
+        per_model: dict[str, int] = {}
+        for model, gpus in value.items():
+            if not isinstance(model, str) or not model:
+                raise QueueSpecError(path, f"GPU model {model!r} must be a name")
+            if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+                raise QueueSpecError(
+                    f"{path}.{model}", f"must be a whole number >= 0, got {gpus!r}"
+                )
+            per_model[model] = gpus
+        return GpuQuota.of(per_model)
+    raise QueueSpecError(
+        path, f"must be a whole number of GPUs or a map model -> GPUs, got {value!r}"
+    )
+
+
+def _sum_guarantees(children: tuple[QueueNode, ...]) -> GpuQuota:
+    total: dict[str, int] = {}
+    for child in children:
+        for model, gpus in child.guarantee.by_model:
+            total[model] = total.get(model, 0) + gpus
+    return GpuQuota(tuple(sorted(total.items())))
+
+
+def _keys() -> str:
+    return ", ".join(sorted(KEYS))
