@@ -2,9 +2,9 @@
 the operator and node agent put on Kubernetes objects.
 
 The CRD manifest itself is `helm/gpuflow/crds/dljob.yaml` (applied with kubectl or
-Helm); `load_crd_manifest` reads it for tests and for `gpuflow operator run
---install-crd`. Everything in gpuflow that names a DLJob field, label or annotation
-takes the name from here.
+Helm; the Queue's is queue.yaml next to it); `load_crd_manifest` reads them for tests
+and for `gpuflow operator run --install-crd`. Everything in gpuflow that names a DLJob
+field, label or annotation takes the name from here.
 """
 
 from __future__ import annotations
@@ -66,9 +66,15 @@ LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
 
 CRD_PATH = Path(__file__).resolve().parent.parent / "helm" / "gpuflow" / "crds" / "dljob.yaml"
 
+# The cluster-scoped Queue (the quota tree: operators/quota_queues.py, docs/queues.md).
+QUEUE_KIND = "Queue"
+QUEUE_PLURAL = "queues"
+QUEUE_CRD_PATH = CRD_PATH.with_name("queue.yaml")
+
 
 def load_crd_manifest(path: Path = CRD_PATH) -> dict[str, Any]:
-    """The CustomResourceDefinition of DLJob, as a dict ready to create."""
+    """The CustomResourceDefinition of DLJob (or of Queue, at QUEUE_CRD_PATH), as a
+    dict ready to create."""
     with path.open(encoding="utf-8") as f:
         doc: dict[str, Any] = yaml.safe_load(f)
     return doc

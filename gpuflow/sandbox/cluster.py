@@ -167,6 +167,7 @@ class Sandbox:
         self.server.write_kubeconfig(self.kubeconfig)
         self.api = self.client()
         self.api.apply_crd(crd.load_crd_manifest())
+        self.api.apply_crd(crd.load_crd_manifest(crd.QUEUE_CRD_PATH))
         self.network = NodeNetwork.create(self.node_names)
         # Started early so that its imports overlap the nodes' start; waited for below.
         self.service = ApiService.start(

@@ -42,6 +42,8 @@ WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 OPERATOR_RULES = {
     ("gpuflow.dev", "dljobs"): ["get", "list", "update", "watch"],
     ("gpuflow.dev", "dljobs/status"): ["get", "update"],
+    ("gpuflow.dev", "queues"): ["list"],
+    ("gpuflow.dev", "queues/status"): ["update"],
     ("", "pods"): ["create", "delete", "get", "list", "watch"],
     ("", "services"): ["create"],
     ("", "events"): ["create"],
@@ -83,10 +85,15 @@ def test_typed_by_the_kubernetes_models(render: Render, variant: str) -> None:
         assert api.sanitize_for_serialization(model) == doc, doc["kind"]
 
 
-def test_crd_is_the_one_in_crds(render: Render) -> None:
-    (crd,) = render().of_kind("CustomResourceDefinition")
-    assert crd == yaml.safe_load((CHART / "crds" / "dljob.yaml").read_text())
-    assert crd["metadata"]["name"] == "dljobs.gpuflow.dev"
+def test_crds_are_the_ones_in_crds(render: Render) -> None:
+    dljob, queue = sorted(
+        render().of_kind("CustomResourceDefinition"), key=lambda c: c["metadata"]["name"]
+    )
+    assert dljob == yaml.safe_load((CHART / "crds" / "dljob.yaml").read_text())
+    assert dljob["metadata"]["name"] == "dljobs.gpuflow.dev"
+    assert queue == yaml.safe_load((CHART / "crds" / "queue.yaml").read_text())
+    assert queue["metadata"]["name"] == "queues.gpuflow.dev"
+    assert queue["spec"]["scope"] == "Cluster"
 
 
 def test_operator_deployment_and_exact_rbac(render: Render) -> None:
@@ -219,6 +226,7 @@ def test_cluster_mode_api(render: Render) -> None:
     assert rules_of(bound_role(m, spec["serviceAccountName"])) == {
         ("gpuflow.dev", "dljobs"): ["create", "delete", "get", "list", "watch"],
         ("gpuflow.dev", "dljobs/status"): ["get", "update"],
+        ("gpuflow.dev", "queues"): ["create", "delete", "get", "list", "update"],
         ("", "nodes"): ["list", "patch", "watch"],
         ("", "secrets"): ["create", "delete", "get", "update"],
         ("", "configmaps"): ["create", "get", "update"],

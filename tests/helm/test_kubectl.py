@@ -5,7 +5,7 @@ The strict test API server (gpuflow/sandbox/kube) serves core v1 (services, conf
 Secrets or ServiceAccounts, and kubectl resolves every kind through discovery even
 for `apply --dry-run=client`. So:
 
-- the kinds it serves (the CRD, ConfigMap, Services) are applied with
+- the kinds it serves (the CRDs, ConfigMap, Services) are applied with
   `kubectl apply -f` and a DLJob (examples/dljob.yaml) is created through the CRD;
 - workloads and role bindings are decoded by kubectl into its compiled-in Go types
   with `kubectl set env --local` / `kubectl set subject --local`, which need no
@@ -86,7 +86,8 @@ def test_served_kinds_apply_and_the_crd_takes_a_dljob(
     kc = kube_server.kubeconfig
     served = [d for d in m if d["kind"] in SERVED]
     assert sorted(d["kind"] for d in served) == [
-        "ConfigMap", "CustomResourceDefinition", "Service", "Service", "Service",
+        "ConfigMap", "CustomResourceDefinition", "CustomResourceDefinition", "Service",
+        "Service", "Service",
     ]  # fmt: skip
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     ns_path = tmp_path / "namespace.yaml"
@@ -108,6 +109,8 @@ def test_served_kinds_apply_and_the_crd_takes_a_dljob(
     assert job.stdout.strip() == "dljob.gpuflow.dev/resnet50 created"
     table = kubectl(tmp_path, "get", "dlj", kubeconfig=kc).stdout.split()
     assert table[:5] == ["NAME", "GPUS", "STATUS", "NODES", "AGE"] and "resnet50" in table
+    queues = kubectl(tmp_path, "apply", "-f", str(ROOT / "examples" / "queues.yaml"), kubeconfig=kc)
+    assert queues.stdout.count(" created") == 4, queues.stdout
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -1,0 +1,82 @@
+"""The Queue CRD against the strict test API server, with the real kubectl: the
+example applies, `kubectl get queues` shows the printer columns, and a bad queue is
+refused by the name of its field (the schema's constraints; the cross-field CEL rules
+are the real API server's and the operator's, see operators/quota_queues.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from operators import crd
+from tests.operators.conftest import GpuCluster
+from tests.operators.test_kubectl import KUBECTL, ROOT, kubectl
+
+pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
+
+
+def refused(cluster: GpuCluster, manifest: str) -> str:
+    """kubectl apply's stderr for a manifest the server must refuse."""
+    cmd = [KUBECTL, "--kubeconfig", str(cluster.server.kubeconfig), "apply", "-f", "-"]
+    done = subprocess.run(cmd, input=manifest, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0, done.stdout
+    return done.stderr
+
+
+def cells(header: str, row: str) -> list[str]:
+    """A table row cut at its header's column starts (an empty cell stays empty)."""
+    starts = [i for i, c in enumerate(header) if c != " " and (i == 0 or header[i - 1] == " ")]
+    ends = [*starts[1:], None]
+    return [row[a:b].strip() for a, b in zip(starts, ends, strict=True)]
+
+
+def queue(spec: str) -> str:
+    return f"apiVersion: gpuflow.dev/v1alpha1\nkind: Queue\nmetadata: {{name: bad}}\nspec: {spec}\n"
+
+
+@pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
+def test_example_applies_and_lists(gpu_cluster: GpuCluster) -> None:
+    assert "queues.gpuflow.dev" in kubectl(gpu_cluster, "apply", "-f", str(crd.QUEUE_CRD_PATH))
+    out = kubectl(gpu_cluster, "apply", "-f", str(ROOT / "examples" / "queues.yaml"))
+    assert out.split("\n")[:4] == [
+        "queue.gpuflow.dev/research created",
+        "queue.gpuflow.dev/team-a created",
+        "queue.gpuflow.dev/team-b created",
+        "queue.gpuflow.dev/team-c created",
+    ]
+    header, *rows = kubectl(gpu_cluster, "get", "queues").splitlines()
+    assert header.split() == [
+        "NAME", "PARENT", "GUARANTEE", "LIMIT", "WEIGHT", "ALLOCATED", "BORROWED", "PENDING",
+        "AGE",
+    ]  # fmt: skip
+    by_name = {r.split()[0]: cells(header, r) for r in rows}
+    assert by_name["team-b"][1:5] == ["research", "38", "96", "2"]
+    # Defaults the schema applies: weight 1, guarantee 0; a root has no parent.
+    assert by_name["research"][1:5] == ["", "128", "", "1"]
+    assert by_name["team-c"][4] == "1"
+    # Cluster-scoped: no namespace, and the short name works.
+    assert "team-a" in kubectl(gpu_cluster, "get", "gq")
+    again = kubectl(gpu_cluster, "apply", "-f", str(ROOT / "examples" / "queues.yaml"))
+    assert again.count(" unchanged") == 4
+
+
+@pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ("{guarantee: -1}", "spec.guarantee"),
+        ("{guarantee: 4, weight: 0}", "spec.weight"),
+        ("{guarantee: 4, limit: -2}", "spec.limit"),
+        ("{parent: Org_A}", "spec.parent"),
+        ("{tenants: ['']}", "spec.tenants[0]"),
+        ("{guaranteeByModel: {A100: -4}}", "spec.guaranteeByModel.A100"),
+        ("{guarantee: four}", "spec.guarantee"),
+        ("{guarantee: 4, cap: 8}", 'unknown field "spec.cap"'),
+    ],
+)
+def test_bad_queue_is_refused_by_field(gpu_cluster: GpuCluster, spec: str, field: str) -> None:
+    err = refused(gpu_cluster, queue(spec))
+    assert field in err, err
+    assert "bad" not in kubectl(gpu_cluster, "get", "queues", "-o", "name")
