@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,7 +99,7 @@ def error_message(exc: BaseException) -> str:
 class Resource:
     """A kind the operator lists and watches, cluster-wide."""
 
-    name: str  # "dljobs", "pods", "nodes"
+    name: str  # "dljobs", "pods", "nodes", "queues"
     label_selector: str | None = None
     field_selector: str | None = None  # e.g. the node agent's spec.nodeName=<node>
 
@@ -167,6 +167,9 @@ class KubeApi:
                 fn = self.custom.list_namespaced_custom_object
                 return fn, {**_crd_args(), "namespace": ns, **kw}
             return self.custom.list_cluster_custom_object, {**_crd_args(), **kw}
+        if res.name == crd.QUEUE_PLURAL:  # cluster-scoped
+            fn = self.custom.list_cluster_custom_object
+            return fn, {**_crd_args(), "plural": crd.QUEUE_PLURAL, **kw}
         raise ValueError(f"unknown resource {res.name}")
 
     def list_objects(self, res: Resource) -> tuple[list[Obj], str]:
@@ -385,6 +388,11 @@ class KubeApi:
                     return None
                 raise
         raise RuntimeError(f"DLJob {meta['name']}: status kept conflicting")
+
+    def custom_call(self, verb: str, resource: str) -> AbstractContextManager[None]:
+        """The error reporting every call here has, for the modules that make calls
+        of their own on a custom resource (operators/queue_api.py)."""
+        return self._call(verb, resource)
 
     def apply_crd(self, body: Obj) -> None:
         """Create a CustomResourceDefinition, or replace the one installed with it

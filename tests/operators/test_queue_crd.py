@@ -53,7 +53,7 @@ def test_example_applies_and_lists(gpu_cluster: GpuCluster) -> None:
     ]  # fmt: skip
     by_name = {r.split()[0]: cells(header, r) for r in rows}
     assert by_name["team-b"][1:5] == ["research", "38", "96", "2"]
-    # Defaults the schema applies: weight 1, guarantee 0; a root has no parent.
+    # The default the schema applies: weight 1; a root has no parent.
     assert by_name["research"][1:5] == ["", "128", "", "1"]
     assert by_name["team-c"][4] == "1"
     # Cluster-scoped: no namespace, and the short name works.

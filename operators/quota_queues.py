@@ -1,0 +1,157 @@
+"""Queue resources to the quota tree, and the tree's state back into their status.
+
+The operator (operators/operator.py) lists the cluster-scoped `Queue` resources each
+round (`QueueReader`), turns them into the controller's `QueueTree` with the same
+loader replays use (controller.queues.spec, in its flat `parent` form), and after the
+round writes each Queue's status (`queue_status`). The API in cluster mode
+(api/quota_store.py) converts with `queue_data`/`queue_object` as well, so that REST
+and kubectl meet in the same resources.
+
+A tree with a broken rule is not applied: the operator keeps the last tree that was
+valid (none at first: no quotas) and marks the queue at fault Invalid, naming the
+field, as a DLJob that cannot run is marked Invalid.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import ApiException  # type: ignore[import-untyped]
+
+from controller.model.queues import QueueSpecError, QueueTree
+from controller.queues.spec import queues_from_data
+from operators import crd
+from operators.kube import API_ERRORS, NOT_FOUND, KubeApi, Resource
+from operators.logs import emit, one_line
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# How often the Queues are listed: an admin's change is applied within this (plus
+# the wait for the next round) at the cost of one LIST; reads are cheap, and rounds
+# can come every 50 ms under load.
+QUEUE_READ_S = 1.0
+ACTIVE = "Active"
+INVALID = "Invalid"
+_INDEX = re.compile(r"^queues\[(\d+)\]\.?")
+_QUEUES = Resource(crd.QUEUE_PLURAL)
+
+
+def queue_data(obj: Obj) -> dict[str, Any]:
+    """A Queue resource as one item of the loader's flat list (`parent` form)."""
+    spec = obj.get("spec") or {}
+    item: dict[str, Any] = {"name": obj["metadata"]["name"]}
+    for key, by_model in (("guarantee", "guaranteeByModel"), ("limit", "limitByModel")):
+        value = spec.get(by_model) if spec.get(by_model) else spec.get(key)
+        if value is not None:
+            item[key] = value
+    for key in ("parent", "weight", "tenants"):
+        if spec.get(key) is not None:
+            item[key] = spec[key]
+    return item
+
+
+def queue_object(item: Mapping[str, Any]) -> Obj:
+    """The Queue resource for one loader item (the API's create and replace)."""
+    spec: dict[str, Any] = {}
+    for key, by_model in (("guarantee", "guaranteeByModel"), ("limit", "limitByModel")):
+        value = item.get(key)
+        if isinstance(value, Mapping):
+            spec[by_model] = dict(value)
+        elif value is not None:
+            spec[key] = value
+    for key in ("parent", "weight", "tenants"):
+        if item.get(key) is not None:
+            spec[key] = item[key]
+    return {
+        "apiVersion": crd.API_VERSION,
+        "kind": crd.QUEUE_KIND,
+        "metadata": {"name": item["name"]},
+        "spec": spec,
+    }
+
+
+@dataclass(frozen=True)
+class TreeRead:
+    """One reading of the Queues: the tree (None when there are none or the first
+    ones are broken) and, when broken, the queue at fault and why."""
+
+    tree: QueueTree | None
+    invalid: dict[str, str]
+
+
+def read_tree(objs: list[Obj]) -> TreeRead:
+    """The tree the Queue resources define, in name order (deterministic)."""
+    if not objs:
+        return TreeRead(None, {})
+    ordered = sorted(objs, key=lambda o: str(o["metadata"]["name"]))
+    items = [queue_data(o) for o in ordered]
+    try:
+        return TreeRead(queues_from_data(items), {})
+    except QueueSpecError as exc:
+        return TreeRead(None, {_culprit(exc.field, items): _spec_message(exc)})
+
+
+def _culprit(field: str, items: list[dict[str, Any]]) -> str:
+    m = _INDEX.match(field)
+    if m is None or int(m.group(1)) >= len(items):
+        return str(items[0]["name"])
+    return str(items[int(m.group(1))]["name"])
+
+
+def _spec_message(exc: QueueSpecError) -> str:
+    """The error with the loader's `queues[i].` prefix as the resource's `spec.`."""
+    rest = _INDEX.sub("", exc.field)
+    field = f"spec.{rest}" if rest and not rest.startswith("children") else "spec"
+    return f"{field}: {exc.message}"
+
+
+class QueueReader:
+    """Lists the Queue resources at most every `every_s`; keeps the last valid tree."""
+
+    def __init__(self, api: KubeApi, every_s: float = QUEUE_READ_S) -> None:
+        self.api = api
+        self.every_s = every_s
+        self.objects: list[Obj] = []
+        self.tree: QueueTree | None = None
+        self.invalid: dict[str, str] = {}
+        self._read_at = -float("inf")
+        self._missing_logged = False
+
+    def read(self, now: float | None = None) -> QueueTree | None:
+        """The tree to apply this round (the previous one between reads)."""
+        now = time.monotonic() if now is None else now
+        if now - self._read_at < self.every_s:
+            return self.tree
+        self._read_at = now
+        try:
+            self.objects = self.list_queues()
+        except API_ERRORS:
+            return self.tree  # KubeApi logged it; the last tree stays in force
+        got = read_tree(self.objects)
+        self.invalid = got.invalid
+        if got.invalid:
+            for name, message in got.invalid.items():
+                emit(log, logging.WARNING, "queue invalid", queue=name, error=message)
+        else:
+            self.tree = got.tree
+        return self.tree
+
+    def list_queues(self) -> list[Obj]:
+        """Every Queue; none when the CRD is not installed (logged once)."""
+        try:
+            objs, _ = self.api.list_objects(_QUEUES)
+        except ApiException as exc:
+            if exc.status != NOT_FOUND:
+                raise
+            if not self._missing_logged:
+                emit(log, logging.INFO, "no Queue CRD: no quotas", error=one_line(exc))
+                self._missing_logged = True
+            return []
+        return objs
