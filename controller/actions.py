@@ -32,7 +32,7 @@ from controller.model import (
     Snapshot,
     classify_change,
 )
-from controller.model.snapshot import new_gpu_on_cordoned
+from controller.model.snapshot import new_gpu_on_cordoned, over_allocated
 
 STARTING = frozenset({Action.START, Action.RESUME}) | RESTARTING
 
@@ -122,7 +122,8 @@ def compile_plan(snapshot: Snapshot, plan: Plan, pool: GpuPool | None = None) ->
             continue
         if action is not Action.REBATCH:
             _check_placement(snapshot, job, target)
-        out.append(JobAction(job, action, target, batch))
+        # The job's pods take its CPU and memory on each node, whoever chose the GPUs.
+        out.append(JobAction(job, action, target.with_host(job.spec.host), batch))
     _check_fit(pool if pool is not None else snapshot.free_pool(), out)
     out.sort(key=lambda a: a.job_id)
     return out
@@ -156,7 +157,9 @@ def _check_placement(snapshot: Snapshot, job: JobView, target: Allocation) -> No
 def _check_fit(pool: GpuPool, actions: list[JobAction]) -> None:
     """PlanError at the first start that does not fit the pool once every stop has
     released its GPUs. The pool is left as it was."""
-    if all(_whole(a.allocation) and _whole(a.job.allocation) for a in actions):
+    if not pool.tracks_host and all(
+        _whole(a.allocation) and _whole(a.job.allocation) for a in actions
+    ):
         _check_whole_fit(pool, actions)
     else:
         _check_fit_by_trial(pool, actions)
@@ -201,7 +204,7 @@ def _check_fit_by_trial(pool: GpuPool, actions: list[JobAction]) -> None:
         for a in (a for a in actions if a.starts):
             assert a.allocation is not None
             if not pool.fits(a.allocation, a.job.spec.gpu_mem_mib):
-                raise PlanError(f"job {a.job_id}: GPUs {a.allocation.gpus()} over-allocated")
+                raise PlanError(f"job {a.job_id}: {over_allocated(pool, a.allocation)}")
             pool.take(a.allocation, a.job.spec.gpu_mem_mib)
             taken.append(a)
     finally:

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from controller.actions import compile_plan
 from controller.decisions import RoundRecord
 from controller.model import (
+    NO_HOST,
     Action,
     Allocation,
     GpuPool,
     GpuShare,
+    HostRequest,
     JobView,
     Placer,
     Plan,
@@ -51,6 +53,7 @@ from operators.queue_status import (
     takers,
     without_position,
 )
+from operators.requests import Requests
 from operators.resources import (
     ADMITTED,
     PREEMPTED,
@@ -157,7 +160,11 @@ class KubeBackend:
         assert self._placer is not None and self._rates is not None
         records = self.records()
         now = self.clock()
-        pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
+        pool = GpuPool(
+            cluster.gpus_per_node,
+            (n.gpu_type.mem_mib for n in cluster.nodes),
+            host_capacity=(_host(view.allocatable.get(n.name)) for n in cluster.nodes),
+        )
         for node in sorted(view.down_nodes):
             pool.node_down(node)
         for node in sorted(view.cordoned_nodes):
@@ -172,8 +179,12 @@ class KubeBackend:
             if job is None:
                 continue
             if job.allocation is not None:
-                if pool.fits(job.allocation, rec.spec.gpu_mem_mib if rec.spec else None):
-                    pool.take(job.allocation, job.spec.gpu_mem_mib)
+                # Its pods run: their GPUs must be theirs alone, their CPU and memory
+                # count even past a node's allocatable (which may have shrunk).
+                gpus_only = job.allocation.with_host(NO_HOST)
+                if pool.fits(gpus_only, rec.spec.gpu_mem_mib if rec.spec else None):
+                    pool.take(gpus_only, job.spec.gpu_mem_mib)
+                    pool.hold_host(job.allocation)
                     running_ids.add(rec.key)
                 else:
                     log.error("job %s: its pods overlap others' GPUs; left out", rec.key)
@@ -367,6 +378,11 @@ def _position(obj: dict[str, object]) -> int | None:
     status = obj.get("status")
     position = status.get(QUEUE_POSITION) if isinstance(status, dict) else None
     return position if isinstance(position, int) else None
+
+
+def _host(allocatable: Requests | None) -> HostRequest | None:
+    """A node's allocatable CPU and memory for the pool (None: unconstrained)."""
+    return None if allocatable is None else HostRequest(allocatable.cpu_milli, allocatable.mem_mib)
 
 
 def _hold(pool: GpuPool, node: int, gpu: int, fraction: float, mem_mib: int) -> None:

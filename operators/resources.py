@@ -19,7 +19,7 @@ from typing import Any
 from controller.model import JobSpec
 from operators import crd
 from operators.kube import Obj
-from operators.template import check_template
+from operators.template import check_template, pod_requests
 
 # A job without an expected duration is shown to policies as one hour long: only
 # oracle policies (SRTF) read it, and they need some figure.
@@ -113,6 +113,7 @@ def job_spec(obj: Obj) -> JobSpec:
     check_template(spec)
     gpus = _check_gpus(spec)
     mem = spec.get("gpuMemMib")
+    pod = pod_requests(obj)  # each worker pod's, one pod per node the job spans
     return JobSpec(
         job_id=job_id(obj),
         submit_s=parse_time(meta["creationTimestamp"]),
@@ -123,6 +124,8 @@ def job_spec(obj: Obj) -> JobSpec:
         max_gpus=int(spec.get("maxGpus") or 0),
         batch_size=spec.get("batchSize"),
         gpu_mem_mib=int(mem) if mem else None,
+        cpu_milli=pod.cpu_milli,
+        host_mem_mib=pod.mem_mib,
         tenant=str(spec.get("queue") or spec.get("tenant") or "default"),
         priority=int(spec.get("priority") or 0),
     )

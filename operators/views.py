@@ -102,6 +102,7 @@ def job_view(
         alloc = allocation_of(rec.shares, view)
         if alloc is None:
             return None
+        alloc = alloc.with_host(spec.host)  # its pods' CPU and memory on each node
         job_status = JobStatus.RUNNING
         # Service and progress count from when the whole gang ran (pods still starting
         # have given nothing yet).

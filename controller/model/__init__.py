@@ -4,7 +4,17 @@ Every other layer imports from here; this package imports nothing else of gpuflo
 """
 
 from controller.model.allocation import Allocation, GpuPool, GpuShare
-from controller.model.cluster import Cluster, Gpu, GpuType, Node, PairLink, PcieLevel, Rack
+from controller.model.cluster import (
+    NO_HOST,
+    Cluster,
+    Gpu,
+    GpuType,
+    HostRequest,
+    Node,
+    PairLink,
+    PcieLevel,
+    Rack,
+)
 from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Measured, Reason
 from controller.model.snapshot import (
     RESTARTING,
@@ -21,6 +31,7 @@ from controller.model.snapshot import (
 )
 
 __all__ = [
+    "NO_HOST",
     "RESTARTING",
     "STOPPING",
     "WAITING",
@@ -32,6 +43,7 @@ __all__ = [
     "GpuPool",
     "GpuShare",
     "GpuType",
+    "HostRequest",
     "JobSpec",
     "JobStatus",
     "JobView",

@@ -8,9 +8,11 @@ gang attempt costs nothing (Volcano's statement, committed or discarded whole).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
+
+from controller.model.cluster import NO_HOST, UNCONSTRAINED, Cluster, HostRequest
 
 # Shares of one GPU may add up to 1 within this tolerance (float sums of thirds etc.).
 SHARE_EPS = 1e-9
@@ -29,6 +31,9 @@ class Allocation:
     """The GPUs one job holds: a gang, placed and released as a whole."""
 
     shares: tuple[GpuShare, ...]
+    # CPU and memory the job's pod takes on each of its nodes (set by the placers and
+    # by compile_plan from the job's spec); not part of equality: the GPUs say where.
+    host: HostRequest = field(default=NO_HOST, compare=False)
 
     def __post_init__(self) -> None:
         if not self.shares:
@@ -44,6 +49,10 @@ class Allocation:
     @classmethod
     def whole(cls, gpus: Iterable[tuple[int, int]]) -> Allocation:
         return cls(tuple(GpuShare(n, g) for n, g in gpus))
+
+    def with_host(self, host: HostRequest) -> Allocation:
+        """These GPUs with `host` taken on each of their nodes."""
+        return self if host == self.host else Allocation(self.shares, host)
 
     def __iter__(self) -> Iterator[GpuShare]:
         return iter(self.shares)
@@ -93,8 +102,10 @@ class GpuPool:
 
     __slots__ = (
         "_cordoned",
+        "_cpu_free",
         "_fenced",
         "_free",
+        "_host_mem_free",
         "_mem_cap",
         "_shared_frac",
         "_shared_mem",
@@ -108,8 +119,18 @@ class GpuPool:
         mem_mib_per_node: Iterable[int],
         down: Iterable[int] = (),
         cordoned: Iterable[int] = (),
+        host_capacity: Iterable[HostRequest | None] = (),
     ) -> None:
         counts = list(gpus_per_node)
+        # Free CPU and host memory per node, kept only when some node reports them:
+        # a pool of GPUs alone (every replay without CPU requests) costs nothing more.
+        caps = list(host_capacity)
+        self._cpu_free: list[int] | None = None
+        self._host_mem_free: list[int] | None = None
+        if any(c is not None for c in caps):
+            caps += [None] * (len(counts) - len(caps))
+            self._cpu_free = [UNCONSTRAINED if c is None else c.cpu_milli for c in caps]
+            self._host_mem_free = [UNCONSTRAINED if c is None else c.mem_mib for c in caps]
         down_set = set(down)
         self._free: list[list[int]] = [
             [] if i in down_set else list(range(n)) for i, n in enumerate(counts)
@@ -127,9 +148,25 @@ class GpuPool:
         for node in cordoned:
             self.cordon(node)
 
+    @classmethod
+    def of_cluster(
+        cls, cluster: Cluster, down: Iterable[int] = (), cordoned: Iterable[int] = ()
+    ) -> GpuPool:
+        """The whole cluster free: its GPUs, their memory, and each node's CPU and
+        memory where the node states them (`Node.host`)."""
+        return cls(
+            cluster.gpus_per_node,
+            (n.gpu_type.mem_mib for n in cluster.nodes),
+            down,
+            cordoned,
+            (n.host for n in cluster.nodes),
+        )
+
     def copy(self) -> GpuPool:
         new = GpuPool.__new__(GpuPool)
         new._cordoned = set(self._cordoned)
+        new._cpu_free = None if self._cpu_free is None else list(self._cpu_free)
+        new._host_mem_free = None if self._host_mem_free is None else list(self._host_mem_free)
         new._fenced = set(self._fenced)
         new._free = [list(f) for f in self._free]
         new._mem_cap = self._mem_cap
@@ -155,6 +192,23 @@ class GpuPool:
     def cordoned(self) -> frozenset[int]:
         return frozenset(self._cordoned)
 
+    @property
+    def tracks_host(self) -> bool:
+        """Whether some node's CPU or host memory is limited."""
+        return self._cpu_free is not None
+
+    def host_free(self, node: int) -> HostRequest | None:
+        """The node's free CPU and host memory, None when unlimited."""
+        if self._cpu_free is None or self._host_mem_free is None:
+            return None
+        return HostRequest(self._cpu_free[node], self._host_mem_free[node])
+
+    def host_fits(self, node: int, host: HostRequest) -> bool:
+        """Whether one more pod asking `host` fits the node's free CPU and memory."""
+        if self._cpu_free is None or self._host_mem_free is None or host == NO_HOST:
+            return True
+        return self._cpu_free[node] >= host.cpu_milli and self._host_mem_free[node] >= host.mem_mib
+
     def share_fits(self, node: int, gpu: int, fraction: float, mem_mib: int) -> bool:
         """Whether a new share of (node, gpu) fits next to the ones already on it
         (never on a cordoned node: placers ask this to find room for a new share)."""
@@ -177,7 +231,9 @@ class GpuPool:
 
     def fits(self, alloc: Allocation, mem_mib: int | None) -> bool:
         mem = self._mem_cap_or(mem_mib)
-        return all(self._fits_share(s, mem) for s in alloc.shares)
+        if not all(self._fits_share(s, mem) for s in alloc.shares):
+            return False
+        return alloc.host == NO_HOST or all(self.host_fits(n, alloc.host) for n in alloc.nodes)
 
     def _mem_cap_or(self, mem_mib: int | None) -> int:
         return 0 if mem_mib is None else mem_mib
@@ -192,6 +248,7 @@ class GpuPool:
         if not self.fits(alloc, mem_mib):
             raise ValueError(f"allocation {alloc.gpus()} does not fit the free GPUs")
         mem = self._mem_cap_or(mem_mib)
+        self._add_host(alloc, -1)
         for s in alloc.shares:
             key = (s.node, s.gpu)
             if s.fraction >= 1.0:
@@ -207,6 +264,7 @@ class GpuPool:
     def release(self, alloc: Allocation, mem_mib: int | None = None) -> None:
         """Give an allocation's shares back to the pool."""
         mem = self._mem_cap_or(mem_mib)
+        self._add_host(alloc, 1)
         for s in alloc.shares:
             key = (s.node, s.gpu)
             if s.fraction >= 1.0 or key not in self._shared_frac:
@@ -220,6 +278,20 @@ class GpuPool:
             else:
                 self._shared_frac[key] = left
                 self._shared_mem[key] -= mem
+
+    def hold_host(self, alloc: Allocation) -> None:
+        """Take the allocation's CPU and memory on its nodes without checking them: a
+        running job's pods hold theirs even where a node's allocatable shrank."""
+        self._add_host(alloc, -1)
+
+    def _add_host(self, alloc: Allocation, sign: int) -> None:
+        """Give back (sign 1) or take (-1) the allocation's CPU and memory per node."""
+        cpu, mem = self._cpu_free, self._host_mem_free
+        if cpu is None or mem is None or alloc.host == NO_HOST:
+            return
+        for node in alloc.nodes:
+            cpu[node] += sign * alloc.host.cpu_milli
+            mem[node] += sign * alloc.host.mem_mib
 
     def node_down(self, node: int) -> None:
         """Withdraw a node's free GPUs (its jobs must have been released first)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
+from typing import NamedTuple
 
 
 class PcieLevel(IntEnum):
@@ -72,9 +73,25 @@ class Gpu:
     numa: int
 
 
+class HostRequest(NamedTuple):
+    """CPU in milli-cores and host memory in MiB: what a node has allocatable, or what
+    one worker pod of a job asks on each node the job spans (one pod per node, as the
+    operator runs them)."""
+
+    cpu_milli: int = 0
+    mem_mib: int = 0
+
+
+NO_HOST = HostRequest()
+# Free CPU or host memory of a node that states none: never runs short.
+UNCONSTRAINED = 2**62
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A server: its GPUs, their pair links (`links[i][j]`) and its NIC."""
+    """A server: its GPUs, their pair links (`links[i][j]`) and its NIC, and the CPU
+    (milli-cores) and host memory (MiB) its pods may request; None for a node that
+    states none, whose CPU and memory never run short (every cluster before them)."""
 
     name: str
     rack: int
@@ -82,6 +99,25 @@ class Node:
     gpus: tuple[Gpu, ...]
     links: tuple[tuple[PairLink | None, ...], ...]
     nic_gbps: float
+    cpu_milli: int | None = None
+    host_mem_mib: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("cpu_milli", "host_mem_mib"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"node {self.name}: {name} must be >= 0, got {value}")
+
+    @property
+    def host(self) -> HostRequest | None:
+        """Allocatable CPU and memory; None when the node states neither (one stated
+        alone leaves the other unlimited)."""
+        if self.cpu_milli is None and self.host_mem_mib is None:
+            return None
+        return HostRequest(
+            UNCONSTRAINED if self.cpu_milli is None else self.cpu_milli,
+            UNCONSTRAINED if self.host_mem_mib is None else self.host_mem_mib,
+        )
 
     @property
     def num_gpus(self) -> int:

@@ -117,12 +117,7 @@ class Snapshot:
     def free_pool(self) -> GpuPool:
         """A fresh scratch copy of the capacity not held by running jobs."""
         if self.pool is None:
-            pool = GpuPool(
-                self.cluster.gpus_per_node,
-                (n.gpu_type.mem_mib for n in self.cluster.nodes),
-                self.down_nodes,
-                self.cordoned_nodes,
-            )
+            pool = GpuPool.of_cluster(self.cluster, self.down_nodes, self.cordoned_nodes)
             for job in self.running():
                 if job.allocation is not None:
                     pool.take(job.allocation, job.spec.gpu_mem_mib)
@@ -329,11 +324,7 @@ def validate_plan(snapshot: Snapshot, plan: Plan) -> None:
     left waiting.
     """
     by_id = {j.job_id: j for j in snapshot.jobs}
-    pool = GpuPool(
-        snapshot.cluster.gpus_per_node,
-        (n.gpu_type.mem_mib for n in snapshot.cluster.nodes),
-        snapshot.down_nodes,
-    )
+    pool = GpuPool.of_cluster(snapshot.cluster, snapshot.down_nodes)
     for job_id in sorted(plan.run):
         alloc = plan.run[job_id]
         job = by_id.get(job_id)
@@ -354,9 +345,24 @@ def validate_plan(snapshot: Snapshot, plan: Plan) -> None:
         new_on = new_gpu_on_cordoned(snapshot, job, alloc)
         if new_on is not None:
             raise PlanError(f"job {job_id}: new GPUs on cordoned node {new_on}")
+        alloc = alloc.with_host(spec.host)
         if not pool.fits(alloc, spec.gpu_mem_mib):
-            raise PlanError(f"job {job_id}: GPUs {alloc.gpus()} over-allocated")
+            raise PlanError(f"job {job_id}: {over_allocated(pool, alloc)}")
         pool.take(alloc, spec.gpu_mem_mib)
     for job in snapshot.jobs:
         if job.job_id not in plan.run and plan.reason_for(job.job_id) is None:
             raise PlanError(f"job {job.job_id} waits without a reason")
+
+
+def over_allocated(pool: GpuPool, alloc: Allocation) -> str:
+    """Why `alloc` does not fit `pool`: the first node short of CPU or host memory
+    for the job's pod, else its GPUs."""
+    for node in alloc.nodes:
+        if not pool.host_fits(node, alloc.host):
+            free = pool.host_free(node)
+            assert free is not None
+            return (
+                f"node {node} has {free.cpu_milli} milli-CPU and {free.mem_mib} MiB free, "
+                f"its pod asks {alloc.host.cpu_milli} and {alloc.host.mem_mib}"
+            )
+    return f"GPUs {alloc.gpus()} over-allocated"

@@ -10,7 +10,9 @@ keeps a running job's GPUs when the job keeps its size. See docs/placement.md.
 - `subsets`: the best GPU subsets of one node, cached per node type;
 - `topology`: `topology-aware`, scored by the performance model's iteration time;
 - `fragmentation`: `fragmentation-aware` (FGD) and the fragmentation measures the
-  simulator records after each round.
+  simulator records after each round;
+- `resources`: CPU, host memory and GPU models for all of them (`make_placer` wraps
+  each in `ResourceAwarePlacer`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from controller.placement.fragmentation import (
     share_fraction,
     unallocatable_idle_gpus,
 )
+from controller.placement.resources import ResourceAwarePlacer, host_never_fits
 from controller.placement.topology import TopologyAwarePlacer
 
 __all__ = [
@@ -40,10 +43,12 @@ __all__ = [
     "FirstFitPlacer",
     "FragmentationAwarePlacer",
     "RandomPlacer",
+    "ResourceAwarePlacer",
     "TopologyAwarePlacer",
     "UnknownPlacerError",
     "WorkloadMix",
     "fragmentation",
+    "host_never_fits",
     "make_placer",
     "packed_allocation",
     "share_fraction",
@@ -64,10 +69,11 @@ class UnknownPlacerError(ValueError):
     pass
 
 
-def make_placer(name: str, cluster: Cluster, seed: int = 0) -> Placer:
+def make_placer(name: str, cluster: Cluster, seed: int = 0) -> ResourceAwarePlacer:
+    """The placer `name` (one of `PLACERS`), respecting every resource a job asks."""
     try:
         factory = PLACERS[name]
     except KeyError:
         known = ", ".join(sorted(PLACERS))
         raise UnknownPlacerError(f"unknown placement {name!r} (known: {known})") from None
-    return factory(cluster, seed)
+    return ResourceAwarePlacer(factory(cluster, seed), cluster)

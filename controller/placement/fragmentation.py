@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from controller.model import Allocation, Cluster, GpuPool, GpuShare, GpuType, JobView
 from controller.model.allocation import SHARE_EPS
 from controller.model.catalog import resolve
+from controller.model.job import MILLI_PER_GPU
 from controller.placement.basic import sticky_allocation
 from controller.placement.topology import Candidate, JobScorer, TopologyAwarePlacer
 
@@ -134,10 +135,13 @@ def request(job: JobView, num_gpus: int, gpu: GpuType) -> float:
 def share_fraction(job: JobView, num_gpus: int, gpu: GpuType) -> float | None:
     """The GPU share a GPU-sharing job takes on a `gpu` (module docstring), or None
     when it takes whole GPUs."""
-    mem = job.spec.gpu_mem_mib
-    if mem is None or num_gpus != 1:
+    spec = job.spec
+    mem = spec.gpu_mem_mib
+    if num_gpus != 1 or (mem is None and not spec.is_share):
         return None
-    need = max(mem / gpu.mem_mib, resolve(job.spec.model).gpu_util)
+    if mem is None:  # a share asked in milli-GPUs, taken as asked
+        return spec.gpu_milli / MILLI_PER_GPU
+    need = max(mem / gpu.mem_mib, resolve(spec.model).gpu_util, spec.gpu_milli / MILLI_PER_GPU)
     share = math.ceil(need / SHARE_QUANTUM - 1e-9) * SHARE_QUANTUM
     return round(share, 6) if share < 1.0 - SHARE_EPS else None
 

@@ -12,7 +12,7 @@ from the end of its (re)start overhead.
 
 from __future__ import annotations
 
-from controller.model import JobSpec, JobStatus
+from controller.model import JobSpec, JobStatus, Reason
 from controller.records import JobOutcome, TimelineSample
 from controller.sim.job import SimJob
 
@@ -29,6 +29,7 @@ class Accounts:
         "busy_gpus",
         "capacity_gpu_s",
         "last_s",
+        "never_reasons",
         "outcomes",
         "overhead_until_s",
         "timeline",
@@ -48,6 +49,7 @@ class Accounts:
         # The jobs that left (finished, cancelled, never runnable), in that order, and
         # a sample of the cluster after each round.
         self.outcomes: list[JobOutcome] = []
+        self.never_reasons: dict[str, Reason] = {}  # jobs no node could ever hold
         self.timeline: list[TimelineSample] = []
 
     def advance(self, t_s: float, num_active: int) -> None:
@@ -112,9 +114,11 @@ class Accounts:
         """Record the outcome of a job that leaves (or is still there at the end)."""
         self.outcomes.append(self.outcome(job, now_s))
 
-    def reject(self, spec: JobSpec) -> None:
-        """Record a job that never ran (see `rejected`)."""
+    def reject(self, spec: JobSpec, why: Reason | None = None) -> None:
+        """Record a job that never ran (see `rejected`), and why if it could not."""
         self.outcomes.append(rejected(spec))
+        if why is not None:
+            self.never_reasons[spec.job_id] = why
 
     def outcome(self, job: SimJob, now_s: float) -> JobOutcome:
         """What the job's stay came to, as of its finish or now."""

@@ -135,6 +135,7 @@ class JobRuns:
             job.status = resumed.status  # a preempted job pays its restart when started
         alloc = resumed.allocation if resumed.status is JobStatus.RUNNING else None
         if alloc is not None:
+            alloc = alloc.with_host(job.spec.host)  # its pods' CPU and memory too
             self.pool.take(alloc, job.spec.gpu_mem_mib)
             job.batch_size = resumed.batch_size or job.spec.batch_size
             self.start(job, alloc)  # from QUEUED: in place, no overhead

@@ -46,7 +46,7 @@ from controller.model import (
     Reason,
     Snapshot,
 )
-from controller.placement import unallocatable_idle_gpus
+from controller.placement import host_never_fits, unallocatable_idle_gpus
 from controller.rates import RateModel
 from controller.records import JobOutcome, ReplayResult
 from controller.sim.accounting import Accounts
@@ -86,9 +86,9 @@ class Simulator:
         self._clock = Clock(self.config.round_interval_s)
         self._events = EventQueue()
         self._table = JobTable()
-        self._pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
+        self._pool = GpuPool.of_cluster(cluster)
         self._accounts = Accounts(cluster.num_gpus)
-        self._network = InterNodeRates(self.config.network)
+        self._network = InterNodeRates(self.config.network, self.config.network_model)
         sharers = GpuSharers()
         self._speeds = Speeds(
             self.rates,
@@ -196,11 +196,13 @@ class Simulator:
         self._clock.now_s = t_s
 
     def _arrive(self, spec: JobSpec) -> None:
+        never = host_never_fits(spec, self.cluster)
         try:
             nominal = self.rates.nominal_rate_ips(spec)
-        except ValueError:
-            # Larger than the whole cluster: it can never run; it stays unfinished.
-            self._accounts.reject(spec)
+        except ValueError:  # larger than the whole cluster
+            never = f"needs {spec.num_gpus} GPUs; the cluster has {self.cluster.num_gpus}"
+        if never is not None:  # it can never run; it stays unfinished
+            self._accounts.reject(spec, Reason("Unschedulable", never))
             return
         total = spec.iterations if spec.iterations is not None else nominal * (spec.duration_s or 0)
         job = SimJob(spec, total, nominal, self._clock.now_s)
@@ -282,7 +284,7 @@ class Simulator:
         if not 0.0 <= resumed.done_fraction <= 1.0:
             raise ValueError(f"job {spec.job_id}: done_fraction must be in [0, 1]")
         running = resumed.status is JobStatus.RUNNING
-        alloc = resumed.allocation if running else None
+        alloc = resumed.allocation.with_host(spec.host) if running and resumed.allocation else None
         if running and (alloc is None or not self._pool.fits(alloc, spec.gpu_mem_mib)):
             raise ValueError(f"job {spec.job_id}: its GPUs are not free")
         self._arrivals.claim(spec.job_id)
@@ -376,10 +378,11 @@ class Simulator:
         return unallocatable_idle_gpus(self._pool, self.cluster, list(sizes))
 
     def reason_for(self, job_id: str) -> Reason | None:
-        """Why an active job waits, as the last round said (None if running)."""
+        """Why an active job waits, as the last round said (None if running), or why
+        one never could run."""
         job = self._table.active.get(job_id)
         if job is None or job.status is JobStatus.RUNNING:
-            return None
+            return self._accounts.never_reasons.get(job_id)
         return self._rounds.reasons.get(job_id, self._rounds.default_reason)
 
     def views(self, wanted: Callable[[str, JobStatus, int], bool] | None = None) -> list[JobView]:

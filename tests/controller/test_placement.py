@@ -112,8 +112,8 @@ def _job(n: int, model: str = "vgg16", job_id: str = "j", mem: int | None = None
 def test_registry_names_every_placer() -> None:
     assert set(PLACERS) == set(ALL_PLACERS)
     cluster = make_cluster()
-    assert isinstance(make_placer("topology-aware", cluster), TopologyAwarePlacer)
-    assert isinstance(make_placer("fragmentation-aware", cluster), FragmentationAwarePlacer)
+    assert isinstance(make_placer("topology-aware", cluster).inner, TopologyAwarePlacer)
+    assert isinstance(make_placer("fragmentation-aware", cluster).inner, FragmentationAwarePlacer)
 
 
 @pytest.mark.parametrize("model", ["vgg16", "resnet50", "ncf"])
