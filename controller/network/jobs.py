@@ -60,7 +60,9 @@ class NetJob:
 
     `grad_mib` is all-reduced per iteration; `done_iters` iterations are done (Aalo's
     attained bytes); `remaining_s` is its remaining work at nominal speed (Sincronia's
-    job-aware weight); `arrival_s` orders FIFO ties.
+    job-aware weight); `arrival_s` orders FIFO ties. The phase-level model
+    (`controller.network.phase_jobs`) also reads `gpus` (Crux's GPU intensity) and
+    `started_s`, when the job's current run began iterating (its phase).
     """
 
     job_id: str
@@ -69,6 +71,8 @@ class NetJob:
     arrival_s: float = 0.0
     done_iters: float = 0.0
     remaining_s: float | None = None
+    gpus: int = 0
+    started_s: float = 0.0
 
     @property
     def flow_mb(self) -> float:

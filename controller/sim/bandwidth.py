@@ -5,6 +5,12 @@ and rack uplinks: whenever that set of jobs changes (and after each round for th
 time-dependent allocators), `controller.network.jobs.job_rates` gives each an
 inter-node rate in Gbit/s (docs/network.md), and controller.sim.simulator re-rates
 every job whose rate changed. controller.sim.runs joins and leaves jobs here.
+
+`SimConfig.network_model` says which model turns the sharing into rates: "steady"
+(`job_rates`: one rate per job with every job in flight, raised by the neighbours'
+compute phases) or "phases" (`controller.network.phase_jobs.phase_job_rates`: compute
+phases and all-reduce bursts run event by event where links are shared; the
+networks cassini, crux and mltcp exist only there).
 """
 
 from __future__ import annotations
@@ -15,25 +21,47 @@ from controller.model import Allocation, Cluster
 from controller.rates import RateModel
 from controller.sim.job import SimJob
 
+NETWORK_MODELS = ("steady", "phases")
+
+
+def check_network(network: str, model: str) -> None:
+    """Raise ValueError naming the field when `network` or `model` is unknown, or
+    when the network has no form in that model."""
+    if model not in NETWORK_MODELS:
+        raise ValueError(f"unknown network model {model!r} (known: {', '.join(NETWORK_MODELS)})")
+    if network == "dedicated":
+        return
+    # Imported only when needed: most replays share no links.
+    from controller.network.jobs import network_names
+    from controller.network.phase_jobs import PHASE_NETWORKS
+
+    if model == "phases":
+        if network not in PHASE_NETWORKS:
+            known = ", ".join(("dedicated", *PHASE_NETWORKS))
+            raise ValueError(f"network {network!r} has no phase-level form (known: {known})")
+    elif network not in network_names():
+        if network in PHASE_NETWORKS:
+            raise ValueError(f"network {network!r} needs the network model 'phases'")
+        known = ", ".join(network_names())
+        raise ValueError(f"unknown network {network!r} (known: {known})")
+
 
 class InterNodeRates:
     """The multi-node jobs running, their allocated Gbit/s, and whether that set changed
     since the rates were last computed (`dirty`)."""
 
-    __slots__ = ("dirty", "gbps", "jobs", "network", "time_dependent", "updates")
+    __slots__ = ("dirty", "gbps", "jobs", "model", "network", "time_dependent", "updates")
 
-    def __init__(self, network: str) -> None:
+    def __init__(self, network: str, model: str = "steady") -> None:
         self.network: str | None = None  # None: dedicated links, nothing shared
         self.time_dependent = False
+        check_network(network, model)
+        self.model = model
         if network != "dedicated":
-            # Imported only when needed: most replays share no links.
-            from controller.network.jobs import TIME_DEPENDENT, network_names
+            from controller.network.jobs import TIME_DEPENDENT
 
-            if network not in network_names():
-                known = ", ".join(network_names())
-                raise ValueError(f"unknown network {network!r} (known: {known})")
             self.network = network
-            self.time_dependent = network in TIME_DEPENDENT
+            self.time_dependent = model == "steady" and network in TIME_DEPENDENT
         self.jobs: dict[str, None] = {}
         self.gbps: dict[str, float] = {}
         self.dirty = False
@@ -70,6 +98,7 @@ class InterNodeRates:
         jobs whose rate changed, sorted. `iteration_s(job_id, gbps)` is a job's seconds
         per iteration at an inter-node rate."""
         from controller.network.jobs import NetJob, job_rates
+        from controller.network.phase_jobs import phase_job_rates
 
         self.dirty = False
         assert self.network is not None
@@ -87,9 +116,14 @@ class InterNodeRates:
                     arrival_s=job.spec.submit_s,
                     done_iters=done,
                     remaining_s=(job.total_iters - done) / job.nominal_rate_ips,
+                    gpus=job.allocation.num_gpus,
+                    started_s=job.resume_s,
                 )
             )
-        gbps = job_rates(self.network, cluster, jobs, iteration_s)
+        if self.model == "phases":
+            gbps = phase_job_rates(self.network, cluster, jobs, iteration_s, now_s)
+        else:
+            gbps = job_rates(self.network, cluster, jobs, iteration_s)
         self.updates += 1
         changed = []
         for job_id in ids:

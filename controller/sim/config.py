@@ -39,6 +39,9 @@ class SimConfig:
     # How multi-node jobs share NICs and rack uplinks: "dedicated" (no sharing, the
     # perf model's default) or a network allocator (controller.network.POLICIES).
     network: str = "dedicated"
+    # How shared links slow jobs: "steady" (one rate per job) or "phases" (compute
+    # phases and all-reduce bursts, controller.network.phase_jobs; docs/network.md).
+    network_model: str = "steady"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,174 @@
+"""Multi-node DL jobs under the phase-level network model (`--network-model phases`).
+
+The job simulator (controller.sim.bandwidth) calls `phase_job_rates` whenever the set
+of running multi-node jobs changes, instead of `controller.network.jobs.job_rates`
+(the steady model). Each job's iteration alone takes T = iteration_s(d) at d, its
+slowest link's capacity (the NIC, or the rack uplink when its ring leaves the rack);
+its ring sends one flow of V MB per iteration over each link it crosses
+(`jobs.ring_flows`). The iteration is split into
+
+    burst  B = V / (125 d)  seconds at d      (all of T if V / (125 d) > T)
+    compute  T - B                             (the compute the all-reduce does not hide)
+
+so the overlap of gradient buckets with the backward pass that the performance
+model assumes (its gamma) stays inside T - B. Jobs linked through shared links
+(transitively) are run together by `phases.periodic_iterations`; a job that shares
+no link gets d, and so exactly the steady model's iteration time (analytic: no
+events). A job's mean iteration time T' in its group is handed back as the rate b
+with iteration_s(b) = T', so the simulator's rate model needs no second form.
+
+The network policy sets the phases' offsets and the sharing rule:
+
+| network | offsets | sharing |
+| --- | --- | --- |
+| fair    | each job's own phase: iterations from its (re)start, uncoordinated | max-min |
+| mltcp   | as fair | bytes-weighted (MLTCP) |
+| crux    | as fair | strict priority by GPU intensity (controller.network.crux) |
+| cassini | time-shifts from the affinity graph (controller.network.cassini) | max-min |
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from controller.model import Cluster
+from controller.network import cassini, crux
+from controller.network.jobs import NetJob, link_capacity, ring_flows
+from controller.network.model import MB_PER_S_PER_GBPS, LinkId
+from controller.network.phases import PhaseJob, periodic_iterations
+
+# network policy -> phases sharing rule
+SHARING = {"fair": "fair", "mltcp": "mltcp", "crux": "priority", "cassini": "fair"}
+PHASE_NETWORKS = tuple(SHARING)
+# A job's rate never drops below this share of its rate alone (as jobs._FLOOR).
+_FLOOR = 1e-3
+_BISECTIONS = 48
+
+
+class PhaseNetworkError(ValueError):
+    def __init__(self, name: str) -> None:
+        known = ", ".join(PHASE_NETWORKS)
+        super().__init__(f"network {name!r} has no phase-level form (known: {known})")
+
+
+@dataclass(frozen=True, slots=True)
+class _Split:
+    job: NetJob
+    links: tuple[LinkId, ...]
+    alone_gbps: float
+    alone_s: float
+    compute_s: float
+    burst_mb: float
+
+
+def _split(cluster: Cluster, job: NetJob, iteration_s: Callable[[str, float], float]) -> _Split:
+    links = tuple(dict.fromkeys(link for f in ring_flows(cluster, job) for link in f.links))
+    d = min(link_capacity(cluster, link) for link in links)
+    alone = iteration_s(job.job_id, d)
+    burst_mb = min(job.flow_mb, alone * MB_PER_S_PER_GBPS * d)
+    compute = max(0.0, alone - burst_mb / MB_PER_S_PER_GBPS / d)
+    return _Split(job, links, d, alone, compute, burst_mb)
+
+
+def _groups(splits: Sequence[_Split]) -> list[list[_Split]]:
+    """Jobs joined by shared links, transitively (union-find), in input order."""
+    parent = list(range(len(splits)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[Hashable, int] = {}
+    for i, s in enumerate(splits):
+        for link in s.links:
+            if link in owner:
+                parent[root(i)] = root(owner[link])
+            else:
+                owner[link] = i
+    out: dict[int, list[_Split]] = {}
+    for i, s in enumerate(splits):
+        out.setdefault(root(i), []).append(s)
+    return list(out.values())
+
+
+def _equivalent_gbps(
+    job_id: str, target_s: float, split: _Split, iteration_s: Callable[[str, float], float]
+) -> float:
+    """The rate b <= d at which the rate model's iteration takes `target_s`."""
+    d = split.alone_gbps
+    if target_s <= split.alone_s * (1 + 1e-9):
+        return d
+    lo, hi = _FLOOR * d, d
+    if not math.isfinite(target_s) or iteration_s(job_id, lo) <= target_s:
+        return lo
+    for _ in range(_BISECTIONS):
+        mid = math.sqrt(lo * hi)
+        if iteration_s(job_id, mid) > target_s:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _offsets(group: Sequence[_Split], network: str, now_s: float) -> dict[str, float]:
+    if network == "cassini":
+        plain = [PhaseJob(s.job.job_id, s.compute_s, s.burst_mb, s.links) for s in group]
+        return cassini.time_shifts(plain, {s.job.job_id: s.alone_s for s in group})
+    # Uncoordinated: a job's iterations follow each other from its (re)start.
+    return {s.job.job_id: (s.job.started_s - now_s) % s.alone_s for s in group}
+
+
+def _priorities(cluster: Cluster, group: Sequence[_Split]) -> dict[str, int]:
+    records = crux.intensities(
+        {s.job.job_id: s.job.gpus for s in group},
+        {s.job.job_id: s.compute_s for s in group},
+        {s.job.job_id: s.burst_mb for s in group},
+        {s.job.job_id: [link_capacity(cluster, link) for link in s.links] for s in group},
+    )
+    return crux.priorities(records)
+
+
+def phase_job_rates(
+    network: str,
+    cluster: Cluster,
+    jobs: Sequence[NetJob],
+    iteration_s: Callable[[str, float], float],
+    now_s: float,
+) -> dict[str, float]:
+    """Equivalent inter-node Gbit/s per job under the phase model (module docstring).
+
+    `iteration_s(job_id, gbps)` is the job's seconds per iteration at that rate (the
+    simulator's rate model); `now_s` places each job's phase (fair, mltcp, crux)."""
+    if network not in SHARING:
+        raise PhaseNetworkError(network)
+    splits = [_split(cluster, job, iteration_s) for job in jobs]
+    out: dict[str, float] = {}
+    capacities: dict[Hashable, float] = {
+        link: link_capacity(cluster, link) for s in splits for link in s.links
+    }
+    for group in _groups(splits):
+        if len(group) == 1:
+            out[group[0].job.job_id] = group[0].alone_gbps
+            continue
+        offsets = _offsets(group, network, now_s)
+        levels = _priorities(cluster, group) if network == "crux" else {}
+        phase_jobs = [
+            PhaseJob(
+                s.job.job_id,
+                s.compute_s,
+                s.burst_mb,
+                s.links,
+                offset_s=offsets[s.job.job_id],
+                priority=levels.get(s.job.job_id, 0),
+            )
+            for s in group
+        ]
+        times = periodic_iterations(phase_jobs, capacities, SHARING[network])
+        for s in group:
+            jid = s.job.job_id
+            out[jid] = _equivalent_gbps(jid, times[jid], s, iteration_s)
+    return out

@@ -1,0 +1,127 @@
+"""Multi-node jobs under the phase-level model (`--network-model phases`) and its policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.model import Allocation, Cluster, JobSpec
+from controller.model.catalog import resolve
+from controller.model.perf import iteration_time_s
+from controller.network.cassini import time_shifts
+from controller.network.crux import Intensity, priorities
+from controller.network.jobs import NetJob
+from controller.network.phase_jobs import phase_job_rates
+from controller.network.phases import PhaseJob
+from controller.placement import FirstFitPlacer
+from controller.records import ReplayResult
+from controller.sim import SimConfig, Simulator
+from policies.registry import make_policy
+from tests.builders import make_cluster, make_job
+
+# Three 4-GPU nodes, 100 Gbit/s NICs; first fit puts two 6-GPU jobs on nodes 0+1 and
+# 1+2, so both rings cross node 1's NIC in each direction.
+SHARED = make_cluster(nodes=3, gpus=4)
+
+
+def _run(cluster: Cluster, jobs: list[JobSpec], network: str, model: str) -> dict[str, float]:
+    cfg = SimConfig(round_interval_s=0.0, check_plans=True, network=network, network_model=model)
+    result: ReplayResult = Simulator(
+        cluster, jobs, make_policy("fifo"), FirstFitPlacer(cluster), cfg
+    ).run()
+    return {o.job_id: o.finish_s for o in result.jobs if o.finish_s is not None}
+
+
+def _time(model: str, alloc: Allocation, gbps: float) -> float:
+    return iteration_time_s(resolve(model), SHARED, alloc, inter_node_gbps=gbps)
+
+
+A = Allocation.whole([(0, g) for g in range(4)] + [(1, 0), (1, 1)])
+B = Allocation.whole([(1, 2), (1, 3)] + [(2, g) for g in range(4)])
+
+
+@pytest.mark.parametrize("network", ["fair", "cassini", "crux", "mltcp"])
+def test_a_lone_multi_node_job_gets_the_steady_models_time(network: str) -> None:
+    cluster = make_cluster(nodes=6, gpus=4, racks=2)
+    jobs = [make_job("a", 16, duration_s=700, model="vgg16"), make_job("s", 2, duration_s=300)]
+    steady = _run(cluster, jobs, "fair", "steady")
+    assert _run(cluster, jobs, network, "phases") == steady
+    assert steady == pytest.approx({"a": 700.0, "s": 300.0})
+
+
+def _iteration_s(job_id: str, gbps: float) -> float:
+    return _time("vgg16", A if job_id == "a" else B, gbps)
+
+
+def test_two_jobs_in_phase_on_one_nic_collide_and_cassini_shifts_them_apart() -> None:
+    jobs = [
+        NetJob("a", (0, 1), grad_mib=resolve("vgg16").grad_mib, gpus=6),
+        NetJob("b", (1, 2), grad_mib=resolve("vgg16").grad_mib, gpus=6),
+    ]
+    fair = phase_job_rates("fair", SHARED, jobs, _iteration_s, now_s=0.0)
+    cassini = phase_job_rates("cassini", SHARED, jobs, _iteration_s, now_s=0.0)
+    # Both started at 0: in phase, every burst collides: each job sees less than its NIC.
+    assert fair["a"] < 100.0 * 0.99 and fair["b"] < 100.0 * 0.99
+    # vgg16's burst is well under half of its iteration at 100 Gbit/s: shifted apart,
+    # neither job waits.
+    assert cassini == pytest.approx({"a": 100.0, "b": 100.0})
+
+
+def test_equivalent_rate_reproduces_the_phase_iteration_time() -> None:
+    jobs = [
+        NetJob("a", (0, 1), grad_mib=resolve("vgg16").grad_mib, gpus=6),
+        NetJob("b", (1, 2), grad_mib=resolve("vgg16").grad_mib, gpus=6),
+    ]
+    gbps = phase_job_rates("fair", SHARED, jobs, _iteration_s, now_s=0.0)
+    alone = _iteration_s("a", 100.0)
+    mb = jobs[0].flow_mb
+    burst = mb / 125.0 / 100.0
+    # In phase, fair: each burst takes twice as long, so T' = T + burst.
+    assert _iteration_s("a", gbps["a"]) == pytest.approx(alone + burst, rel=1e-6)
+
+
+def test_replay_cassini_finishes_the_colliding_pair_sooner_than_fair() -> None:
+    jobs = [make_job(j, 6, duration_s=2000, model="vgg16") for j in ("a", "b")]
+    fair = _run(SHARED, jobs, "fair", "phases")
+    cassini = _run(SHARED, jobs, "cassini", "phases")
+    assert cassini == pytest.approx({"a": 2000.0, "b": 2000.0})
+    assert fair["a"] > 2000.0 * 1.01 and fair["b"] > 2000.0 * 1.01
+
+
+def test_crux_puts_the_more_intense_job_first() -> None:
+    got = priorities(
+        [Intensity("lo", 1.0, 1.0), Intensity("hi", 8.0, 1.0), Intensity("mid", 4.0, 2.0)],
+        levels=2,
+    )
+    assert got == {"hi": 1, "mid": 1, "lo": 0}
+
+
+def test_crux_keeps_the_intense_job_at_full_speed_in_replay() -> None:
+    # a: VGG16 (large gradient, low intensity); b: ResNet-50 (compute-heavy).
+    jobs = [make_job("a", 6, duration_s=2000, model="vgg16"), make_job("b", 6, duration_s=2000)]
+    crux = _run(SHARED, jobs, "crux", "phases")
+    assert crux["b"] == pytest.approx(2000.0)
+    assert crux["a"] >= 2000.0
+
+
+def test_cassini_shifts_three_jobs_on_a_line_so_no_bursts_overlap() -> None:
+    jobs = [
+        PhaseJob("a", 3.0, 125.0, ("l1",)),
+        PhaseJob("b", 3.0, 125.0, ("l1", "l2")),
+        PhaseJob("c", 3.0, 125.0, ("l2",)),
+    ]
+    shifts = time_shifts(jobs, dict.fromkeys("abc", 4.0))
+    assert shifts["a"] == 0.0
+    assert abs(shifts["b"] - shifts["a"]) >= 1.0 and abs(shifts["c"] - shifts["b"]) >= 1.0
+
+
+@pytest.mark.parametrize(
+    ("network", "model", "message"),
+    [
+        ("cassini", "steady", "needs the network model 'phases'"),
+        ("aalo", "phases", "has no phase-level form"),
+        ("fair", "bursty", "unknown network model"),
+    ],
+)
+def test_unknown_combinations_are_refused_by_name(network: str, model: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _run(SHARED, [make_job("a", 6)], network, model)
