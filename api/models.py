@@ -229,3 +229,20 @@ class IdempotencyKey(Base):
     job_id: Mapped[str | None] = mapped_column(String(32))
     response: Mapped[dict[str, Any]] = mapped_column(JSON)  # the first 201/202 body
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class QueueRecord(Base):
+    """A node of the quota tree (controller.model.queues), as an admin defined it over
+    the API in local mode (api/quota_store.py); cluster mode keeps Queue resources."""
+
+    __tablename__ = "queues"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    parent: Mapped[str | None] = mapped_column(String(63))
+    # GPUs of any model (an int) or per model ({"A100": 32}); None: the children's sum.
+    guarantee: Mapped[Any] = mapped_column(JSON, nullable=True)
+    limit: Mapped[Any] = mapped_column(JSON, nullable=True)  # as guarantee; None: no limit
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    tenants: Mapped[list[str]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
