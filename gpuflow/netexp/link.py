@@ -1,0 +1,171 @@
+"""One shaped link between two network namespaces, shared fairly by the jobs on it.
+
+    with SharedLink.create(capacity_gbps=0.04, jobs=2) as link:
+        link.exec_prefix(link.sender_ns)   # ["ip", "netns", "exec", "gfx-s-123"]
+        link.job_ip(0), link.receiver_ip
+
+The senders' namespace holds one address per job on its end of a veth pair; the
+receivers' namespace holds one address on the other end. The senders' end is
+shaped with HTB (built with operators/agent/bandwidth.py's command builders, as
+the node agent shapes a NIC):
+
+    1:      htb root qdisc, unclassified traffic to 1:ffff
+    1:1     the link: rate = ceil = capacity
+    1:2..   one class per job, matched by its source address:
+            rate = capacity / jobs, ceil = capacity
+    1:ffff  everything else: rate = 1 % of the capacity, ceil = capacity
+
+Each job is guaranteed its equal share and may borrow what the others leave, so a
+job alone gets the whole link and n busy jobs get capacity / n each: per-job fair
+sharing, the rule the phase model assumes, enforced per packet by HTB rather than
+left to the TCP flows' own convergence (this kernel lacks fq_codel and sfq, and a
+plain FIFO leaves two flows' shares to chance for the first round trips of every
+burst). Called by gpuflow.netexp.experiment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from types import TracebackType
+
+from operators.agent.bandwidth import (
+    DEFAULT_FLOOR_FRACTION,
+    DEFAULT_MINOR,
+    FIRST_POD_MINOR,
+    LINK_MINOR,
+    ROOT_HANDLE,
+    class_id,
+    filter_add_args,
+    htb_class_args,
+)
+
+SUBNET_PREFIX = "10.204.0."  # private, unused elsewhere in the project's tests
+RECEIVER_HOST = 1
+FIRST_JOB_HOST = 11
+COMMAND_TIMEOUT_S = 10
+
+
+class LinkError(RuntimeError):
+    """An ip or tc command failed; the message carries its stderr on one line."""
+
+
+def _run(*argv: str) -> str:
+    try:
+        proc = subprocess.run(argv, check=True, capture_output=True, text=True,
+                              timeout=COMMAND_TIMEOUT_S)  # fmt: skip
+    except subprocess.CalledProcessError as exc:
+        raise LinkError(f"{' '.join(argv)}: {' '.join(str(exc.stderr).split())}") from exc
+    return proc.stdout
+
+
+@dataclass
+class SharedLink:
+    """Two namespaces joined by a veth pair whose senders' end is shaped (module doc)."""
+
+    sender_ns: str
+    receiver_ns: str
+    sender_dev: str
+    capacity_gbps: float
+    jobs: int
+
+    @classmethod
+    def create(cls, capacity_gbps: float, jobs: int, tag: str | None = None) -> SharedLink:
+        if not capacity_gbps > 0:
+            raise ValueError(f"capacity_gbps must be positive, got {capacity_gbps}")
+        if not 1 <= jobs <= 200:
+            raise ValueError(f"jobs must be between 1 and 200, got {jobs}")
+        tag = tag or str(os.getpid())
+        link = cls(f"gfx-s-{tag}", f"gfx-r-{tag}", f"gfxs{tag}"[:15], capacity_gbps, jobs)
+        try:
+            link._build(f"gfxr{tag}"[:15])
+        except BaseException:
+            link.teardown()
+            raise
+        return link
+
+    @property
+    def receiver_ip(self) -> str:
+        return f"{SUBNET_PREFIX}{RECEIVER_HOST}"
+
+    def job_ip(self, job: int) -> str:
+        return f"{SUBNET_PREFIX}{FIRST_JOB_HOST + job}"
+
+    def exec_prefix(self, ns: str) -> list[str]:
+        return ["ip", "netns", "exec", ns]
+
+    def class_bytes(self) -> dict[int, int]:
+        """Bytes each job's class has sent so far, from tc's counters (job -> bytes)."""
+        out = _run("tc", "-netns", self.sender_ns, "-s", "class", "show", "dev", self.sender_dev)
+        sent: dict[int, int] = {}
+        for block in out.split("class htb ")[1:]:
+            handle = block.split()[0]
+            words = block.split()
+            total = int(words[words.index("Sent") + 1])
+            minor = int(handle.split(":")[1], 16)
+            if FIRST_POD_MINOR <= minor < FIRST_POD_MINOR + self.jobs:
+                sent[minor - FIRST_POD_MINOR] = total
+        return sent
+
+    def _build(self, receiver_dev: str) -> None:
+        s, r, dev = self.sender_ns, self.receiver_ns, self.sender_dev
+        _run("ip", "netns", "add", s)
+        _run("ip", "netns", "add", r)
+        _run(
+            "ip",
+            "link",
+            "add",
+            dev,
+            "netns",
+            s,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            receiver_dev,
+            "netns",
+            r,
+        )
+        for ns in (s, r):
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+        _run("ip", "-n", r, "addr", "add", f"{self.receiver_ip}/24", "dev", receiver_dev)
+        for job in range(self.jobs):
+            _run("ip", "-n", s, "addr", "add", f"{self.job_ip(job)}/24", "dev", dev)
+        _run("ip", "-n", s, "link", "set", dev, "up")
+        _run("ip", "-n", r, "link", "set", receiver_dev, "up")
+        self._shape()
+
+    def _shape(self) -> None:
+        cap = self.capacity_gbps
+        tc = ["tc", "-netns", self.sender_ns]
+        dev = self.sender_dev
+        _run(*tc, "qdisc", "replace", "dev", dev, "root", "handle", ROOT_HANDLE,
+             "htb", "default", f"{DEFAULT_MINOR:x}")  # fmt: skip
+        _run(*tc, *htb_class_args("add", dev, LINK_MINOR, ROOT_HANDLE, cap, cap))
+        link = class_id(LINK_MINOR)
+        _run(
+            *tc, *htb_class_args("add", dev, DEFAULT_MINOR, link, cap * DEFAULT_FLOOR_FRACTION, cap)
+        )
+        for job in range(self.jobs):
+            minor = FIRST_POD_MINOR + job
+            _run(*tc, *htb_class_args("add", dev, minor, link, cap / self.jobs, cap))
+            _run(*tc, *filter_add_args(dev, minor, self.job_ip(job)))
+
+    def teardown(self) -> None:
+        # Deleting a namespace deletes the veth end in it, and with it its peer.
+        for ns in (self.sender_ns, self.receiver_ns):
+            subprocess.run(
+                ["ip", "netns", "del", ns], capture_output=True, timeout=COMMAND_TIMEOUT_S
+            )
+
+    def __enter__(self) -> SharedLink:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.teardown()
