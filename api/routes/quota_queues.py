@@ -1,0 +1,213 @@
+"""The quota tree over REST (issue 18): GET /queues and /queues/{name} for everyone
+(numbers only, no job named), PUT and DELETE /queues/{name} for admins. Registered
+in api/routes/__init__.py; the queues live where api/quota_store.py says (the job
+database in local mode, the Queue resources in cluster mode).
+
+Each queue's state is read from the job database, which local mode's ticker and
+cluster mode's follower keep current: GPUs its running jobs hold (an inner queue's
+subtree's), how many of them over its guarantee, its waiting jobs by reason, its
+finished jobs' mean completion time, and its jobs preempted for a reclaim. A job
+belongs to the leaf listing its tenant (the tree's rule, controller.model.queues).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.backends import BackendUnavailable
+from api.deps import AdminUser, CurrentUser, SessionDep
+from api.models import Job, JobEvent
+from api.quota_store import (
+    DbQueueStore,
+    Item,
+    KubeQueueStore,
+    QueueStore,
+    TreeError,
+    checked_tree,
+    clean,
+    with_change,
+)
+from api.schemas.quota_queues import QueueName, QueueSpecBody, QueueStatePublic, QueueStatesPublic
+from controller.metrics import jain_index
+from controller.model import WAITING, JobStatus
+from controller.model.queues import QueueTree
+from operators.kube import API_ERRORS
+
+router = APIRouter(prefix="/queues", tags=["queues"])
+WAITING_VALUES = sorted(s.value for s in WAITING)
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "no queue of that name"}}
+
+
+def _store(request: Request, session: Session) -> QueueStore:
+    from api.cluster import KubeBackend
+
+    backend = request.app.state.backend
+    if isinstance(backend, KubeBackend):
+        return KubeQueueStore(backend.api)
+    return DbQueueStore(session)
+
+
+def _items(store: QueueStore) -> list[Item]:
+    try:
+        return store.items()
+    except API_ERRORS as exc:
+        raise BackendUnavailable(f"Kubernetes API: queues: {exc}") from None
+
+
+@router.get("", response_model=QueueStatesPublic)
+def list_queues(request: Request, session: SessionDep, user: CurrentUser) -> QueueStatesPublic:
+    store = _store(request, session)
+    states = _states(session, store, _items(store))
+    shares = [
+        s.share_of_guarantee
+        for s in states
+        if s.leaf and s.share_of_guarantee is not None and (s.allocated_gpus or s.pending_jobs)
+    ]
+    jain = jain_index(shares) if shares else None
+    return QueueStatesPublic(data=states, count=len(states), fairness_jain=jain)
+
+
+@router.get("/{name}", response_model=QueueStatePublic, responses=NOT_FOUND)
+def get_queue(
+    name: QueueName, request: Request, session: SessionDep, user: CurrentUser
+) -> QueueStatePublic:
+    store = _store(request, session)
+    for state in _states(session, store, _items(store)):
+        if state.name == name:
+            return state
+    raise HTTPException(status.HTTP_404_NOT_FOUND, f"queue {name!r} not found")
+
+
+@router.put("/{name}", response_model=QueueStatePublic, responses={201: {}, 403: {}})
+def put_queue(
+    name: QueueName,
+    body: QueueSpecBody,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    user: AdminUser,
+) -> QueueStatePublic:
+    """Create or replace a queue (201 when created); the whole tree is checked."""
+    store = _store(request, session)
+    item = clean({"name": name, **body.model_dump()})
+    items = with_change(_items(store), item, name)
+    _check(items, name, item)
+    try:
+        created = store.put(item)
+    except API_ERRORS as exc:
+        raise BackendUnavailable(f"Kubernetes API: queue {name}: {exc}") from None
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return next(s for s in _states(session, store, items) if s.name == name)
+
+
+@router.delete("/{name}", status_code=204, responses={**NOT_FOUND, 403: {}})
+def delete_queue(name: QueueName, request: Request, session: SessionDep, user: AdminUser) -> None:
+    """Delete a queue; refused (422 naming the child's parent) while it has children."""
+    store = _store(request, session)
+    items = _items(store)
+    if not any(i["name"] == name for i in items):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"queue {name!r} not found")
+    _check(with_change(items, None, name), name, None)
+    try:
+        store.delete(name)
+    except API_ERRORS as exc:
+        raise BackendUnavailable(f"Kubernetes API: queue {name}: {exc}") from None
+
+
+def _check(items: list[Item], name: str, item: Item | None) -> None:
+    try:
+        checked_tree(items, name)
+    except TreeError as exc:
+        field = exc.field
+        loc: tuple[str, ...] = ("body", *field.split(".")) if item is not None else (field,)
+        raise RequestValidationError(
+            [{"loc": loc, "type": "value_error", "msg": exc.message, "input": item}]
+        ) from None
+
+
+def _states(session: Session, store: QueueStore, items: list[Item]) -> list[QueueStatePublic]:
+    tree = checked_tree(items, "") if items else None
+    if tree is None:
+        return []
+    operator = store.statuses() if isinstance(store, KubeQueueStore) else {}
+    usage = _usage(session, tree)
+    out = []
+    for item in items:
+        name = item["name"]
+        node = tree.node(name)
+        assert node is not None
+        u = usage[name]
+        guarantee = node.guarantee.total
+        said: dict[str, Any] = operator.get(name, {})
+        out.append(
+            QueueStatePublic(
+                **QueueSpecBody.model_validate(
+                    {k: v for k, v in item.items() if k != "name"}
+                ).model_dump(),
+                name=name,
+                leaf=node.leaf,
+                guarantee_gpus=guarantee,
+                allocated_gpus=u.allocated,
+                borrowed_gpus=max(0, u.allocated - guarantee),
+                share_of_guarantee=u.allocated / guarantee if guarantee else None,
+                pending_jobs=sum(u.pending.values()),
+                pending_by_reason=dict(sorted(u.pending.items())),
+                finished_jobs=u.finished,
+                avg_jct_s=u.jct_s / u.finished if u.finished else None,
+                reclaims=int(said.get("reclaims", u.reclaims)),
+                phase=str(said.get("phase", "Active")),
+                message=said.get("message"),
+            )
+        )
+    return out
+
+
+class _Usage:
+    def __init__(self) -> None:
+        self.allocated = 0
+        self.pending: Counter[str] = Counter()
+        self.finished = 0
+        self.jct_s = 0.0
+        self.reclaims = 0
+
+
+def _usage(session: Session, tree: QueueTree) -> dict[str, _Usage]:
+    """Each queue's figures from the jobs of the tenants its leaves list."""
+    usage: dict[str, _Usage] = defaultdict(_Usage)
+    live = [JobStatus.RUNNING.value, JobStatus.SUCCEEDED.value, *WAITING_VALUES]
+    rows = session.execute(
+        select(Job.id, Job.tenant, Job.status, Job.num_gpus, Job.reason_code, Job.submit_s,
+               Job.finish_s).where(Job.status.in_(live))
+    )  # fmt: skip
+    leaf_of_job: dict[str, str] = {}
+    for job_id, tenant, status_, gpus, reason, submit_s, finish_s in rows:
+        leaf = tree.leaf_for_tenant(tenant)
+        if leaf is None:
+            continue
+        leaf_of_job[job_id] = leaf
+        for name in tree.chain(leaf):
+            u = usage[name]
+            if status_ == JobStatus.RUNNING.value:
+                u.allocated += gpus
+            elif status_ == JobStatus.SUCCEEDED.value:
+                if submit_s is not None and finish_s is not None:
+                    u.finished += 1
+                    u.jct_s += finish_s - submit_s
+            else:
+                u.pending[reason or status_] += 1
+    reclaimed = session.execute(
+        select(JobEvent.job_id, func.count())
+        .where(JobEvent.kind == "preempted", func.lower(JobEvent.detail).contains("reclaim"))
+        .group_by(JobEvent.job_id)
+    )
+    for job_id, n in reclaimed:
+        if job_id in leaf_of_job:
+            for name in tree.chain(leaf_of_job[job_id]):
+                usage[name].reclaims += n
+    return usage

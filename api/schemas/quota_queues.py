@@ -1,0 +1,59 @@
+"""Bodies of the quota tree's routes (api/routes/quota_queues.py): QueueSpecBody to
+create or replace a queue, QueueStatePublic and QueueStatesPublic to read them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+QUEUE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, as a Queue's name
+QueueName = Annotated[str, Field(pattern=QUEUE_NAME_PATTERN, max_length=63, examples=["team-a"])]
+Gpus = Annotated[int, Field(ge=0)]
+Quota = Gpus | dict[Annotated[str, Field(min_length=1, max_length=100)], Gpus]
+
+
+class QueueSpecBody(BaseModel):
+    """A queue as an admin defines it (the Queue resource's spec, docs/queues.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    parent: QueueName | None = Field(None, description="the parent queue; null for a root")
+    guarantee: Quota | None = Field(
+        None,
+        description="GPUs always given when it has the work: a number of GPUs of any model, "
+        "or GPUs per model; null: 0 for a leaf, its children's sum for an inner queue",
+        examples=[64, {"A100": 32}],
+    )
+    limit: Quota | None = Field(None, description="most GPUs, borrowed included; null: none")
+    weight: float = Field(1.0, gt=0, description="its part of what is left over guarantees")
+    tenants: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        default_factory=list, description="tenants whose jobs go here; default, its name"
+    )
+
+
+class QueueStatePublic(QueueSpecBody):
+    name: str
+    leaf: bool
+    guarantee_gpus: int = Field(description="the guarantee in GPUs, every model together")
+    allocated_gpus: int = Field(description="GPUs its running jobs hold (its subtree's)")
+    borrowed_gpus: int = Field(description="of those, GPUs over its guarantee")
+    share_of_guarantee: float | None = Field(
+        description="allocated over guarantee (1.0: exactly its guarantee); null for 0"
+    )
+    pending_jobs: int
+    pending_by_reason: dict[str, int] = Field(examples=[{"QueueAtLimit": 2}])
+    finished_jobs: int
+    avg_jct_s: float | None = Field(description="mean completion time of its finished jobs")
+    reclaims: int = Field(description="its jobs preempted to give another queue its guarantee")
+    phase: str = Field(examples=["Active"], description="Invalid: the operator refused it")
+    message: str | None = None
+
+
+class QueueStatesPublic(BaseModel):
+    data: list[QueueStatePublic]
+    count: int
+    fairness_jain: float | None = Field(
+        description="Jain's index of the leaves' allocated/guarantee over those with demand "
+        "(running or waiting jobs); null when fewer than one leaf has a guarantee and demand"
+    )
