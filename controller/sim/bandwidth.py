@@ -50,7 +50,16 @@ class InterNodeRates:
     """The multi-node jobs running, their allocated Gbit/s, and whether that set changed
     since the rates were last computed (`dirty`)."""
 
-    __slots__ = ("dirty", "gbps", "jobs", "model", "network", "time_dependent", "updates")
+    __slots__ = (
+        "alone_gbps",
+        "dirty",
+        "gbps",
+        "jobs",
+        "model",
+        "network",
+        "time_dependent",
+        "updates",
+    )
 
     def __init__(self, network: str, model: str = "steady") -> None:
         self.network: str | None = None  # None: dedicated links, nothing shared
@@ -64,12 +73,17 @@ class InterNodeRates:
             self.time_dependent = model == "steady" and network in TIME_DEPENDENT
         self.jobs: dict[str, None] = {}
         self.gbps: dict[str, float] = {}
+        self.alone_gbps: dict[str, float] = {}  # each job's slowest link's capacity
         self.dirty = False
         self.updates = 0  # how many times rates were recomputed
 
     def gbps_of(self, job_id: str) -> float | None:
         """The job's inter-node rate; None: its links alone (the perf model's default)."""
         return self.gbps.get(job_id) if self.gbps else None
+
+    def alone_of(self, job_id: str) -> float | None:
+        """The job's rate with its links to itself (None: not networked)."""
+        return self.alone_gbps.get(job_id)
 
     def join(self, job_id: str, alloc: Allocation) -> None:
         if self.network is not None and len(alloc.nodes) > 1:
@@ -80,6 +94,7 @@ class InterNodeRates:
         if job_id in self.jobs:
             del self.jobs[job_id]
             self.gbps.pop(job_id, None)
+            self.alone_gbps.pop(job_id, None)
             self.dirty = True
 
     def after_round(self) -> None:
@@ -97,7 +112,7 @@ class InterNodeRates:
         """Every networked job's rate under the allocator, as of `now_s`; the ids of the
         jobs whose rate changed, sorted. `iteration_s(job_id, gbps)` is a job's seconds
         per iteration at an inter-node rate."""
-        from controller.network.jobs import NetJob, job_rates
+        from controller.network.jobs import NetJob, job_rates, link_capacity, ring_flows
         from controller.network.phase_jobs import phase_job_rates
 
         self.dirty = False
@@ -120,6 +135,10 @@ class InterNodeRates:
                     started_s=job.resume_s,
                 )
             )
+        for net in jobs:
+            if net.job_id not in self.alone_gbps:
+                links = {link for f in ring_flows(cluster, net) for link in f.links}
+                self.alone_gbps[net.job_id] = min(link_capacity(cluster, x) for x in links)
         if self.model == "phases":
             gbps = phase_job_rates(self.network, cluster, jobs, iteration_s, now_s)
         else:

@@ -102,7 +102,9 @@ class Speeds:
         """How much GPU compute the job keeps busy: on each of its GPUs, its model's
         utilisation alone, scaled by its speed against the same GPUs unshared (so two
         packed jobs add up to at most one GPU, and a capped MPS share counts as its
-        cap). This is what `gpu_utilization` integrates."""
+        cap), and by its speed on the network allocator's rate against its links alone
+        (time spent waiting on a shared link keeps no GPU busy). This is what
+        `gpu_utilization` integrates."""
         alloc = job.allocation
         assert alloc is not None
         util = self.rates.utilization(job.spec)
@@ -117,4 +119,18 @@ class Speeds:
                 job.spec, alloc, batch_size=job.batch_size, gpu_load=load, inter_node_gbps=gbps
             )
             util *= min(1.0, shared / whole)
+        if gbps is not None:
+            # Waiting on a shared link is not compute: scale by the speed against the
+            # job's links alone (Crux's GPU computation utilisation, SIGCOMM 2024 §3.1).
+            free = self.rates.rate_ips(
+                job.spec,
+                alloc,
+                batch_size=job.batch_size,
+                gpu_load=load,
+                inter_node_gbps=self.network.alone_of(job.spec.job_id),
+            )
+            contended = self.rates.rate_ips(
+                job.spec, alloc, batch_size=job.batch_size, gpu_load=load, inter_node_gbps=gbps
+            )
+            util *= min(1.0, contended / free)
         return alloc.num_gpus * util

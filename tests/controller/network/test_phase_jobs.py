@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.metrics import summarize
 from controller.model import Allocation, Cluster, JobSpec
 from controller.model.catalog import resolve
 from controller.model.perf import iteration_time_s
@@ -125,3 +126,16 @@ def test_cassini_shifts_three_jobs_on_a_line_so_no_bursts_overlap() -> None:
 def test_unknown_combinations_are_refused_by_name(network: str, model: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _run(SHARED, [make_job("a", 6)], network, model)
+
+
+def test_time_waiting_on_a_shared_link_is_not_gpu_compute() -> None:
+    jobs = [make_job(j, 6, duration_s=2000, model="vgg16") for j in ("a", "b")]
+
+    def replay(network: str) -> ReplayResult:
+        cfg = SimConfig(round_interval_s=0.0, network=network, network_model="phases")
+        return Simulator(SHARED, jobs, make_policy("fifo"), FirstFitPlacer(SHARED), cfg).run()
+
+    fair, cassini = replay("fair"), replay("cassini")
+    # The same compute is done either way; under fair it is spread over a longer run.
+    assert fair.gpu_s_busy == pytest.approx(cassini.gpu_s_busy, rel=1e-6)
+    assert summarize(fair).gpu_utilization < summarize(cassini).gpu_utilization * 0.99
