@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 from controller.model.cluster import (
@@ -113,7 +114,15 @@ def _openb(name: str, source: str, rows: list[tuple[int, dict[str, str | None]]]
                 field="model",
             )
         seen.add(sn)
-        nodes.append((sn, generic_node_type(gpus, OPENB_MODELS[model])))
+        # Each node's CPU and memory, when the list has them: pods ask for both.
+        cpu, mem = (
+            _csv_int(source, line, row, column, 0) if (row.get(column) or "").strip() else None
+            for column in ("cpu_milli", "memory_mib")
+        )
+        node_type = replace(
+            generic_node_type(gpus, OPENB_MODELS[model]), cpu_milli=cpu, host_mem_mib=mem
+        )
+        nodes.append((sn, node_type))
         if len(nodes) > MAX_NODES:
             raise ClusterSpecError(f"more than {MAX_NODES} nodes", source=source, line=line)
     if not nodes:

@@ -83,6 +83,9 @@ class NodeType:
     links: Links
     numa: tuple[int, ...]
     nic_gbps: float
+    # Allocatable CPU (milli-cores) and host memory (MiB); None: not stated, unlimited.
+    cpu_milli: int | None = None
+    host_mem_mib: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +143,18 @@ def assemble(name: str, racks: Sequence[RackPlan], source: str | None = None) ->
             gpus = tuple(
                 Gpu(i, gpu_uuid(name, node_name, i), t.numa[i]) for i in range(len(t.numa))
             )
-            nodes.append(Node(node_name, r, t.gpu_type, gpus, t.links, t.nic_gbps))
+            nodes.append(
+                Node(
+                    node_name,
+                    r,
+                    t.gpu_type,
+                    gpus,
+                    t.links,
+                    t.nic_gbps,
+                    t.cpu_milli,
+                    t.host_mem_mib,
+                )
+            )
             nic_total += t.nic_gbps
         out_racks.append(Rack(plan.name, nic_total / plan.oversubscription))
     return Cluster(name, tuple(nodes), tuple(out_racks))

@@ -29,7 +29,10 @@ num_gpu GPUs are asked; gpu_milli < 1000 with num_gpu 1 is a share of one GPU, w
 becomes num_gpus = 1 with gpu_mem_mib = gpu_milli / 1000 * `gpu_mem_mib_per_gpu`, so
 the job can share its GPU with others whose memory fits beside it (the trace gives one
 number for the share; it is taken to apply to memory as to compute). qos becomes the
-priority (`QOS_PRIORITY`). Skipped: CPU pods (num_gpu 0) and pods never scheduled,
+priority (`QOS_PRIORITY`). The pod's CPU and memory become the job's `cpu_milli` and
+`host_mem_mib`, a share also its `gpu_milli`, and `gpu_spec` its `gpu_models` (openb's
+names translated to gpuflow's GPU types, `controller.spec.types.OPENB_MODELS`, as the
+openb node list loads them). Skipped: CPU pods (num_gpu 0) and pods never scheduled,
 never deleted, or of zero length.
 
 `load_openb_nodes` reads the matching node list (`openb_node_list_*.csv`:
@@ -58,6 +61,7 @@ from controller.packing.resources import (
     ResourceError,
     TaskRequest,
 )
+from controller.spec.types import OPENB_MODELS
 from controller.traces.rows import (
     Collector,
     Row,
@@ -210,6 +214,7 @@ def load_alibaba_openb(path: Path, *, gpu_mem_mib_per_gpu: int = GPU_MEM_MIB_PER
         if gpu_milli < 1000 and num_gpus > 1:
             raise row.fail("gpu_milli", "a GPU share is only possible with num_gpu 1")
         shared = gpu_milli < 1000
+        models = _gpu_models(row)
         with job_errors(path, row.line):
             job = JobSpec(
                 job_id=name,
@@ -217,10 +222,24 @@ def load_alibaba_openb(path: Path, *, gpu_mem_mib_per_gpu: int = GPU_MEM_MIB_PER
                 num_gpus=num_gpus,
                 duration_s=duration_s,
                 gpu_mem_mib=round(gpu_milli / 1000 * gpu_mem_mib_per_gpu) if shared else None,
+                cpu_milli=row.optional_integer("cpu_milli", minimum=0) or 0,
+                host_mem_mib=row.optional_integer("memory_mib", minimum=0) or 0,
+                gpu_milli=gpu_milli if shared else 0,
+                gpu_models=frozenset(OPENB_MODELS[m] for m in models),
                 priority=QOS_PRIORITY.get(row.text("qos"), 0),
             )
         jobs.add(job, row.line)
     return jobs.result()
+
+
+def _gpu_models(row: Row) -> frozenset[str]:
+    """The openb GPU models a pod's `gpu_spec` accepts ("V100M16|V100M32"; empty: any)."""
+    models = frozenset(m.strip() for m in row.text("gpu_spec").split("|") if m.strip())
+    unknown = sorted(models - OPENB_MODELS.keys())
+    if unknown:
+        known = ", ".join(OPENB_MODELS)
+        raise row.fail("gpu_spec", f"unknown GPU model {unknown[0]!r} (known: {known})")
+    return models
 
 
 def load_openb_nodes(path: str | Path) -> list[tuple[str, int, str]]:

@@ -400,6 +400,11 @@ def test_openb_node_list(tmp_path: Path) -> None:
     assert by_name["openb-node-0021"].gpu_type.name == "P100-PCIE-16GB"
     assert by_name["openb-node-1328"].gpu_type.name == "A10-24GB"
     assert len(cluster.racks) == 1
+    # Allocatable CPU and memory, which pods' requests count against.
+    assert (by_name["openb-node-0022"].cpu_milli, by_name["openb-node-0022"].host_mem_mib) == (
+        128000,
+        786432,
+    )
 
 
 def test_openb_unknown_model_reports_row(tmp_path: Path) -> None:

@@ -80,6 +80,15 @@ def test_openb_pods_map_gpu_shares_to_memory(tmp_path: Path) -> None:
     )
     assert (big.gpu_mem_mib, big.priority) == (None, 1)
     assert (share.num_gpus, share.gpu_mem_mib, share.priority) == (1, GPU_MEM_MIB_PER_GPU // 4, 0)
+    # Every resource a pod asks for is kept; GPU models by gpuflow's GPU type names.
+    assert (big.cpu_milli, big.host_mem_mib, big.gpu_milli, big.gpu_models) == (
+        88000,
+        327680,
+        0,
+        frozenset(),
+    )
+    assert (share.cpu_milli, share.host_mem_mib, share.gpu_milli) == (4000, 15258, 250)
+    assert whole.gpu_models == {"V100-PCIE-16GB", "V100-PCIE-32GB"}
     assert share.submit_s == 9679175 - 9437497
     assert (whole.num_gpus, whole.gpu_mem_mib, whole.priority, whole.duration_s) == (
         1,
@@ -87,6 +96,14 @@ def test_openb_pods_map_gpu_shares_to_memory(tmp_path: Path) -> None:
         2,
         1512.0,
     )
+
+
+def test_openb_unknown_gpu_model_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "pods.csv", f"{OPENB_HEADER}\np,1,1,1,1000,K80,LS,Running,0,10,1\n")
+    with pytest.raises(TraceError) as caught:
+        load_trace(path)
+    assert (caught.value.line, caught.value.field) == (2, "gpu_spec")
+    assert "K80" in str(caught.value)
 
 
 def test_openb_share_of_several_gpus_is_an_error(tmp_path: Path) -> None:

@@ -1,0 +1,58 @@
+"""A replay of an openb sample (pod list and node list as Alibaba publishes them)
+where the nodes' CPUs run out before their GPUs (issue 17 part 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.placement import PLACERS, make_placer
+from controller.records import ReplayResult
+from controller.sim import Simulator
+from controller.spec import load_cluster
+from controller.traces import load_trace
+from policies.registry import make_policy
+from tests.controller.traces.builders import write
+
+NODES = """
+    sn,cpu_milli,memory_mib,gpu,model
+    openb-node-0001,32000,262144,8,G2
+    openb-node-0002,32000,262144,8,G2
+"""
+POD_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time"
+)
+
+
+def pods(count: int, cpu_milli: int) -> str:
+    """`count` 1-GPU pods of `cpu_milli`, all created at 0 and running 1,000 s."""
+    rows = [f"pod-{k:02d},{cpu_milli},16384,1,1000,,LS,Succeeded,0,1000,0" for k in range(count)]
+    return "\n".join([POD_HEADER, *rows]) + "\n"
+
+
+def replay(tmp_path: Path, cpu_milli: int, placement: str) -> ReplayResult:
+    cluster = load_cluster(str(write(tmp_path, "openb_node_list_gpu_node.csv", NODES)))
+    trace = load_trace(write(tmp_path, "openb_pod_list_sample.csv", pods(12, cpu_milli)))
+    policy = make_policy("fifo")
+    sim = Simulator(cluster, trace.jobs, policy, make_placer(placement, cluster))
+    return sim.run()
+
+
+@pytest.mark.parametrize("placement", sorted(PLACERS))
+def test_cpu_runs_out_before_gpus(tmp_path: Path, placement: str) -> None:
+    """12 cores a pod on nodes of 32: two pods a node, four at a time on 16 GPUs, so
+    the 12 pods run in three waves and never more than 4 GPUs are allocated."""
+    result = replay(tmp_path, 12_000, placement)
+    starts = sorted(job.first_start_s for job in result.jobs if job.first_start_s is not None)
+    assert len(starts) == 12
+    waves = sorted(set(starts))
+    assert len(waves) == 3 and [starts.count(t) for t in waves] == [4, 4, 4]
+    assert max(sample.gpus_allocated for sample in result.timeline) == 4
+
+
+def test_the_same_pods_asking_little_cpu_run_at_once(tmp_path: Path) -> None:
+    result = replay(tmp_path, 2_000, "consolidated")
+    assert {job.first_start_s for job in result.jobs} == {0.0}
+    assert max(sample.gpus_allocated for sample in result.timeline) == 12
