@@ -20,12 +20,15 @@ import contextlib
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from wsgiref.simple_server import WSGIServer
 
 from controller.decisions import record_round
 from controller.loop import Controller
 from controller.model import Plan, Snapshot
+from controller.model.queues import QueueTree
 from operators import crd
 from operators.backend import KubeBackend
 from operators.informer import Caches, Informer
@@ -35,6 +38,7 @@ from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
 from operators.network import make_publisher
 from operators.policy_config import PolicyWatch
+from operators.quota_queues import QueueReader, QueueStatusWriter, queue_statuses, reclaimed
 from operators.writer import Writer
 from policies.registry import UnknownPolicyError, make_policy
 
@@ -110,6 +114,10 @@ class Operator:
             ),
         )
         self.controller.on_round = self._record_round
+        # The quota tree (Queue resources), read each round; each Queue's status written.
+        self.queue_reader = QueueReader(api)
+        self.queue_writer = QueueStatusWriter(api)
+        self.reclaims: Counter[str] = Counter()
         self.network = make_publisher(config.network, self.backend.writer)
         self.rounds = 0
         self.metrics_server: WSGIServer | None = None
@@ -200,7 +208,9 @@ class Operator:
         self._reload_policy()
         self.backend.sync()
         self.backend.writer.flush()
+        tree = self.queue_reader.read()
         plan = self.controller.decide(self.backend)
+        self._write_queues(tree, plan)
         if self.network is not None:
             self.network.publish(self.backend.last_snapshot, self.backend.records())
         if self.backend.cluster_changed:
@@ -224,6 +234,19 @@ class Operator:
                 writes=self.backend.writer.writes,
                 wake_in_s=f"{wake_s - self.backend.clock():.2f}" if wake_s is not None else "",
             )
+
+    def _write_queues(self, tree: QueueTree | None, plan: Plan) -> None:
+        snapshot = self.backend.last_snapshot
+        reader = self.queue_reader
+        if snapshot is None or not reader.objects:
+            return
+        if tree is not None:
+            for view in reclaimed(snapshot, plan):
+                leaf = tree.leaf_of(view.spec)
+                self.reclaims.update(tree.chain(leaf) if leaf is not None else [])
+        statuses = queue_statuses(tree, reader.invalid, snapshot, plan, self.reclaims)
+        now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        self.queue_writer.write(reader.objects, statuses, now)
 
     def _record_round(self, snapshot: Snapshot, plan: Plan) -> None:
         """Controller.on_round: the round's queue positions and preemptors, for the

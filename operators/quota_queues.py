@@ -23,11 +23,13 @@ from typing import Any
 
 from kubernetes.client import ApiException  # type: ignore[import-untyped]
 
+from controller.model import JobView, Plan, Snapshot
 from controller.model.queues import QueueSpecError, QueueTree
 from controller.queues.spec import queues_from_data
 from operators import crd
 from operators.kube import API_ERRORS, NOT_FOUND, KubeApi, Resource
 from operators.logs import emit, one_line
+from operators.queue_api import QueueApi
 
 log = logging.getLogger(__name__)
 
@@ -155,3 +157,80 @@ class QueueReader:
                 self._missing_logged = True
             return []
         return objs
+
+
+def queue_statuses(
+    tree: QueueTree | None,
+    invalid: Mapping[str, str],
+    snapshot: Snapshot,
+    plan: Plan,
+    reclaims: Mapping[str, int],
+) -> dict[str, Obj]:
+    """Each queue's status after a round: GPUs its running jobs hold (an inner
+    queue's subtree's), how many over its guarantee, its waiting jobs by the round's
+    reason, its reclaims so far; a queue at fault is Invalid with the reason."""
+    out: dict[str, Obj] = {}
+    if tree is not None:
+        held = dict.fromkeys(tree.names(), 0)
+        pending: dict[str, dict[str, int]] = {n: {} for n in tree.names()}
+        for view in snapshot.jobs:
+            leaf = tree.leaf_of(view.spec)
+            if leaf is None:
+                continue
+            reason = plan.reason_for(view.job_id)
+            for name in tree.chain(leaf):
+                if view.running:
+                    held[name] += view.num_gpus
+                elif view.job_id not in plan.run:
+                    code = reason.code if reason is not None else view.status.value
+                    pending[name][code] = pending[name].get(code, 0) + 1
+        for name in tree.names():
+            node = tree.node(name)
+            assert node is not None
+            guarantee = node.guarantee.total
+            out[name] = {
+                "phase": ACTIVE,
+                "guaranteeGpus": guarantee,
+                "allocatedGpus": held[name],
+                "borrowedGpus": max(0, held[name] - guarantee),
+                "pendingJobs": sum(pending[name].values()),
+                "pendingByReason": dict(sorted(pending[name].items())),
+                "reclaims": reclaims.get(name, 0),
+            }
+    for name, message in invalid.items():
+        out[name] = {**out.get(name, {}), "phase": INVALID, "message": message}
+    return out
+
+
+class QueueStatusWriter:
+    """Writes each Queue's status when it changed (one replace per changed queue)."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.queues = QueueApi(api)
+        self._written: dict[str, Obj] = {}
+
+    def write(self, objects: list[Obj], statuses: Mapping[str, Obj], now_iso: str) -> None:
+        """Write the statuses that changed; `objects` (the reader's) take the written
+        objects' resourceVersions, so the next write does not conflict."""
+        for i, obj in enumerate(objects):
+            name = obj["metadata"]["name"]
+            status = statuses.get(name)
+            if status is None or self._written.get(name) == status:
+                continue
+            body = {**obj, "status": {**status, "updateTime": now_iso}}
+            try:
+                objects[i] = self.queues.replace_status(body)
+            except API_ERRORS:
+                continue  # KubeApi logged it (a conflict: the next read brings it)
+            self._written[name] = status
+
+
+def reclaimed(snapshot: Snapshot, plan: Plan) -> list[JobView]:
+    """Running jobs the round stops for a reclaim (their reason's code says so)."""
+    out = []
+    for view in snapshot.jobs:
+        reason = plan.reason_for(view.job_id)
+        stopped = view.running and view.job_id not in plan.run
+        if stopped and reason is not None and "reclaim" in reason.code.lower():
+            out.append(view)
+    return out
