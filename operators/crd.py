@@ -46,6 +46,12 @@ ANN_BATCH_SIZE = f"{GROUP}/batch-size"
 # network allocator's rate for the pod's job (operators/network.py), patched by the
 # operator when it changes; the node agent shapes the pod's traffic to it with HTB.
 ANN_EGRESS_GBPS = f"{GROUP}/egress-gbps"
+# A running job's communication slot (a network policy's time-shift, issue 19): the
+# period of the shared cycle and the job's offset in it, seconds on the wall clock
+# (decimal strings); gpuflow.train.commslot holds each all-reduce to the slot. Read
+# from the same downward-API file as the batch size. No operator code writes them yet.
+ANN_COMM_PERIOD_S = f"{GROUP}/comm-period-s"
+ANN_COMM_OFFSET_S = f"{GROUP}/comm-offset-s"
 PODINFO_VOLUME = "gpuflow-podinfo"
 PODINFO_DIR = "/etc/gpuflow/podinfo"
 

@@ -26,7 +26,7 @@ import socket
 import sys
 import time
 
-from gpuflow.train.commslot import CommSlot
+from gpuflow.train.commslot import CommSlot, SlotGate
 
 CHUNK_BYTES = 1 << 20
 ACK = b"k"
@@ -77,6 +77,7 @@ def send(
     payload = bytes(comm_bytes)
     comm_starts: list[float] = []
     ends: list[float] = []
+    gate = SlotGate(slot)
     with _connect(src, dst, port) as conn:
         conn.settimeout(None)
         ready = time.time()
@@ -84,8 +85,7 @@ def send(
             time.sleep(max(0.0, start_at - ready))
         while _may_go(lockstep, stop_at):
             time.sleep(compute_s)
-            if slot is not None:
-                slot.wait()
+            gate.wait()
             comm_starts.append(time.time())
             conn.sendall(payload)
             if conn.recv(1) != ACK:

@@ -16,10 +16,11 @@ held to its slot, which keeps the shift without watching for drift, and costs a 
 whose iteration is longer than the period up to one period per iteration (the policy
 sets the period to the longest iteration of the jobs it interleaves). A job that is
 late by less than GRACE_FRACTION of a period goes at once instead of waiting a whole
-period for the next slot.
+period for the next slot; a job communicates at most once per slot, so a job whose
+iteration is shorter than the period iterates once per period.
 
-Used by driver.Session (the all-reduce hook of distributed.py calls `wait` before the
-first gradient bucket of a step) and by gpuflow.netexp's synthetic jobs.
+Used by driver.Session (the all-reduce hook of distributed.py waits at a `SlotGate`
+before the first gradient bucket of a step) and by gpuflow.netexp's synthetic jobs.
 """
 
 from __future__ import annotations
@@ -60,17 +61,32 @@ class CommSlot:
         if not math.isfinite(self.offset_s):
             raise ValueError(f"comm offset_s must be finite, got {self.offset_s}")
 
-    def delay_s(self, now_s: float) -> float:
-        """How long a job ready to communicate at wall time `now_s` waits: 0 within
-        the grace after its slot opened, otherwise until the slot opens next."""
-        into = (now_s - self.offset_s) % self.period_s
-        if into <= GRACE_FRACTION * self.period_s:
-            return 0.0
-        return self.period_s - into
+    def delay_s(self, now_s: float, last_slot: int | None = None) -> tuple[float, int]:
+        """(seconds to wait, index of the slot to communicate in) for a job ready at
+        wall time `now_s` that last communicated in slot `last_slot`: none within the
+        grace after its slot opened, unless it used that slot already; otherwise until
+        the slot opens next. Slot k opens at offset_s + k * period_s."""
+        index = math.floor((now_s - self.offset_s) / self.period_s)
+        into = now_s - self.offset_s - index * self.period_s
+        if into <= GRACE_FRACTION * self.period_s and index != last_slot:
+            return 0.0, index
+        return max(0.0, self.period_s - into), index + 1
 
-    def wait(self, clock: Callable[[], float] = time.time) -> float:
-        """Sleep until this job's slot (see delay_s); returns the seconds slept."""
-        delay = self.delay_s(clock())
+
+class SlotGate:
+    """Holds a job's communication to its slots, one communication per slot; the
+    slot may change between steps (`slot = None`: no waiting)."""
+
+    def __init__(self, slot: CommSlot | None = None, clock: Callable[[], float] = time.time):
+        self.slot = slot
+        self._clock = clock
+        self._last: int | None = None
+
+    def wait(self) -> float:
+        """Sleep until the job may communicate; returns the seconds slept."""
+        if self.slot is None:
+            return 0.0
+        delay, self._last = self.slot.delay_s(self._clock(), self._last)
         if delay > 0:
             time.sleep(delay)
         return delay

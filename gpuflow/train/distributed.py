@@ -21,6 +21,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import GradBucket  # torch.distributed re-exports it untyped
 from torch.nn.parallel import DistributedDataParallel
 
+from gpuflow.train.commslot import SlotGate
 from gpuflow.train.placement import Placement
 
 log = logging.getLogger(__name__)
@@ -86,9 +87,11 @@ _RETAINED: list[DistributedDataParallel] = []
 
 @dataclass
 class NormState:
-    """Squared norms the hook collects over one step's buckets."""
+    """Squared norms the hook collects over one step's buckets, and the gate that
+    holds the step's first bucket to the job's comm slot (commslot.py)."""
 
     world_size: int
+    gate: SlotGate = field(default_factory=SlotGate)
     local: list[torch.Tensor] = field(default_factory=list)
     averaged: list[torch.Tensor] = field(default_factory=list)
 
@@ -108,7 +111,9 @@ class NormState:
 
 def _norm_hook(state: NormState, bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP's default all-reduce (divide by world, sum), recording the bucket's squared
-    norm before and after."""
+    norm before and after; the step's first bucket waits for the comm slot, if any."""
+    if not state.local:
+        state.gate.wait()
     buf = bucket.buffer()
     state.local.append(buf.detach().pow(2).sum())
     buf.div_(state.world_size)

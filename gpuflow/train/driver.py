@@ -12,10 +12,12 @@ and batch-size changes, all at step boundaries.
             opt.step()
             s.report(loss=losses.mean().item())
 
-At each boundary the ranks make one all-reduce of five scalars: this rank's |g_i|^2
-(gradstats), its loss and whether it reported one, its stop flag (SIGTERM) and rank
-0's newly read batch size; so every rank stops at the same step and adopts the same
-batch at the same step. Rank 0 alone reports metrics and writes checkpoints.
+At each boundary the ranks make one all-reduce of eight scalars: this rank's |g_i|^2
+(gradstats), its loss and whether it reported one, its stop flag (SIGTERM), rank
+0's newly read batch size and rank 0's newly read comm slot (commslot: changed,
+period, offset); so every rank stops at the same step, adopts the same batch at the
+same step and holds its all-reduces to the same slot. Rank 0 alone reports metrics
+and writes checkpoints.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch.distributed as dist
 
 from gpuflow.train import checkpoint, distributed, gradstats, reporter
 from gpuflow.train.batch import BatchWatcher, scaled_lr, split_batch
+from gpuflow.train.commslot import CommSlot, SlotWatcher
 from gpuflow.train.placement import Placement, read_placement
 from gpuflow.train.preemption import EXIT_CHECKPOINTED, StopFlag
 
@@ -92,6 +95,7 @@ class Session:
         lead = p.rank == 0
         self._reporter = reporter.Reporter(p.report if lead else None)
         self._watcher = BatchWatcher(p.annotations_file if lead else None)
+        self._slots = SlotWatcher(p.annotations_file if lead else None)
         now = time.monotonic()
         self._window = _Window(now)
         self._last_checkpoint = now
@@ -204,9 +208,11 @@ class Session:
 
     def _sync(self) -> tuple[float | None, float | None, bool, int]:
         """One all-reduce: (mean |g_i|^2 or None, mean loss or None, stop, rank 0's
-        new batch or 0)."""
+        new batch or 0); rank 0's new comm slot, if it read one, reaches every rank's
+        gate on the way (only rank 0 contributes to its three entries)."""
         stats = self._norms.take() if self._norms is not None else None
         polled = self._watcher.poll() or 0
+        slot_changed, slot = self._slots.poll()
         vec = torch.tensor(
             [
                 stats[0] if stats else 0.0,
@@ -214,6 +220,9 @@ class Session:
                 float(self._loss_count),
                 1.0 if self._stop.requested else 0.0,
                 float(polled),
+                1.0 if slot_changed else 0.0,
+                slot.period_s if slot else 0.0,
+                slot.offset_s if slot else 0.0,
             ],
             dtype=torch.float64,
         )
@@ -221,7 +230,11 @@ class Session:
         if self._runtime.backend is not None:
             dist.all_reduce(vec)  # gloo and nccl both reduce float64 on their devices
         n = self.placement.world_size
-        local_sqr, loss_sum, loss_count, stop, batch = vec.tolist()
+        local_sqr, loss_sum, loss_count, stop, batch, changed, period_s, offset_s = vec.tolist()
+        if changed and self._norms is not None:
+            adopted = CommSlot(period_s, offset_s) if period_s > 0 else None
+            self._norms.gate.slot = adopted
+            log.info("comm slot %s", adopted or "none")
         if stats is not None:
             self._pending_stats = (local_sqr / n, stats[1], n, self.local_batch_size)
         loss = loss_sum / loss_count if loss_count else None
