@@ -47,6 +47,8 @@ class ReplayArgs:
     policy_options: tuple[tuple[str, str], ...] = ()
     # How multi-node jobs share NICs and rack uplinks (controller.network.jobs).
     network: str = "dedicated"
+    # How shared links slow jobs: steady rates or phases (controller.sim.bandwidth).
+    network_model: str = "steady"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -199,18 +201,26 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
         "--network",
         default="dedicated",
         help="bandwidth sharing among multi-node jobs: dedicated (none), fair, sebf, "
-        "aalo, aalo-strict or sincronia",
+        "aalo, aalo-strict or sincronia; with --network-model phases: fair, cassini, "
+        "crux or mltcp",
+    )
+    p.add_argument(
+        "--network-model",
+        default="steady",
+        help="how shared links slow jobs: steady (one rate per job) or phases (compute "
+        "phases and all-reduce bursts; docs/network.md)",
     )
 
 
 def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
     _regular_file("--cluster", args.cluster)
     _regular_file("--failures", args.failures)
-    from controller.network.jobs import network_names
+    from controller.sim.bandwidth import check_network
 
-    if args.network not in network_names():
-        known = ", ".join(network_names())
-        raise CliError(f"unknown network {args.network!r} (known: {known})")
+    try:
+        check_network(args.network, args.network_model)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     return ReplayArgs(
         trace=args.trace,
         fmt=args.fmt,
@@ -223,6 +233,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         max_time_s=args.max_time,
         policy_options=_policy_options(args.policy_opt, policy),
         network=args.network,
+        network_model=args.network_model,
     )
 
 
@@ -300,6 +311,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
         failures=failures,
         max_time_s=ra.max_time_s,
         network=ra.network,
+        network_model=ra.network_model,
     )
     sim = Simulator(cluster, trace.jobs, policy, placer, config, trace_name=trace.name)
     result = sim.run(progress)

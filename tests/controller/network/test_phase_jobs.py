@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from controller.metrics import summarize
@@ -16,6 +19,7 @@ from controller.network.phases import PhaseJob
 from controller.placement import FirstFitPlacer
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
+from gpuflow.cli import main
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job
 
@@ -139,3 +143,34 @@ def test_time_waiting_on_a_shared_link_is_not_gpu_compute() -> None:
     # The same compute is done either way; under fair it is spread over a longer run.
     assert fair.gpu_s_busy == pytest.approx(cassini.gpu_s_busy, rel=1e-6)
     assert summarize(fair).gpu_utilization < summarize(cassini).gpu_utilization * 0.99
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--network", "cassini"], "network 'cassini' needs the network model 'phases'"),
+        (["--network", "fair", "--network-model", "waves"], "unknown network model 'waves'"),
+    ],
+)
+def test_cli_refuses_a_network_without_its_model_in_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["replay", "no-such-trace.csv", "-c", "2x4", "-p", "fifo", *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and message in err
+
+
+def test_cli_replays_with_the_phase_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,submit_s,num_gpus,model,duration_s\na,0,6,vgg16,2000\nb,0,6,vgg16,2000\n"
+    )
+    head = ["replay", str(trace), "-c", "3x4", "-p", "fifo", "--placement", "first-fit"]
+    for network in ("fair", "cassini"):
+        code = main([*head, "--network", network, "--network-model", "phases", "--json"])
+        assert code == 0
+    fair, cassini = (json.loads(x) for x in capsys.readouterr().out.strip().splitlines()[-2:])
+    assert cassini["avg_jct_s"] == pytest.approx(2000.0, rel=1e-3)
+    assert fair["avg_jct_s"] > cassini["avg_jct_s"] * 1.01
