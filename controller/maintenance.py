@@ -23,6 +23,7 @@ from enum import Enum
 from controller.actions import plan_diff
 from controller.model import Plan, Reason, Snapshot
 from controller.model.snapshot import new_gpu_on_cordoned
+from controller.placement.resources import fence_resources
 
 
 class NodeAction(Enum):
@@ -49,7 +50,9 @@ def drained_reason(node: str, by: str) -> Reason:
 def fence_plan(snapshot: Snapshot, plan: Plan) -> Plan:
     """`plan` without the new GPUs it gives on cordoned nodes: such a job stays
     waiting, or stops if it runs, with a reason naming the node. Other jobs are
-    unchanged, so a valid plan stays valid (only GPUs are given back)."""
+    unchanged, so a valid plan stays valid (only GPUs are given back). Starts whose
+    pods' CPU or memory do not fit are held back the same way (`fence_resources`)."""
+    plan = fence_resources(snapshot, plan)
     if not snapshot.cordoned_nodes:
         return plan
     assert snapshot.current is not None

@@ -16,12 +16,35 @@ them place exactly as before, at no cost.
 
 `host_never_fits` is the rule both backends apply before a job reaches a policy: the
 simulator records a job whose pod no node could ever hold as never run, and the
-operator marks it Unschedulable.
+operator marks it Unschedulable. `fence_resources`, called by
+`controller.maintenance.fence_plan` between the policy and the backend, holds back
+the starts of a policy that chooses GPUs itself (Tiresias', Optimus', Pollux' and
+Gandiva's own searches read GPUs only) where a pod's CPU or memory would not fit: the
+job waits, or stops, with a reason naming the node, instead of the plan failing.
 """
 
 from __future__ import annotations
 
-from controller.model import NO_HOST, Allocation, Cluster, GpuPool, JobSpec, JobView, Placer
+from dataclasses import replace
+
+from controller.actions import plan_diff
+from controller.model import (
+    NO_HOST,
+    Allocation,
+    Cluster,
+    GpuPool,
+    JobSpec,
+    JobView,
+    Placer,
+    Plan,
+    Reason,
+    Snapshot,
+)
+from controller.model.snapshot import over_allocated
+
+# The reason a start held back by `fence_resources` gives (Kubernetes' scheduler says
+# "Insufficient cpu" / "Insufficient memory" for the same).
+INSUFFICIENT = "InsufficientResources"
 
 
 class ResourceAwarePlacer:
@@ -84,3 +107,32 @@ def host_never_fits(spec: JobSpec, cluster: Cluster) -> str | None:
         f"a worker pod needs {host.cpu_milli / 1000:g} CPU and {host.mem_mib} MiB of "
         f"memory; no node has that much allocatable"
     )
+
+
+def fence_resources(snapshot: Snapshot, plan: Plan) -> Plan:
+    """`plan` without the starts whose pods' CPU or memory do not fit their nodes,
+    counted after the plan's stops, in job id order (compile_plan's order): such a job
+    waits, or stops if it runs. A plan whose GPUs do not fit is left for compile_plan
+    to refuse. Unchanged when no node states its CPU or memory."""
+    pool = snapshot.free_pool()
+    if snapshot.current is None or not pool.tracks_host:
+        return plan
+    changed, stopped = plan_diff(plan.run, snapshot.current)
+    for job_id in (*stopped, *changed):
+        job = snapshot.job(job_id)
+        if job is not None and job.allocation is not None:
+            pool.release(job.allocation, job.spec.gpu_mem_mib)
+    refused: dict[str, Reason] = {}
+    for job_id in changed:
+        job = snapshot.job(job_id)
+        if job is None:
+            continue  # compile_plan names the unknown job
+        alloc = plan.run[job_id].with_host(job.spec.host)
+        if pool.fits(alloc, job.spec.gpu_mem_mib):
+            pool.take(alloc, job.spec.gpu_mem_mib)
+        elif pool.fits(alloc.with_host(NO_HOST), job.spec.gpu_mem_mib):
+            refused[job_id] = Reason(INSUFFICIENT, over_allocated(pool, alloc))
+    if not refused:
+        return plan
+    run = {k: v for k, v in plan.run.items() if k not in refused}
+    return replace(plan, run=run, reasons={**plan.reasons, **refused})

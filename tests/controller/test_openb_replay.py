@@ -12,7 +12,7 @@ from controller.records import ReplayResult
 from controller.sim import Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
-from policies.registry import make_policy
+from policies.registry import POLICIES, make_policy
 from tests.controller.traces.builders import write
 
 NODES = """
@@ -32,10 +32,12 @@ def pods(count: int, cpu_milli: int) -> str:
     return "\n".join([POD_HEADER, *rows]) + "\n"
 
 
-def replay(tmp_path: Path, cpu_milli: int, placement: str) -> ReplayResult:
+def replay(
+    tmp_path: Path, cpu_milli: int, placement: str, policy_name: str = "fifo"
+) -> ReplayResult:
     cluster = load_cluster(str(write(tmp_path, "openb_node_list_gpu_node.csv", NODES)))
     trace = load_trace(write(tmp_path, "openb_pod_list_sample.csv", pods(12, cpu_milli)))
-    policy = make_policy("fifo")
+    policy = make_policy(policy_name)
     sim = Simulator(cluster, trace.jobs, policy, make_placer(placement, cluster))
     return sim.run()
 
@@ -50,6 +52,15 @@ def test_cpu_runs_out_before_gpus(tmp_path: Path, placement: str) -> None:
     waves = sorted(set(starts))
     assert len(waves) == 3 and [starts.count(t) for t in waves] == [4, 4, 4]
     assert max(sample.gpus_allocated for sample in result.timeline) == 4
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_keeps_within_the_nodes_cpu(tmp_path: Path, policy: str) -> None:
+    """Policies that choose GPUs themselves too: the starts whose pods' CPU does not
+    fit are held back (controller.placement.resources.fence_resources)."""
+    result = replay(tmp_path, 12_000, "consolidated", policy)
+    assert max(sample.gpus_allocated for sample in result.timeline) == 4
+    assert all(job.finish_s is not None for job in result.jobs)
 
 
 def test_the_same_pods_asking_little_cpu_run_at_once(tmp_path: Path) -> None:
