@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from controller.model import HostRequest
 from controller.rates import RateModel
 from operators.jobs import JobRecord, State
 from operators.nodes import ClusterView, build_cluster
@@ -113,3 +114,19 @@ def test_jobs_first_seen_together_arrive_in_creation_then_uid_order() -> None:
     assert times["default/a"] < times["default/c"] < times["default/b"]
     assert times["default/b"] - times["default/a"] < 1e-5
     assert times["default/old"] == pytest.approx(NOW - 5)
+
+
+def test_a_live_job_asks_its_worker_pods_cpu_and_memory_on_each_node() -> None:
+    """The DLJob's pod requests become the JobSpec's, and a running job's allocation
+    holds them, so the policy's pool counts them against node allocatable."""
+    view = cluster_view()
+    obj = make_dljob("c", 2, requests={"cpu": "3500m", "memory": "2Gi"})
+    obj["metadata"].update({"uid": "u-c", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    spec = job_spec(obj)
+    assert (spec.cpu_milli, spec.host_mem_mib) == (3500, 2048)
+    node = view.cluster.nodes[0]
+    shares = tuple(ShareRecord(node.name, g, node.gpus[g].uuid) for g in (0, 1))
+    rec = JobRecord(obj, State.RUNNING, [], 1, spec=spec, shares=shares, running_s=NOW - 5)
+    job = job_view(rec, view, RateModel(view.cluster), NOW, NOW - 60)
+    assert job is not None and job.allocation is not None
+    assert job.allocation.host == HostRequest(3500, 2048)
