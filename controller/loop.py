@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from controller.maintenance import fence_plan
 from controller.model import Plan, Policy, Snapshot, validate_plan
+from controller.model.queue import queue_order
+from controller.queues.admission import Quotas
 
 
 class Backend(Protocol):
@@ -30,8 +32,12 @@ class Backend(Protocol):
 class Controller:
     """Holds the policy and its state; `decide` runs one round on a backend."""
 
-    def __init__(self, policy: Policy, *, check_plans: bool = False) -> None:
+    def __init__(
+        self, policy: Policy, *, check_plans: bool = False, quotas: Quotas | None = None
+    ) -> None:
         self.policy = policy
+        # Queues' admission and reclaim around the policy (controller.queues), if any.
+        self.quotas = quotas
         self.state: Any = None
         self.check_plans = check_plans
         # Called with each round's snapshot and plan just before the backend applies it
@@ -46,7 +52,12 @@ class Controller:
 
     def decide(self, backend: Backend) -> Plan:
         snapshot = backend.observe()
-        plan = fence_plan(snapshot, self.policy.schedule(snapshot, self.state))
+        if self.quotas is None:
+            plan = fence_plan(snapshot, self.policy.schedule(snapshot, self.state))
+        else:
+            admitted = self.quotas.admit(snapshot, queue_order(self.policy, snapshot, self.state))
+            plan = self.policy.schedule(admitted.seen, self.state)
+            plan = self.quotas.settle(admitted, fence_plan(snapshot, plan))
         if self.check_plans:
             validate_plan(snapshot, plan)  # the full invariants, for tests
         if self.on_round is not None:

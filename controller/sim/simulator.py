@@ -47,6 +47,7 @@ from controller.model import (
     Snapshot,
 )
 from controller.placement import host_never_fits, unallocatable_idle_gpus
+from controller.queues.admission import Quotas
 from controller.rates import RateModel
 from controller.records import JobOutcome, ReplayResult
 from controller.sim.accounting import Accounts
@@ -79,7 +80,8 @@ class Simulator:
         self.cluster = cluster
         self.placer = placer
         self.config = config or SimConfig()
-        self.controller = Controller(policy, check_plans=self.config.check_plans)
+        quotas = Quotas(self.config.queues, record=True) if self.config.queues else None
+        self.controller = Controller(policy, check_plans=self.config.check_plans, quotas=quotas)
         self.trace_name = trace_name
         self.rates = rates or RateModel(cluster)
         self._arrivals = Arrivals(jobs)

@@ -1,0 +1,137 @@
+"""What the queues got, round by round, and the per-queue report of a replay.
+
+`QueueLedger.record` is called by controller.queues.admission.Quotas.settle after
+each round (replays only); `QueueLedger.report` is called by the replay command
+(gpuflow/cli.py) once the replay ends, and controller.queues.report writes its CSV
+and plot.
+
+A round's sample holds each leaf's GPUs after the plan, its deserved GPUs, and
+whether it has demand: jobs of it still wait after the plan, asking together for at
+least the GPUs it is short of its share (given them, it would fill its share; a
+queue with one small job left waiting has no demand for its whole share). A sample
+stands until the next one. Over the intervals where
+every leaf has demand, a leaf's mean share is its time-averaged GPUs, and the queues'
+fairness is Jain's index of the mean shares over the guarantees,
+J = (sum x)^2 / (n sum x^2) with x = mean share / guarantee (Jain, Chiu and Hawe,
+DEC-TR-301, 1984), over the leaves with a guarantee (a leaf guaranteed nothing has
+no share to be fair to).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from controller.model import Allocation, Reason
+from controller.model.queues import QueueTree
+from controller.queues.admitted import Admitted
+from controller.queues.shares import EPS_GPUS
+from controller.records import JobOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSample:
+    """The leaves after one round: GPUs held, GPUs deserved, demand left waiting."""
+
+    t_s: float
+    held_gpus: tuple[float, ...]  # by leaf, in QueueTree.leaves() order
+    deserved_gpus: tuple[float, ...]
+    backlogged: tuple[bool, ...]
+
+
+class QueueLedger:
+    """Samples, reclaims and each job's leaf, kept over a replay."""
+
+    def __init__(self, tree: QueueTree) -> None:
+        self.tree = tree
+        self.leaves = [leaf.name for leaf in tree.leaves()]
+        self.samples: list[QueueSample] = []
+        self.reclaims = dict.fromkeys(self.leaves, 0)
+        self.job_leaf: dict[str, str] = {}
+
+    def record(
+        self, adm: Admitted, run: Mapping[str, Allocation], victims: Mapping[str, Reason]
+    ) -> None:
+        held = dict.fromkeys(self.leaves, 0.0)
+        asked = dict.fromkeys(self.leaves, 0.0)
+        for job_id, name in adm.leaf.items():
+            if name is None:
+                continue
+            self.job_leaf.setdefault(job_id, name)
+            alloc = run.get(job_id)
+            if alloc is None or job_id in victims:
+                job = adm.snapshot.job(job_id)
+                asked[name] += job.spec.num_gpus if job is not None else 0
+            else:
+                held[name] += alloc.gpu_weight
+        short = {n: adm.deserved.get(n, 0.0) - held[n] for n in self.leaves}
+        waiting = {n for n in self.leaves if asked[n] > 0 and asked[n] + EPS_GPUS >= short[n]}
+        for job_id in victims:
+            name = adm.leaf[job_id]
+            if name is not None:
+                self.reclaims[name] += 1
+        sample = QueueSample(
+            adm.snapshot.now_s,
+            tuple(held[n] for n in self.leaves),
+            tuple(adm.deserved.get(n, 0.0) for n in self.leaves),
+            tuple(n in waiting for n in self.leaves),
+        )
+        if self.samples and self.samples[-1].t_s == sample.t_s:
+            self.samples[-1] = sample  # a second round at the same instant decides
+        else:
+            self.samples.append(sample)
+
+    def contended(self, end_s: float) -> list[tuple[QueueSample, float]]:
+        """(sample, its duration) for the samples where every leaf has demand."""
+        out: list[tuple[QueueSample, float]] = []
+        for i, sample in enumerate(self.samples):
+            until = self.samples[i + 1].t_s if i + 1 < len(self.samples) else end_s
+            if until > sample.t_s and all(sample.backlogged):
+                out.append((sample, until - sample.t_s))
+        return out
+
+    def mean_over_contended(self, end_s: float) -> tuple[list[float], list[float]] | None:
+        """(mean held, mean deserved) GPUs by leaf over the contended intervals."""
+        spans = self.contended(end_s)
+        total = sum(d for _, d in spans)
+        if total <= 0:
+            return None
+        held = [sum(s.held_gpus[k] * d for s, d in spans) / total for k in range(len(self.leaves))]
+        due = [
+            sum(s.deserved_gpus[k] * d for s, d in spans) / total for k in range(len(self.leaves))
+        ]
+        return held, due
+
+    def report(self, outcomes: Sequence[JobOutcome], end_s: float) -> dict[str, object]:
+        """The replay's `queues` and `queue_fairness_jain` (JSON-ready)."""
+        means = self.mean_over_contended(end_s)
+        jcts: dict[str, list[float]] = {n: [] for n in self.leaves}
+        for outcome in outcomes:
+            name = self.job_leaf.get(outcome.job_id)
+            if name is not None and outcome.jct_s is not None:
+                jcts[name].append(outcome.jct_s)
+        queues: dict[str, dict[str, float | int | None]] = {}
+        ratios: list[float] = []
+        for k, name in enumerate(self.leaves):
+            node = self.tree.node(name)
+            assert node is not None
+            share = None if means is None else means[0][k]
+            queues[name] = {
+                "guarantee_gpus": node.guarantee.total,
+                "mean_share_gpus": share,
+                "avg_jct_s": sum(jcts[name]) / len(jcts[name]) if jcts[name] else None,
+                "reclaims": self.reclaims[name],
+            }
+            if share is not None and node.guarantee.total > 0:
+                ratios.append(share / node.guarantee.total)
+        return {"queues": queues, "queue_fairness_jain": jain(ratios)}
+
+
+def jain(values: Sequence[float]) -> float | None:
+    """Jain's fairness index of `values`: 1 when all equal, 1/n when one has all."""
+    if not values:
+        return None
+    squares = sum(v * v for v in values)
+    if squares == 0:
+        return None
+    return sum(values) ** 2 / (len(values) * squares)

@@ -1,0 +1,141 @@
+"""Reclaim: borrowed GPUs preempted so that the jobs a queue is owed can start.
+
+Called by controller.queues.admission.Quotas.settle, last, with the round's figures
+(controller.queues.admitted) and the plan as controller.queues.fence left it; the
+rules are in controller.queues.admission's docstring. It only takes running jobs
+out of the plan, so a valid plan stays valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from controller.model import Allocation, JobView, Reason
+from controller.model.queues import QueueTree
+from controller.queues.admitted import Admitted
+from controller.queues.shares import EPS_GPUS
+
+
+def reclaim(
+    tree: QueueTree, adm: Admitted, run: Mapping[str, Allocation]
+) -> tuple[dict[str, Reason], dict[str, Reason]]:
+    """(victims, owed): the running jobs to preempt so that owed jobs fit, each with
+    its reason, and the owed jobs with `ReclaimPending`; both empty when nothing
+    needs, or may be, reclaimed."""
+    snapshot = adm.snapshot
+    held: dict[str, float] = {}
+    for job_id, alloc in run.items():
+        name = adm.leaf.get(job_id)
+        if name is not None:
+            for queue in tree.chain(name):
+                held[queue] = held.get(queue, 0.0) + alloc.gpu_weight
+    claimed: dict[str, float] = {}
+    owed: list[JobView] = []
+    for job in sorted(snapshot.waiting(), key=lambda j: (j.spec.submit_s, j.job_id)):
+        name = adm.leaf.get(job.job_id)
+        if name is None or job.job_id in run or job.job_id in adm.hidden:
+            continue
+        room = adm.deserved.get(name, 0.0) - held.get(name, 0.0) - claimed.get(name, 0.0)
+        if job.spec.min_gpus <= room + EPS_GPUS:
+            claimed[name] = claimed.get(name, 0.0) + job.spec.min_gpus
+            owed.append(job)
+    if not owed:
+        return {}, {}
+    free = _free_after(adm, run)
+    deficit = sum(claimed.values()) - free
+    if deficit <= EPS_GPUS:
+        return {}, {}
+    protected = {q for name in claimed for q in tree.chain(name)}
+    chosen = _victims(tree, adm, run, held, protected, deficit)
+    freed = sum(run[v.job_id].gpu_weight for v in chosen)
+    if not chosen or free + freed < min(j.spec.min_gpus for j in owed) - EPS_GPUS:
+        return {}, {}  # nothing may go, or not enough to start any owed job
+    claimants = ", ".join(sorted(claimed))
+    victims: dict[str, Reason] = {}
+    sources: set[str] = set()
+    for victim in chosen:
+        name = adm.leaf[victim.job_id]
+        assert name is not None
+        sources.add(name)
+        victims[victim.job_id] = Reason(
+            "Reclaimed",
+            f"preempted to give back GPUs to queue {claimants}: queue {name} held "
+            f"{adm.held.get(name, 0.0):g} GPUs, over its share {adm.deserved[name]:.1f}",
+        )
+    owed_reasons: dict[str, Reason] = {}
+    for job in owed:
+        name = adm.leaf[job.job_id]
+        assert name is not None
+        owed_reasons[job.job_id] = Reason(
+            "ReclaimPending",
+            f"queue {name} is owed GPUs of its share {adm.deserved[name]:.1f}: "
+            f"{freed:g} GPUs being reclaimed from queue {', '.join(sorted(sources))}",
+        )
+    return victims, owed_reasons
+
+
+def _free_after(adm: Admitted, run: Mapping[str, Allocation]) -> int:
+    """Whole GPUs the plan leaves free on nodes that take work (up, not cordoned)."""
+    snapshot = adm.snapshot
+    closed = snapshot.down_nodes | snapshot.cordoned_nodes
+    used = {g for alloc in run.values() for g in alloc.gpus() if g[0] not in closed}
+    usable = sum(n.num_gpus for i, n in enumerate(snapshot.cluster.nodes) if i not in closed)
+    return usable - len(used)
+
+
+def _victims(
+    tree: QueueTree,
+    adm: Admitted,
+    run: Mapping[str, Allocation],
+    held: dict[str, float],
+    protected: set[str],
+    deficit: float,
+) -> list[JobView]:
+    """Least loss first (controller.queues.admission): running jobs whose queues stay
+    at or above their share, and their leaf at or above its guarantee, without them."""
+    snapshot = adm.snapshot
+    now = snapshot.now_s
+    current = snapshot.current or {}
+    candidates: list[JobView] = []
+    for job_id in run:
+        name = adm.leaf.get(job_id)
+        job = snapshot.job(job_id)
+        if job_id in current and name is not None and name not in protected and job:
+            candidates.append(job)
+    chosen: list[JobView] = []
+
+    def may_go(job: JobView) -> bool:
+        name = adm.leaf[job.job_id]
+        assert name is not None
+        gpus = run[job.job_id].gpu_weight
+        node = tree.node(name)
+        assert node is not None
+        if held.get(name, 0.0) - gpus < node.guarantee.total - EPS_GPUS:
+            return False
+        return all(
+            held.get(q, 0.0) - gpus >= adm.deserved.get(q, 0.0) - EPS_GPUS
+            for q in tree.chain(name)
+            if q not in protected
+        )
+
+    while deficit > EPS_GPUS:
+        eligible = [j for j in candidates if j not in chosen and may_go(j)]
+        if not eligible:
+            break
+
+        def loss(job: JobView) -> tuple[float, float, str]:
+            return (run[job.job_id].gpu_weight, job.attained_gpu_s_at(now), job.job_id)
+
+        covering = [j for j in eligible if run[j.job_id].gpu_weight >= deficit - EPS_GPUS]
+        if covering:
+            pick = min(covering, key=loss)
+        else:
+            pick = min(eligible, key=lambda j: (-loss(j)[0], loss(j)[1], j.job_id))
+        chosen.append(pick)
+        gpus = run[pick.job_id].gpu_weight
+        deficit -= gpus
+        name = adm.leaf[pick.job_id]
+        assert name is not None
+        for queue in tree.chain(name):
+            held[queue] = held.get(queue, 0.0) - gpus
+    return chosen
