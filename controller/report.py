@@ -45,7 +45,7 @@ def write_replay(out_dir: Path, result: ReplayResult, summary: Summary) -> list[
     `summary.to_dict()` under "summary". jobs.csv: one row per job, every
     JobOutcome field plus jct_s, queueing_s and ftf_rho (empty where undefined).
     timeline.csv: one row per sample. Plots: jct_cdf.png, utilization.png,
-    queue.png.
+    queue.png. With queues, queues.csv and queues.png (controller.queues.report).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     title = _run_title(result)
@@ -56,7 +56,18 @@ def write_replay(out_dir: Path, result: ReplayResult, summary: Summary) -> list[
         _plot_jct_cdfs(out_dir / "jct_cdf.png", [(result.policy, result)], f"JCT CDF: {title}"),
         _plot_utilization(out_dir / "utilization.png", result, summary, title),
         _plot_queue(out_dir / "queue.png", result, title),
+        *_queue_shares(out_dir, result, title),
     ]
+
+
+def _queue_shares(out_dir: Path, result: ReplayResult, title: str) -> list[Path]:
+    """queues.csv and queues.png when the replay had queues (controller.queues.report)."""
+    rows = result.params.get("queue_shares")
+    if not isinstance(rows, list):
+        return []
+    from controller.queues.report import write_queue_shares
+
+    return write_queue_shares(out_dir, rows, title)
 
 
 def write_comparison(out_dir: Path, results: Sequence[tuple[ReplayResult, Summary]]) -> list[Path]:
@@ -96,7 +107,8 @@ def _run_record(result: ReplayResult, summary: Summary) -> dict[str, object]:
         "trace": result.trace,
         "rounds": result.rounds,
         "wall_s": result.wall_s,
-        "params": result.params,
+        # queue_shares, a row per round and queue, goes to queues.csv instead.
+        "params": {k: v for k, v in result.params.items() if k != "queue_shares"},
         "summary": summary.to_dict(),
     }
 

@@ -49,6 +49,8 @@ class ReplayArgs:
     network: str = "dedicated"
     # How shared links slow jobs: steady rates or phases (controller.sim.bandwidth).
     network_model: str = "steady"
+    # A queue tree's YAML file (controller.queues.spec): quotas around the policy.
+    queues: str | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _input_errors() -> tuple[type[Exception], ...]:
     from controller.failures import FailureScheduleError
+    from controller.model.queues import QueueSpecError
     from controller.network import UnknownNetworkPolicyError
     from controller.network.trace import CoflowTraceError
     from controller.placement import UnknownPlacerError
@@ -90,6 +93,7 @@ def _input_errors() -> tuple[type[Exception], ...]:
         FailureScheduleError,
         CoflowTraceError,
         UnknownNetworkPolicyError,
+        QueueSpecError,
         OSError,
     )
 
@@ -210,11 +214,17 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
         help="how shared links slow jobs: steady (one rate per job) or phases (compute "
         "phases and all-reduce bursts; docs/network.md)",
     )
+    p.add_argument("--queues", help="YAML queue tree: quotas and fair sharing (docs/queues.md)")
 
 
 def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
     _regular_file("--cluster", args.cluster)
     _regular_file("--failures", args.failures)
+    _regular_file("--queues", args.queues)
+    if args.queues:
+        from controller.queues.spec import load_queues
+
+        load_queues(args.queues)  # a bad file fails before any replay starts
     from controller.sim.bandwidth import check_network
 
     try:
@@ -234,6 +244,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         policy_options=_policy_options(args.policy_opt, policy),
         network=args.network,
         network_model=args.network_model,
+        queues=args.queues,
     )
 
 
@@ -305,6 +316,11 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     cluster = load_cluster(ra.cluster)
     placer = make_placer(ra.placement, cluster, ra.seed)
     failures = load_failures(ra.failures, cluster) if ra.failures else ()
+    queues = None
+    if ra.queues:
+        from controller.queues.spec import load_queues
+
+        queues = load_queues(ra.queues)
     config = SimConfig(
         round_interval_s=ra.interval_s,
         seed=ra.seed,
@@ -312,9 +328,14 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
         max_time_s=ra.max_time_s,
         network=ra.network,
         network_model=ra.network_model,
+        queues=queues,
     )
     sim = Simulator(cluster, trace.jobs, policy, placer, config, trace_name=trace.name)
     result = sim.run(progress)
+    if sim.controller.quotas is not None and sim.controller.quotas.ledger is not None:
+        from controller.queues.report import attach_report
+
+        attach_report(result, sim.controller.quotas.ledger, sim.now_s)
     return result, summarize(result)
 
 
@@ -345,10 +366,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if args.out:
         write_replay(Path(args.out), result, summary)
     head = headline(summary, result.policy, result.wall_s)
+    from controller.queues.report import headline_fields
+
+    queues = headline_fields(result.params)
     if args.json:
-        print(json.dumps(head))
+        print(json.dumps({**head, **queues}))
     else:
         _print_table([head])
+        if queues:
+            print(json.dumps(queues))
         if args.out:
             print(f"wrote {args.out}/summary.json, jobs.csv, timeline.csv and plots")
     return 0
