@@ -20,11 +20,14 @@ operator marks it Unschedulable. `fence_resources`, called by
 `controller.maintenance.fence_plan` between the policy and the backend, holds back
 the starts of a policy that chooses GPUs itself (Tiresias', Optimus', Pollux' and
 Gandiva's own searches read GPUs only) where a pod's CPU or memory would not fit: the
-job waits, or stops, with a reason naming the node, instead of the plan failing.
+job waits, or stops, with a reason naming the node, instead of the plan failing; and
+a job held back by CPU or memory alone says so (WaitingForResources), not the
+policy's reason, which speaks of GPUs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from controller.actions import plan_diff
@@ -33,6 +36,7 @@ from controller.model import (
     Allocation,
     Cluster,
     GpuPool,
+    HostRequest,
     JobSpec,
     JobView,
     Placer,
@@ -40,11 +44,11 @@ from controller.model import (
     Reason,
     Snapshot,
 )
-from controller.model.snapshot import over_allocated
+from controller.model.cluster import UNCONSTRAINED
 
-# The reason a start held back by `fence_resources` gives (Kubernetes' scheduler says
-# "Insufficient cpu" / "Insufficient memory" for the same).
-INSUFFICIENT = "InsufficientResources"
+# Why a job waits for a node's CPU or memory: the operator's reason for the same
+# (operators.pods, after placement), so replays and live clusters say it alike.
+WAITING_FOR_RESOURCES = "WaitingForResources"
 
 
 class ResourceAwarePlacer:
@@ -113,7 +117,9 @@ def fence_resources(snapshot: Snapshot, plan: Plan) -> Plan:
     """`plan` without the starts whose pods' CPU or memory do not fit their nodes,
     counted after the plan's stops, in job id order (compile_plan's order): such a job
     waits, or stops if it runs. A plan whose GPUs do not fit is left for compile_plan
-    to refuse. Unchanged when no node states its CPU or memory."""
+    to refuse. A waiting job whose GPUs some node has free, but no such node its pod's
+    CPU or memory, says so instead of the policy's reason (which speaks of GPUs).
+    Unchanged when no node states its CPU or memory."""
     pool = snapshot.free_pool()
     if snapshot.current is None or not pool.tracks_host:
         return plan
@@ -131,8 +137,58 @@ def fence_resources(snapshot: Snapshot, plan: Plan) -> Plan:
         if pool.fits(alloc, job.spec.gpu_mem_mib):
             pool.take(alloc, job.spec.gpu_mem_mib)
         elif pool.fits(alloc.with_host(NO_HOST), job.spec.gpu_mem_mib):
-            refused[job_id] = Reason(INSUFFICIENT, over_allocated(pool, alloc))
-    if not refused:
-        return plan
+            short = next(n for n in alloc.nodes if not pool.host_fits(n, alloc.host))
+            refused[job_id] = Reason(
+                WAITING_FOR_RESOURCES, shortfall(snapshot, pool, short, alloc.host)
+            )
     run = {k: v for k, v in plan.run.items() if k not in refused}
-    return replace(plan, run=run, reasons={**plan.reasons, **refused})
+    held = _held_by_host(snapshot, pool, run)
+    if not refused and not held:
+        return plan
+    return replace(plan, run=run, reasons={**plan.reasons, **held, **refused})
+
+
+def _held_by_host(
+    snapshot: Snapshot, pool: GpuPool, run: Mapping[str, Allocation]
+) -> dict[str, Reason]:
+    """Waiting jobs (pods asking CPU or memory) for which some node of an accepted GPU
+    model has the GPUs free but none of those the pod's CPU or memory: why they wait."""
+    out: dict[str, Reason] = {}
+    seen: dict[tuple[int, HostRequest, frozenset[str]], str | None] = {}
+    for job in snapshot.waiting():
+        spec = job.spec
+        if spec.host == NO_HOST or job.job_id in run:
+            continue
+        key = (spec.min_gpus, spec.host, spec.gpu_models)
+        if key not in seen:
+            roomy = [
+                n
+                for n in range(pool.num_nodes)
+                if len(pool.free_gpus(n)) >= spec.min_gpus
+                and spec.accepts(snapshot.cluster.nodes[n].gpu_type.name)
+            ]
+            seen[key] = None
+            if roomy and not any(pool.host_fits(n, spec.host) for n in roomy):
+                node = max(roomy, key=lambda n: _free_cpu(pool, n))
+                seen[key] = shortfall(snapshot, pool, node, spec.host)
+        why = seen[key]
+        if why is not None:
+            out[job.job_id] = Reason(WAITING_FOR_RESOURCES, why)
+    return out
+
+
+def _free_cpu(pool: GpuPool, node: int) -> int:
+    free = pool.host_free(node)
+    return 0 if free is None else free.cpu_milli
+
+
+def shortfall(snapshot: Snapshot, pool: GpuPool, node: int, host: HostRequest) -> str:
+    """What the node lacks for one more pod asking `host`, as the operator says it
+    (operators.requests.shortfall): "node-1: needs 8 CPU, 6 allocatable free"."""
+    free = pool.host_free(node) or HostRequest(UNCONSTRAINED, UNCONSTRAINED)
+    name = snapshot.cluster.nodes[node].name
+    if host.cpu_milli > free.cpu_milli:
+        have = max(0, free.cpu_milli) / 1000
+        return f"{name}: needs {host.cpu_milli / 1000:g} CPU, {have:g} allocatable free"
+    have_mib = max(0, free.mem_mib)
+    return f"{name}: needs {host.mem_mib} MiB memory, {have_mib} MiB allocatable free"

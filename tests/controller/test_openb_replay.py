@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.model import Reason
 from controller.placement import PLACERS, make_placer
 from controller.records import ReplayResult
 from controller.sim import Simulator
@@ -67,3 +68,14 @@ def test_the_same_pods_asking_little_cpu_run_at_once(tmp_path: Path) -> None:
     result = replay(tmp_path, 2_000, "consolidated")
     assert {job.first_start_s for job in result.jobs} == {0.0}
     assert max(sample.gpus_allocated for sample in result.timeline) == 12
+
+
+def test_a_pod_held_back_by_cpu_says_so(tmp_path: Path) -> None:
+    cluster = load_cluster(str(write(tmp_path, "openb_node_list_gpu_node.csv", NODES)))
+    trace = load_trace(write(tmp_path, "openb_pod_list_sample.csv", pods(6, 12_000)))
+    sim = Simulator(cluster, trace.jobs, make_policy("fifo"), make_placer("consolidated", cluster))
+    sim.advance(0.0)
+    assert len(sim.running_usage()) == 4
+    assert sim.reason_for("pod-05") == Reason(
+        "WaitingForResources", "openb-node-0001: needs 12 CPU, 8 allocatable free"
+    )

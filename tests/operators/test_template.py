@@ -103,7 +103,7 @@ def test_a_job_waits_for_cpus_and_runs_once_the_other_finishes(gpu_cluster: GpuC
             wait_phases(api, "Running", ["first"])
             api.create_dljob("default", make_dljob("second", 2, requests={"cpu": "6"}))
             waiting = _wait_reason(api, "second", "WaitingForResources")
-            assert waiting["message"] == "admitted; waits: node-0: needs 6 CPU, 2 allocatable free"
+            assert waiting["message"] == "node-0: needs 6 CPU, 2 allocatable free"
             assert job_pods(api, "second") == []  # GPUs were free: only CPUs held it back
             assert dljob_status(api, "first")["phase"] == "Running"
             wait_phases(api, "Succeeded", ["first", "second"])
