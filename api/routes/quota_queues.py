@@ -1,4 +1,5 @@
-"""The quota tree over REST (issue 18): GET /queues and /queues/{name} for everyone
+"""The quota tree over REST (issue 18): GET /queues, /queues/{name} and /queues/series
+(each queue's GPUs over time, api/quota_series.py) for everyone
 (numbers only, no job named), PUT and DELETE /queues/{name} for admins. Registered
 in api/routes/__init__.py; the queues live where api/quota_store.py says (the job
 database in local mode, the Queue resources in cluster mode).
@@ -13,16 +14,17 @@ belongs to the leaf listing its tenant (the tree's rule, controller.model.queues
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.backends import BackendUnavailable
-from api.deps import AdminUser, CurrentUser, SessionDep
+from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
 from api.models import Job, JobEvent
+from api.quota_series import queue_series
 from api.quota_store import (
     DbQueueStore,
     Item,
@@ -33,7 +35,14 @@ from api.quota_store import (
     clean,
     with_change,
 )
-from api.schemas.quota_queues import QueueName, QueueSpecBody, QueueStatePublic, QueueStatesPublic
+from api.schemas.quota_queues import (
+    QueueName,
+    QueueSeriesPublic,
+    QueueSeriesRow,
+    QueueSpecBody,
+    QueueStatePublic,
+    QueueStatesPublic,
+)
 from controller.metrics import jain_index
 from controller.model import WAITING, JobStatus
 from controller.model.queues import QueueTree
@@ -42,6 +51,8 @@ from operators.kube import API_ERRORS
 router = APIRouter(prefix="/queues", tags=["queues"])
 WAITING_VALUES = sorted(s.value for s in WAITING)
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "no queue of that name"}}
+# A chart is at most ~1,000 pixel columns wide (as api.replay_series reasons).
+MAX_POINTS = 1000
 
 
 def _store(request: Request, session: Session) -> QueueStore:
@@ -71,6 +82,41 @@ def list_queues(request: Request, session: SessionDep, user: CurrentUser) -> Que
     ]
     jain = jain_index(shares) if shares else None
     return QueueStatesPublic(data=states, count=len(states), fairness_jain=jain)
+
+
+# Declared before /{name}, which "series" would match.
+@router.get("/series", response_model=QueueSeriesPublic)
+def queues_series(
+    request: Request,
+    session: SessionDep,
+    backend: BackendDep,
+    user: CurrentUser,
+    window_s: Annotated[float, Query(gt=0, le=30 * 86400, description="how far back")] = 3600.0,
+    points: Annotated[int, Query(ge=2, le=MAX_POINTS, description="bins in the window")] = 120,
+) -> QueueSeriesPublic:
+    """Each queue's GPUs over the last `window_s` of the backend's clock, as the mean
+    over each of `points` bins (numbers only, no job named)."""
+    store = _store(request, session)
+    items = _items(store)
+    tree = checked_tree(items, "") if items else None
+    now_s = backend.now_s()
+    if tree is None:
+        return QueueSeriesPublic(t_s=[], bin_s=window_s / points, now_s=now_s, data=[])
+    series = queue_series(session, tree, now_s, window_s, points)
+    rows = []
+    for name in tree.names():
+        node = tree.node(name)
+        assert node is not None
+        rows.append(
+            QueueSeriesRow(
+                name=name,
+                leaf=node.leaf,
+                guarantee_gpus=node.guarantee.total,
+                limit_gpus=None if node.limit is None else node.limit.total,
+                gpus=[round(v, 3) for v in series.gpus[name]],
+            )
+        )
+    return QueueSeriesPublic(t_s=series.t_s, bin_s=series.bin_s, now_s=now_s, data=rows)
 
 
 @router.get("/{name}", response_model=QueueStatePublic, responses=NOT_FOUND)

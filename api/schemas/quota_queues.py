@@ -57,3 +57,20 @@ class QueueStatesPublic(BaseModel):
         description="Jain's index of the leaves' allocated/guarantee over those with demand "
         "(running or waiting jobs); null when fewer than one leaf has a guarantee and demand"
     )
+
+
+class QueueSeriesRow(BaseModel):
+    name: str
+    leaf: bool
+    guarantee_gpus: int
+    limit_gpus: int | None
+    gpus: list[float] = Field(description="mean GPUs its jobs held over each bin")
+
+
+class QueueSeriesPublic(BaseModel):
+    """Each queue's GPUs over time (api/quota_series.py), for the dashboard's chart."""
+
+    t_s: list[float] = Field(description="each bin's start, in the backend's clock")
+    bin_s: float
+    now_s: float
+    data: list[QueueSeriesRow]
