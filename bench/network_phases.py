@@ -1,7 +1,7 @@
 """Two synthetic jobs on one shaped link: measured iteration times against the model.
 
     sudo .venv/bin/python bench/network_phases.py [--capacity-gbps 0.04] [--compute-s 0.3]
-        [--comm-mb 1.0] [--measure-s 10] [--repeats 3]
+        [--comm-mb 1.0] [--measure-s 10] [--repeats 3] [--sharing fair|priority]
 
 Runs gpuflow.netexp's experiment (root: network namespaces and tc) and prints, per
 repeat: one job alone (the calibration the model is fed: effective compute phase
@@ -10,6 +10,9 @@ shifted by half a period, and held to comm slots half a period apart
 (gpuflow.train.commslot); for each job its mean iteration time, the spread of its
 iterations, the share of its transfers overlapped by the other's, and the phase
 model's prediction (controller.network.phases.shared_link_iteration_s).
+With `--sharing priority` job 0 has the higher HTB priority (gpuflow.netexp.link)
+and the pair runs free from in phase and from half a period apart, against the
+model's `priority` rule.
 """
 
 from __future__ import annotations
@@ -71,6 +74,22 @@ def _once(link: SharedLink, args: argparse.Namespace) -> None:
     _row(f"slots of {period:.3f} s", run_jobs(link, slotted, measure_s=m), (period, period))
 
 
+def _priority_once(link: SharedLink, args: argparse.Namespace) -> None:
+    solo = calibrate(link, args.compute_s, args.comm_mb)
+    print(f"alone (job 0's class): iteration {solo.iteration_s:.4f} s, transfer "
+          f"{solo.transfer_s:.4f} s, {solo.capacity_gbps * 1000:.2f} Mbit/s")  # fmt: skip
+    for offset in (0.0, solo.iteration_s / 2):
+        jobs = [SyntheticJob(args.compute_s, args.comm_mb),
+                SyntheticJob(args.compute_s, args.comm_mb, offset_s=offset)]  # fmt: skip
+        model = shared_link_iteration_s(
+            [solo.compute_s] * 2, [args.comm_mb] * 2, [0.0, offset], solo.capacity_gbps,
+            sharing="priority", priority=[1, 0],
+        )  # fmt: skip
+        _row(
+            f"priority, offset {offset:.3f}", run_jobs(link, jobs, measure_s=args.measure_s), model
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capacity-gbps", type=float, default=0.04)
@@ -78,11 +97,13 @@ def main() -> None:
     parser.add_argument("--comm-mb", type=float, default=1.0)
     parser.add_argument("--measure-s", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sharing", choices=["fair", "priority"], default="fair")
     args = parser.parse_args()
-    with SharedLink.create(args.capacity_gbps, jobs=2) as link:
+    priorities = (1, 0) if args.sharing == "priority" else None
+    with SharedLink.create(args.capacity_gbps, jobs=2, priorities=priorities) as link:
         for r in range(args.repeats):
             print(f"--- repeat {r + 1} of {args.repeats}")
-            _once(link, args)
+            (_priority_once if priorities else _once)(link, args)
 
 
 if __name__ == "__main__":

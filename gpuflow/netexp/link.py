@@ -12,21 +12,28 @@ the node agent shapes a NIC):
     1:      htb root qdisc, unclassified traffic to 1:ffff
     1:1     the link: rate = ceil = capacity
     1:2..   one class per job, matched by its source address:
-            rate = capacity / jobs, ceil = capacity
+            fair: rate = capacity / jobs, ceil = capacity
+            priorities: rate = 1 % of the capacity, ceil = capacity, HTB prio
     1:ffff  everything else: rate = 1 % of the capacity, ceil = capacity
 
-Each job is guaranteed its equal share and may borrow what the others leave, so a
-job alone gets the whole link and n busy jobs get capacity / n each: per-job fair
-sharing, the rule the phase model assumes, enforced per packet by HTB rather than
+Fair: each job is guaranteed its equal share and may borrow what the others leave,
+so a job alone gets the whole link and n busy jobs get capacity / n each: per-job
+fair sharing, the phase model's `fair` rule, enforced per packet by HTB rather than
 left to the TCP flows' own convergence (this kernel lacks fq_codel and sfq, and a
 plain FIFO leaves two flows' shares to chance for the first round trips of every
-burst). Called by gpuflow.netexp.experiment.
+burst). Priorities: every job is guaranteed only the floor and borrows the rest,
+and HTB lends to the class of lowest `prio` first, so a busy job of a higher
+priority takes all but the others' floors: the model's `priority` rule (strict, as
+Crux's hardware queues, §4.3) up to the 1 % floor. Higher numbers are higher
+priorities, as in controller.network.phases; HTB's prio counts the other way.
+Called by gpuflow.netexp.experiment.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -45,6 +52,7 @@ SUBNET_PREFIX = "10.204.0."  # private, unused elsewhere in the project's tests
 RECEIVER_HOST = 1
 FIRST_JOB_HOST = 11
 COMMAND_TIMEOUT_S = 10
+HTB_MAX_PRIO = 7  # HTB's prio runs from 0 (served first) to 7
 
 
 class LinkError(RuntimeError):
@@ -69,15 +77,25 @@ class SharedLink:
     sender_dev: str
     capacity_gbps: float
     jobs: int
+    priorities: tuple[int, ...] | None = None
 
     @classmethod
-    def create(cls, capacity_gbps: float, jobs: int, tag: str | None = None) -> SharedLink:
+    def create(
+        cls,
+        capacity_gbps: float,
+        jobs: int,
+        tag: str | None = None,
+        priorities: Sequence[int] | None = None,
+    ) -> SharedLink:
         if not capacity_gbps > 0:
             raise ValueError(f"capacity_gbps must be positive, got {capacity_gbps}")
         if not 1 <= jobs <= 200:
             raise ValueError(f"jobs must be between 1 and 200, got {jobs}")
+        levels = None if priorities is None else tuple(priorities)
+        if levels is not None and (len(levels) != jobs or max(levels) - min(levels) > HTB_MAX_PRIO):
+            raise ValueError(f"priorities: one per job, at most {HTB_MAX_PRIO + 1} levels apart")
         tag = tag or str(os.getpid())
-        link = cls(f"gfx-s-{tag}", f"gfx-r-{tag}", f"gfxs{tag}"[:15], capacity_gbps, jobs)
+        link = cls(f"gfx-s-{tag}", f"gfx-r-{tag}", f"gfxs{tag}"[:15], capacity_gbps, jobs, levels)
         try:
             link._build(f"gfxr{tag}"[:15])
         except BaseException:
@@ -149,7 +167,12 @@ class SharedLink:
         )
         for job in range(self.jobs):
             minor = FIRST_POD_MINOR + job
-            _run(*tc, *htb_class_args("add", dev, minor, link, cap / self.jobs, cap))
+            if self.priorities is None:
+                _run(*tc, *htb_class_args("add", dev, minor, link, cap / self.jobs, cap))
+            else:
+                floor = cap * DEFAULT_FLOOR_FRACTION
+                prio = max(self.priorities) - self.priorities[job]
+                _run(*tc, *htb_class_args("add", dev, minor, link, floor, cap), "prio", str(prio))
             _run(*tc, *filter_add_args(dev, minor, self.job_ip(job)))
 
     def teardown(self) -> None:
