@@ -1,0 +1,233 @@
+"""Admission, fence and reclaim (controller.queues) on hand-built rounds of 2x4 GPUs:
+what the policy is shown, what of its plan stands, whom reclaim preempts and why."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from controller.model import Allocation, JobStatus, JobView, Plan, Reason, Snapshot
+from controller.model.queues import GpuQuota, QueueNode, QueueTree
+from controller.placement import ConsolidatedPlacer
+from controller.queues.admission import DEFAULT_GRACE_S, Quotas
+from policies.registry import make_policy
+from tests.builders import make_cluster, make_job, make_view
+
+NOW_S = 1000.0
+CLUSTER = make_cluster(nodes=2, gpus=4)
+
+
+def tree(a_limit: int | None = None) -> QueueTree:
+    return QueueTree(
+        (
+            QueueNode("a", GpuQuota.of(4), None if a_limit is None else GpuQuota.of(a_limit)),
+            QueueNode("b", GpuQuota.of(4)),
+        )
+    )
+
+
+def running(
+    job_id: str, tenant: str, gpus: Sequence[tuple[int, int]], attained_gpu_s: float = 0.0
+) -> JobView:
+    spec = make_job(job_id, len(gpus), tenant=tenant, duration_s=10_000.0)
+    return make_view(
+        spec,
+        status=JobStatus.RUNNING,
+        allocation=Allocation.whole(gpus),
+        now_s=NOW_S,
+        attained_gpu_s=attained_gpu_s,
+    )
+
+
+def waiting(job_id: str, tenant: str, gpus: int, submit_s: float = 0.0) -> JobView:
+    spec = make_job(job_id, gpus, tenant=tenant, submit_s=submit_s, duration_s=10_000.0)
+    return make_view(spec, now_s=NOW_S)
+
+
+def snapshot(*jobs: JobView) -> Snapshot:
+    return Snapshot(NOW_S, CLUSTER, tuple(jobs), ConsolidatedPlacer(CLUSTER))
+
+
+def node(n: int, *gpus: int) -> list[tuple[int, int]]:
+    return [(n, g) for g in gpus]
+
+
+def decide(quotas: Quotas, snap: Snapshot, policy: str = "fifo") -> Plan:
+    """One round as controller.loop.Controller.decide runs it (no cordons here)."""
+    adm = quotas.admit(snap)
+    return quotas.settle(adm, make_policy(policy).schedule(adm.seen, None))
+
+
+def codes(plan: Plan, snap: Snapshot) -> dict[str, str]:
+    """Each job's fate: RUN, or the code of the reason it waits."""
+    out = {}
+    for job in snap.jobs:
+        reason = plan.reason_for(job.job_id)
+        out[job.job_id] = "RUN" if job.job_id in plan.run else (reason.code if reason else "?")
+    return out
+
+
+def test_idle_gpus_are_lent_past_the_guarantee() -> None:
+    snap = snapshot(
+        running("a1", "a", node(0, 0, 1, 2, 3)), waiting("a2", "a", 2), waiting("a3", "a", 2)
+    )
+    plan = decide(Quotas(tree()), snap)
+    assert codes(plan, snap) == {"a1": "RUN", "a2": "RUN", "a3": "RUN"}
+
+
+def test_a_queue_under_its_guarantee_gets_borrowed_gpus_back() -> None:
+    # a borrowed all 8 GPUs; b asks for 4, its guarantee. Least loss first: of a's
+    # 2-GPU jobs, the two with the least attained service go.
+    snap = snapshot(
+        running("a1", "a", node(0, 0, 1), attained_gpu_s=300.0),
+        running("a2", "a", node(0, 2, 3), attained_gpu_s=100.0),
+        running("a3", "a", node(1, 0, 1), attained_gpu_s=200.0),
+        running("a4", "a", node(1, 2, 3), attained_gpu_s=400.0),
+        waiting("b1", "b", 2, submit_s=900.0),
+        waiting("b2", "b", 2, submit_s=901.0),
+    )
+    plan = decide(Quotas(tree()), snap)
+    assert codes(plan, snap) == {
+        "a1": "RUN",
+        "a2": "Reclaimed",
+        "a3": "Reclaimed",
+        "a4": "RUN",
+        "b1": "ReclaimPending",
+        "b2": "ReclaimPending",
+    }
+    assert plan.wake_s == NOW_S + DEFAULT_GRACE_S  # b starts once the grace period is over
+    assert not plan.suspend  # graceful preemption: checkpoint, then restart
+
+
+def test_nothing_is_reclaimed_from_a_queue_at_its_guarantee() -> None:
+    snap = snapshot(
+        running("a1", "a", node(0, 0, 1, 2, 3)),
+        running("b1", "b", node(1, 0, 1, 2, 3)),
+        waiting("b2", "b", 1),
+    )
+    plan = decide(Quotas(tree()), snap)
+    assert codes(plan, snap) == {"a1": "RUN", "b1": "RUN", "b2": "QueueOverShare"}
+
+
+def test_a_limit_holds_a_queue_even_with_gpus_idle() -> None:
+    snap = snapshot(running("a1", "a", node(0, 0, 1, 2, 3)), waiting("a2", "a", 1))
+    plan = decide(Quotas(tree(a_limit=4)), snap)
+    assert codes(plan, snap) == {"a1": "RUN", "a2": "QueueAtLimit"}
+    assert "limit of 4 GPUs" in plan.reasons["a2"].message
+
+
+def test_a_job_of_no_queue_waits_saying_so() -> None:
+    snap = snapshot(waiting("x1", "nobody", 1))
+    plan = decide(Quotas(tree()), snap)
+    assert codes(plan, snap) == {"x1": "NoQueue"}
+    assert "'nobody'" in plan.reasons["x1"].message
+
+
+# a holds all 8 GPUs with four jobs (ids say their sizes; "one" has the least
+# attained service of the two 1-GPU jobs); b waits for `wanted` GPUs, so a's share
+# falls to 8 - wanted and exactly `wanted` GPUs may be reclaimed.
+SIZES = (("one", 1), ("uno", 1), ("two", 2), ("four", 4))
+
+
+@pytest.mark.parametrize(
+    ("wanted", "victims"),
+    [
+        # The smallest job that covers the deficit, not the least-served one.
+        (2, {"two"}),
+        (4, {"four"}),
+        # None that may go covers it (four would take a below its share): the
+        # largest that may go, then the smallest that covers what is left.
+        (3, {"two", "one"}),
+        (1, {"one"}),
+    ],
+)
+def test_reclaim_stops_as_few_gpus_as_cover_the_deficit(wanted: int, victims: set[str]) -> None:
+    jobs: list[JobView] = []
+    first = 0
+    for k, (job_id, size) in enumerate(SIZES):
+        place = [(g // 4, g % 4) for g in range(first, first + size)]
+        jobs.append(running(job_id, "a", place, attained_gpu_s=float(k)))
+        first += size
+    jobs.append(waiting("b1", "b", wanted, submit_s=900.0))
+    snap = snapshot(*jobs)
+    plan = decide(Quotas(tree()), snap)
+    got = {j for j, c in codes(plan, snap).items() if c == "Reclaimed"}
+    assert got == victims
+    assert codes(plan, snap)["b1"] == "ReclaimPending"
+
+
+def test_the_fence_refuses_a_start_past_the_share() -> None:
+    # A policy that ignores what it was shown: it starts a2, hidden, on idle GPUs
+    # that b is owed.
+    snap = snapshot(
+        running("a1", "a", node(0, 0, 1, 2, 3)), waiting("a2", "a", 2), waiting("b1", "b", 4)
+    )
+    quotas = Quotas(tree())
+    adm = quotas.admit(snap)
+    assert {j.job_id for j in adm.seen.waiting()} == {"b1"}
+    rogue = Plan(
+        run={"a1": Allocation.whole(node(0, 0, 1, 2, 3)), "a2": Allocation.whole(node(1, 0, 1))},
+        default_reason=Reason("Test", "waits"),
+    )
+    plan = quotas.settle(adm, rogue)
+    assert codes(plan, snap) == {"a1": "RUN", "a2": "QueueOverShare", "b1": "Test"}
+
+
+def test_the_policy_may_not_preempt_a_queue_within_its_share_for_another() -> None:
+    # b at its share; a policy preempts b1 to start a2 (a is at its share too).
+    snap = snapshot(
+        running("a1", "a", node(0, 0, 1, 2, 3)),
+        running("b1", "b", node(1, 0, 1, 2, 3)),
+        waiting("a2", "a", 4),
+    )
+    quotas = Quotas(tree())
+    adm = quotas.admit(snap)
+    rogue = Plan(
+        run={
+            "a1": Allocation.whole(node(0, 0, 1, 2, 3)),
+            "a2": Allocation.whole(node(1, 0, 1, 2, 3)),
+        },
+        default_reason=Reason("Test", "waits"),
+    )
+    plan = quotas.settle(adm, rogue)
+    assert codes(plan, snap)["b1"] == "RUN"
+    assert codes(plan, snap)["a2"] in {"QueueOverShare", "ShareProtected"}
+    assert plan.run["b1"] == Allocation.whole(node(1, 0, 1, 2, 3))
+
+
+def test_a_queue_may_swap_its_own_jobs() -> None:
+    # a (over its share, b has nothing) stops a1 for a2 of the same size: allowed.
+    snap = snapshot(
+        running("a1", "a", node(0, 0, 1, 2, 3)),
+        running("a3", "a", node(1, 0, 1, 2, 3)),
+        waiting("a2", "a", 4),
+    )
+    quotas = Quotas(tree())
+    adm = quotas.admit(snap)
+    swap = Plan(
+        run={
+            "a3": Allocation.whole(node(1, 0, 1, 2, 3)),
+            "a2": Allocation.whole(node(0, 0, 1, 2, 3)),
+        },
+        default_reason=Reason("Test", "waits"),
+    )
+    plan = quotas.settle(adm, swap)
+    assert codes(plan, snap) == {"a1": "Test", "a2": "RUN", "a3": "RUN"}
+
+
+def test_the_ledger_counts_reclaims_by_the_queue_they_hit() -> None:
+    snap = snapshot(
+        running("a1", "a", node(0, 0, 1, 2, 3)),
+        running("a2", "a", node(1, 0, 1, 2, 3)),
+        waiting("b1", "b", 4),
+    )
+    quotas = Quotas(tree(), record=True)
+    decide(quotas, snap)
+    assert quotas.ledger is not None
+    assert quotas.ledger.reclaims == {"a": 1, "b": 0}
+    (sample,) = quotas.ledger.samples
+    assert sample.held_gpus == (4.0, 0.0)  # after the plan: one of a's jobs stopped
+    assert sample.deserved_gpus == (4.0, 4.0)
+    # Both have demand: a's preempted job and b's job wait, each for 4 GPUs.
+    assert sample.backlogged == (True, True)
