@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -105,3 +106,18 @@ def test_comm_slots_shift_jobs_that_start_in_phase(link: SharedLink, solo: Calib
         assert slot is not None
         assert all(slot.delay_s(start + 1e-3)[0] == 0.0 for start, _ in run.comm_s)
     assert overlap_fraction(runs[0], [runs[1]]) < 0.1
+
+
+def test_priorities_become_htb_classes_that_borrow_by_prio() -> None:
+    with SharedLink.create(CAPACITY_GBPS, jobs=2, tag="prio", priorities=[3, 5]) as shared:
+        out = subprocess.run(
+            ["tc", "-netns", shared.sender_ns, "class", "show", "dev", shared.sender_dev],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+    classes = {line.split()[2]: line for line in out.splitlines() if line.startswith("class htb")}
+    # job 1 has the higher priority: HTB's prio 0, served first; job 0 prio 2
+    assert " prio 2 " in classes["1:2"] and " prio 0 " in classes["1:3"]
+    for job_class in ("1:2", "1:3"):  # a 1 % floor, the whole link to borrow
+        assert "rate 400Kbit ceil 40Mbit" in classes[job_class]
+    with pytest.raises(ValueError, match="priorities"):
+        SharedLink.create(CAPACITY_GBPS, jobs=2, tag="bad", priorities=[0, 9])
