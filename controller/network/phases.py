@@ -49,13 +49,14 @@ SHARING_RULES = ("fair", "priority", "mltcp")
 MLTCP_SLOPE = 1.0
 # Weight updates per burst under mltcp.
 MLTCP_STEPS = 10
-# Iterations of the slowest job simulated before and while measuring. Two jobs
-# settle into their periodic pattern within a few periods; 8 + 16 keeps the mean
-# within 0.1 % of 100 + 200 on the random instances of the tests.
+# Iterations of the slowest job simulated before and while measuring. Jobs whose
+# periods are commensurate settle within a few periods; others never repeat exactly
+# and their mean converges as 1/iterations: on 60 random instances of 2-4 jobs,
+# 8 + 16 stays within 2.2 % of 100 + 200 (4 + 12: 3.8 %; test_phases.py checks 3 %).
 WARMUP_ITERATIONS = 8
 MEASURED_ITERATIONS = 16
-# Fastest-to-slowest period ratio beyond which the simulation stops early (events
-# grow with it); the fast job then has at least this many measured iterations.
+# Events after which a run stops early (a fast job beside a very slow one); each
+# job's mean is then over what it did.
 _MAX_EVENTS = 200_000
 _EPS = 1e-12
 
@@ -175,6 +176,9 @@ class _Run:
         self.compute_end = [job.offset_s + job.compute_s for job in self.jobs]
         self.left_mb = [0.0] * n
         self.finishes: list[list[float]] = [[] for _ in range(n)]
+        # Rates depend only on who is sending (and, for mltcp, how far each is): in
+        # the periodic regime the same few sets recur, so each is filled once.
+        self.memo: dict[tuple[tuple[int, int], ...], dict[int, float]] = {}
 
     def iterate(self, warmup: int, measured: int) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -197,11 +201,12 @@ class _Run:
             for i in active:
                 if not self.sending[i]:
                     step = min(step, self.compute_end[i] - now)
+            contended = self._contended(senders) if self.sharing == "mltcp" else set()
             for i in senders:
                 r = rates[i] * MB_PER_S_PER_GBPS
                 if r > 0:
                     target = self.left_mb[i]
-                    if self.sharing == "mltcp":
+                    if i in contended:  # its weight moves its rate: stop at the next tenth
                         target = self._to_next_weight_step(i)
                     step = min(step, target / r)
             step = max(step, 0.0)
@@ -241,6 +246,19 @@ class _Run:
                 out[self.jobs[i].job_id] = (finished[-1] - self.jobs[i].offset_s) / len(finished)
         return out
 
+    def _contended(self, senders: list[int]) -> set[int]:
+        """Senders that share a link with another sender (their weights matter)."""
+        if len(senders) < 2:
+            return set()
+        seen: dict[Hashable, int] = {}
+        out: set[int] = set()
+        for i in senders:
+            for link in self.jobs[i].links:
+                other = seen.setdefault(link, i)
+                if other != i:
+                    out.update((i, other))
+        return out
+
     def _to_next_weight_step(self, i: int) -> float:
         """MB until job i's burst crosses its next tenth (its mltcp weight changes)."""
         total = self.jobs[i].comm_mb
@@ -249,16 +267,26 @@ class _Run:
         nxt = (math.floor(sent / step_mb + 1e-9) + 1) * step_mb
         return max(min(nxt, total) - sent, _EPS * total)
 
-    def _weight(self, i: int) -> float:
+    def _weight_step(self, i: int) -> int:
+        """Tenths of its burst job i has sent (0 unless mltcp)."""
         if self.sharing != "mltcp":
-            return 1.0
+            return 0
         total = self.jobs[i].comm_mb
-        sent_steps = math.floor((total - self.left_mb[i]) / total * MLTCP_STEPS + 1e-9)
-        return 1.0 + MLTCP_SLOPE * sent_steps / MLTCP_STEPS
+        return math.floor((total - self.left_mb[i]) / total * MLTCP_STEPS + 1e-9)
+
+    def _weight(self, i: int) -> float:
+        return 1.0 + MLTCP_SLOPE * self._weight_step(i) / MLTCP_STEPS
 
     def _rates(self, senders: list[int]) -> dict[int, float]:
         if not senders:
             return {}
+        key = tuple((i, self._weight_step(i)) for i in senders)
+        cached = self.memo.get(key)
+        if cached is None:
+            cached = self.memo[key] = self._fill_rules(senders)
+        return cached
+
+    def _fill_rules(self, senders: list[int]) -> dict[int, float]:
         residual = {link: self.capacities[link] for i in senders for link in self.jobs[i].links}
         rates: dict[int, float] = {}
         if self.sharing == "priority":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -104,3 +105,24 @@ def test_bad_input_names_the_field(kwargs: dict[str, object], field: str):
     args.update(kwargs)
     with pytest.raises(ValueError, match=field):
         shared_link_iteration_s(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("sharing", ["fair", "mltcp"])
+def test_the_default_horizon_is_close_to_a_long_one(sharing: str):
+    rng = random.Random(11)
+    for _ in range(6):
+        jobs = [
+            PhaseJob(
+                f"j{i}",
+                rng.uniform(0.05, 2.0),
+                rng.uniform(5.0, 200.0),
+                ("l",) if rng.random() < 0.7 else ("l", "m"),
+                offset_s=rng.uniform(0.0, 1.0),
+            )
+            for i in range(rng.randint(2, 4))
+        ]
+        caps = {"l": 10.0, "m": 5.0}
+        short = periodic_iterations(jobs, caps, sharing)
+        long = periodic_iterations(jobs, caps, sharing, warmup=60, measured=120)
+        for job_id, t in long.items():
+            assert short[job_id] == pytest.approx(t, rel=0.03)
