@@ -31,9 +31,11 @@ def reclaim(
                 held[queue] = held.get(queue, 0.0) + alloc.gpu_weight
     claimed: dict[str, float] = {}
     owed: list[JobView] = []
-    for job in sorted(snapshot.waiting(), key=lambda j: (j.spec.submit_s, j.job_id)):
+    # Every job of a leaf left waiting is owed while it fits the leaf's share: those
+    # the policy was not shown for want of headroom, and those the plan stops.
+    for job in sorted(snapshot.jobs, key=lambda j: (j.spec.submit_s, j.job_id)):
         name = adm.leaf.get(job.job_id)
-        if name is None or job.job_id in run or job.job_id in adm.hidden:
+        if name is None or job.job_id in run:
             continue
         room = adm.deserved.get(name, 0.0) - held.get(name, 0.0) - claimed.get(name, 0.0)
         if job.spec.min_gpus <= room + EPS_GPUS:
