@@ -32,6 +32,7 @@ from controller.model import (
     Placer,
     Plan,
     PlanError,
+    Reason,
     Snapshot,
 )
 from controller.placement import make_placer
@@ -72,6 +73,9 @@ from operators.views import arrival_times, job_view, unschedulable_reason
 from operators.writer import Writer
 
 log = logging.getLogger(__name__)
+# The reason controller.queues.reclaim gives a job it preempts for another queue's
+# guarantee: its Event says so (PreemptedForReclaim), not that the policy chose it.
+RECLAIMED = "Reclaimed"
 
 
 @dataclass
@@ -273,7 +277,7 @@ class KubeBackend:
             if a.stops:
                 suspend = a.action is Action.SUSPEND
                 by = takers(record, a.job_id, rnd.records)
-                why = self._stop_reason(a.action, by)
+                why = self._stop_reason(a.action, by, plan.reason_for(a.job_id))
                 phase = SUSPENDED if suspend else PREEMPTED
                 self.lifecycle.stop(rec, why, phase, plan, now, fields={PREEMPTED_BY: by})
             elif a.action is Action.REBATCH:
@@ -303,7 +307,10 @@ class KubeBackend:
         msg = f"batch size {batch} by the {self.policy_name()} policy"
         self.writer.event(rec.obj, "Rebatched", msg)
 
-    def _stop_reason(self, action: Action, by: list[str]) -> Reasoned:
+    def _stop_reason(self, action: Action, by: list[str], planned: Reason | None) -> Reasoned:
+        if action is Action.PREEMPT and planned is not None and planned.code == RECLAIMED:
+            # Not the policy's choice: the queues' reclaim (controller.queues.reclaim).
+            return Reasoned("PreemptedForReclaim", planned.message)
         name = self.policy_name()
         what = {
             Action.SUSPEND: "suspended",

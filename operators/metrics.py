@@ -33,6 +33,7 @@ RESTART_REASONS = frozenset(
         "GangBroken",
         "StartTimeout",
         "PreemptedByPolicy",
+        "PreemptedForReclaim",
         "SuspendedByPolicy",
         "ResizedByPolicy",
         "MigratedByPolicy",

@@ -209,6 +209,7 @@ class Operator:
         self.backend.sync()
         self.backend.writer.flush()
         tree = self.queue_reader.read()
+        self.controller.quotas = self.queue_reader.quotas
         plan = self.controller.decide(self.backend)
         self._write_queues(tree, plan)
         if self.network is not None:

@@ -2,8 +2,11 @@
 
 The operator (operators/operator.py) lists the cluster-scoped `Queue` resources each
 round (`QueueReader`), turns them into the controller's `QueueTree` with the same
-loader replays use (controller.queues.spec, in its flat `parent` form), and after the
-round writes each Queue's status (`queue_status`). The API in cluster mode
+loader replays use (controller.queues.spec, in its flat `parent` form), hands the
+tree to the controller as its `Quotas` (controller.queues.admission: the admission
+and reclaim step replays run, so a live queue gets its guarantee and borrowed GPUs
+are reclaimed by the backend's graceful preemption), and after the round writes
+each Queue's status (`queue_status`). The API in cluster mode
 (api/quota_store.py) converts with `queue_data`/`queue_object` as well, so that REST
 and kubectl meet in the same resources.
 
@@ -25,11 +28,13 @@ from kubernetes.client import ApiException  # type: ignore[import-untyped]
 
 from controller.model import JobView, Plan, Snapshot
 from controller.model.queues import QueueSpecError, QueueTree
+from controller.queues.admission import Quotas
 from controller.queues.spec import queues_from_data
 from operators import crd
 from operators.kube import API_ERRORS, NOT_FOUND, KubeApi, Resource
 from operators.logs import emit, one_line
 from operators.queue_api import QueueApi
+from operators.resources import DEFAULT_GRACE_S
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +127,11 @@ class QueueReader:
         self.every_s = every_s
         self.objects: list[Obj] = []
         self.tree: QueueTree | None = None
+        # The controller's admission and reclaim step for `tree` (None: no quotas),
+        # made again only when the tree changes. Its grace period is the pods' default
+        # terminationGracePeriodSeconds: the round after a reclaim's deadline decides
+        # again even if no pod event wakes the loop.
+        self.quotas: Quotas | None = None
         self.invalid: dict[str, str] = {}
         self._read_at = -float("inf")
         self._missing_logged = False
@@ -141,8 +151,9 @@ class QueueReader:
         if got.invalid:
             for name, message in got.invalid.items():
                 emit(log, logging.WARNING, "queue invalid", queue=name, error=message)
-        else:
+        elif got.tree != self.tree:
             self.tree = got.tree
+            self.quotas = None if got.tree is None else Quotas(got.tree, grace_s=DEFAULT_GRACE_S)
         return self.tree
 
     def list_queues(self) -> list[Obj]:

@@ -61,6 +61,7 @@ ACTIONS = {
     "InvalidSpec": "invalid",
     "Unschedulable": "unschedulable",
     "PreemptedByPolicy": "preempt",
+    "PreemptedForReclaim": "preempt",
     "SuspendedByPolicy": "suspend",
     "ResizedByPolicy": "resize",
     "MigratedByPolicy": "migrate",
