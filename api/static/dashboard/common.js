@@ -27,6 +27,17 @@ export const session = { me: null };
 
 export class SignedOut extends Error {}
 
+/** A request the API refused: its status and its body's `detail` (a 422's field errors,
+ * each with its `loc`), for a form that marks the field at fault. */
+export class ApiError extends Error {
+  /** @param {string} message @param {number} status @param {any} detail */
+  constructor(message, status, detail) {
+    super(message);
+    this.status = status;
+    this.detail = detail;
+  }
+}
+
 /** @param {string} id @returns {HTMLElement} */
 export function byId(id) {
   const found = document.getElementById(id);
@@ -115,7 +126,8 @@ async function request(path, init = {}) {
   }
   if (!res.ok) {
     const body = await res.json().catch(() => null);
-    throw new Error(`${init.method || "GET"} ${path}: ${res.status} ${detailText(body, res.statusText)}`);
+    throw new ApiError(`${init.method || "GET"} ${path}: ${res.status} ${detailText(body, res.statusText)}`,
+      res.status, body?.detail);
   }
   return res;
 }

@@ -1,9 +1,9 @@
 // @ts-check
 /**
  * The dashboard's shell, loaded by index.html as an ES module, served at / by
- * api/dashboard.py; the Cluster, Queue, Job, Replays, What-if and Admin pages are in
- * cluster.js, queue.js, job.js, replays.js, whatif.js and admin.js, shared helpers in
- * common.js and charts.js.
+ * api/dashboard.py; the Cluster, Queue, Quotas, Job, Replays, What-if and Admin pages
+ * are in cluster.js, queue.js, queues.js, job.js, replays.js, whatif.js and admin.js,
+ * shared helpers in common.js and charts.js.
  * Plain browser JavaScript with JSDoc types, no build step; check the types with
  * TypeScript 5 (`npm install typescript@5` anywhere, then
  * `tsc --noEmit --allowJs --checkJs --strict --target es2022 --module es2022
@@ -16,6 +16,7 @@ import { clusterPage } from "./cluster.js";
 import { api, byId, report, session, showError, signOut, TOKEN_KEY } from "./common.js";
 import { jobPage } from "./job.js";
 import { queuePage } from "./queue.js";
+import { queuesPage } from "./queues.js";
 import { replaysPage } from "./replays.js";
 import { whatifPage } from "./whatif.js";
 
@@ -50,7 +51,8 @@ let timer = 0;
 // The pages by the name in their #/name address; the Job page is #/job/<id>.
 /** @type {Record<string, () => Page>} */
 const PAGES = {
-  cluster: () => clusterPage, queue: () => queuePage, replays: replaysPage, whatif: whatifPage, admin: adminPage,
+  cluster: () => clusterPage, queue: () => queuePage, quotas: queuesPage, replays: replaysPage, whatif: whatifPage,
+  admin: adminPage,
 };
 
 function route() {
