@@ -31,7 +31,11 @@ backend) calls `schedule` once a round.
   gives.
 
 Cross-round memory is `TiresiasState` (`Plan.state`): queue entries below Q0 and
-promotions. `wake_s`: the first threshold crossing or starvation limit to come.
+promotions, and the waiting jobs ranked as of the round (`policies.tiresias_waiting`:
+kept copy-on-write, brought up to date from the backend's record of the waiting jobs
+that changed, so that a round costs the running jobs, the changes and the head of the
+queues it reads rather than every waiting job). `wake_s`: the first threshold
+crossing or starvation limit to come.
 
 Deviations:
 - Thresholds follow the simulator's `_TFJobs` (3 queues split at 3250 and 7200);
@@ -53,17 +57,29 @@ Deviations:
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from itertools import pairwise
+from itertools import chain, pairwise
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
 from controller.model.catalog import resolve
 from policies.gittins import ServiceDistribution
+from policies.tiresias_waiting import (
+    Entry,
+    KeptWaiting,
+    Ledger,
+    Promotion,
+    Ranking,
+    crossed_at,
+    rank_all,
+    rank_changed,
+    starves_at,
+)
 
 # Simulator defaults (`simulator/jobs.py`, `_TFJobs.__init__`: num_queue = 3 and
 # queue_limit = [3250, 7200, 18000], of which the first num_queue - 1 split the queues).
@@ -75,32 +91,28 @@ DEFAULT_THRESHOLDS_GPU_S = (3250.0, 7200.0)
 # synthetic replays (300 jobs, 4x4 GPUs, load 1.3, seeds 1 and 2).
 DEFAULT_STARVE_LIMIT = 8.0
 
-
-@dataclass(frozen=True)
-class Promotion:
-    """A job's last promotion to Q0: its queue counts service from `attained_gpu_s`."""
-
-    at_s: float
-    attained_gpu_s: float
-    executed_s: float
-    count: int = 1
+__all__ = ["Promotion", "Tiresias", "TiresiasState"]
 
 
 @dataclass(frozen=True)
 class TiresiasState:
-    """Per active job: (queue, time it entered it) for queues below Q0, promotions."""
+    """Per active job: (queue, time it entered it) for queues below Q0, promotions;
+    and the waiting jobs ranked as of the round (`policies.tiresias_waiting`)."""
 
     entered: Mapping[str, tuple[int, float]] = field(default_factory=dict)
     promotions: Mapping[str, Promotion] = field(default_factory=dict)
+    kept: KeptWaiting | None = field(default=None, compare=False, repr=False)
+
+    def take_kept(self) -> KeptWaiting | None:
+        """Its kept ranking, unless a round already took it (copy-on-write)."""
+        kept = self.kept
+        if kept is None or kept.holder is not self:
+            return None
+        kept.holder = None
+        return kept
 
 
 _NO_STATE = TiresiasState()
-
-
-# One job in its queue's bucket: (-Gittins index, time it entered the queue, submit
-# time, id, view, GPUs it needs, attained service counted by the queues). Job ids are
-# unique, so sorting never compares past the id.
-_Entry = tuple[float, float, float, str, JobView, int, float]
 
 
 @dataclass(frozen=True)
@@ -126,21 +138,23 @@ class Tiresias:
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, TiresiasState) else _NO_STATE
         round_ = _Round(snapshot, len(self.thresholds_gpu_s) + 1)
-        self._rank_running(snapshot, prev, round_)
-        self._rank_waiting(snapshot, prev, round_)
-        self._admit(snapshot, round_)
-        self._place(snapshot, round_)
+        kept = self._rank(snapshot, prev, round_)
+        self._admit(snapshot, round_, kept)
+        self._place(snapshot, round_, kept)
         default = Reason(
             "LowerPriorityQueue",
             f"the GPUs go to jobs of Q{round_.lowest_admitted} or higher-priority queues "
             "(and earlier arrivals in the same queue)",
         )
+        ledger = round_.ledger
+        next_state = TiresiasState(ledger.entered, ledger.promotions, kept)
+        kept.holder = next_state
         return Plan(
             run=round_.run,
             reasons=round_.reasons,
             default_reason=default,
-            state=TiresiasState(round_.entered, round_.promotions),
-            wake_s=self._wake_s(round_),
+            state=next_state,
+            wake_s=self._wake_s(round_, kept),
         )
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
@@ -163,12 +177,37 @@ class Tiresias:
             keyed.append((q, g, since, job.spec.submit_s, jid))
         return [k[4] for k in sorted(keyed)]
 
-    # The two loops below see every active job each round, so they are written flat;
-    # they bucket jobs by queue, and only the queues the admission reaches are sorted.
+    def _rank(self, snapshot: Snapshot, prev: TiresiasState, round_: _Round) -> KeptWaiting:
+        """Rank the running jobs afresh and bring the waiting ones' ranking to this
+        round: from the state's kept ranking and the backend's changes where both are
+        at hand, else every waiting job (the same entries either way)."""
+        kept = prev.take_kept()
+        mark, changed = snapshot.waiting_changes(kept.mark if kept is not None else None)
+        index = self._negated_index(round_.gittins) if self._dist else None
+        ranking = Ranking(self.thresholds_gpu_s, self.starve_limit, index)
+        now, ledger = round_.now, round_.ledger
+        if kept is None or changed is None:
+            self._rank_running(snapshot, prev, round_, None)
+            kept = KeptWaiting(len(round_.running), mark)
+            rank_all(ranking, snapshot.waiting(), prev.entered, prev.promotions, now, kept, ledger)
+        else:
+            ledger.entered = dict(prev.entered)
+            ledger.promotions = dict(prev.promotions)
+            self._rank_running(snapshot, prev, round_, kept)
+            rank_changed(
+                ranking, changed, snapshot.job, prev.entered, prev.promotions, now, kept, ledger
+            )
+            kept.mark = mark
+        kept.running_ids = [job.job_id for job in snapshot.running()]
+        return kept
 
-    def _rank_running(self, snapshot: Snapshot, prev: TiresiasState, round_: _Round) -> None:
-        """Bucket the running jobs by queue; note when each will cross its threshold."""
-        now, limits, buckets = round_.now, self.thresholds_gpu_s, round_.buckets
+    def _rank_running(
+        self, snapshot: Snapshot, prev: TiresiasState, round_: _Round, kept: KeptWaiting | None
+    ) -> None:
+        """Bucket the running jobs by queue; note when each will cross its threshold.
+        With the previous round's `kept`, also forget the jobs that ran then and left."""
+        now, limits, buckets = round_.now, self.thresholds_gpu_s, round_.running
+        entered, promotions = round_.ledger.entered, round_.ledger.promotions
         for job in snapshot.running():
             jid, alloc = job.job_id, job.allocation
             assert alloc is not None
@@ -176,53 +215,29 @@ class Tiresias:
             service = job.attained_gpu_s_at(now)
             if promo is not None:
                 service -= promo.attained_gpu_s
-                round_.promotions[jid] = promo
+                promotions[jid] = promo
             q = bisect_right(limits, service)
             if q < len(limits):  # attained service grows with GPUs held
                 round_.crossings.append((now + (limits[q] - service) / alloc.gpu_weight, jid))
             if q:
                 entry = prev.entered.get(jid)
                 if entry is None or entry[0] != q:
-                    entry = (q, _crossed_at(job, service - limits[q - 1], now))
-                round_.entered[jid] = entry
+                    entry = (q, crossed_at(job, service - limits[q - 1], now))
+                entered[jid] = entry
                 since = entry[1]
             else:
+                entered.pop(jid, None)
                 since = promo.at_s if promo else job.spec.submit_s
             g = -self._index(q, service, round_.gittins) if self._dist else 0.0
             buckets[q].append((g, since, job.spec.submit_s, jid, job, alloc.num_gpus, service))
+        if kept is not None:
+            running_now = round_.run
+            for jid in kept.running_ids:
+                if jid not in running_now and snapshot.job(jid) is None:  # finished since
+                    round_.ledger.forget(jid)
 
-    def _rank_waiting(self, snapshot: Snapshot, prev: TiresiasState, round_: _Round) -> None:
-        """Bucket the waiting jobs by queue, promoting the starved (§3.2 STARVELIMIT)."""
-        now, limits, knob = round_.now, self.thresholds_gpu_s, self.starve_limit
-        buckets, promos, entered = round_.buckets, prev.promotions, round_.entered
-        entered_before, gittins = prev.entered, self._dist is not None
-        for job in snapshot.waiting():
-            jid, spec = job.job_id, job.spec
-            promo = promos.get(jid)
-            service = job.attained_gpu_s
-            if promo is not None:
-                service -= promo.attained_gpu_s
-            q = bisect_right(limits, service)
-            if q and knob:
-                starve_s = _starves_at(job, promo, job.executed_s, knob)
-                if starve_s is not None and starve_s <= now:
-                    promo, service, q = _promotion(job, promo, starve_s), 0.0, 0
-                elif starve_s is not None:
-                    round_.starving.append((starve_s, jid))
-            if q:
-                entry = entered_before.get(jid)
-                if entry is None or entry[0] != q:
-                    entry = (q, _crossed_at(job, service - limits[q - 1], now))
-                entered[jid] = entry
-                since = entry[1]
-            elif promo is not None:
-                since = promo.at_s
-            else:
-                since = spec.submit_s
-            if promo is not None:
-                round_.promotions[jid] = promo
-            g = -self._index(q, service, round_.gittins) if gittins else 0.0
-            buckets[q].append((g, since, spec.submit_s, jid, job, spec.num_gpus, service))
+    def _negated_index(self, cache: dict[tuple[int, int], float]) -> Any:
+        return lambda q, service: -self._index(q, service, cache)
 
     def _index(self, q: int, service: float, cache: dict[tuple[int, int], float]) -> float:
         """Gittins index (Eq. 1) of `service` with Δ the rest of queue q, cached per
@@ -237,16 +252,17 @@ class Tiresias:
             cache[key] = index
         return index
 
-    def _admit(self, snapshot: Snapshot, round_: _Round) -> None:
+    def _admit(self, snapshot: Snapshot, round_: _Round, kept: KeptWaiting) -> None:
         """Walk the queues in priority order against the GPUs alive, skipping a gang
-        that does not fit: running jobs chosen are kept, waiting ones admitted."""
+        that does not fit: running jobs chosen are kept, waiting ones admitted. Only
+        the head of the queues is read: the walk stops when the GPUs run out."""
         budget = _alive_gpus(snapshot)
-        for q, bucket in enumerate(round_.buckets):
+        for q, running in enumerate(round_.running):
             if budget == 0:
-                round_.rest.append((q, bucket))
+                round_.rest.append((q, None))
                 continue
-            bucket.sort()
-            for i, entry in enumerate(bucket):
+            running.sort()
+            for entry in heapq.merge(running, kept.buckets[q]):
                 job, need = entry[4], entry[5]
                 if need > budget:
                     if job.running:
@@ -259,15 +275,33 @@ class Tiresias:
                 if not job.running:
                     round_.admitted.append((q, entry))
                 if budget == 0:
-                    round_.rest.append((q, bucket[i + 1 :]))
+                    round_.rest.append((q, entry))
                     break
 
-    def _place(self, snapshot: Snapshot, round_: _Round) -> None:
+    def _stopped(self, round_: _Round) -> list[tuple[int, JobView]]:
+        """The running jobs not kept: those skipped, then those after the walk ended
+        (in order in the queue it ended in, as the snapshot lists them below it)."""
+        stopped = list(round_.dropped)
+        for q, after in round_.rest:
+            running = round_.running[q]
+            if after is None:
+                stopped.extend((q, e[4]) for e in running)
+            else:
+                stopped.extend((q, e[4]) for e in running if e > after)
+        return stopped
+
+    def _later(self, round_: _Round, kept: KeptWaiting) -> Iterator[tuple[int, Entry]]:
+        """The waiting jobs after the walk ended, in priority order."""
+        for q, after in round_.rest:
+            bucket = kept.buckets[q]
+            entries = bucket if after is None else bucket.irange(after, inclusive=(False, True))
+            for entry in entries:
+                yield q, entry
+
+    def _place(self, snapshot: Snapshot, round_: _Round, kept: KeptWaiting) -> None:
         """Stop the running jobs not kept, place the admitted in order; then keep the
         stopped jobs whose GPUs nobody took and backfill what is left free."""
-        stopped = round_.dropped + [
-            (q, e[4]) for q, bucket in round_.rest for e in bucket if e[4].running
-        ]
+        stopped = self._stopped(round_)
         if not stopped and not round_.admitted:
             return
         run, pool = round_.run, snapshot.free_pool()
@@ -291,15 +325,14 @@ class Tiresias:
                 "Preempted", f"preempted in Q{q}: jobs of higher priority need its GPUs"
             )
         if pool.total_free:
-            later = [(q, e) for q, bucket in round_.rest for e in sorted(bucket)]
-            for q, entry in round_.passed + later:
+            for q, entry in chain(round_.passed, self._later(round_, kept)):
                 if pool.total_free == 0:
                     break
-                if not entry[4].running and entry[5] <= pool.total_free:
+                if entry[5] <= pool.total_free:
                     self._start(snapshot, pool, q, entry, round_)  # else it waits, passed
 
     def _start(
-        self, snapshot: Snapshot, pool: GpuPool, q: int, entry: _Entry, round_: _Round
+        self, snapshot: Snapshot, pool: GpuPool, q: int, entry: Entry, round_: _Round
     ) -> Reason | None:
         """Place a waiting job into `pool` and the plan (§3.3); or why it cannot start."""
         job, need = entry[4], entry[5]
@@ -325,7 +358,7 @@ class Tiresias:
             round_.crossings.append((round_.now + left / alloc.gpu_weight, job.job_id))
         return None
 
-    def _wake_s(self, round_: _Round) -> float | None:
+    def _wake_s(self, round_: _Round, kept: KeptWaiting) -> float | None:
         """The first threshold crossing of a job that runs after this round, or the
         first starvation limit of a job that waits after it."""
         now, run = round_.now, round_.run
@@ -333,14 +366,14 @@ class Tiresias:
         for t, jid in round_.crossings:
             if now < t < wake and jid in run:
                 wake = t
-        for t, jid in round_.starving:
-            if now < t < wake and jid not in run:
-                wake = t
+        starving = kept.first_starving(run)
+        if starving is not None and starving < wake:
+            wake = starving
         if self.starve_limit:
             for job in round_.preempted:
-                promo = round_.promotions.get(job.job_id)
+                promo = round_.ledger.promotions.get(job.job_id)
                 executed = job.executed_s_at(now)
-                starve_s = _starves_at(job, promo, executed, self.starve_limit)
+                starve_s = starves_at(job, promo, executed, self.starve_limit)
                 if starve_s is not None and now < starve_s < wake:
                     wake = starve_s
         return wake if wake < math.inf else None
@@ -353,48 +386,18 @@ class _Round:
         self.now = snapshot.now_s
         self.run: dict[str, Allocation] = snapshot.allocations()
         self.reasons: dict[str, Reason] = {}
-        self.entered: dict[str, tuple[int, float]] = {}
-        self.promotions: dict[str, Promotion] = {}
+        self.ledger = Ledger({}, {})  # the next state's entries and promotions
         self.gittins: dict[tuple[int, int], float] = {}
-        self.buckets: list[list[_Entry]] = [[] for _ in range(num_queues)]
+        self.running: list[list[Entry]] = [[] for _ in range(num_queues)]  # by queue
         self.crossings: list[tuple[float, str]] = []  # (time, job) a threshold is crossed
-        self.starving: list[tuple[float, str]] = []  # (time, job) a waiting job starves
-        self.admitted: list[tuple[int, _Entry]] = []
-        self.passed: list[tuple[int, _Entry]] = []  # waiting, skipped: did not fit
+        self.admitted: list[tuple[int, Entry]] = []
+        self.passed: list[tuple[int, Entry]] = []  # waiting, skipped: did not fit
         self.dropped: list[tuple[int, JobView]] = []  # running, skipped: did not fit
-        self.rest: list[tuple[int, list[_Entry]]] = []  # after the GPUs ran out
+        # Where the walk ended in each queue it did not finish: after this entry, or
+        # (None) before the queue's first.
+        self.rest: list[tuple[int, Entry | None]] = []
         self.preempted: list[JobView] = []
         self.lowest_admitted = 0
-
-
-def _promotion(job: JobView, last: Promotion | None, starve_s: float) -> Promotion:
-    """A waiting job's promotion to Q0 on reaching its starvation limit at `starve_s`."""
-    count = last.count + 1 if last else 1
-    at_s = max(starve_s, job.waiting_since_s)
-    return Promotion(at_s, job.attained_gpu_s, job.executed_s, count)
-
-
-def _starves_at(
-    job: JobView, promo: Promotion | None, executed_s: float, knob: float
-) -> float | None:
-    """When the job's waiting since it last entered Q0 (first start or promotion)
-    reaches `knob` x its running since then; None if it has not run since.
-
-    Waiting = (t - since) - ran, so the limit falls at since + ran x (1 + knob)."""
-    since, ran = job.first_start_s, executed_s
-    if promo is not None:
-        since, ran = promo.at_s, executed_s - promo.executed_s
-    if since is None or ran <= 0:
-        return None
-    return since + ran * (1.0 + knob)
-
-
-def _crossed_at(job: JobView, past_gpu_s: float, now: float) -> float:
-    """When a job that is `past_gpu_s` beyond its queue's lower threshold crossed it: on
-    the current run's slope if running, else when it last stopped."""
-    if job.running and job.allocation is not None:
-        return now - past_gpu_s / job.allocation.gpu_weight
-    return min(job.mark_s, now)
 
 
 def _alive_gpus(snapshot: Snapshot) -> int:

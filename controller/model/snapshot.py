@@ -9,7 +9,7 @@ as the `state` argument of the next call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -157,6 +157,14 @@ class Snapshot:
         for job in sorted(self.waiting(), key=key):
             groups.setdefault(job.spec.num_gpus, []).append(job)
         return {n: iter(jobs) for n, jobs in groups.items()}
+
+    def waiting_changes(self, mark: int | None) -> tuple[int | None, Sequence[str] | None]:
+        """The backend's change mark now, and the ids of the jobs whose waiting view
+        came, went or changed since `mark` (`WaitingIndex.changes_since`); (None, None)
+        when the backend keeps no such record: read every waiting job."""
+        if self.ordered is None:
+            return None, None
+        return self.ordered.changes_since(mark)
 
     def waiting_gpus_asked(self) -> int:
         """The GPUs all waiting jobs ask for together."""

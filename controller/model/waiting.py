@@ -14,11 +14,15 @@ tie. It reads them through `Snapshot.waiting_in_order` and `waiting_by_size`, wh
 fall back to sorting `Snapshot.waiting()` when the backend keeps no index (the
 Kubernetes backend, tests that build a snapshot by hand): the same jobs in the same
 order either way.
+
+A policy that keeps more than an order between rounds (Tiresias' queues and
+promotions) asks instead which waiting jobs changed since its last round
+(`Snapshot.waiting_changes`) and re-ranks only those.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from controller.model.job import JobView
@@ -42,4 +46,11 @@ class WaitingIndex(Protocol):
 
     def gpus_asked(self) -> int:
         """The GPUs all waiting jobs ask for together."""
+        ...
+
+    def changes_since(self, mark: int | None) -> tuple[int, Sequence[str] | None]:
+        """The index's mark now, and the ids of the jobs that began or stopped waiting,
+        or whose waiting view was rebuilt, since `mark` (a mark it returned before),
+        oldest first, possibly repeated; None for the ids when it cannot tell (no
+        mark, or one older than the changes it keeps): read every waiting job then."""
         ...
