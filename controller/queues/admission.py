@@ -42,7 +42,15 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from controller.model import JobView, Plan, Reason, Snapshot
 from controller.model.queues import QueueTree
 from controller.model.waiting import WaitingIndex, WaitingKey
-from controller.queues.admitted import Admitted, at_limit, no_queue, over_share
+from controller.queues.admitted import (
+    ANY_POOL,
+    Admission,
+    Admitted,
+    Pool,
+    at_limit,
+    no_queue,
+    over_share,
+)
 from controller.queues.fence import fence_growth, protect
 from controller.queues.ledger import QueueLedger
 from controller.queues.reclaim import reclaim
@@ -64,85 +72,118 @@ class Quotas:
         self.grace_s = grace_s
         self.ledger: QueueLedger | None = QueueLedger(tree) if record else None
 
-    def admit(self, snapshot: Snapshot, order: Sequence[str] = ()) -> Admitted:
+    def admit(self, snapshot: Snapshot, order: Sequence[str] = ()) -> Admission:
         """The figures of the round and the snapshot the policy is shown: each leaf's
         waiting jobs, in `order` (the policy's queue order; jobs it leaves out come
         after it, by submission), as long as they fit its headroom, then the spare
-        GPUs, and its limits, so that whichever of them the policy starts fits."""
+        GPUs, and its limits, in a pool the job may run in, so that whichever of them
+        the policy starts fits."""
+        leaf = {j.job_id: self.tree.leaf_of(j.spec) for j in snapshot.jobs}
+        waiting = sorted(snapshot.waiting(), key=_submitted)
+        pools = tuple(
+            self._figures(snapshot, leaf, waiting, pool) for pool in _pools(self.tree, snapshot)
+        )
+        hidden = self._hide(pools, _in_order(waiting, order))
+        seen = _without(snapshot, hidden.keys()) if hidden else snapshot
+        return Admission(snapshot, seen, leaf, pools, hidden)
+
+    def _figures(
+        self,
+        snapshot: Snapshot,
+        leaf: dict[str, str | None],
+        waiting: list[JobView],
+        pool: Pool,
+    ) -> Admitted:
+        """One pool's held, deserved and spare GPUs."""
         tree = self.tree
-        leaf = {j.job_id: tree.leaf_of(j.spec) for j in snapshot.jobs}
         held: dict[str, float] = {}
         demand: dict[str, float] = {}
         outside = 0.0  # held by jobs of no queue: they run on, the queues share the rest
         for job in snapshot.jobs:
             name = leaf[job.job_id]
-            weight = job.allocation.gpu_weight if job.running and job.allocation else 0.0
+            gpus = pool.gpus(job.allocation) if job.running else 0.0
             if name is None:
-                outside += weight
+                outside += gpus
                 continue
-            demand[name] = demand.get(name, 0.0) + max(weight, float(job.spec.max_gpus))
+            if gpus > 0 or (not job.running and pool.accepts(job.spec)):
+                demand[name] = demand.get(name, 0.0) + max(gpus, float(job.spec.max_gpus))
             for queue in tree.chain(name):
-                held[queue] = held.get(queue, 0.0) + weight
+                held[queue] = held.get(queue, 0.0) + gpus
         down = snapshot.down_nodes
-        capacity = sum(n.num_gpus for i, n in enumerate(snapshot.cluster.nodes) if i not in down)
-        deserved = deserved_gpus(tree, max(0.0, capacity - outside), demand)
-        waiting = sorted(snapshot.waiting(), key=_submitted)
+        capacity = sum(
+            n.num_gpus
+            for i, n in enumerate(snapshot.cluster.nodes)
+            if i not in down and (pool.nodes is None or i in pool.nodes)
+        )
+        deserved = deserved_gpus(tree, max(0.0, capacity - outside), demand, pool.model)
         owed = 0.0
         taken: dict[str, float] = {}
         for job in waiting:
             name = leaf[job.job_id]
-            if name is None:
+            if name is None or not pool.accepts(job.spec):
                 continue
             room = max(0.0, deserved[name] - held.get(name, 0.0)) - taken.get(name, 0.0)
             if job.spec.min_gpus <= room + EPS_GPUS:
                 taken[name] = taken.get(name, 0.0) + job.spec.min_gpus
                 owed += job.spec.min_gpus
-        spare = max(0.0, snapshot.free_gpu_count() - owed)
-        adm = Admitted(snapshot, snapshot, leaf, held, deserved, spare)
-        hidden = self._hide(adm, _in_order(waiting, order))
-        seen = _without(snapshot, hidden.keys()) if hidden else snapshot
-        return Admitted(snapshot, seen, leaf, held, deserved, spare, hidden)
+        spare = max(0.0, _free_gpus(snapshot, pool) - owed)
+        return Admitted(snapshot, leaf, held, deserved, spare, pool)
 
-    def _hide(self, adm: Admitted, waiting: list[JobView]) -> dict[str, Reason]:
-        """The waiting jobs the policy is not shown, with the reason each waits."""
-        room = {leaf.name: adm.headroom(leaf.name) for leaf in self.tree.leaves()}
-        spare = adm.spare_gpus
-        shown = dict(adm.held)
+    def _hide(self, pools: tuple[Admitted, ...], waiting: list[JobView]) -> dict[str, Reason]:
+        """The waiting jobs the policy is not shown, with the reason each waits: a job
+        is shown if it fits in one pool it may run in (the first such)."""
+        leaves = self.tree.leaves()
+        room = [{leaf.name: p.headroom(leaf.name) for leaf in leaves} for p in pools]
+        spare = [p.spare_gpus for p in pools]
+        shown = [dict(p.held) for p in pools]
         hidden: dict[str, Reason] = {}
         for job in waiting:
-            name = adm.leaf.get(job.job_id)
+            name = pools[0].leaf.get(job.job_id)
             gpus = float(job.spec.min_gpus)
             if name is None:
                 hidden[job.job_id] = no_queue(job)
                 continue
-            limited = at_limit(self.tree, name, shown, gpus)
-            if limited is not None:
-                hidden[job.job_id] = limited
-                continue
-            if gpus <= room[name] + EPS_GPUS:
-                room[name] -= gpus
-            elif gpus <= spare + EPS_GPUS:
-                spare -= gpus
-            else:
-                hidden[job.job_id] = over_share(self.tree, adm, name)
-                continue
-            for queue in self.tree.chain(name):
-                shown[queue] = shown.get(queue, 0.0) + gpus
+            refusal: Reason | None = None
+            fits = False
+            for k, adm in enumerate(pools):
+                if not adm.pool.accepts(job.spec):
+                    continue
+                limited = at_limit(self.tree, name, shown[k], gpus, adm.pool)
+                if limited is None and gpus <= room[k][name] + EPS_GPUS:
+                    room[k][name] -= gpus
+                elif limited is None and gpus <= spare[k] + EPS_GPUS:
+                    spare[k] -= gpus
+                else:
+                    refusal = refusal or limited or over_share(self.tree, adm, name)
+                    continue
+                for queue in self.tree.chain(name):
+                    shown[k][queue] = shown[k].get(queue, 0.0) + gpus
+                fits = True
+                break
+            if not fits and refusal is not None:
+                hidden[job.job_id] = refusal
         return hidden
 
-    def settle(self, adm: Admitted, plan: Plan) -> Plan:
+    def settle(self, adm: Admission, plan: Plan) -> Plan:
         """`plan` within the quotas, with reclaim preemptions and every hidden job's reason."""
-        run, reasons = fence_growth(self.tree, adm, plan)
-        protect(self.tree, adm, run, reasons)
+        run = dict(plan.run)
+        reasons = dict(plan.reasons)
+        for figures in adm.pools:
+            fence_growth(self.tree, figures, run, reasons)
+            protect(self.tree, figures, run, reasons)
         reasons.update(adm.hidden)
-        victims, owed = reclaim(self.tree, adm, run)
+        victims: dict[str, Reason] = {}
+        owed: dict[str, Reason] = {}
+        for figures in adm.pools:
+            stopped, pending = reclaim(self.tree, figures, run, owed.keys())
+            for job_id, reason in stopped.items():
+                del run[job_id]
+                victims[job_id] = reason
+            owed.update(pending)
         wake_s = plan.wake_s
         if victims:
-            for job_id, reason in victims.items():
-                del run[job_id]
-                reasons[job_id] = reason
-            for job_id, reason in owed.items():
-                reasons[job_id] = reason
+            reasons.update(victims)
+            reasons.update(owed)
             due = adm.snapshot.now_s + self.grace_s
             wake_s = due if wake_s is None else min(wake_s, due)
         if self.ledger is not None:
@@ -156,6 +197,25 @@ class Quotas:
             state=plan.state,
             wake_s=wake_s,
         )
+
+
+def _pools(tree: QueueTree, snapshot: Snapshot) -> list[Pool]:
+    """Every GPU as one pool, or one pool per GPU model of the cluster when the
+    tree's quotas name models."""
+    if not tree.per_model:
+        return [ANY_POOL]
+    nodes: dict[str, set[int]] = {}
+    for i, node in enumerate(snapshot.cluster.nodes):
+        nodes.setdefault(node.gpu_type.name, set()).add(i)
+    return [Pool(model, frozenset(nodes[model])) for model in sorted(nodes)]
+
+
+def _free_gpus(snapshot: Snapshot, pool: Pool) -> int:
+    """Whole GPUs free in the pool on nodes that take work."""
+    if pool.nodes is None:
+        return snapshot.free_gpu_count()
+    free = snapshot.free_pool()
+    return sum(len(free.free_gpus(n)) for n in pool.nodes)
 
 
 def _submitted(job: JobView) -> tuple[float, str]:

@@ -1,32 +1,81 @@
 """One round's quota figures, computed by controller.queues.admission before the policy
-and read after it by controller.queues.reclaim and controller.queues.ledger; and the
-reasons a job waits because of a quota."""
+and read after it by controller.queues.fence, controller.queues.reclaim and
+controller.queues.ledger; and the reasons a job waits because of a quota.
+
+Quotas are kept per *pool*: the GPUs of one model when the tree's quotas name models
+(each model its own division, guarantees and limits read for that model), or every
+GPU (`ANY_POOL`) when they are plain numbers.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controller.model import Allocation, JobView, Reason, Snapshot
-from controller.model.queues import QueueTree
+from controller.model import Allocation, JobSpec, JobView, Reason, Snapshot
+from controller.model.queues import ANY_MODEL, GpuQuota, QueueTree
 from controller.queues.shares import EPS_GPUS
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """The GPUs of `model` on `nodes` (None: every GPU of every node)."""
+
+    model: str = ANY_MODEL
+    nodes: frozenset[int] | None = None
+
+    def gpus(self, alloc: Allocation | None) -> float:
+        """GPUs of an allocation in this pool, a shared GPU by its fraction."""
+        if alloc is None:
+            return 0.0
+        if self.nodes is None:
+            return alloc.gpu_weight
+        return sum(s.fraction for s in alloc.shares if s.node in self.nodes)
+
+    def amount(self, quota: GpuQuota) -> float:
+        """A quota's GPUs in this pool."""
+        return float(quota.total if self.model == ANY_MODEL else quota.get(self.model))
+
+    def accepts(self, spec: JobSpec) -> bool:
+        return self.model == ANY_MODEL or spec.accepts(self.model)
+
+    def label(self) -> str:
+        return "" if self.model == ANY_MODEL else f" {self.model}"
+
+
+ANY_POOL = Pool()
 
 
 @dataclass(frozen=True)
 class Admitted:
-    """The round's figures: who belongs where, what each queue holds and deserves."""
+    """One pool's figures for the round: who belongs where, what each queue holds and
+    deserves there."""
 
     snapshot: Snapshot  # the backend's, whole
-    seen: Snapshot  # what the policy is shown
     leaf: Mapping[str, str | None]  # active job id -> its leaf queue
-    held: Mapping[str, float]  # every queue: GPUs its running jobs hold
+    held: Mapping[str, float]  # every queue: GPUs its running jobs hold in the pool
     deserved: Mapping[str, float]  # every queue
-    spare_gpus: float  # idle GPUs no queue is owed: lent to any
-    hidden: Mapping[str, Reason] = field(default_factory=dict)
+    spare_gpus: float  # idle GPUs of the pool no queue is owed: lent to any
+    pool: Pool = ANY_POOL
 
     def headroom(self, queue: str) -> float:
-        """GPUs `queue` may still take as its own."""
+        """GPUs `queue` may still take as its own in the pool."""
         return max(0.0, self.deserved.get(queue, 0.0) - self.held.get(queue, 0.0))
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The round: each pool's figures, what the policy is shown, why the rest waits."""
+
+    snapshot: Snapshot
+    seen: Snapshot
+    leaf: Mapping[str, str | None]
+    pools: tuple[Admitted, ...]
+    hidden: Mapping[str, Reason] = field(default_factory=dict)
+
+    def deserved(self, queue: str) -> float:
+        """`queue`'s deserved GPUs over every pool."""
+        return sum(p.deserved.get(queue, 0.0) for p in self.pools)
 
 
 def gpus_of(alloc: Allocation | None) -> float:
@@ -39,16 +88,21 @@ def no_queue(job: JobView) -> Reason:
     return Reason("NoQueue", f"no queue takes tenant {job.spec.tenant!r}{named}")
 
 
-def at_limit(tree: QueueTree, leaf: str, held: Mapping[str, float], gpus: float) -> Reason | None:
+def at_limit(
+    tree: QueueTree, leaf: str, held: Mapping[str, float], gpus: float, pool: Pool = ANY_POOL
+) -> Reason | None:
     """`QueueAtLimit` if `gpus` more for `leaf` pass a limit on its chain, else None."""
     for queue in tree.chain(leaf):
         node = tree.node(queue)
         assert node is not None
-        if node.limit is not None and held.get(queue, 0.0) + gpus > node.limit.total + EPS_GPUS:
+        if node.limit is None:
+            continue
+        limit = pool.amount(node.limit)
+        if held.get(queue, 0.0) + gpus > limit + EPS_GPUS:
             return Reason(
                 "QueueAtLimit",
                 f"queue {queue} holds {held.get(queue, 0.0):g} of its limit of "
-                f"{node.limit.total} GPUs",
+                f"{limit:g}{pool.label()} GPUs",
             )
     return None
 
@@ -56,9 +110,10 @@ def at_limit(tree: QueueTree, leaf: str, held: Mapping[str, float], gpus: float)
 def over_share(tree: QueueTree, adm: Admitted, leaf: str) -> Reason:
     node = tree.node(leaf)
     assert node is not None
+    label = adm.pool.label()
     return Reason(
         "QueueOverShare",
-        f"queue {leaf} holds {adm.held.get(leaf, 0.0):g} GPUs, its share now "
-        f"{adm.deserved.get(leaf, 0.0):.1f} (guarantee {node.guarantee.total}); "
+        f"queue {leaf} holds {adm.held.get(leaf, 0.0):g}{label} GPUs, its share now "
+        f"{adm.deserved.get(leaf, 0.0):.1f} (guarantee {adm.pool.amount(node.guarantee):g}); "
         "no idle GPUs to lend",
     )

@@ -19,36 +19,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.model import Allocation, JobView, Plan, Reason
+from controller.model import Allocation, JobView, Reason
 from controller.model.queues import QueueTree
-from controller.queues.admitted import Admitted, at_limit, gpus_of, no_queue, over_share
+from controller.queues.admitted import Admitted, at_limit, no_queue, over_share
 from controller.queues.shares import EPS_GPUS
 
 
 def fence_growth(
-    tree: QueueTree, adm: Admitted, plan: Plan
-) -> tuple[dict[str, Allocation], dict[str, Reason]]:
-    """The plan's run and reasons with every start or growth a quota forbids refused:
-    a waiting job stays waiting; a running job keeps its GPUs, or stops if the plan
+    tree: QueueTree, adm: Admitted, run: dict[str, Allocation], reasons: dict[str, Reason]
+) -> None:
+    """Refuse, in place, every start or growth in `adm`'s pool that a quota forbids: a
+    waiting job stays waiting; a running job keeps its GPUs, or stops if the plan
     gave them to another job."""
     snapshot = adm.snapshot
+    pool = adm.pool
     current = snapshot.current or {}
-    run = dict(plan.run)
-    reasons: dict[str, Reason] = dict(plan.reasons)
     gains: list[tuple[tuple[float, str], JobView, float]] = []
     room = {leaf.name: adm.headroom(leaf.name) for leaf in tree.leaves()}
     for job_id, before in current.items():
-        change = gpus_of(plan.run.get(job_id)) - before.gpu_weight
+        change = pool.gpus(run.get(job_id)) - pool.gpus(before)
         name = adm.leaf.get(job_id)
         if change < 0 and name is not None:
             room[name] -= change  # released by the plan: the leaf may use it again
-    for job_id, alloc in plan.run.items():
-        gain = alloc.gpu_weight - gpus_of(current.get(job_id))
+    for job_id, alloc in run.items():
+        gain = pool.gpus(alloc) - pool.gpus(current.get(job_id))
         job = snapshot.job(job_id)
         if gain > EPS_GPUS and job is not None:
             gains.append(((job.spec.submit_s, job_id), job, gain))
     if not gains:
-        return run, reasons
+        return
     held = dict(adm.held)
     spare = adm.spare_gpus
     refused: dict[str, Reason] = {}
@@ -57,7 +56,7 @@ def fence_growth(
         if name is None:
             refused[job.job_id] = no_queue(job)
             continue
-        limited = at_limit(tree, name, held, gain)
+        limited = at_limit(tree, name, held, gain, pool)
         own = min(room[name], gain)
         if limited is None and gain - own > spare + EPS_GPUS:
             limited = over_share(tree, adm, name)
@@ -70,7 +69,6 @@ def fence_growth(
             held[queue] = held.get(queue, 0.0) + gain
     if refused:
         _undo(run, reasons, refused, current)
-    return run, reasons
 
 
 def _taken(run: Mapping[str, Allocation]) -> dict[tuple[int, int], set[str]]:
@@ -107,14 +105,19 @@ def protect(
     end below their share; the jobs newly started on them wait instead."""
     snapshot = adm.snapshot
     current = snapshot.current or {}
-    stopped = [j for j in current if j not in run and adm.leaf.get(j) is not None]
+    pool = adm.pool
+    stopped = [
+        j
+        for j, alloc in current.items()
+        if j not in run and adm.leaf.get(j) is not None and pool.gpus(alloc) > 0
+    ]
     if not stopped:
         return
     held: dict[str, float] = {}
     for job_id, alloc in run.items():
         name = adm.leaf.get(job_id)
         if name is not None:
-            held[name] = held.get(name, 0.0) + alloc.gpu_weight
+            held[name] = held.get(name, 0.0) + pool.gpus(alloc)
     taken = _taken(run)
     for job_id in sorted(stopped, key=lambda j: (current[j].gpu_weight, j)):
         name = adm.leaf[job_id]
@@ -131,7 +134,7 @@ def protect(
                 taken[gpu].discard(taker)
             other = adm.leaf.get(taker)
             if other is not None:
-                held[other] = held.get(other, 0.0) - run[taker].gpu_weight
+                held[other] = held.get(other, 0.0) - pool.gpus(run[taker])
             del run[taker]
             reasons[taker] = Reason(
                 "ShareProtected",
@@ -140,5 +143,5 @@ def protect(
         run[job_id] = before
         for gpu in before.gpus():
             taken.setdefault(gpu, set()).add(job_id)
-        held[name] = held.get(name, 0.0) + before.gpu_weight
+        held[name] = held.get(name, 0.0) + pool.gpus(before)
         reasons.pop(job_id, None)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from controller.model import Allocation, Reason
 from controller.model.queues import QueueTree
-from controller.queues.admitted import Admitted
+from controller.queues.admitted import Admission
 from controller.queues.shares import EPS_GPUS
 from controller.records import JobOutcome
 
@@ -50,7 +50,7 @@ class QueueLedger:
         self.job_leaf: dict[str, str] = {}
 
     def record(
-        self, adm: Admitted, run: Mapping[str, Allocation], victims: Mapping[str, Reason]
+        self, adm: Admission, run: Mapping[str, Allocation], victims: Mapping[str, Reason]
     ) -> None:
         held = dict.fromkeys(self.leaves, 0.0)
         asked = dict.fromkeys(self.leaves, 0.0)
@@ -64,7 +64,8 @@ class QueueLedger:
                 asked[name] += job.spec.num_gpus if job is not None else 0
             else:
                 held[name] += alloc.gpu_weight
-        short = {n: adm.deserved.get(n, 0.0) - held[n] for n in self.leaves}
+        deserved = {n: adm.deserved(n) for n in self.leaves}
+        short = {n: deserved[n] - held[n] for n in self.leaves}
         waiting = {n for n in self.leaves if asked[n] > 0 and asked[n] + EPS_GPUS >= short[n]}
         for job_id in victims:
             name = adm.leaf[job_id]
@@ -73,7 +74,7 @@ class QueueLedger:
         sample = QueueSample(
             adm.snapshot.now_s,
             tuple(held[n] for n in self.leaves),
-            tuple(adm.deserved.get(n, 0.0) for n in self.leaves),
+            tuple(deserved[n] for n in self.leaves),
             tuple(n in waiting for n in self.leaves),
         )
         if self.samples and self.samples[-1].t_s == sample.t_s:

@@ -8,7 +8,7 @@ out of the plan, so a valid plan stays valid.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from controller.model import Allocation, JobView, Reason
 from controller.model.queues import QueueTree
@@ -17,25 +17,32 @@ from controller.queues.shares import EPS_GPUS
 
 
 def reclaim(
-    tree: QueueTree, adm: Admitted, run: Mapping[str, Allocation]
+    tree: QueueTree,
+    adm: Admitted,
+    run: Mapping[str, Allocation],
+    owed_elsewhere: Collection[str] = (),
 ) -> tuple[dict[str, Reason], dict[str, Reason]]:
-    """(victims, owed): the running jobs to preempt so that owed jobs fit, each with
-    its reason, and the owed jobs with `ReclaimPending`; both empty when nothing
-    needs, or may be, reclaimed."""
+    """(victims, owed) in `adm`'s pool: the running jobs to preempt so that owed jobs
+    fit, each with its reason, and the owed jobs with `ReclaimPending`; both empty
+    when nothing needs, or may be, reclaimed. Jobs in `owed_elsewhere` (owed in
+    another pool) are not claimed again."""
     snapshot = adm.snapshot
+    pool = adm.pool
     held: dict[str, float] = {}
     for job_id, alloc in run.items():
         name = adm.leaf.get(job_id)
         if name is not None:
             for queue in tree.chain(name):
-                held[queue] = held.get(queue, 0.0) + alloc.gpu_weight
+                held[queue] = held.get(queue, 0.0) + pool.gpus(alloc)
     claimed: dict[str, float] = {}
     owed: list[JobView] = []
     # Every job of a leaf left waiting is owed while it fits the leaf's share: those
     # the policy was not shown for want of headroom, and those the plan stops.
     for job in sorted(snapshot.jobs, key=lambda j: (j.spec.submit_s, j.job_id)):
         name = adm.leaf.get(job.job_id)
-        if name is None or job.job_id in run:
+        if name is None or job.job_id in run or job.job_id in owed_elsewhere:
+            continue
+        if not pool.accepts(job.spec):
             continue
         room = adm.deserved.get(name, 0.0) - held.get(name, 0.0) - claimed.get(name, 0.0)
         if job.spec.min_gpus <= room + EPS_GPUS:
@@ -49,7 +56,7 @@ def reclaim(
         return {}, {}
     protected = {q for name in claimed for q in tree.chain(name)}
     chosen = _victims(tree, adm, run, held, protected, deficit)
-    freed = sum(run[v.job_id].gpu_weight for v in chosen)
+    freed = sum(pool.gpus(run[v.job_id]) for v in chosen)
     if not chosen or free + freed < min(j.spec.min_gpus for j in owed) - EPS_GPUS:
         return {}, {}  # nothing may go, or not enough to start any owed job
     claimants = ", ".join(sorted(claimed))
@@ -61,8 +68,8 @@ def reclaim(
         sources.add(name)
         victims[victim.job_id] = Reason(
             "Reclaimed",
-            f"preempted to give back GPUs to queue {claimants}: queue {name} held "
-            f"{adm.held.get(name, 0.0):g} GPUs, over its share {adm.deserved[name]:.1f}",
+            f"preempted to give back{pool.label()} GPUs to queue {claimants}: queue {name} "
+            f"held {adm.held.get(name, 0.0):g}, over its share {adm.deserved[name]:.1f}",
         )
     owed_reasons: dict[str, Reason] = {}
     for job in owed:
@@ -70,8 +77,8 @@ def reclaim(
         assert name is not None
         owed_reasons[job.job_id] = Reason(
             "ReclaimPending",
-            f"queue {name} is owed GPUs of its share {adm.deserved[name]:.1f}: "
-            f"{freed:g} GPUs being reclaimed from queue {', '.join(sorted(sources))}",
+            f"queue {name} is owed{pool.label()} GPUs of its share {adm.deserved[name]:.1f}: "
+            f"{freed:g} being reclaimed from queue {', '.join(sorted(sources))}",
         )
     return victims, owed_reasons
 
@@ -80,8 +87,13 @@ def _free_after(adm: Admitted, run: Mapping[str, Allocation]) -> int:
     """Whole GPUs the plan leaves free on nodes that take work (up, not cordoned)."""
     snapshot = adm.snapshot
     closed = snapshot.down_nodes | snapshot.cordoned_nodes
-    used = {g for alloc in run.values() for g in alloc.gpus() if g[0] not in closed}
-    usable = sum(n.num_gpus for i, n in enumerate(snapshot.cluster.nodes) if i not in closed)
+    nodes = adm.pool.nodes
+
+    def open_(node: int) -> bool:
+        return node not in closed and (nodes is None or node in nodes)
+
+    used = {g for alloc in run.values() for g in alloc.gpus() if open_(g[0])}
+    usable = sum(n.num_gpus for i, n in enumerate(snapshot.cluster.nodes) if open_(i))
     return usable - len(used)
 
 
@@ -96,23 +108,25 @@ def _victims(
     """Least loss first (controller.queues.admission): running jobs whose queues stay
     at or above their share, and their leaf at or above its guarantee, without them."""
     snapshot = adm.snapshot
+    pool = adm.pool
     now = snapshot.now_s
     current = snapshot.current or {}
     candidates: list[JobView] = []
-    for job_id in run:
+    for job_id, alloc in run.items():
         name = adm.leaf.get(job_id)
         job = snapshot.job(job_id)
-        if job_id in current and name is not None and name not in protected and job:
+        mine = job_id in current and pool.gpus(alloc) > 0
+        if job and mine and name is not None and name not in protected:
             candidates.append(job)
     chosen: list[JobView] = []
 
     def may_go(job: JobView) -> bool:
         name = adm.leaf[job.job_id]
         assert name is not None
-        gpus = run[job.job_id].gpu_weight
+        gpus = pool.gpus(run[job.job_id])
         node = tree.node(name)
         assert node is not None
-        if held.get(name, 0.0) - gpus < node.guarantee.total - EPS_GPUS:
+        if held.get(name, 0.0) - gpus < pool.amount(node.guarantee) - EPS_GPUS:
             return False
         return all(
             held.get(q, 0.0) - gpus >= adm.deserved.get(q, 0.0) - EPS_GPUS
@@ -126,15 +140,15 @@ def _victims(
             break
 
         def loss(job: JobView) -> tuple[float, float, str]:
-            return (run[job.job_id].gpu_weight, job.attained_gpu_s_at(now), job.job_id)
+            return (pool.gpus(run[job.job_id]), job.attained_gpu_s_at(now), job.job_id)
 
-        covering = [j for j in eligible if run[j.job_id].gpu_weight >= deficit - EPS_GPUS]
+        covering = [j for j in eligible if pool.gpus(run[j.job_id]) >= deficit - EPS_GPUS]
         if covering:
             pick = min(covering, key=loss)
         else:
             pick = min(eligible, key=lambda j: (-loss(j)[0], loss(j)[1], j.job_id))
         chosen.append(pick)
-        gpus = run[pick.job_id].gpu_weight
+        gpus = pool.gpus(run[pick.job_id])
         deficit -= gpus
         name = adm.leaf[pick.job_id]
         assert name is not None

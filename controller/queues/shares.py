@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.model.queues import QueueNode, QueueTree
+from controller.model.queues import ANY_MODEL, GpuQuota, QueueNode, QueueTree
 
 # GPU amounts are fractional (shared GPUs count by fraction): anything closer than
 # this is equal, well below the smallest share a GPU can be split into.
@@ -63,9 +63,17 @@ def divide(capacity: float, claims: Mapping[str, Claim]) -> dict[str, float]:
 
 
 def deserved_gpus(
-    tree: QueueTree, capacity_gpus: float, demand_gpus: Mapping[str, float]
+    tree: QueueTree,
+    capacity_gpus: float,
+    demand_gpus: Mapping[str, float],
+    model: str = ANY_MODEL,
 ) -> dict[str, float]:
-    """Every queue's deserved GPUs, given each leaf's demand (absent leaves: none)."""
+    """Every queue's deserved GPUs, given each leaf's demand (absent leaves: none),
+    with the guarantees and limits of GPU `model` (ANY_MODEL: each quota's total)."""
+
+    def amount(quota: GpuQuota) -> float:
+        return float(quota.total if model == ANY_MODEL else quota.get(model))
+
     demand: dict[str, float] = {}
 
     def total(node: QueueNode) -> float:
@@ -75,7 +83,7 @@ def deserved_gpus(
             else sum(total(child) for child in node.children)
         )
         if node.limit is not None:
-            own = min(own, float(node.limit.total))
+            own = min(own, amount(node.limit))
         demand[node.name] = own
         return own
 
@@ -84,7 +92,7 @@ def deserved_gpus(
     out: dict[str, float] = {}
 
     def split(capacity: float, nodes: tuple[QueueNode, ...]) -> None:
-        claims = {n.name: Claim(float(n.guarantee.total), demand[n.name], n.weight) for n in nodes}
+        claims = {n.name: Claim(amount(n.guarantee), demand[n.name], n.weight) for n in nodes}
         for node in nodes:
             out[node.name] = 0.0
         for name, gpus in divide(capacity, claims).items():
