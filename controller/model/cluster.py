@@ -135,7 +135,19 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Rack:
-    """A top-of-rack switch; `uplink_gbps` is its capacity towards the spine."""
+    """A top-of-rack switch; `uplink_gbps` is its capacity towards the spine (the
+    aggregation layer of a three-tier Clos, summed over its equal-cost uplinks);
+    `group` its aggregation group in `Cluster.groups` (unused when there are none)."""
+
+    name: str
+    uplink_gbps: float
+    group: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """An aggregation group of a three-tier Clos (racks under common aggregation
+    switches); `uplink_gbps` is its capacity towards the core."""
 
     name: str
     uplink_gbps: float
@@ -146,6 +158,8 @@ class Cluster:
     name: str
     nodes: tuple[Node, ...]
     racks: tuple[Rack, ...]
+    # Aggregation groups (three-tier Clos); none: racks meet at one spine.
+    groups: tuple[Group, ...] = ()
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -155,6 +169,9 @@ class Cluster:
         for node in self.nodes:
             if not 0 <= node.rack < len(self.racks):
                 raise ValueError(f"node {node.name}: rack index {node.rack} out of range")
+        for rack in self.racks if self.groups else ():
+            if not 0 <= rack.group < len(self.groups):
+                raise ValueError(f"rack {rack.name}: group index {rack.group} out of range")
 
     def node_index(self, name: str) -> int:
         return self._index[name]

@@ -36,7 +36,17 @@ from dataclasses import dataclass
 
 from controller.model import Cluster
 from controller.network.allocators import POLICIES, allocate
-from controller.network.model import Coflow, Flow, LinkId, nic_down, nic_up, rack_down, rack_up
+from controller.network.model import (
+    Coflow,
+    Flow,
+    LinkId,
+    group_down,
+    group_up,
+    nic_down,
+    nic_up,
+    rack_down,
+    rack_up,
+)
 
 # The perf model's default: every job all-reduces at its own links' speed, no sharing.
 DEDICATED = "dedicated"
@@ -82,8 +92,16 @@ class NetJob:
 
 
 def ring_flows(cluster: Cluster, job: NetJob) -> list[Flow]:
-    """The job's iteration coflow: one flow per hop of its inter-node ring."""
-    ring = sorted(set(job.nodes), key=lambda i: (cluster.nodes[i].rack, i))
+    """The job's iteration coflow: one flow per hop of its inter-node ring.
+
+    In a three-tier Clos (`cluster.groups`) the ring is ordered by group too, and a hop
+    between groups also crosses both groups' core links."""
+    grouped = bool(cluster.groups)
+
+    def group(i: int) -> int:
+        return cluster.racks[cluster.nodes[i].rack].group if grouped else 0
+
+    ring = sorted(set(job.nodes), key=lambda i: (group(i), cluster.nodes[i].rack, i))
     size = job.flow_mb
     flows = []
     for k, src in enumerate(ring):
@@ -92,6 +110,8 @@ def ring_flows(cluster: Cluster, job: NetJob) -> list[Flow]:
         links: tuple[LinkId, ...] = (nic_up(src), nic_down(dst))
         if a.rack != b.rack:
             links += (rack_up(a.rack), rack_down(b.rack))
+        if group(src) != group(dst):
+            links += (group_up(group(src)), group_down(group(dst)))
         flows.append(Flow(f"{job.job_id}/{k}", job.job_id, links, size))
     return flows
 
@@ -100,6 +120,8 @@ def link_capacity(cluster: Cluster, link: LinkId) -> float:
     kind, where = link
     if kind in ("nic-up", "nic-down"):
         return cluster.nodes[int(where)].nic_gbps
+    if kind in ("group-up", "group-down"):
+        return cluster.groups[int(where)].uplink_gbps
     return cluster.racks[int(where)].uplink_gbps
 
 

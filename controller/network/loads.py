@@ -20,14 +20,13 @@ from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.model import LinkId
 
 # Link kinds in display order (controller.network.model's names).
-LINK_KINDS = ("nic-up", "nic-down", "rack-up", "rack-down")
+LINK_KINDS = ("nic-up", "nic-down", "rack-up", "rack-down", "group-up", "group-down")
 
 
 @dataclass(frozen=True, slots=True)
 class LinkLoad:
-    """One direction of one NIC or rack uplink: what crosses it and what it holds.
-
-    `where` is the node's name for a NIC and the rack's name for an uplink."""
+    """One direction of one NIC, rack uplink or group uplink: what crosses it and what
+    it holds. `where` is the node's name for a NIC, else the rack's or group's name."""
 
     kind: str
     where: str
@@ -65,7 +64,12 @@ def link_loads(cluster: Cluster, traffic: Iterable[JobTraffic]) -> list[LinkLoad
     for link in sorted(load, key=order):
         kind, where = link
         index = int(where)
-        named = cluster.nodes[index].name if kind.startswith("nic") else cluster.racks[index].name
+        if kind.startswith("nic"):
+            named = cluster.nodes[index].name
+        elif kind.startswith("group"):
+            named = cluster.groups[index].name
+        else:
+            named = cluster.racks[index].name
         out.append(
             LinkLoad(
                 kind=kind,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A link is named by its kind and the node or rack it belongs to, e.g.
+# A link is named by its kind and the node, rack or group it belongs to, e.g.
 # ("nic-up", "node-3") or ("rack-down", 1). Each is one direction of one port.
 LinkId = tuple[str, str | int]
 FlowId = str | int
@@ -37,6 +37,16 @@ def rack_up(rack: str | int) -> LinkId:
 def rack_down(rack: str | int) -> LinkId:
     """A top-of-rack switch's downlink from the spine."""
     return ("rack-down", rack)
+
+
+def group_up(group: str | int) -> LinkId:
+    """An aggregation group's uplink towards the core (three-tier Clos)."""
+    return ("group-up", group)
+
+
+def group_down(group: str | int) -> LinkId:
+    """An aggregation group's downlink from the core."""
+    return ("group-down", group)
 
 
 @dataclass(frozen=True, slots=True)

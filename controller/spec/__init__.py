@@ -8,6 +8,9 @@ on; `describe` gives the CLI its one-paragraph summary. See docs/clusters.md.
 - a YAML cluster spec (`*.yaml`, `*.yml`; schema below);
 - a preset node type: `dgx-h100`, `dgx-a100`, `dgx1-v100`, `g4dn-12xlarge`, `pcie4` alone means
   one rack of 4 such nodes, `PRESET:N` means N of them (`dgx-a100:32`);
+- `lingjun`: the Alibaba Lingjun production topology (847 8-GPU hosts, 119 ToRs, 3
+  aggregation groups; `controller.spec.clos`), and `clos:GxTxH`, a three-tier Clos of
+  G groups x T ToRs x H `pcie4` hosts;
 - `NODESxGPUS` (`16x4`, `256x8`): generic PCIe servers of V100-PCIe GPUs
   (`pcie_topology`), with one `GENERIC_NIC_GBPS` NIC each;
 - a Tiresias simulator `cluster_spec.csv`
@@ -55,6 +58,7 @@ from collections import Counter
 from pathlib import Path
 
 from controller.model.cluster import Cluster, Node
+from controller.spec import clos
 from controller.spec.csv_spec import load_csv
 from controller.spec.types import (
     GENERIC_NIC_GBPS,
@@ -131,6 +135,10 @@ def named_cluster(name: str) -> Cluster:
 
 
 def _named(arg: str, *, files: bool) -> Cluster:
+    if arg == clos.LINGJUN:
+        return clos.lingjun_cluster(presets()[1][clos.LINGJUN_NODE_TYPE])
+    if arg.startswith("clos:"):
+        return clos.shorthand_cluster(arg, presets()[1][clos.CLOS_NODE_TYPE])
     if m := SHORTHAND.fullmatch(arg):
         nodes, gpus = int(m[1]), int(m[2])
         if nodes < 1 or gpus < 1:
@@ -194,6 +202,13 @@ def describe(cluster: Cluster) -> str:
         lines.append(
             f"  {_count(count, 'rack')} x {_count(n, 'node')}, uplink {uplink:g} Gbit/s "
             f"(oversubscription {ratio:.3g}:1)"
+        )
+    for g, group in enumerate(cluster.groups):
+        under = sum(r.uplink_gbps for r in cluster.racks if r.group == g)
+        lines.append(
+            f"  group {group.name}: {_count(sum(r.group == g for r in cluster.racks), 'rack')}, "
+            f"core uplink {group.uplink_gbps:g} Gbit/s (oversubscription "
+            f"{under / group.uplink_gbps:.3g}:1)"
         )
     return "\n".join(lines)
 

@@ -1,0 +1,156 @@
+"""Three-tier Clos clusters: hosts under ToRs under aggregation groups under one core.
+
+Called by `controller.spec.load_cluster` / `named_cluster` for the names
+`clos:GxTxH` (G aggregation groups of T ToRs of H hosts, `pcie4` hosts, for tests
+and benchmarks) and `lingjun`, and by anyone building such a cluster in code
+(`clos_cluster`).
+
+Links: each host's NIC; each ToR's uplinks to its group's aggregation switches,
+summed into one capacity (hosts' NICs / `tor_oversubscription`); each group's uplinks
+to the core (its ToRs' uplinks / `group_oversubscription`). ECMP is taken as ideal
+spreading over the equal-cost uplinks of a tier, so a tier is one link per direction
+of the summed capacity: hash collisions of single flows are not modelled, and so
+Crux's path selection has no choice to make here (docs/network.md).
+
+`lingjun` is the topology of the Alibaba production cluster released with Crux (Cao
+et al., SIGCOMM 2024; github.com/alibaba/alibaba-lingjun-dataset-2023, `topo.csv`,
+Apache-2.0), shipped as controller/presets/lingjun-topo.csv: 847 hosts, each under
+a ToR (ASW) in one of 3 aggregation groups (PSW) under one core (DSW); 119 ToRs of
+2-8 hosts. The dataset gives no server model or link speeds. gpuflow assumes 8 GPUs
+per host, as Crux describes its hosts (§2.1 and its testbed of 8-GPU servers), of
+the `dgx-a100` preset (NVSwitch, 8 x 200 Gbit/s NICs summed to 1,600), ToRs
+non-blocking (1:1) and groups 2:1 oversubscribed towards the core; all three are
+arguments of `lingjun_cluster`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import re
+from collections.abc import Sequence
+from importlib import resources
+
+from controller.model.cluster import Cluster, Group
+from controller.spec.types import ClusterSpecError, NodeType, RackPlan, assemble
+
+CLOS_SHORTHAND = re.compile(r"clos:(\d+)x(\d+)x(\d+)")
+LINGJUN = "lingjun"
+LINGJUN_FILE = "lingjun-topo.csv"
+# Assumptions for the Lingjun cluster (the dataset has no link speeds): see above.
+LINGJUN_NODE_TYPE = "dgx-a100"
+LINGJUN_TOR_OVERSUBSCRIPTION = 1.0
+LINGJUN_GROUP_OVERSUBSCRIPTION = 2.0
+# Defaults of the `clos:GxTxH` shorthand: 4-GPU PCIe hosts with a 25 GbE NIC, ToRs
+# 2:1 and groups 2:1 oversubscribed, a small communication-bound fabric.
+CLOS_NODE_TYPE = "pcie4"
+CLOS_TOR_OVERSUBSCRIPTION = 2.0
+CLOS_GROUP_OVERSUBSCRIPTION = 2.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tor:
+    """A ToR: its name, its aggregation group's index and its hosts' names."""
+
+    name: str
+    group: int
+    hosts: tuple[str, ...]
+
+
+def clos_cluster(
+    name: str,
+    node_type: NodeType,
+    group_names: Sequence[str],
+    tors: Sequence[Tor],
+    *,
+    tor_oversubscription: float,
+    group_oversubscription: float,
+) -> Cluster:
+    """A cluster of `tors` (racks) in `group_names` groups, every host of `node_type`."""
+    for label, ratio in (
+        ("tor_oversubscription", tor_oversubscription),
+        ("group_oversubscription", group_oversubscription),
+    ):
+        if not ratio >= 1.0:
+            raise ClusterSpecError(f"{label} must be >= 1, got {ratio}", source=name)
+    for tor in tors:
+        if not 0 <= tor.group < len(group_names):
+            raise ClusterSpecError(f"ToR {tor.name}: group {tor.group} out of range", source=name)
+    plans = [
+        RackPlan(tor.name, tor_oversubscription, tuple((h, node_type) for h in tor.hosts))
+        for tor in tors
+    ]
+    flat = assemble(name, plans)
+    racks = tuple(
+        dataclasses.replace(rack, group=tor.group)
+        for rack, tor in zip(flat.racks, tors, strict=True)
+    )
+    groups = tuple(
+        Group(
+            g,
+            sum(r.uplink_gbps for r in racks if r.group == index) / group_oversubscription,
+        )
+        for index, g in enumerate(group_names)
+    )
+    return Cluster(flat.name, flat.nodes, racks, groups)
+
+
+def shorthand_cluster(arg: str, node_type: NodeType) -> Cluster:
+    """`clos:GxTxH`: G groups x T ToRs x H hosts named g<i>-t<j>-<k>."""
+    m = CLOS_SHORTHAND.fullmatch(arg)
+    if m is None:
+        raise ClusterSpecError("expected clos:GROUPSxTORSxHOSTS, e.g. clos:2x4x8", source=arg)
+    groups, per_group, hosts = int(m[1]), int(m[2]), int(m[3])
+    if min(groups, per_group, hosts) < 1:
+        raise ClusterSpecError("clos:GxTxH needs at least 1 of each", source=arg)
+    tors = [
+        Tor(f"g{g}-t{t}", g, tuple(f"g{g}-t{t}-{h}" for h in range(hosts)))
+        for g in range(groups)
+        for t in range(per_group)
+    ]
+    return clos_cluster(
+        arg,
+        node_type,
+        [f"g{g}" for g in range(groups)],
+        tors,
+        tor_oversubscription=CLOS_TOR_OVERSUBSCRIPTION,
+        group_oversubscription=CLOS_GROUP_OVERSUBSCRIPTION,
+    )
+
+
+def lingjun_tors() -> tuple[list[str], list[Tor]]:
+    """Groups and ToRs of the packaged Lingjun topology, in order of first appearance
+    of each group and ToR in the file; hosts are named `<PSW>-<ASW>-<k>`."""
+    text = resources.files("controller").joinpath("presets", LINGJUN_FILE).read_text("utf-8")
+    rows = list(csv.DictReader(text.splitlines()))
+    groups: dict[str, int] = {}
+    members: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        group = f"{row['DSW']}-{row['PSW']}"
+        groups.setdefault(group, len(groups))
+        hosts = members.setdefault((group, row["ASW"]), [])
+        hosts.append(f"{row['PSW']}-{row['ASW']}-{len(hosts)}")
+    tors = [
+        Tor(f"{group}-{asw}", groups[group], tuple(hosts))
+        for (group, asw), hosts in members.items()
+    ]
+    tors.sort(key=lambda t: t.group)  # stable: file order within a group
+    return list(groups), tors
+
+
+def lingjun_cluster(
+    node_type: NodeType,
+    *,
+    tor_oversubscription: float = LINGJUN_TOR_OVERSUBSCRIPTION,
+    group_oversubscription: float = LINGJUN_GROUP_OVERSUBSCRIPTION,
+) -> Cluster:
+    """The Lingjun cluster (module docstring) with hosts of `node_type`."""
+    groups, tors = lingjun_tors()
+    return clos_cluster(
+        LINGJUN,
+        node_type,
+        groups,
+        tors,
+        tor_oversubscription=tor_oversubscription,
+        group_oversubscription=group_oversubscription,
+    )
