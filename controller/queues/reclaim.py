@@ -84,17 +84,20 @@ def reclaim(
 
 
 def _free_after(adm: Admitted, run: Mapping[str, Allocation]) -> int:
-    """Whole GPUs the plan leaves free on nodes that take work (up, not cordoned)."""
+    """Whole GPUs of the pool the plan leaves free on nodes that take work: free now
+    (the backend's pool: a live cluster's terminating pods still hold theirs), plus
+    those the plan releases, less those it takes."""
     snapshot = adm.snapshot
     closed = snapshot.down_nodes | snapshot.cordoned_nodes
-    nodes = adm.pool.nodes
-
-    def open_(node: int) -> bool:
-        return node not in closed and (nodes is None or node in nodes)
-
-    used = {g for alloc in run.values() for g in alloc.gpus() if open_(g[0])}
-    usable = sum(n.num_gpus for i, n in enumerate(snapshot.cluster.nodes) if open_(i))
-    return usable - len(used)
+    every = range(len(snapshot.cluster.nodes))
+    nodes = [n for n in (every if adm.pool.nodes is None else adm.pool.nodes) if n not in closed]
+    free_now = snapshot.free_pool()
+    free = {(n, g) for n in nodes for g in free_now.free_gpus(n)}
+    before = {g for alloc in (snapshot.current or {}).values() for g in alloc.gpus()}
+    after = {g for alloc in run.values() for g in alloc.gpus()}
+    opened = set(nodes)
+    free |= {g for g in before - after if g[0] in opened}
+    return len(free - after)
 
 
 def _victims(
