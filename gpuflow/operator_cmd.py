@@ -36,7 +36,8 @@ def add_parsers(sub: Any) -> None:
         "--network",
         default="fair",
         help="network allocator whose per-pod egress rates the agents enforce: fair, sebf,"
-        " aalo, aalo-strict, sincronia; dedicated: none (default fair; docs/bandwidth.md)",
+        " aalo, aalo-strict, sincronia; phase networks: cassini (comm slots), crux"
+        " (priority levels); dedicated: none (default fair; docs/bandwidth.md, docs/network.md)",
     )
     run.add_argument(
         "--interval", type=options.wait_s, default=5.0, help="seconds between rounds at most"

@@ -49,9 +49,16 @@ ANN_EGRESS_GBPS = f"{GROUP}/egress-gbps"
 # A running job's communication slot (a network policy's time-shift, issue 19): the
 # period of the shared cycle and the job's offset in it, seconds on the wall clock
 # (decimal strings); gpuflow.train.commslot holds each all-reduce to the slot. Read
-# from the same downward-API file as the batch size. No operator code writes them yet.
+# from the same downward-API file as the batch size. Written by the operator under
+# `--network cassini` (operators/network_phases.py).
 ANN_COMM_PERIOD_S = f"{GROUP}/comm-period-s"
 ANN_COMM_OFFSET_S = f"{GROUP}/comm-offset-s"
+# Under a phase network (cassini, crux) a pod's HTB class is guaranteed this floor
+# (Gbit/s) and borrows up to egress-gbps; under crux it has the job's priority level
+# (0 the lowest, controller.network.crux.PRIORITY_LEVELS - 1 the highest), which the
+# node agent makes the class's HTB prio (operators/agent/bandwidth.py).
+ANN_EGRESS_FLOOR_GBPS = f"{GROUP}/egress-floor-gbps"
+ANN_NET_PRIORITY = f"{GROUP}/net-priority"
 PODINFO_VOLUME = "gpuflow-podinfo"
 PODINFO_DIR = "/etc/gpuflow/podinfo"
 
@@ -62,6 +69,9 @@ ANN_NODE_GPU_STATUS = f"{GROUP}/gpu-status"  # changing: health, utilisation (JS
 # error when its last apply failed (absent otherwise); rewritten only when they change.
 ANN_NODE_EGRESS_APPLIED = f"{GROUP}/egress-applied"
 ANN_NODE_EGRESS_ERROR = f"{GROUP}/egress-error"
+# The pods whose classes borrow, {pod: {"floor_gbps": x, "priority": level or null}}
+# (JSON), as the agent applied them; rewritten with egress-applied.
+ANN_NODE_EGRESS_CLASSES = f"{GROUP}/egress-classes"
 # An admin's drain (who and when): the operator preempts the node's jobs gracefully and
 # removes it once none is left; the Node stays cordoned (spec.unschedulable).
 ANN_NODE_DRAIN = f"{GROUP}/drain"

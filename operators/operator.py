@@ -36,7 +36,7 @@ from operators.kube import API_ERRORS, KubeApi, Resource
 from operators.leader import LeaderElector, LeaseConfig
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
-from operators.network import make_publisher
+from operators.network_phases import make_network_publisher
 from operators.policy_config import PolicyWatch
 from operators.quota_queues import QueueReader, QueueStatusWriter, queue_statuses, reclaimed
 from operators.writer import Writer
@@ -69,8 +69,9 @@ class OperatorConfig:
     watch_timeout_s: int = 60
     metrics_port: int | None = None  # None: no /metrics; 0: any free port (tests)
     api_url: str = ""  # the API's REST root as worker pods reach it; "": not given to pods
-    # The network allocator whose rates the nodes enforce (operators/network.py), or
-    # "dedicated": none (controller.network.jobs.network_names()).
+    # The network allocator whose rates the nodes enforce (operators/network.py), a
+    # phase network whose slots or priorities reach the pods (cassini, crux:
+    # operators/network_phases.py), or "dedicated": none.
     network: str = "fair"
 
 
@@ -118,7 +119,7 @@ class Operator:
         self.queue_reader = QueueReader(api)
         self.queue_writer = QueueStatusWriter(api)
         self.reclaims: Counter[str] = Counter()
-        self.network = make_publisher(config.network, self.backend.writer)
+        self.network = make_network_publisher(config.network, self.backend.writer)
         self.rounds = 0
         self.metrics_server: WSGIServer | None = None
         self._threads: list[threading.Thread] = []

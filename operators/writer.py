@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -261,12 +261,13 @@ class Writer:
                 self.caches.pods.mark_deleting(key, format_time(now))
             self._submit(self.api.delete_pod, meta["namespace"], meta["name"], grace_s)
 
-    def annotate_pods(self, pods: list[Obj], annotations: dict[str, str]) -> None:
+    def annotate_pods(self, pods: list[Obj], annotations: Mapping[str, str | None]) -> None:
         """Set annotations on running pods (the kubelet refreshes downward-API files
-        from them: how a running job learns a new batch size without a restart)."""
+        from them: how a running job learns a new batch size without a restart); a
+        None value removes the annotation (merge patch)."""
         for pod in pods:
             meta = pod["metadata"]
-            patch = {"metadata": {"annotations": annotations}}
+            patch = {"metadata": {"annotations": dict(annotations)}}
             self._submit(self._patch_pod, meta["namespace"], meta["name"], patch)
 
     def _patch_pod(self, namespace: str, name: str, patch: Obj) -> None:

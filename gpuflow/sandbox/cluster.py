@@ -109,6 +109,7 @@ class SandboxConfig:
     # Each node's NIC in Gbit/s, one figure for all or one per node: what the allocator
     # shares and each agent shapes its eth0 to as root (a few 100 Mbit/s: measurable).
     nic_gbps: tuple[float, ...] = (GENERIC_NIC_GBPS,)
+    network: str = "fair"  # the operator's --network
 
     def __post_init__(self) -> None:
         if len(self.nic_gbps) not in (1, self.nodes) or min(self.nic_gbps, default=0) <= 0:
@@ -205,6 +206,7 @@ class Sandbox:
             interval_s=self.config.interval_s,
             lease=LeaseConfig(retry_s=0.5),
             api_url=self.service.url,
+            network=self.config.network,
         )
         self.operator = Operator(self.client(), config)
         self._thread("operator", self.operator.run)
