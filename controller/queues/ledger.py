@@ -12,9 +12,9 @@ queue with one small job left waiting has no demand for its whole share). A samp
 stands until the next one. Over the intervals where
 every leaf has demand, a leaf's mean share is its time-averaged GPUs, and the queues'
 fairness is Jain's index of the mean shares over the guarantees,
-J = (sum x)^2 / (n sum x^2) with x = mean share / guarantee (Jain, Chiu and Hawe,
-DEC-TR-301, 1984), over the leaves with a guarantee (a leaf guaranteed nothing has
-no share to be fair to).
+J = (sum x)^2 / (n sum x^2) with x = mean share / guarantee (controller.metrics'
+jain_index), over the leaves with a guarantee (a leaf guaranteed nothing has no
+share to be fair to).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from controller.metrics import jain_index
 from controller.model import Allocation, Reason
 from controller.model.queues import QueueTree
 from controller.queues.admitted import Admission
@@ -125,14 +126,20 @@ class QueueLedger:
             }
             if share is not None and node.guarantee.total > 0:
                 ratios.append(share / node.guarantee.total)
-        return {"queues": queues, "queue_fairness_jain": jain(ratios)}
+        return {"queues": queues, "queue_fairness_jain": jain_index(ratios)}
 
-
-def jain(values: Sequence[float]) -> float | None:
-    """Jain's fairness index of `values`: 1 when all equal, 1/n when one has all."""
-    if not values:
-        return None
-    squares = sum(v * v for v in values)
-    if squares == 0:
-        return None
-    return sum(values) ** 2 / (len(values) * squares)
+    def ftf_rho(self, rhos: Mapping[str, float]) -> dict[str, dict[str, float | None]]:
+        """Each leaf's mean and largest finish-time fairness rho (Themis: JCT over the
+        job's time alone on its 1/N share), from controller.metrics' rho per job."""
+        by_leaf: dict[str, list[float]] = {n: [] for n in self.leaves}
+        for job_id, rho in rhos.items():
+            name = self.job_leaf.get(job_id)
+            if name is not None:
+                by_leaf[name].append(rho)
+        return {
+            n: {
+                "mean": sum(v) / len(v) if v else None,
+                "max": max(v) if v else None,
+            }
+            for n, v in by_leaf.items()
+        }

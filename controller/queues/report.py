@@ -14,6 +14,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from controller.metrics import finish_time_fairness
 from controller.queues.ledger import QueueLedger
 from controller.records import ReplayResult
 
@@ -86,9 +87,11 @@ HEADLINE_KEYS = ("queues", "queue_fairness_jain")
 
 
 def attach_report(result: ReplayResult, ledger: QueueLedger, end_s: float) -> None:
-    """Put the queues' report (`HEADLINE_KEYS`) and `queue_shares` (the rows) in the
-    result's params, where the CLI and controller.report.write_replay find them."""
+    """Put the queues' report (`HEADLINE_KEYS`), `queue_ftf_rho` (each leaf's mean and
+    largest Themis rho) and `queue_shares` (the rows) in the result's params, where
+    the CLI and controller.report.write_replay find them."""
     result.params.update(ledger.report(result.jobs, end_s))
+    result.params["queue_ftf_rho"] = ledger.ftf_rho(finish_time_fairness(result))
     result.params["queue_shares"] = share_rows(ledger)
 
 

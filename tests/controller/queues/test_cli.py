@@ -62,6 +62,10 @@ def test_replay_json_adds_exactly_the_queue_keys(
     summary = json.loads((out_dir / "summary.json").read_text())
     assert "queue_shares" not in summary["params"]
     assert summary["params"]["queues"] == out["queues"]
+    rho = summary["params"]["queue_ftf_rho"]
+    assert set(rho) == {"first", "rest"}
+    for name in rho:
+        assert rho[name]["max"] >= rho[name]["mean"] > 0
 
 
 def test_without_queues_the_json_is_unchanged(
