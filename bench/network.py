@@ -1,6 +1,7 @@
-"""Network benchmark (issue 5, Show): topology- and coflow-aware vs unaware, in replay.
+"""Network benchmarks in replay: coflow sharing (issue 5) and communication phases (issue 19).
 
     .venv/bin/python bench/network.py [--jobs 400] [--load 0.9] [--seed 7]
+    .venv/bin/python bench/network.py --phases [--jobs 300] [--clusters comm-heavy-25g,lingjun]
 
 A communication-heavy workload: large-gradient models (VGG16, BERT, AlexNet, LM,
 Transformer, GPT-2 and a few ResNet-50), mostly multi-node gangs (4 to 32 GPUs on
@@ -10,24 +11,42 @@ NIC per server, racks 4:1 oversubscribed (50 Gbit/s uplinks). Each of FIFO and
 Tiresias replays it with every (placement, network) pair of `COMBOS`; the goal is that
 topology-aware + coflow-aware (sebf, sincronia) beats topology-unaware + fair sharing
 (first-fit, random) in average JCT. Results are recorded in docs/benchmarks.md.
+
+`--phases` (issue 19) replays the same kind of workload, on comm-heavy-25g, on the
+Lingjun topology (`lingjun`: 8-GPU A100 hosts, 1.6 Tbit/s each) and on Lingjun's
+topology with comm-heavy-25g's servers (`lingjun-25g`), under the phase-level network
+model (`network_model="phases"`) with Tiresias, Pollux and FIFO, each with one placer
+(`--placement`, topology-aware by default) and the networks fair, cassini, crux and
+mltcp, and prints average JCT, makespan and GPU utilisation (compute only: time a job
+waits on a shared link keeps no GPU busy) against fair. It first runs CASSINI's
+two-job experiment in the model (`two_job_experiment`) and prints, for the fair
+replays, how much the phase model slows the average networked job over its links
+alone (`contention`): the most any network policy can win back.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
 from controller.metrics import summarize
-from controller.model import JobSpec
+from controller.model import Cluster, JobSpec
+from controller.network import phase_jobs
+from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
+from controller.spec.clos import lingjun_cluster
+from controller.spec.yaml_spec import presets
 from policies.registry import make_policy
 
 CLUSTER = str(Path(__file__).resolve().parent.parent / "examples/clusters/comm-heavy-25g.yaml")
@@ -53,6 +72,21 @@ COMBOS = (
     ("topology-aware", "sincronia"),
 )
 POLICIES = ("fifo", "tiresias")
+PHASE_POLICIES = ("tiresias", "pollux", "fifo")
+PHASE_NETWORKS = ("fair", "cassini", "crux", "mltcp")
+
+
+def _lingjun_25g() -> Cluster:
+    """Lingjun's topology with comm-heavy-25g's servers (4 V100-PCIe, one 25 GbE NIC)
+    and oversubscription (ToRs 4:1), groups 2:1: a communication-heavy Lingjun."""
+    return lingjun_cluster(presets()[1]["pcie4"], tor_oversubscription=4.0)
+
+
+CLUSTERS: dict[str, Callable[[], Cluster]] = {
+    "comm-heavy-25g": lambda: load_cluster(CLUSTER),
+    "lingjun": lambda: load_cluster("lingjun"),
+    "lingjun-25g": _lingjun_25g,
+}
 
 
 def workload(num_jobs: int, *, seed: int, cluster_gpus: int, load: float) -> list[JobSpec]:
@@ -74,6 +108,102 @@ def workload(num_jobs: int, *, seed: int, cluster_gpus: int, load: float) -> lis
         )
         for i in range(num_jobs)
     ]
+
+
+def two_job_experiment() -> list[str]:
+    """CASSINI's two-job experiment (NSDI 2024, §2, Fig. 2) in the phase model: two
+    identical jobs on one 25 Gbit/s link, compute 60 ms then 125 MB (40 ms alone),
+    started together (fair sharing, bursts collide) vs shifted by half a period."""
+    compute_s, comm_mb, gbps = 0.060, 125.0, 25.0
+    alone = compute_s + comm_mb / 125.0 / gbps
+    in_phase = shared_link_iteration_s([compute_s] * 2, [comm_mb] * 2, [0.0, 0.0], gbps)
+    shifted = shared_link_iteration_s([compute_s] * 2, [comm_mb] * 2, [0.0, alone / 2], gbps)
+    return [
+        f"two jobs, compute {compute_s * 1e3:.0f} ms + {comm_mb:.0f} MB on {gbps:g} Gbit/s "
+        f"(alone {alone * 1e3:.1f} ms/iteration):",
+        f"  in phase, fair: {in_phase[0] * 1e3:.1f} ms; shifted by half a period: "
+        f"{shifted[0] * 1e3:.1f} ms; speed-up {in_phase[0] / shifted[0]:.3f}x",
+    ]
+
+
+def phase_replay(task: tuple[str, str, str, str, int, float, int]) -> dict[str, Any]:
+    cluster_name, policy, placement, network, num_jobs, load, seed = task
+    cluster = CLUSTERS[cluster_name]()
+    jobs = workload(num_jobs, seed=seed, cluster_gpus=cluster.num_gpus, load=load)
+    sim = Simulator(
+        cluster,
+        jobs,
+        make_policy(policy),
+        make_placer(placement, cluster, seed),
+        SimConfig(round_interval_s=60.0, seed=seed, network=network, network_model="phases"),
+    )
+    slowdowns: list[float] = []
+    t0 = time.perf_counter()
+    with _recording(slowdowns):
+        result = sim.run()
+    wall_s = time.perf_counter() - t0
+    summary = summarize(result)
+    return {
+        "cluster": cluster_name,
+        "policy": policy,
+        "placement": placement,
+        "network": network,
+        "avg_jct_s": round(summary.avg_jct_s or 0.0, 1),
+        "makespan_s": round(summary.makespan_s, 1),
+        "gpu_util": round(summary.gpu_utilization, 4),
+        "contention": round(float(np.mean(slowdowns)) if slowdowns else 1.0, 4),
+        "finished": summary.finished,
+        "wall_s": round(wall_s, 2),
+    }
+
+
+def _recording(slowdowns: list[float]) -> contextlib.AbstractContextManager[object]:
+    """Collect each networked job's phase-model iteration time over its time alone
+    (instrumentation: wraps the phase model's event loop as phase_jobs calls it)."""
+    original = periodic_iterations
+
+    def recorded(
+        jobs: Sequence[PhaseJob], capacities: Mapping[Hashable, float], sharing: str
+    ) -> dict[str, float]:
+        times = original(jobs, capacities, sharing)
+        for job in jobs:
+            alone = job.compute_s + job.comm_mb / 125.0 / min(capacities[x] for x in job.links)
+            slowdowns.append(times[job.job_id] / alone)
+        return times
+
+    return mock.patch.object(phase_jobs, "periodic_iterations", recorded)
+
+
+def phases_main(args: argparse.Namespace) -> None:
+    for line in two_job_experiment():
+        print(line)
+    clusters = args.clusters.split(",")
+    tasks = [
+        (c, policy, args.placement, network, args.jobs, args.load, args.seed)
+        for c in clusters
+        for policy in PHASE_POLICIES
+        for network in PHASE_NETWORKS
+    ]
+    print(f"{args.jobs} jobs, load {args.load}, seed {args.seed}, placement {args.placement}")
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        rows = list(pool.map(phase_replay, tasks))
+    for row in rows:
+        print(json.dumps(row))
+    print()
+    print(
+        f"{'cluster':15} {'policy':9} {'network':8} {'avg JCT s':>10} {'vs fair':>8} "
+        f"{'GPU util':>9} {'vs fair':>8} {'makespan s':>11} {'contention':>10}"
+    )
+    fair = {(r["cluster"], r["policy"]): r for r in rows if r["network"] == "fair"}
+    for r in rows:
+        base = fair[r["cluster"], r["policy"]]
+        jct = r["avg_jct_s"] / base["avg_jct_s"] - 1.0
+        util = r["gpu_util"] / base["gpu_util"] - 1.0
+        print(
+            f"{r['cluster']:15} {r['policy']:9} {r['network']:8} {r['avg_jct_s']:>10} "
+            f"{jct:>+8.1%} {r['gpu_util']:>9} {util:>+8.1%} {r['makespan_s']:>11} "
+            f"{r['contention']:>10}"
+        )
 
 
 def replay(task: tuple[str, str, str, int, float, int]) -> dict[str, Any]:
@@ -110,7 +240,13 @@ def main() -> None:
     p.add_argument("--load", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--phases", action="store_true", help="issue 19: the phase-level model")
+    p.add_argument("--clusters", default="comm-heavy-25g,lingjun-25g,lingjun")
+    p.add_argument("--placement", default="topology-aware")
     args = p.parse_args()
+    if args.phases:
+        phases_main(args)
+        return
     tasks = [
         (policy, placement, network, args.jobs, args.load, args.seed)
         for policy in POLICIES
