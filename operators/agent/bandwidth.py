@@ -12,6 +12,15 @@ HTB tree on the node's egress device in step with those rates:
     1:N     one class per pod: rate = ceil = the pod's rate, a leaf qdisc,
             and a u32 filter (preference N) matching the pod's source IP
 
+Under a phase network (cassini, crux: operators/network_phases.py) a pod also has a
+floor and maybe a priority level: its class is guaranteed rate = the floor and
+borrows up to ceil = the pod's rate, at HTB prio HTB_MAX_PRIO - level. HTB lends
+spare link capacity to the classes of lowest prio first and shares it within a prio
+in proportion to their quanta (which follow the floors), so jobs that take turns each
+get the whole link in their turn, and under crux a busy higher level takes all but
+the lower levels' floors (Crux's strict priority, up to the floor; measured by
+gpuflow.netexp: docs/network.md).
+
 Rates are Gbit/s, as everywhere in gpuflow; tc is given whole bits per second
 ("200000000bit") and byte counts for burst and quantum. Every tc call goes through
 `subprocess.run` with an argument list, never a shell. docs/bandwidth.md explains
@@ -65,9 +74,12 @@ MIN_BURST_BYTES = 2 * GSO_MAX_BYTES
 
 # Quantum: HTB derives it as rate/r2q (r2q = 10) and warns in the kernel log when the
 # result falls outside [1000, 200000] bytes. We pass it explicitly, clamped to those
-# kernel bounds, so no warning is logged at any rate. Pods never borrow (ceil = rate),
-# so the quantum only shapes how the default class borrows.
+# kernel bounds, so no warning is logged at any rate. The quantum shapes how classes
+# that borrow (the default one, and pods with a floor) share what they borrow.
 R2Q = 10
+# HTB's prio runs from 0 (lent to first) to 7; a priority level L (higher: more
+# important, as controller.network.crux) becomes prio HTB_MAX_PRIO - L.
+HTB_MAX_PRIO = 7
 MIN_QUANTUM_BYTES = 1_000
 MAX_QUANTUM_BYTES = 200_000
 
@@ -87,6 +99,11 @@ class PodRate:
     pod_key: str
     ip: str
     rate_gbps: float
+    # A class that borrows: guaranteed floor_gbps (<= rate_gbps, the ceiling), lent
+    # spare capacity at `priority` (a level, 0..HTB_MAX_PRIO, higher first). None:
+    # rate = ceil, and the default prio.
+    floor_gbps: float | None = None
+    priority: int | None = None
 
     def __post_init__(self) -> None:
         ipaddress.ip_address(self.ip)  # raises ValueError on a malformed address
@@ -94,6 +111,24 @@ class PodRate:
             raise ValueError(f"{self.pod_key}: rate must be positive, got {self.rate_gbps}")
         if rate_bits(self.rate_gbps) < 1:
             raise ValueError(f"{self.pod_key}: rate {self.rate_gbps} Gbit/s rounds to 0 bit/s")
+        floor = self.floor_gbps
+        if floor is not None and not (math.isfinite(floor) and 0 < floor <= self.rate_gbps):
+            raise ValueError(f"{self.pod_key}: floor must be in (0, rate], got {floor}")
+        if floor is not None and rate_bits(floor) < 1:
+            raise ValueError(f"{self.pod_key}: floor {floor} Gbit/s rounds to 0 bit/s")
+        if self.priority is not None and not 0 <= self.priority <= HTB_MAX_PRIO:
+            raise ValueError(
+                f"{self.pod_key}: priority must be 0..{HTB_MAX_PRIO}, got {self.priority}"
+            )
+
+    @property
+    def guaranteed_gbps(self) -> float:
+        """The class's HTB rate: the floor if it borrows, else the whole rate."""
+        return self.rate_gbps if self.floor_gbps is None else self.floor_gbps
+
+    @property
+    def htb_prio(self) -> int | None:
+        return None if self.priority is None else HTB_MAX_PRIO - self.priority
 
 
 def rate_bits(rate_gbps: float) -> int:
@@ -122,14 +157,22 @@ def class_id(minor: int) -> str:
 
 
 def htb_class_args(
-    verb: str, dev: str, minor: int, parent: str, rate_gbps: float, ceil_gbps: float
+    verb: str,
+    dev: str,
+    minor: int,
+    parent: str,
+    rate_gbps: float,
+    ceil_gbps: float,
+    prio: int | None = None,
 ) -> list[str]:
-    """`tc class add|change` for one HTB class, with explicit burst, cburst and quantum."""
+    """`tc class add|change` for one HTB class, with explicit burst, cburst and quantum
+    (and prio when given: HTB's default is 0)."""
     return [
         "class", verb, "dev", dev, "parent", parent, "classid", class_id(minor),
         "htb", "rate", tc_rate(rate_gbps), "ceil", tc_rate(ceil_gbps),
         "burst", str(burst_bytes(rate_gbps)), "cburst", str(burst_bytes(ceil_gbps)),
         "quantum", str(quantum_bytes(rate_gbps)),
+        *(() if prio is None else ("prio", str(prio))),
     ]  # fmt: skip
 
 
@@ -157,7 +200,11 @@ def filter_del_args(dev: str, minor: int) -> list[str]:
     return ["filter", "del", "dev", dev, "parent", ROOT_HANDLE, "pref", str(minor)]
 
 
-_TEXT_CLASS = re.compile(r"^class htb (?P<handle>\S+) .*?\brate (?P<rate>\S+)", re.MULTILINE)
+_TEXT_CLASS = re.compile(
+    r"^class htb (?P<handle>\S+) .*?(?:\bprio (?P<prio>\d+) )?\brate (?P<rate>\S+)"
+    r"(?: ceil (?P<ceil>\S+))?",
+    re.MULTILINE,
+)
 _TEXT_RATE = re.compile(r"^(?P<num>[0-9.]+)(?P<prefix>[KMGT]?)(?P<iec>i?)bit$")
 _PREFIX_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
 
@@ -172,21 +219,41 @@ def parse_tc_rate(text: str) -> float:
     return float(m["num"]) * scale / BITS_PER_GBIT
 
 
-def parse_class_rates(stdout: str) -> dict[str, float]:
-    """HTB class id -> rate in Gbit/s, from `tc -j class show`.
+@dataclass(frozen=True)
+class HtbClass:
+    """An HTB class as the kernel reports it: Gbit/s guaranteed and at most, and prio."""
 
-    Newer iproute2 prints HTB classes as JSON (rate in bytes/s); 6.1 (Debian 12)
+    rate_gbps: float
+    ceil_gbps: float
+    prio: int
+
+
+def parse_classes(stdout: str) -> dict[str, HtbClass]:
+    """HTB class id -> its rate, ceil and prio, from `tc -j class show`.
+
+    Newer iproute2 prints HTB classes as JSON (rates in bytes/s); 6.1 (Debian 12)
     ignores -j for classes and prints text, with rates rounded to the display unit
     (at worst a part in a thousand). Both are accepted.
     """
     text = stdout.strip()
+    out: dict[str, HtbClass] = {}
     if text.startswith("["):
-        rates: dict[str, float] = {}
         for entry in json.loads(text):
             if entry.get("class") == "htb" and "rate" in entry:
-                rates[str(entry["handle"])] = int(entry["rate"]) * 8 / BITS_PER_GBIT
-        return rates
-    return {m["handle"]: parse_tc_rate(m["rate"]) for m in _TEXT_CLASS.finditer(text)}
+                rate = int(entry["rate"]) * 8 / BITS_PER_GBIT
+                ceil = int(entry.get("ceil", entry["rate"])) * 8 / BITS_PER_GBIT
+                out[str(entry["handle"])] = HtbClass(rate, ceil, int(entry.get("prio", 0)))
+        return out
+    for m in _TEXT_CLASS.finditer(text):
+        rate = parse_tc_rate(m["rate"])
+        ceil = rate if m["ceil"] is None else parse_tc_rate(m["ceil"])
+        out[m["handle"]] = HtbClass(rate, ceil, int(m["prio"] or 0))
+    return out
+
+
+def parse_class_rates(stdout: str) -> dict[str, float]:
+    """HTB class id -> rate in Gbit/s (`parse_classes`)."""
+    return {handle: c.rate_gbps for handle, c in parse_classes(stdout).items()}
 
 
 def run_tc(argv: list[str]) -> str:
@@ -206,6 +273,20 @@ class _Installed:
     minor: int
     ip: str
     rate_bits: int
+    floor_bits: int | None = None
+    priority: int | None = None
+
+    @staticmethod
+    def of(minor: int, pod: PodRate) -> _Installed:
+        floor = None if pod.floor_gbps is None else rate_bits(pod.floor_gbps)
+        return _Installed(minor, pod.ip, rate_bits(pod.rate_gbps), floor, pod.priority)
+
+    def same_class(self, other: _Installed) -> bool:
+        return (self.rate_bits, self.floor_bits, self.priority) == (
+            other.rate_bits,
+            other.floor_bits,
+            other.priority,
+        )
 
 
 class BandwidthEnforcer:
@@ -252,22 +333,28 @@ class BandwidthEnforcer:
                 if have is None:
                     self._add(pod)
                     continue
-                if rate_bits(pod.rate_gbps) != have.rate_bits:
+                want = _Installed.of(have.minor, pod)
+                if not want.same_class(have):
                     # change, not delete + add: the class keeps its queue and its
                     # filter, so packets in flight are not dropped nor misrouted.
-                    self._tc(self._class_args("change", have.minor, pod.rate_gbps))
+                    self._tc(self._class_args("change", have.minor, pod))
                 if pod.ip != have.ip:
                     self._tc(filter_del_args(self.dev, have.minor))
                     self._tc(filter_add_args(self.dev, have.minor, pod.ip))
-                self._pods[key] = _Installed(have.minor, pod.ip, rate_bits(pod.rate_gbps))
+                self._pods[key] = want
         except BandwidthError:
             self._ready = False
             raise
 
     def current(self) -> dict[str, float]:
-        """Pod key -> rate in Gbit/s, as the kernel reports the pods' classes now."""
+        """Pod key -> its rate (the class's ceil) in Gbit/s, as the kernel reports the
+        pods' classes now."""
+        return {key: c.ceil_gbps for key, c in self.current_classes().items()}
+
+    def current_classes(self) -> dict[str, HtbClass]:
+        """Pod key -> its class as the kernel reports it now."""
         out = self._tc(["-j", "class", "show", "dev", self.dev])
-        by_class = parse_class_rates(out)
+        by_class = parse_classes(out)
         return {
             key: by_class[class_id(pod.minor)]
             for key, pod in sorted(self._pods.items())
@@ -302,8 +389,8 @@ class BandwidthEnforcer:
         minor = self._take_minor()
         # Record the pod before its first command: if one fails, the next apply
         # rebuilds anyway, and the minor must not be handed out twice meanwhile.
-        self._pods[pod.pod_key] = _Installed(minor, pod.ip, rate_bits(pod.rate_gbps))
-        self._tc(self._class_args("add", minor, pod.rate_gbps))
+        self._pods[pod.pod_key] = _Installed.of(minor, pod)
+        self._tc(self._class_args("add", minor, pod))
         if self.leaf_qdisc is not None:
             self._tc(leaf_args(self.dev, minor, self.leaf_qdisc))
         self._tc(filter_add_args(self.dev, minor, pod.ip))
@@ -316,8 +403,11 @@ class BandwidthEnforcer:
         del self._pods[key]
         heapq.heappush(self._free, pod.minor)
 
-    def _class_args(self, verb: str, minor: int, rate_gbps: float) -> list[str]:
-        return htb_class_args(verb, self.dev, minor, class_id(LINK_MINOR), rate_gbps, rate_gbps)
+    def _class_args(self, verb: str, minor: int, pod: PodRate) -> list[str]:
+        link = class_id(LINK_MINOR)
+        return htb_class_args(
+            verb, self.dev, minor, link, pod.guaranteed_gbps, pod.rate_gbps, pod.htb_prio
+        )
 
     def _take_minor(self) -> int:
         if self._free:
