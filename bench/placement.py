@@ -29,6 +29,10 @@ from controller.spec import load_cluster
 from controller.traces.synthetic import generate
 from policies.registry import make_policy
 
+# CPU a pod asks per GPU in the host latency test: about the 11 cores openb's 1-GPU
+# pods ask (/work/shared/data/openb), on nodes of 12 to 52 cores per GPU.
+HOST_LATENCY_CPU_MILLI_PER_GPU = 11_000
+
 
 class TimedPlacer:
     """Counts a placer's calls and the time spent in them."""
@@ -76,11 +80,14 @@ def replay(cluster_name: str, placer_name: str, jobs: list[JobSpec], interval_s:
     print(json.dumps(figures))
 
 
-def latency(cluster: Cluster, placer_name: str, calls: int = 20_000) -> dict[int, float]:
-    """Mean CPU microseconds per call, by gang size, on a ~90% allocated cluster."""
+def latency(
+    cluster: Cluster, placer_name: str, calls: int = 20_000, cpu_milli_per_gpu: int = 0
+) -> dict[int, float]:
+    """Mean CPU microseconds per call, by gang size, on a ~90% allocated cluster; with
+    `cpu_milli_per_gpu`, each job's pod asks that much CPU per GPU it has on a node."""
     placer = make_placer(placer_name, cluster, seed=0)
     rng = random.Random(1)
-    pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
+    pool = GpuPool.of_cluster(cluster)
     live: list[Allocation] = []
     spent: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
     for i in range(calls):
@@ -88,7 +95,12 @@ def latency(cluster: Cluster, placer_name: str, calls: int = 20_000) -> dict[int
             pool.release(live.pop(rng.randrange(len(live))))
         n = rng.choice([1] * 7 + [2, 4, 4, 8, 16, 32])
         spec = JobSpec(
-            f"j{i}", 0.0, n, model=rng.choice(["resnet50", "vgg16", "bert"]), duration_s=1.0
+            f"j{i}",
+            0.0,
+            n,
+            model=rng.choice(["resnet50", "vgg16", "bert"]),
+            duration_s=1.0,
+            cpu_milli=cpu_milli_per_gpu * min(n, cluster.max_gpus_per_node),
         )
         view = JobView(
             spec.job_id, spec, JobStatus.QUEUED, None, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0
@@ -113,9 +125,11 @@ def main() -> None:
     p.add_argument("--interval", type=float, default=60.0)
     p.add_argument("--placers", default=",".join(PLACERS))
     p.add_argument("--latency-nodes", type=int, default=256)
+    # An openb node list (nodes stating CPU): latency with and without CPU requests.
+    p.add_argument("--host-latency", default="")
     args = p.parse_args()
     placers = args.placers.split(",")
-    for cluster_name in args.clusters.split(","):
+    for cluster_name in filter(None, args.clusters.split(",")):
         cluster = load_cluster(cluster_name)
         jobs = generate(args.jobs, seed=42, cluster_gpus=cluster.num_gpus, load=args.load)
         for placer_name in placers:
@@ -133,6 +147,21 @@ def main() -> None:
                             "latency_cluster": cluster.name,
                             "placer": placer_name,
                             "mean_us": round(mean / sum(weights), 1),
+                            "us_by_gpus": per_size,
+                        }
+                    )
+                )
+    if args.host_latency:
+        cluster = load_cluster(args.host_latency)
+        for placer_name in placers:
+            for cpu in (0, HOST_LATENCY_CPU_MILLI_PER_GPU):
+                per_size = latency(cluster, placer_name, 5_000, cpu)
+                print(
+                    json.dumps(
+                        {
+                            "host_cluster": cluster.name,
+                            "placer": placer_name,
+                            "cpu_milli_per_gpu": cpu,
                             "us_by_gpus": per_size,
                         }
                     )

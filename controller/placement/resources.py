@@ -68,14 +68,17 @@ class ResourceAwarePlacer:
         return None if alloc is None else alloc.with_host(host)
 
     def fitting_pool(self, pool: GpuPool, spec: JobSpec) -> GpuPool:
-        """A copy of `pool` with the nodes that cannot hold one of the job's pods
-        cordoned: their free GPUs out of reach, the job's own (if it runs there)
-        still takeable by name."""
-        fenced = set(self.refused_nodes(spec.gpu_models))
-        if spec.host != NO_HOST:
-            fenced.update(n for n in range(pool.num_nodes) if not pool.host_fits(n, spec.host))
+        """`pool`, or a copy of it with the nodes that offer GPUs but cannot hold one
+        of the job's pods cordoned: their free GPUs out of reach, the job's own (if it
+        runs there) still takeable by name. Nodes that offer nothing need no fence."""
+        shared_on = {node for node, _ in pool.shared_gpus()}
+        offering = [n for n in range(pool.num_nodes) if pool.free_gpus(n) or n in shared_on]
+        refused = set(self.refused_nodes(spec.gpu_models))
+        fenced = [n for n in offering if n in refused or not pool.host_fits(n, spec.host)]
+        if not fenced:
+            return pool
         view = pool.copy()
-        for node in sorted(fenced):
+        for node in fenced:
             view.cordon(node)
         return view
 
