@@ -122,3 +122,46 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
     assert c["pendingByReason"] == {"QueueOverShare": 5}, c
     waiting = [n for n in flood + others if got[n]["phase"] != "Running"]
     assert {got[n]["reason"] for n in waiting} == {"QueueOverShare"}
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_owed_jobs_wait_reclaim_pending_through_a_slow_checkpoint(gpu_cluster: GpuCluster) -> None:
+    """While the victims checkpoint (3 s here), their GPUs are still held: the owed jobs
+    wait with ReclaimPending, and no further job is preempted for the same GPUs."""
+    api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
+    queues.create(queue("team-a", guarantee=4))
+    queues.create(queue("team-b", guarantee=4, limit=6))
+    kubelet = Kubelet(
+        gpu_cluster.client, time_scale=1, sigterm_s=3.0, sigterm_exit=EXIT_CHECKPOINTED
+    ).start()
+    try:
+        with running_operator(gpu_cluster.client, interval_s=INTERVAL_S):
+            flood = [f"team-a-{k:02d}" for k in range(8)]
+            for k in range(8):
+                api.create_dljob("default", team_job("team-a", k))
+            wait_phases(api, "Running", flood)
+            owed = [f"team-b-{k:02d}" for k in range(4)]
+            for k in range(4):
+                api.create_dljob("default", team_job("team-b", k))
+
+            def pending() -> dict[str, str] | None:
+                got = {n: dljob_status(api, n).get("reason", "") for n in owed}
+                return got if set(got.values()) == {"ReclaimPending"} else None
+
+            wait_for("team-b's jobs ReclaimPending", pending, 60, 0.05)
+            wait_phases(api, "Running", owed)
+            time.sleep(3 * INTERVAL_S)
+            assert running_by_team(phases(api)) == {"team-a": 4, "team-b": 4, "team-c": 0}
+            # team-b over its guarantee but within its limit: it waits for a share.
+            api.create_dljob("default", team_job("team-b", 4))
+            wait_for(
+                "team-b-04 QueueOverShare",
+                lambda: dljob_status(api, "team-b-04").get("reason") == "QueueOverShare",
+            )
+    finally:
+        kubelet.stop()
+    events = gpu_cluster.api.core.list_namespaced_event("default").items
+    reclaims = [e.involved_object.name for e in events if e.reason == "PreemptedForReclaim"]
+    assert len(reclaims) == 4 and set(reclaims) <= set(flood)  # no double reclaim
+    queued = next(c for c in dljob_status(api, "team-b-04")["conditions"] if c["type"] == "Queued")
+    assert (queued["status"], queued["reason"]) == ("True", "QueueOverShare")
