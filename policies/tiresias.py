@@ -194,11 +194,9 @@ class Tiresias:
             ledger.entered = dict(prev.entered)
             ledger.promotions = dict(prev.promotions)
             self._rank_running(snapshot, prev, round_, kept)
-            rank_changed(
-                ranking, changed, snapshot.job, prev.entered, prev.promotions, now, kept, ledger
-            )
+            rank_changed(ranking, changed, snapshot, prev.entered, prev.promotions, kept, ledger)
             kept.mark = mark
-        kept.running_ids = [job.job_id for job in snapshot.running()]
+        kept.running_ids = list(round_.run)  # not edited yet: the jobs running now
         return kept
 
     def _rank_running(

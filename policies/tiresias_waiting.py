@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
-from controller.model import JobView
+from controller.model import JobView, Snapshot
 
 # One job in its queue: (-Gittins index, time it entered the queue, submit time, id,
 # view, GPUs it needs, attained service counted by the queues). Job ids are unique,
@@ -178,21 +178,24 @@ def rank_all(
 def rank_changed(
     ranking: Ranking,
     changed: Iterable[str],
-    find: Callable[[str], JobView | None],
+    snapshot: Snapshot,
     entered: Mapping[str, tuple[int, float]],
     promotions: Mapping[str, Promotion],
-    now: float,
     kept: KeptWaiting,
     ledger: Ledger,
 ) -> None:
-    """Bring `kept` from its round to this one: re-rank the jobs whose waiting view
-    changed (`changed`, looked up with `find`) and those whose limit has come."""
+    """Bring `kept` from its round to `snapshot`'s: re-rank the jobs whose waiting
+    view changed (`changed`) and those whose limit has come."""
+    running, now = snapshot.current, snapshot.now_s
+    assert running is not None
     for jid in dict.fromkeys(changed):
         kept.drop(jid)
-        job = find(jid)
+        if jid in running:
+            continue
+        job = snapshot.job(jid)
         if job is None:
             ledger.forget(jid)  # gone: cancelled while it waited
-        elif not job.running:
+        else:
             ranked = ranking.rank(job, promotions.get(jid), entered.get(jid), now)
             kept.put(ranked)
             ledger.note(jid, ranked)
