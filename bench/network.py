@@ -41,6 +41,7 @@ import numpy as np
 from controller.metrics import summarize
 from controller.model import Cluster, JobSpec
 from controller.network import phase_jobs
+from controller.network.cassini import compatibility
 from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
@@ -118,11 +119,24 @@ def two_job_experiment() -> list[str]:
     alone = compute_s + comm_mb / 125.0 / gbps
     in_phase = shared_link_iteration_s([compute_s] * 2, [comm_mb] * 2, [0.0, 0.0], gbps)
     shifted = shared_link_iteration_s([compute_s] * 2, [comm_mb] * 2, [0.0, alone / 2], gbps)
+    periods = {"a": alone, "b": alone}
+    scores = [
+        compatibility(
+            [
+                PhaseJob("a", compute_s, comm_mb, ("l",)),
+                PhaseJob("b", compute_s, comm_mb, ("l",), offset_s=shift),
+            ],
+            periods,
+            gbps,
+        )
+        for shift in (0.0, alone / 2)
+    ]
     return [
         f"two jobs, compute {compute_s * 1e3:.0f} ms + {comm_mb:.0f} MB on {gbps:g} Gbit/s "
         f"(alone {alone * 1e3:.1f} ms/iteration):",
         f"  in phase, fair: {in_phase[0] * 1e3:.1f} ms; shifted by half a period: "
         f"{shifted[0] * 1e3:.1f} ms; speed-up {in_phase[0] / shifted[0]:.3f}x",
+        f"  CASSINI compatibility score: in phase {scores[0]:.2f}, shifted {scores[1]:.2f}",
     ]
 
 

@@ -11,7 +11,7 @@ from controller.metrics import summarize
 from controller.model import Allocation, Cluster, JobSpec
 from controller.model.catalog import resolve
 from controller.model.perf import iteration_time_s
-from controller.network.cassini import time_shifts
+from controller.network.cassini import compatibility, time_shifts
 from controller.network.crux import Intensity, priorities
 from controller.network.jobs import NetJob
 from controller.network.phase_jobs import phase_job_rates
@@ -174,3 +174,17 @@ def test_cli_replays_with_the_phase_model(
     fair, cassini = (json.loads(x) for x in capsys.readouterr().out.strip().splitlines()[-2:])
     assert cassini["avg_jct_s"] == pytest.approx(2000.0, rel=1e-3)
     assert fair["avg_jct_s"] > cassini["avg_jct_s"] * 1.01
+
+
+def test_cassini_compatibility_scores_a_colliding_pair_below_a_shifted_one() -> None:
+    # Period 100 ms, burst 40 ms at 25 Gbit/s each: in phase the link is asked for
+    # 50 Gbit/s 40 % of the time, an excess of 0.4 of its capacity on average.
+    def pair(shift_s: float) -> list[PhaseJob]:
+        return [
+            PhaseJob("a", 0.06, 125.0, ("l",)),
+            PhaseJob("b", 0.06, 125.0, ("l",), offset_s=shift_s),
+        ]
+
+    periods = {"a": 0.1, "b": 0.1}
+    assert compatibility(pair(0.0), periods, 25.0) == pytest.approx(0.6)
+    assert compatibility(pair(0.05), periods, 25.0) == pytest.approx(1.0)
