@@ -50,6 +50,7 @@ from controller.queues.admitted import (
     at_limit,
     no_queue,
     over_share,
+    within_share,
 )
 from controller.queues.fence import fence_growth, protect
 from controller.queues.ledger import QueueLedger
@@ -123,7 +124,7 @@ class Quotas:
             if name is None or not pool.accepts(job.spec):
                 continue
             room = max(0.0, deserved[name] - held.get(name, 0.0)) - taken.get(name, 0.0)
-            if job.spec.min_gpus <= room + EPS_GPUS:
+            if within_share(room, job.spec.min_gpus):
                 taken[name] = taken.get(name, 0.0) + job.spec.min_gpus
                 owed += job.spec.min_gpus
         spare = max(0.0, _free_gpus(snapshot, pool) - owed)
@@ -149,7 +150,7 @@ class Quotas:
                 if not adm.pool.accepts(job.spec):
                     continue
                 limited = at_limit(self.tree, name, shown[k], gpus, adm.pool)
-                if limited is None and gpus <= room[k][name] + EPS_GPUS:
+                if limited is None and within_share(room[k][name], gpus):
                     room[k][name] -= gpus
                 elif limited is None and gpus <= spare[k] + EPS_GPUS:
                     spare[k] -= gpus

@@ -78,6 +78,15 @@ class Admission:
         return sum(p.deserved.get(queue, 0.0) for p in self.pools)
 
 
+def within_share(room_gpus: float, gpus: float) -> bool:
+    """Whether `gpus` more may be taken as the queue's own with `room_gpus` of headroom
+    left: if they fit, or if they leave the queue nearer its share than it is (a gang
+    larger than what is left passes the share by less than it was short: Volcano
+    likewise admits while a queue is under its deserved share); else they must be
+    borrowed."""
+    return gpus <= room_gpus + EPS_GPUS or gpus < 2.0 * room_gpus - EPS_GPUS
+
+
 def gpus_of(alloc: Allocation | None) -> float:
     """GPUs an allocation holds, a shared GPU by its fraction (0 for none)."""
     return 0.0 if alloc is None else alloc.gpu_weight

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from controller.model import Allocation, JobView, Reason
 from controller.model.queues import QueueTree
-from controller.queues.admitted import Admitted, at_limit, no_queue, over_share
+from controller.queues.admitted import Admitted, at_limit, no_queue, over_share, within_share
 from controller.queues.shares import EPS_GPUS
 
 
@@ -57,7 +57,7 @@ def fence_growth(
             refused[job.job_id] = no_queue(job)
             continue
         limited = at_limit(tree, name, held, gain, pool)
-        own = min(room[name], gain)
+        own = gain if within_share(room[name], gain) else max(0.0, min(room[name], gain))
         if limited is None and gain - own > spare + EPS_GPUS:
             limited = over_share(tree, adm, name)
         if limited is not None:

@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 
 from controller.model import Allocation, JobView, Reason
 from controller.model.queues import QueueTree
-from controller.queues.admitted import Admitted
+from controller.queues.admitted import Admitted, within_share
 from controller.queues.shares import EPS_GPUS
 
 
@@ -45,7 +45,7 @@ def reclaim(
         if not pool.accepts(job.spec):
             continue
         room = adm.deserved.get(name, 0.0) - held.get(name, 0.0) - claimed.get(name, 0.0)
-        if job.spec.min_gpus <= room + EPS_GPUS:
+        if within_share(room, job.spec.min_gpus):
             claimed[name] = claimed.get(name, 0.0) + job.spec.min_gpus
             owed.append(job)
     if not owed:
