@@ -179,6 +179,7 @@ class _Run:
         # Rates depend only on who is sending (and, for mltcp, how far each is): in
         # the periodic regime the same few sets recur, so each is filled once.
         self.memo: dict[tuple[tuple[int, int], ...], dict[int, float]] = {}
+        self.contended_memo: dict[tuple[int, ...], set[int]] = {}
 
     def iterate(self, warmup: int, measured: int) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -250,6 +251,13 @@ class _Run:
         """Senders that share a link with another sender (their weights matter)."""
         if len(senders) < 2:
             return set()
+        key = tuple(senders)
+        cached = self.contended_memo.get(key)
+        if cached is None:
+            cached = self.contended_memo[key] = self._find_contended(senders)
+        return cached
+
+    def _find_contended(self, senders: list[int]) -> set[int]:
         seen: dict[Hashable, int] = {}
         out: set[int] = set()
         for i in senders:
