@@ -231,3 +231,27 @@ def test_the_ledger_counts_reclaims_by_the_queue_they_hit() -> None:
     assert sample.deserved_gpus == (4.0, 4.0)
     # Both have demand: a's preempted job and b's job wait, each for 4 GPUs.
     assert sample.backlogged == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("b_holds", "fates"),
+    [
+        # b is 3 short of its 4: its 4-GPU gang leaves it 1 over, nearer than 3
+        # under: its own, and it starts; a's 3-GPU gang (a 1 short) must borrow.
+        (1, {"big": "RUN", "aw": "QueueOverShare"}),
+        # b is 1 short: the gang would leave it 3 over, farther: it must borrow, and
+        # the idle GPUs are owed to a's gang.
+        (3, {"big": "QueueOverShare", "aw": "RUN"}),
+    ],
+)
+def test_a_gang_past_the_share_is_the_queues_own_if_it_brings_it_nearer(
+    b_holds: int, fates: dict[str, str]
+) -> None:
+    # 4 GPUs of node 0 held (a the rest of b's 4), node 1 idle.
+    jobs = [running(f"a{k}", "a", [(0, k)]) for k in range(4 - b_holds)]
+    jobs += [running(f"b{k}", "b", [(0, 4 - b_holds + k)]) for k in range(b_holds)]
+    jobs += [waiting("big", "b", 4, submit_s=900.0), waiting("aw", "a", 3, 950.0)]
+    snap = snapshot(*jobs)
+    plan = decide(Quotas(tree()), snap)
+    got = codes(plan, snap)
+    assert {k: got[k] for k in fates} == fates
