@@ -16,14 +16,23 @@ Two sets, recorded in docs/benchmarks.md:
   <= 60 s, with the same average JCT as before the round's cost was made to follow
   what changed.
 
+    .venv/bin/python bench/replay.py --million [--policies fifo,tiresias]
+
+  (issue 16, part 4) a 1,000,000-job synthetic Philly-like trace (seed 42, load 0.9
+  of 256x8) replayed on 256x8, each policy in a fresh process. Goal: peak RSS <= 4 GiB.
+
 Prints one JSON line per replay: wall time of the whole replay (trace loading
-included) and of the simulation, rounds, average JCT, and the longest queue.
+included) and of the simulation, CPU seconds, rounds, average JCT, and the longest
+queue; with --million also the process's peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,7 +51,9 @@ STAND_IN_SIZED_FOR = "256x8"
 STAND_IN_LOAD = 0.15
 
 
-def _replay(trace: Path, fmt: str | None, cluster: str, policy: str, interval_s: float) -> dict:
+def _replay(
+    trace: Path, fmt: str | None, cluster: str, policy: str, interval_s: float
+) -> dict[str, object]:
     ra = ReplayArgs(
         trace=str(trace),
         fmt=fmt,
@@ -54,14 +65,15 @@ def _replay(trace: Path, fmt: str | None, cluster: str, policy: str, interval_s:
         failures=None,
         max_time_s=None,
     )
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     result, summary = run_replay(ra)
-    whole_s = time.perf_counter() - t0
+    whole_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     return {
         "policy": policy,
         "cluster": cluster,
         "whole_s": round(whole_s, 2),
         "replay_s": round(result.wall_s, 2),
+        "cpu_s": round(cpu_s, 2),
         "rounds": result.rounds,
         "finished": summary.finished,
         "avg_jct_s": round(summary.avg_jct_s or 0.0, 1),
@@ -98,6 +110,30 @@ def _at_load(args: argparse.Namespace, tmp: Path) -> None:
             print(json.dumps(_replay(trace, fmt, cluster, policy, args.interval)), flush=True)
 
 
+# The million-job trace of issue 16 part 4: the issue-2 workload (seed 42, load 0.9 of
+# 256x8) ten times longer.
+MILLION_JOBS = 1_000_000
+
+
+def _million(args: argparse.Namespace, tmp: Path) -> None:
+    """Each policy in a child process, so that its peak RSS is the replay's alone."""
+    trace = tmp / "million.csv"
+    cluster = load_cluster("256x8")
+    write_canonical(trace, generate(MILLION_JOBS, seed=42, cluster_gpus=cluster.num_gpus, load=0.9))
+    print(f"trace {MILLION_JOBS} jobs, {trace.stat().st_size / 2**20:.1f} MiB; cluster 256x8")
+    for policy in args.policies.split(","):
+        child = [sys.executable, __file__, "--one", str(trace), "--policies", policy]
+        out = subprocess.run(child, capture_output=True, text=True, check=True)
+        print(out.stdout.strip(), flush=True)
+
+
+def _one(args: argparse.Namespace) -> None:
+    """Child of --million: one replay, with the peak RSS (ru_maxrss: KiB on Linux)."""
+    figures = _replay(Path(args.one), "gpuflow", "256x8", args.policies, args.interval)
+    figures["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(json.dumps(figures))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--jobs", type=int, default=100_000)
@@ -109,12 +145,21 @@ def main() -> None:
     p.add_argument("--trace", default=None, help="--at-load: a trace file (default: stand-in)")
     p.add_argument("--first", type=int, default=0, help="--at-load: only the first N jobs")
     p.add_argument("--clusters", default="32x8,64x8", help="--at-load: clusters")
+    p.add_argument("--million", action="store_true", help="the 1,000,000-job memory run")
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # --million's child
     args = p.parse_args()
+    if args.one:
+        _one(args)
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.at_load:
             args.policies = args.policies or "fifo,srtf,tiresias,gandiva"
             _at_load(args, Path(tmp))
+            return
+        if args.million:
+            args.policies = args.policies or "fifo,tiresias"
+            _million(args, Path(tmp))
             return
         cluster = load_cluster(args.cluster)
         t0 = time.perf_counter()
