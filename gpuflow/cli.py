@@ -331,6 +331,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
         queues=queues,
     )
     sim = Simulator(cluster, trace.jobs, policy, placer, config, trace_name=trace.name)
+    del trace  # the simulator lets each job's spec go once the job has left
     result = sim.run(progress)
     if sim.controller.quotas is not None and sim.controller.quotas.ledger is not None:
         from controller.queues.report import attach_report

@@ -67,15 +67,20 @@ def arrival_key(spec: JobSpec) -> tuple[float, str]:
 
 
 class Arrivals:
-    """The jobs still to arrive, by (submit_s, job_id), and every job id ever used."""
+    """The jobs still to arrive, by (submit_s, job_id), and every job id ever used.
+
+    An arrived job's spec is let go of here (its record holds it while it is active),
+    so that a long replay does not keep every spec to its end."""
 
     __slots__ = ("_ids", "_next", "_pending")
 
     def __init__(self, specs: Iterable[JobSpec]) -> None:
-        self._pending = sorted(specs, key=arrival_key)
-        self._ids = {s.job_id for s in self._pending}
-        if len(self._ids) != len(self._pending):
+        # Indices before _next are arrived jobs, None; only those after are read.
+        pending = sorted(specs, key=arrival_key)
+        self._ids = {s.job_id for s in pending}
+        if len(self._ids) != len(pending):
             raise ValueError("job ids must be unique")
+        self._pending: list[JobSpec | None] = list(pending)
         self._next = 0
 
     @property
@@ -91,14 +96,21 @@ class Arrivals:
         self._ids.add(job_id)
 
     def next_s(self) -> float:
-        pending = self._pending
-        return pending[self._next].submit_s if self._next < len(pending) else math.inf
+        if self._next == len(self._pending):
+            return math.inf
+        spec = self._pending[self._next]
+        assert spec is not None
+        return spec.submit_s
 
     def due(self, t_s: float) -> Iterator[JobSpec]:
         """The jobs arriving at or before `t_s`, in order, each once."""
         pending = self._pending
-        while self._next < len(pending) and pending[self._next].submit_s <= t_s:
+        while self._next < len(pending):
             spec = pending[self._next]
+            assert spec is not None
+            if spec.submit_s > t_s:
+                break
+            pending[self._next] = None
             self._next += 1
             yield spec
 
@@ -110,14 +122,24 @@ class Arrivals:
         if spec.job_id in self._ids:
             raise ValueError(f"job {spec.job_id}: id already used")
         self._ids.add(spec.job_id)
-        bisect.insort(self._pending, spec, lo=self._next, key=arrival_key)
+        bisect.insort(self._pending, spec, lo=self._next, key=_pending_key)
 
     def withdraw(self, job_id: str) -> JobSpec | None:
         """Take a job that has not arrived out of the queue (None: there is none such)."""
         for i in range(self._next, len(self._pending)):
-            if self._pending[i].job_id == job_id:
+            if _due(self._pending[i]).job_id == job_id:
                 return self._pending.pop(i)
         return None
+
+
+def _due(spec: JobSpec | None) -> JobSpec:
+    """A spec still to arrive (never None past `Arrivals._next`)."""
+    assert spec is not None
+    return spec
+
+
+def _pending_key(spec: JobSpec | None) -> tuple[float, str]:
+    return arrival_key(_due(spec))
 
 
 class Clock:
