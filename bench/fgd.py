@@ -8,8 +8,8 @@ Prints a Markdown table (mean and range of the GPU allocation at the last checkp
 the published mean, the difference, failed tasks, FGD's fragmentation, seconds per
 experiment = one seed) for docs/benchmarks.md and docs/placement.md, then each
 placer's `gpuflow placement --json` object; with --out, also `gpuflow placement`'s
-CSV and plot. --processes runs that many placers at once (each placer's seconds are
-then measured beside the others').
+CSV and plot. --processes runs that many seeds (of any placer) at once, each seed's
+seconds then measured beside the others'.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import platform
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from controller.packing.experiment import run_experiment
+from controller.packing.experiment import FIRST_SEED, ExperimentResult, run_seed
+from controller.packing.fragmentation import TargetWorkload
 from controller.packing.registry import PACKERS
 from controller.traces.alibaba import load_openb_node_resources, load_openb_tasks
 from gpuflow.placement_cmd import summary, write_outputs
@@ -60,13 +61,20 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     names = args.placers.split(",")
+    target = TargetWorkload.from_tasks(tasks)
+    gpus = sum(node.gpus for node in nodes)
+    seeds = [FIRST_SEED + k for k in range(args.seeds)]
     with ProcessPoolExecutor(max_workers=max(1, args.processes)) as pool:
-        futures = [
-            pool.submit(run_experiment, nodes, tasks, name, seeds=args.seeds, inflate=args.inflate)
+        futures = {
+            name: [
+                pool.submit(run_seed, nodes, tasks, name, seed, args.inflate, target)
+                for seed in seeds
+            ]
             for name in names
-        ]
-        for name, future in zip(names, futures, strict=True):
-            result = future.result()
+        }
+        for name in names:
+            runs = tuple(future.result() for future in futures[name])
+            result = ExperimentResult(name, gpus, runs)
             results.append(result)
             last = result.checkpoints[-1]
             finals = [run.alloc_pct[last] for run in result.runs]
