@@ -168,6 +168,11 @@ class QueueTree:
         return self.leaf_for_tenant(spec.tenant)
 
     @cached_property
+    def has_limits(self) -> bool:
+        """True when some queue has a limit."""
+        return any(n.limit is not None for n in self._nodes.values())
+
+    @cached_property
     def per_model(self) -> bool:
         """True when the quotas name GPU models (else plain numbers of any GPU)."""
         return any(not n.guarantee.any_model for n in self._nodes.values())

@@ -100,6 +100,7 @@ class Quotas:
         held: dict[str, float] = {}
         demand: dict[str, float] = {}
         outside = 0.0  # held by jobs of no queue: they run on, the queues share the rest
+        mine: dict[str, float] = {}  # by leaf; summed up the tree after
         for job in snapshot.jobs:
             name = leaf[job.job_id]
             gpus = pool.gpus(job.allocation) if job.running else 0.0
@@ -108,6 +109,8 @@ class Quotas:
                 continue
             if gpus > 0 or (not job.running and pool.accepts(job.spec)):
                 demand[name] = demand.get(name, 0.0) + max(gpus, float(job.spec.max_gpus))
+            mine[name] = mine.get(name, 0.0) + gpus
+        for name, gpus in mine.items():
             for queue in tree.chain(name):
                 held[queue] = held.get(queue, 0.0) + gpus
         down = snapshot.down_nodes
@@ -138,6 +141,10 @@ class Quotas:
         spare = [p.spare_gpus for p in pools]
         shown = [dict(p.held) for p in pools]
         hidden: dict[str, Reason] = {}
+        limits = self.tree.has_limits
+        # One reason per pool and leaf (a queue's figures are the same for all its
+        # jobs this round), made when first needed.
+        over: dict[tuple[int, str], Reason] = {}
         for job in waiting:
             name = pools[0].leaf.get(job.job_id)
             gpus = float(job.spec.min_gpus)
@@ -149,16 +156,19 @@ class Quotas:
             for k, adm in enumerate(pools):
                 if not adm.pool.accepts(job.spec):
                     continue
-                limited = at_limit(self.tree, name, shown[k], gpus, adm.pool)
+                limited = at_limit(self.tree, name, shown[k], gpus, adm.pool) if limits else None
                 if limited is None and within_share(room[k][name], gpus):
                     room[k][name] -= gpus
                 elif limited is None and gpus <= spare[k] + EPS_GPUS:
                     spare[k] -= gpus
                 else:
-                    refusal = refusal or limited or over_share(self.tree, adm, name)
+                    if limited is None and (k, name) not in over:
+                        over[k, name] = over_share(self.tree, adm, name)
+                    refusal = refusal or limited or over[k, name]
                     continue
-                for queue in self.tree.chain(name):
-                    shown[k][queue] = shown[k].get(queue, 0.0) + gpus
+                if limits:
+                    for queue in self.tree.chain(name):
+                        shown[k][queue] = shown[k].get(queue, 0.0) + gpus
                 fits = True
                 break
             if not fits and refusal is not None:

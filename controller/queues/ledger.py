@@ -55,14 +55,14 @@ class QueueLedger:
     ) -> None:
         held = dict.fromkeys(self.leaves, 0.0)
         asked = dict.fromkeys(self.leaves, 0.0)
-        for job_id, name in adm.leaf.items():
+        for job in adm.snapshot.jobs:
+            name = adm.leaf.get(job.job_id)
             if name is None:
                 continue
-            self.job_leaf.setdefault(job_id, name)
-            alloc = run.get(job_id)
-            if alloc is None or job_id in victims:
-                job = adm.snapshot.job(job_id)
-                asked[name] += job.spec.num_gpus if job is not None else 0
+            self.job_leaf.setdefault(job.job_id, name)
+            alloc = run.get(job.job_id)
+            if alloc is None or job.job_id in victims:
+                asked[name] += job.spec.num_gpus
             else:
                 held[name] += alloc.gpu_weight
         deserved = {n: adm.deserved(n) for n in self.leaves}

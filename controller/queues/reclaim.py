@@ -34,6 +34,11 @@ def reclaim(
         if name is not None:
             for queue in tree.chain(name):
                 held[queue] = held.get(queue, 0.0) + pool.gpus(alloc)
+    if all(
+        held.get(leaf.name, 0.0) >= adm.deserved.get(leaf.name, 0.0) - EPS_GPUS
+        for leaf in tree.leaves()
+    ):
+        return {}, {}  # every queue has its share: nobody is owed anything
     claimed: dict[str, float] = {}
     owed: list[JobView] = []
     # Every job of a leaf left waiting is owed while it fits the leaf's share: those
