@@ -196,7 +196,7 @@ def phases_main(args: argparse.Namespace) -> None:
         (c, policy, args.placement, network, args.jobs, args.load, args.seed)
         for c in clusters
         for policy in PHASE_POLICIES
-        for network in PHASE_NETWORKS
+        for network in args.networks.split(",")
     ]
     print(f"{args.jobs} jobs, load {args.load}, seed {args.seed}, placement {args.placement}")
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -257,6 +257,7 @@ def main() -> None:
     p.add_argument("--phases", action="store_true", help="issue 19: the phase-level model")
     p.add_argument("--clusters", default="comm-heavy-25g,lingjun-25g,lingjun")
     p.add_argument("--placement", default="topology-aware")
+    p.add_argument("--networks", default=",".join(PHASE_NETWORKS), help="fair first")
     args = p.parse_args()
     if args.phases:
         phases_main(args)
