@@ -182,13 +182,15 @@ class Tiresias:
         round: from the state's kept ranking and the backend's changes where both are
         at hand, else every waiting job (the same entries either way)."""
         kept = prev.take_kept()
+        if kept is not None and kept.source is not snapshot.ordered:
+            kept = None  # kept on another backend: its marks mean nothing here
         mark, changed = snapshot.waiting_changes(kept.mark if kept is not None else None)
         index = self._negated_index(round_.gittins) if self._dist else None
         ranking = Ranking(self.thresholds_gpu_s, self.starve_limit, index)
         now, ledger = round_.now, round_.ledger
         if kept is None or changed is None:
             self._rank_running(snapshot, prev, round_, None)
-            kept = KeptWaiting(len(round_.running), mark)
+            kept = KeptWaiting(len(round_.running), mark, snapshot.ordered)
             rank_all(ranking, snapshot.waiting(), prev.entered, prev.promotions, now, kept, ledger)
         else:
             ledger.entered = dict(prev.entered)

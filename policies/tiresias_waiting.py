@@ -98,13 +98,14 @@ class Ranking:
 class KeptWaiting:
     """The waiting jobs ranked as of one round: per queue in order, and by limit."""
 
-    __slots__ = ("buckets", "holder", "mark", "ranked", "running_ids", "starving")
+    __slots__ = ("buckets", "holder", "mark", "ranked", "running_ids", "source", "starving")
 
-    def __init__(self, num_queues: int, mark: int | None) -> None:
+    def __init__(self, num_queues: int, mark: int | None, source: object) -> None:
         self.buckets: list[SortedList] = [SortedList() for _ in range(num_queues)]
         self.ranked: dict[str, Ranked] = {}
         self.starving = SortedList()  # (starvation limit, job id)
         self.mark = mark  # the backend's change mark as of that round
+        self.source = source  # the backend's index that gave the mark
         self.running_ids: list[str] = []  # the jobs running in that round
         self.holder: object = None  # the state it belongs to
 
