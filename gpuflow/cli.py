@@ -402,7 +402,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             pairs = list(pool.map(_replay_worker, runs))
     else:
         pairs = [run_replay(ra, _progress_bar(ra.policy)) for ra in runs]
+    from controller.queues.report import headline_fields
+
     heads = [headline(s, r.policy, r.wall_s) for r, s in pairs]
+    if args.json:  # with --queues, each object has the queue keys `replay --json` adds
+        heads = [{**h, **headline_fields(r.params)} for h, (r, _) in zip(heads, pairs, strict=True)]
     if args.out:
         out = Path(args.out)
         for result, summary in pairs:

@@ -103,3 +103,15 @@ def test_a_directory_given_as_queue_file_is_refused(
 ) -> None:
     assert main(["replay", str(trace), "-p", "fifo", "-c", "4x4", "--queues", str(tmp_path)]) == 2
     assert "--queues" in capsys.readouterr().err
+
+
+def test_compare_json_carries_the_queue_keys_per_policy(
+    trace: Path, queues: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["compare", str(trace), "--policies", "fifo,srtf", "-c", "4x4", "--jobs", "1"]
+    assert main([*args, "--queues", str(queues), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [o["policy"] for o in out] == ["fifo", "srtf"]
+    for obj in out:
+        assert set(obj) == HEADLINE | {"queues", "queue_fairness_jain"}
+        assert set(obj["queues"]) == {"first", "rest"}
