@@ -15,12 +15,14 @@ is left. Then, for a leaf L:
 - spare = free GPUs - what the leaves' waiting jobs can take within their
   headroom: idle GPUs nobody is owed, lent to any queue (borrowing).
 
-A waiting job is shown to the policy if its smallest size fits every limit on its
-chain and fits headroom(L) or spare; otherwise it waits with `QueueAtLimit`,
-`QueueOverShare` or `NoQueue`. After the policy, the plan's starts and growths are
-checked the same way in submission order (headroom first, then spare) and any excess
-is refused, since one round may start several jobs of a queue. Last, reclaim: when
-the jobs a leaf is owed (they fit its headroom) do not fit the GPUs left free, running
+A leaf's waiting jobs, in the policy's order, are shown to it while their smallest
+sizes together fit every limit on the leaf's chain and its headroom (a gang counts
+as the leaf's own if it fits what is left, or leaves the leaf nearer its share than
+it is: `within_share`), then the spare GPUs; the others wait with `QueueAtLimit`,
+`QueueOverShare` or `NoQueue`. After the policy, the plan is fenced
+(controller.queues.fence): starts and growths checked the same way, and jobs it
+stopped in a leaf left below its share given back. Last, reclaim: when
+the jobs a leaf is owed (within its share) do not fit the GPUs left free, running
 jobs of queues over their share are preempted gracefully (the backend's preemption:
 SIGTERM and checkpoint live, progress kept in replay), least loss first, while each
 victim's queues stay at or above their deserved GPUs and its leaf at or above its
@@ -28,6 +30,9 @@ guarantee, so nothing is taken from a queue at or under its guarantee and no
 queue is pushed below its share (which would only swap the roles next round). The
 owed jobs wait with `ReclaimPending`; the plan asks to decide again after `grace_s`
 so that they start within that round plus the grace period.
+
+With quotas per GPU model, all of this runs per pool of one model's GPUs
+(controller.queues.admitted.Pool), a job counted in each pool it accepts.
 
 Least loss: a graceful preemption loses no progress, only a restart per GPU stopped,
 so victims are chosen to stop as few GPUs as cover the deficit: the smallest job
