@@ -4,10 +4,11 @@ Called by controller.queues.admission.Quotas.settle with the round's figures
 (controller.queues.admitted), before reclaim. Two steps, each only giving GPUs back
 to the jobs that held them, so a valid plan stays valid:
 
-- `fence_growth`: the plan's starts and growths, in submission order, must fit the
-  leaf's headroom (plus what the plan stops or shrinks of the same leaf: a policy
-  may swap one of a queue's jobs for another), then the spare GPUs, and every limit;
-  any other start stays waiting, any other growth is undone.
+- `fence_growth`: the plan's starts and growths, in submission order, must be within
+  the leaf's share (controller.queues.admitted.within_share, counting what the plan
+  stops or shrinks of the same leaf: a policy may swap one of a queue's jobs for
+  another), else come from the spare GPUs, and keep every limit; any other start
+  stays waiting, any other growth is undone. Per pool, when quotas name GPU models.
 - `protect`: a running job the policy stopped is given back its GPUs when its leaf
   would end the round below its share, since quotas, not the policy's order, decide
   between queues: Tiresias' least-attained-service, say, would otherwise preempt a
