@@ -20,6 +20,7 @@ from controller.placement import ConsolidatedPlacer
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
 from policies.registry import make_policy
+from policies.tiresias import Tiresias
 from tests.builders import make_cluster, make_job
 
 
@@ -64,3 +65,22 @@ def test_replay_is_the_same_with_and_without_the_ordered_index(name: str, seed: 
     assert ordered.jobs == scratch.jobs
     assert ordered.timeline == scratch.timeline
     assert ordered.rounds == scratch.rounds
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        Tiresias(starve_limit=0.5),
+        Tiresias(starve_limit=2.0, service_samples_gpu_s=(600.0, 3000.0, 9000.0, 40_000.0)),
+    ],
+    ids=["promotions", "gittins"],
+)
+def test_tiresias_kept_ranking_replays_as_ranking_from_scratch(policy: Tiresias) -> None:
+    """Tiresias keeps its waiting jobs ranked from the simulator's change log; without
+    the index (no log) it ranks every waiting job each round: the same replay."""
+    kept = _replay(policy, 3)
+    scratch = _replay(Unordered(policy), 3)
+    assert max(s.queued for s in kept.timeline) >= 60
+    assert sum(o.preemptions for o in kept.jobs) > 0
+    assert kept.jobs == scratch.jobs
+    assert kept.timeline == scratch.timeline
