@@ -60,7 +60,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import chain, pairwise
@@ -236,7 +236,8 @@ class Tiresias:
                 if jid not in running_now and snapshot.job(jid) is None:  # finished since
                     round_.ledger.forget(jid)
 
-    def _negated_index(self, cache: dict[tuple[int, int], float]) -> Any:
+    def _negated_index(self, cache: dict[tuple[int, int], float]) -> Callable[[int, float], float]:
+        """-Gittins index by (queue, service): waiting jobs sort by it, highest first."""
         return lambda q, service: -self._index(q, service, cache)
 
     def _index(self, q: int, service: float, cache: dict[tuple[int, int], float]) -> float:
