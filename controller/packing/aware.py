@@ -34,6 +34,16 @@ Ours:
   keeps a node whole for them; keeping every kind measured 0.08 points more on
   seeds 42-44.
 
+- A look-ahead over the mix for shares. FGD counts a GPU piece of L free milli-GPUs
+  as L x P(d_m > L), the part of the mix it cannot hold now; a piece of 340 that the
+  320-milli tasks (4 % of openb's) would fill weighs almost as much as one of 190
+  that only the rare shares of at most 160 fit. W(L) (`piece_waste_milli`) is the
+  idle the piece is expected to keep in the end: the mix's 1-GPU kinds keep
+  arriving, one that fits lands on the piece with chance min(1, P(L) / 0.1)
+  (`PIECE_REACH`), and W(L - d_m) follows. A share's cost on GPU g adds
+  ΔW = W(R_g - d) - W(R_g) (`LOOKAHEAD_WEIGHT` 1). Whole-GPU tasks empty their GPUs
+  (W(0) = 0 from W(1000) on every node alike), so their choice is unchanged.
+
 Host memory stays out of the score, as in FGD. Measured on openb (seeds 42, 43) and
 left out: memory in F_n(M) (a kind lacking memory sees every idle GPU as fragment:
 0.08 and 0.34 points below FGD), memory in S_n beside CPU (within 0.03 points of
@@ -51,7 +61,7 @@ import numpy as np
 
 from controller.packing.fragmentation import FloatArray, TargetWorkload
 from controller.packing.placers import FgdPacker, sigmoid_score
-from controller.packing.resources import TaskRequest
+from controller.packing.resources import MILLI_PER_GPU, TaskRequest
 from controller.packing.state import ClusterState, IntArray, Placement
 
 # The learned mix keeps every kind (module docstring).
@@ -59,6 +69,13 @@ MIX_COVERAGE = 1.0
 # How often the learned mix is rebuilt: a rebuild sorts the kinds seen (~100 on
 # openb); every 64 tasks the mix lags the arrivals by under 1 % of a run's ~10,800.
 MIX_REFRESH_TASKS = 64
+# The look-ahead W (`piece_waste_milli`): a piece that a share P of the tasks fits is
+# reached by one of them with chance min(1, P / PIECE_REACH). 0.1: on openb at the end
+# of a run ~1,000 GPUs hold a 190-milli piece and ~140 tasks of at most 160 milli (1.5 %
+# of the tasks) arrive, so one piece in seven is reached; 0.015 / 0.1 = 0.15.
+PIECE_REACH = 0.1
+# ΔW's weight beside ΔF_n(M) + ΔS_n, both in milli-GPUs.
+LOOKAHEAD_WEIGHT = 1.0
 
 
 class LearnedMix:
@@ -105,8 +122,37 @@ def stranding_growth(
     return growth
 
 
+def piece_waste_milli(target: TargetWorkload, reach: float = PIECE_REACH) -> FloatArray:
+    """W(L) for L = 0..1000: the milli-GPUs a GPU with L free is expected to leave idle
+    in the end, when the mix's 1-GPU kinds (shares and whole GPUs; p_m renormalised
+    over them) keep arriving (module docstring):
+
+        W(L) = L                                         if no kind fits (d_m > L for all)
+             = (1 - a) L + a sum_{m: d_m <= L} p_m W(L - d_m) / P(L)   otherwise
+
+    with P(L) = sum_{m: d_m <= L} p_m the share of tasks that fit the piece and
+    a = min(1, P(L) / reach) the chance that one of them lands on it: pieces only rare
+    kinds fit compete for few tasks. W(0) = 0."""
+    one = target.num_gpus == 1
+    fill = target.gpu_milli[one]
+    share = target.share[one]
+    waste = np.arange(MILLI_PER_GPU + 1, dtype=np.float64)
+    if share.sum() <= 0:
+        return waste
+    p = share / share.sum()
+    for left in range(1, MILLI_PER_GPU + 1):
+        fits = fill <= left
+        p_fit = float(p[fits].sum())
+        if p_fit > 0:
+            landed = min(1.0, p_fit / reach)
+            then = float(p[fits] @ waste[left - fill[fits]]) / p_fit
+            waste[left] = (1.0 - landed) * left + landed * then
+    return waste
+
+
 class FragmentationAwarePacker(FgdPacker):
-    """FGD's score on ΔF_n(M) + ΔS_n of the learned mix (module docstring)."""
+    """FGD's score on ΔF_n(M) + ΔS_n of the learned mix, plus the look-ahead ΔW of
+    the GPU a share takes (module docstring)."""
 
     name = "fragmentation-aware"
 
@@ -118,6 +164,7 @@ class FragmentationAwarePacker(FgdPacker):
     ) -> None:
         super().__init__(rng, target, node_order)
         self.mix = LearnedMix()
+        self._waste: tuple[TargetWorkload, FloatArray] | None = None
 
     def place(self, state: ClusterState, task: TaskRequest) -> Placement | None:
         # Every task that asks counts in the mix, placed or not.
@@ -133,6 +180,16 @@ class FragmentationAwarePacker(FgdPacker):
             return sigmoid_score(-(growth + stranded)), None
         # Scores are >= 0, so -1 marks the GPUs that cannot hold the share; S_n does
         # not depend on which GPU of the node takes it.
-        cost = np.nan_to_num(growth) + stranded[:, None]
+        waste = self.piece_waste()
+        left = np.clip(state.gpu_left_milli[nodes], 0, MILLI_PER_GPU)
+        after = np.clip(left - task.gpu_milli, 0, MILLI_PER_GPU)
+        ahead = LOOKAHEAD_WEIGHT * (waste[after] - waste[left])
+        cost = np.nan_to_num(growth) + stranded[:, None] + ahead
         per_gpu = np.where(np.isnan(growth), -1, sigmoid_score(-cost))
         return per_gpu.max(axis=1), per_gpu.argmax(axis=1)
+
+    def piece_waste(self) -> FloatArray:
+        """W of the current mix, rebuilt when the mix is."""
+        if self._waste is None or self._waste[0] is not self.target:
+            self._waste = (self.target, piece_waste_milli(self.target))
+        return self._waste[1]

@@ -11,6 +11,7 @@ from controller.packing.aware import (
     FragmentationAwarePacker,
     LearnedMix,
     cpu_per_gpu_milli,
+    piece_waste_milli,
     stranding_growth,
 )
 from controller.packing.fragmentation import POPULARITY_THRESHOLD, TargetWorkload
@@ -83,13 +84,30 @@ def test_a_share_goes_where_fragmentation_and_stranding_together_grow_least() ->
     assert fgd.place(state, share) == Placement(0, (1,))
     # r = 4,000 / 475 milli-cores per milli-GPU: the short node's 8 cores feed 950
     # of its 1,500 free milli-GPUs (550 stranded), after the share its 4 cores feed
-    # 475 of 1,100 (625): +75, sigmoid(-0.075) x 100 = 48. The rich node feeds all.
+    # 475 of 1,100 (625): +75. The rich node feeds all. The look-ahead adds
+    # W(100) - W(500) = 100 - 25 = +75 on both (test below): sigmoid(-0.15) x 100 = 46
+    # and sigmoid(-0.075) x 100 = 48.
     packer = aware(seen)
     assert packer.place(state, share) == Placement(1, (1,))
     nodes_ = np.array([0, 1])
     r = cpu_per_gpu_milli(packer.target)
     assert stranding_growth(state, nodes_, share, r).tolist() == pytest.approx([75, 0])
-    assert packer.scores(state, share, nodes_)[0].tolist() == [48, 50]
+    assert packer.scores(state, share, nodes_)[0].tolist() == [46, 48]
+
+
+def test_piece_waste_is_the_idle_a_piece_is_expected_to_keep() -> None:
+    """Shares of 500 (3 in 4) and 400 (1 in 4), and a CPU task, which fills no GPU.
+    W(L) = L where no share fits (L < 400); W(500) = 3/4 W(0) + 1/4 W(100) = 25;
+    W(600) = 3/4 W(100) + 1/4 W(200) = 125; W(1000) = 3/4 W(500) + 1/4 W(600) = 50.
+    With a reach of 1, a piece that only the 400s fit (P = 1/4) is reached one time
+    in four: W(400) = 3/4 x 400 + 1/4 x W(0) = 300."""
+    seen = [make_task(milli=500)] * 3 + [make_task(milli=400), CPU_TASK, CPU_TASK]
+    target = TargetWorkload.from_tasks(seen, 1.0)
+    waste = piece_waste_milli(target)  # reach 0.1: every piece some share fits is reached
+    assert [waste[x] for x in (0, 100, 399, 400, 500, 600, 1000)] == pytest.approx(
+        [0, 100, 399, 0, 25, 125, 50]
+    )
+    assert piece_waste_milli(target, reach=1.0)[400] == pytest.approx(300)
 
 
 def test_the_mix_is_learned_from_the_tasks_that_asked() -> None:
