@@ -10,7 +10,9 @@ transaction for all the requests waiting), each acknowledged after its commit.
 
 The ticker looks at the active jobs and at those finished since its last tick
 (`LiveCluster.poll`), never at the whole history, and forgets finished jobs once
-recorded: a tick costs what the live jobs cost, however many ran before.
+recorded: a tick costs what the live jobs cost, however many ran before. Each tick
+also hands the LiveCluster the quota tree an admin keeps in the table `queues`
+(api/quota_tree.py) when it changed.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.group_commit import SubmitWriter
 from api.history import EventRecord, Seen, row_values, transition_events
 from api.models import Job, JobEvent
+from api.quota_tree import DbQueueStore, Item, checked_tree
 from api.settings import Settings
 from controller.decisions import Displacement
 from controller.live import JobState, LiveCluster
 from controller.maintenance import NodeAction
 from controller.model import JobSpec, JobStatus
 from controller.placement import make_placer
+from controller.queues.admission import Quotas
 from controller.spec import load_cluster
 from policies.registry import make_policy
 
@@ -94,6 +98,7 @@ class LocalMode:
         self._seen: dict[str, Seen] = {}  # unfinished jobs (finished ones are forgotten)
         self._cursor = 0  # LiveCluster.poll: finished jobs already recorded
         self._positions: dict[str, int] = {}  # queue positions as last written
+        self._queues: list[Item] = []  # the quota tree's queues as last handed to the backend
         self.writer = SubmitWriter(sessions, self.live.submit_many)
         # Serialises recording: the ticker's diff-and-write against a cancel's.
         self.lock = threading.Lock()
@@ -173,9 +178,27 @@ class LocalMode:
             return preempted
 
     def tick(self) -> None:
-        """Sync the backend and write what changed since the last tick."""
+        """Hand the backend the queues an admin changed, sync it and write what changed
+        since the last tick."""
         with self.lock:
+            self._sync_quotas()
             self._record()
+
+    def _sync_quotas(self) -> None:
+        """The table `queues` (REST, api/routes/quota_queues.py) as the backend's quotas,
+        made again only when a queue changed. The routes store only trees that pass the
+        loader; a tree that fails anyway (rows written by hand) keeps the last one."""
+        with self._sessions() as session:
+            items = DbQueueStore(session).items()
+        if items == self._queues:
+            return
+        try:
+            tree = checked_tree(items, "")
+        except ValueError as exc:
+            log.warning("queues table is not a valid tree, keeping the last one: %s", exc)
+            return
+        self.live.set_quotas(None if tree is None else Quotas(tree))
+        self._queues = items
 
     def _record(self) -> None:
         """Write what changed since the last record (the caller holds the lock)."""

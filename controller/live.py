@@ -35,6 +35,7 @@ from controller.model import (
     Snapshot,
 )
 from controller.network.loads import JobTraffic, LinkLoad, link_loads
+from controller.queues.admission import Quotas
 from controller.records import JobOutcome
 from controller.sim import ResumedJob, SimConfig, Simulator
 from controller.whatif import LiveState
@@ -149,6 +150,13 @@ class LiveCluster:
         with self._lock:
             found = (self._displaced.pop(j, None) for j in job_ids)
             return {d.job_id: d for d in found if d is not None}
+
+    def set_quotas(self, quotas: Quotas | None) -> None:
+        """Admission and reclaim by a queue tree from the next round on, as a replay's
+        `--queues` and the operator's Queue resources give them (None: no quotas)."""
+        with self._lock:
+            self._sync()
+            self._sim.set_quotas(quotas)
 
     def submit(self, spec: JobSpec) -> JobSpec:
         """Submit a job now (its submit_s is replaced by the current time)."""

@@ -1,8 +1,8 @@
 """The quota tree over REST (issue 18): GET /queues, /queues/{name} and /queues/series
 (each queue's GPUs over time, api/quota_series.py) for everyone
 (numbers only, no job named), PUT and DELETE /queues/{name} for admins. Registered
-in api/routes/__init__.py; the queues live where api/quota_store.py says (the job
-database in local mode, the Queue resources in cluster mode).
+in api/routes/__init__.py; the queues live in the job database in local mode
+(api/quota_tree.py) and as Queue resources in cluster mode (api/quota_store.py).
 
 Each queue's state is read from the job database, which local mode's ticker and
 cluster mode's follower keep current: GPUs its running jobs hold (an inner queue's
@@ -25,10 +25,10 @@ from api.backends import BackendUnavailable
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
 from api.models import Job, JobEvent
 from api.quota_series import queue_series
-from api.quota_store import (
+from api.quota_store import KubeQueueStore
+from api.quota_tree import (
     DbQueueStore,
     Item,
-    KubeQueueStore,
     QueueStore,
     TreeError,
     checked_tree,

@@ -329,6 +329,12 @@ class Simulator:
         self.controller.set_policy(policy)
         self._clock.request_round()
 
+    def set_quotas(self, quotas: Quotas | None) -> None:
+        """Admission and reclaim by another queue tree (None: none); a round comes at
+        once (at the next round boundary) and decides with it."""
+        self.controller.quotas = quotas
+        self._clock.request_round()
+
     # -- what it reads: local mode, tests, benchmarks ------------------------------------
 
     @property

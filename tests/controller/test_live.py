@@ -7,6 +7,8 @@ import pytest
 from controller.live import LiveCluster
 from controller.model import JobStatus
 from controller.placement import ConsolidatedPlacer
+from controller.queues.admission import Quotas
+from controller.queues.spec import queues_from_data
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job
 
@@ -109,3 +111,19 @@ def test_active_only_poll_and_done_counts_skip_the_finished_history() -> None:
     assert [s.job_id for s in again] == ["long"] and cursor2 == cursor  # finished: once
     skipped, _ = live.poll(cursor, wanted=lambda job_id, status, restarts: False)
     assert skipped == []
+
+
+def test_new_quotas_take_effect_at_the_next_round_without_another_event() -> None:
+    clock = ManualClock()
+    live = _live(clock)
+    # A tree no queue of which is the tenant's: its job waits with NoQueue.
+    live.set_quotas(Quotas(queues_from_data([{"name": "team-a", "guarantee": 4}])))
+    live.submit(make_job("b", 2, duration_s=100, tenant="team-b"))
+    waiting = live.job("b")
+    assert waiting is not None and waiting.status is JobStatus.QUEUED
+    assert waiting.reason is not None and waiting.reason.code == "NoQueue"
+    # The tenant gets a queue: the job starts with nothing else happening.
+    tree = [{"name": "team-a", "guarantee": 2}, {"name": "team-b", "guarantee": 2}]
+    live.set_quotas(Quotas(queues_from_data(tree)))
+    started = live.job("b")
+    assert started is not None and started.status is JobStatus.RUNNING
