@@ -42,6 +42,7 @@ from controller.metrics import summarize
 from controller.model import Cluster, JobSpec
 from controller.network import phase_jobs
 from controller.network.cassini import compatibility
+from controller.network.cassini_placement import CassiniPlacer, wrap
 from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
@@ -140,15 +141,18 @@ def two_job_experiment() -> list[str]:
     ]
 
 
-def phase_replay(task: tuple[str, str, str, str, int, float, int]) -> dict[str, Any]:
-    cluster_name, policy, placement, network, num_jobs, load, seed = task
+def phase_replay(task: tuple[str, str, str, str, int, float, int, bool]) -> dict[str, Any]:
+    cluster_name, policy, placement, network, num_jobs, load, seed, cassini_placement = task
     cluster = CLUSTERS[cluster_name]()
     jobs = workload(num_jobs, seed=seed, cluster_gpus=cluster.num_gpus, load=load)
+    placer = make_placer(placement, cluster, seed)
+    if cassini_placement:
+        placer = wrap(placer, cluster, network)
     sim = Simulator(
         cluster,
         jobs,
         make_policy(policy),
-        make_placer(placement, cluster, seed),
+        placer,
         SimConfig(round_interval_s=60.0, seed=seed, network=network, network_model="phases"),
     )
     slowdowns: list[float] = []
@@ -166,6 +170,7 @@ def phase_replay(task: tuple[str, str, str, str, int, float, int]) -> dict[str, 
         "makespan_s": round(summary.makespan_s, 1),
         "gpu_util": round(summary.gpu_utilization, 4),
         "contention": round(float(np.mean(slowdowns)) if slowdowns else 1.0, 4),
+        "moved": placer.moved if isinstance(placer, CassiniPlacer) else 0,
         "finished": summary.finished,
         "wall_s": round(wall_s, 2),
     }
@@ -192,13 +197,17 @@ def phases_main(args: argparse.Namespace) -> None:
     for line in two_job_experiment():
         print(line)
     clusters = args.clusters.split(",")
+    placing = not args.no_cassini_placement
     tasks = [
-        (c, policy, args.placement, network, args.jobs, args.load, args.seed)
+        (c, policy, args.placement, network, args.jobs, args.load, args.seed, placing)
         for c in clusters
-        for policy in PHASE_POLICIES
+        for policy in args.policies.split(",")
         for network in args.networks.split(",")
     ]
-    print(f"{args.jobs} jobs, load {args.load}, seed {args.seed}, placement {args.placement}")
+    print(
+        f"{args.jobs} jobs, load {args.load}, seed {args.seed}, placement {args.placement}"
+        f"{', cassini placement' if placing else ''}"
+    )
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         rows = list(pool.map(phase_replay, tasks))
     for row in rows:
@@ -206,7 +215,7 @@ def phases_main(args: argparse.Namespace) -> None:
     print()
     print(
         f"{'cluster':15} {'policy':9} {'network':8} {'avg JCT s':>10} {'vs fair':>8} "
-        f"{'GPU util':>9} {'vs fair':>8} {'makespan s':>11} {'contention':>10}"
+        f"{'GPU util':>9} {'vs fair':>8} {'makespan s':>11} {'contention':>10} {'moved':>6}"
     )
     fair = {(r["cluster"], r["policy"]): r for r in rows if r["network"] == "fair"}
     for r in rows:
@@ -216,7 +225,7 @@ def phases_main(args: argparse.Namespace) -> None:
         print(
             f"{r['cluster']:15} {r['policy']:9} {r['network']:8} {r['avg_jct_s']:>10} "
             f"{jct:>+8.1%} {r['gpu_util']:>9} {util:>+8.1%} {r['makespan_s']:>11} "
-            f"{r['contention']:>10}"
+            f"{r['contention']:>10} {r['moved']:>6}"
         )
 
 
@@ -257,7 +266,13 @@ def main() -> None:
     p.add_argument("--phases", action="store_true", help="issue 19: the phase-level model")
     p.add_argument("--clusters", default="comm-heavy-25g,lingjun-25g,lingjun")
     p.add_argument("--placement", default="topology-aware")
+    p.add_argument("--policies", default=",".join(PHASE_POLICIES), help="for --phases")
     p.add_argument("--networks", default=",".join(PHASE_NETWORKS), help="fair first")
+    p.add_argument(
+        "--no-cassini-placement",
+        action="store_true",
+        help="cassini keeps the policy's placement (shifts only)",
+    )
     args = p.parse_args()
     if args.phases:
         phases_main(args)
