@@ -1,4 +1,6 @@
-"""argparse types for the CLI's number options: bounded integers and finite floats.
+"""argparse types for the CLI's number options (bounded integers and finite floats),
+the one-line error of bad input (`CliError`) and the check of a file argument
+(`regular_file`).
 
 Used by every command module (gpuflow.cli, serve_cmd, operator_cmd, sandbox_cmd,
 coflow_cmd) in place of `type=int` and `type=float`, so that a negative count, a zero
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import stat
 from collections.abc import Callable
 
 # 18 digits hold any count, seed or priority a user means and still fit an int64
@@ -89,3 +93,24 @@ positive_float = bounded_float(0.0, inclusive=False)
 non_negative_float = bounded_float(0.0)
 # A wall-clock interval, timeout or lease length in seconds.
 wait_s = bounded_float(0.0, MAX_WAIT_S, inclusive=False)
+
+
+class CliError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+def regular_file(option: str, name: str | None) -> None:
+    """Refuse a FIFO, device or directory given where a file is read.
+
+    Checked with stat before anything opens it: opening a FIFO blocks until a writer
+    comes, and reading /dev/zero never ends. A name that is no file at all is left to
+    the reader (a cluster may be a preset or NODESxGPUS).
+    """
+    if name is None:
+        return
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise CliError(f"{option} {name}: not a regular file")
