@@ -14,8 +14,9 @@ only multi-node candidates whose iteration time alone (`controller.model.perf`) 
 within `TIME_TOLERANCE` of the first are kept, so the job loses nothing by the move.
 Score per link the candidate crosses: the link's load, the sum over the jobs on it
 (the candidate included) of their mean rate (bytes per iteration over the iteration
-time alone) over the link's capacity. With the best shifts, bursts of jobs of equal
-period fit in the period exactly when that sum is at most 1; CASSINI's
+time alone, at the slowest link's capacity as in `phase_jobs`) over the link's
+capacity. With the best shifts, bursts of jobs of equal period fit in the period
+exactly when that sum is at most 1; CASSINI's
 compatibility score (§3.2) is 1 minus the demand above capacity. The candidate with
 the smallest worst excess (load above 1) wins, then the smallest total load on its
 shared links, then the inner placer's order.
@@ -110,7 +111,16 @@ class CassiniPlacer:
         links = tuple(
             dict.fromkeys(link for f in ring_flows(self.cluster, net) for link in f.links)
         )
-        mean_gbps = net.flow_mb / 125.0 / self._alone_s(job, alloc)
+        # As the phase model: alone, the job's ring runs at its slowest link's capacity.
+        d = min(link_capacity(self.cluster, link) for link in links)
+        alone_s = iteration_time_s(
+            resolve(job.spec.model),
+            self.cluster,
+            alloc,
+            batch_size=job.batch_size,
+            inter_node_gbps=d,
+        )
+        mean_gbps = net.flow_mb / 125.0 / alone_s
         gpus = frozenset((s.node, s.gpu) for s in alloc.shares)
         return _Placed(gpus, links, mean_gbps)
 
