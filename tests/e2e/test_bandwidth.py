@@ -171,6 +171,25 @@ def applied(sb: Sandbox, nodes: int, pods_per_node: int) -> dict[str, dict[str, 
     return out if all(len(v) == pods_per_node for v in out.values()) else None
 
 
+def start_across_both_nodes(
+    sb: Sandbox, make_job: Callable[[str, Path], dict[str, Any]], sync: Path, release: Path
+) -> None:
+    """Jobs a and b of 2 GPUs each with a rank on node-0 and one on node-1 of a 2x2
+    sandbox under first-fit: a one-GPU placeholder holds node-0's first GPU while a
+    starts (so a spans both nodes), then leaves (touching `release`) so that b does too."""
+    hold_env = [{"name": "RELEASE", "value": str(release)}]
+    sb.api.create_dljob("default", dljob("hold", HOLD, 1, hold_env))
+    wait_for("the placeholder", lambda: len(job_pods(sb, "hold")) == 1, 30)
+    sb.api.create_dljob("default", make_job("a", sync))
+    wait_for("a's pods", lambda: len(job_pods(sb, "a")) == 2, 30)
+    release.touch()
+    wait_for("the placeholder to end", lambda: finished(sb, ["hold"]), 30)
+    sb.api.create_dljob("default", make_job("b", sync))
+    wait_for("b's pods", lambda: len(job_pods(sb, "b")) == 2, 30)
+    for job in ("a", "b"):
+        assert sorted(p.spec.node_name for p in job_pods(sb, job)) == ["node-0", "node-1"]
+
+
 def finished(sb: Sandbox, jobs: Iterable[str]) -> bool:
     phases = [(sb.api.get_dljob("default", j).get("status") or {}).get("phase") for j in jobs]
     assert "Failed" not in phases
@@ -230,21 +249,11 @@ def test_two_jobs_share_the_same_nics_per_pod(tmp_path: Path) -> None:
         placement="first-fit",
         directory=tmp_path / "sandbox",
     )
-    sync, release = tmp_path / "sync", tmp_path / "release"
+    sync = tmp_path / "sync"
     sync.mkdir()
     with Sandbox(config) as sb:
         started = time.monotonic()
-        hold_env = [{"name": "RELEASE", "value": str(release)}]
-        sb.api.create_dljob("default", dljob("hold", HOLD, 1, hold_env))
-        wait_for("the placeholder", lambda: len(job_pods(sb, "hold")) == 1, 30)
-        sb.api.create_dljob("default", allreduce_job("a", sync))
-        wait_for("a's pods", lambda: len(job_pods(sb, "a")) == 2, 30)
-        release.touch()
-        wait_for("the placeholder to end", lambda: finished(sb, ["hold"]), 30)
-        sb.api.create_dljob("default", allreduce_job("b", sync))
-        wait_for("b's pods", lambda: len(job_pods(sb, "b")) == 2, 30)
-        for job in ("a", "b"):
-            assert sorted(p.spec.node_name for p in job_pods(sb, job)) == ["node-0", "node-1"]
+        start_across_both_nodes(sb, allreduce_job, sync, tmp_path / "release")
         pods = {p.metadata.name: p for job in ("a", "b") for p in job_pods(sb, job)}
         half = SHARED_NIC_GBPS / 2
 

@@ -33,7 +33,14 @@ import pytest
 from controller.network.phases import shared_link_iteration_s
 from gpuflow.sandbox.cluster import Sandbox, SandboxConfig
 from operators import crd
-from tests.e2e.test_bandwidth import HOLD, REASON, dljob, finished, job_pods, wait_for
+from tests.e2e.test_bandwidth import (
+    REASON,
+    dljob,
+    finished,
+    job_pods,
+    start_across_both_nodes,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -143,21 +150,11 @@ def test_the_operators_slots_interleave_two_jobs_and_beat_fair_sharing(tmp_path:
         network="cassini",
         directory=tmp_path / "sandbox",
     )
-    sync, release = tmp_path / "sync", tmp_path / "release"
+    sync = tmp_path / "sync"
     sync.mkdir()
     with Sandbox(config) as sb:
         started = time.monotonic()
-        hold_env = [{"name": "RELEASE", "value": str(release)}]
-        sb.api.create_dljob("default", dljob("hold", HOLD, 1, hold_env))
-        wait_for("the placeholder", lambda: len(job_pods(sb, "hold")) == 1, 30)
-        sb.api.create_dljob("default", slot_job("a", sync))
-        wait_for("a's pods", lambda: len(job_pods(sb, "a")) == 2, 30)
-        release.touch()
-        wait_for("the placeholder to end", lambda: finished(sb, ["hold"]), 30)
-        sb.api.create_dljob("default", slot_job("b", sync))
-        wait_for("b's pods", lambda: len(job_pods(sb, "b")) == 2, 30)
-        for job in ("a", "b"):
-            assert sorted(p.spec.node_name for p in job_pods(sb, job)) == ["node-0", "node-1"]
+        start_across_both_nodes(sb, slot_job, sync, tmp_path / "release")
 
         # The operator's slots: one period, offsets half of it apart; the agents'
         # classes: each pod may take the whole NIC and is guaranteed half.
