@@ -85,14 +85,14 @@ def test_a_share_goes_where_fragmentation_and_stranding_together_grow_least() ->
     # r = 4,000 / 475 milli-cores per milli-GPU: the short node's 8 cores feed 950
     # of its 1,500 free milli-GPUs (550 stranded), after the share its 4 cores feed
     # 475 of 1,100 (625): +75. The rich node feeds all. The look-ahead adds
-    # W(100) - W(500) = 100 - 25 = +75 on both (test below): sigmoid(-0.15) x 100 = 46
-    # and sigmoid(-0.075) x 100 = 48.
+    # 2 x (W(100) - W(500)) = 2 x (100 - 25) = +150 on both (test below):
+    # sigmoid(-0.225) x 100 = 44 and sigmoid(-0.15) x 100 = 46.
     packer = aware(seen)
     assert packer.place(state, share) == Placement(1, (1,))
     nodes_ = np.array([0, 1])
     r = cpu_per_gpu_milli(packer.target)
     assert stranding_growth(state, nodes_, share, r).tolist() == pytest.approx([75, 0])
-    assert packer.scores(state, share, nodes_)[0].tolist() == [46, 48]
+    assert packer.scores(state, share, nodes_)[0].tolist() == [44, 46]
 
 
 def test_piece_waste_is_the_idle_a_piece_is_expected_to_keep() -> None:
