@@ -197,12 +197,12 @@ class _Run:
         while min(len(self.finishes[i]) for i in active) < wanted and events < _MAX_EVENTS:
             events += 1
             senders = [i for i in active if self.sending[i]]
-            rates = self._rates(senders)
+            contended = self._contended(senders) if self.sharing == "mltcp" else set()
+            rates = self._rates(senders, contended)
             step = math.inf
             for i in active:
                 if not self.sending[i]:
                     step = min(step, self.compute_end[i] - now)
-            contended = self._contended(senders) if self.sharing == "mltcp" else set()
             for i in senders:
                 r = rates[i] * MB_PER_S_PER_GBPS
                 if r > 0:
@@ -285,31 +285,36 @@ class _Run:
     def _weight(self, i: int) -> float:
         return 1.0 + MLTCP_SLOPE * self._weight_step(i) / MLTCP_STEPS
 
-    def _rates(self, senders: list[int]) -> dict[int, float]:
+    def _rates(self, senders: list[int], contended: set[int]) -> dict[int, float]:
+        """Rates of `senders`; only the `contended` ones' weights can move them (a
+        sender alone on its links gets its links whatever its weight), so the others
+        are keyed, and filled, at weight 1: fewer distinct sets under mltcp."""
         if not senders:
             return {}
-        key = tuple((i, self._weight_step(i)) for i in senders)
+        key = tuple((i, self._weight_step(i) if i in contended else 0) for i in senders)
         cached = self.memo.get(key)
         if cached is None:
-            cached = self.memo[key] = self._fill_rules(senders)
+            cached = self.memo[key] = self._fill_rules(senders, contended)
         return cached
 
-    def _fill_rules(self, senders: list[int]) -> dict[int, float]:
+    def _fill_rules(self, senders: list[int], contended: set[int]) -> dict[int, float]:
         residual = {link: self.capacities[link] for i in senders for link in self.jobs[i].links}
         rates: dict[int, float] = {}
         if self.sharing == "priority":
             levels = sorted({self.jobs[i].priority for i in senders}, reverse=True)
             for level in levels:
                 group = [i for i in senders if self.jobs[i].priority == level]
-                rates.update(self._fill(group, residual))
+                rates.update(self._fill(group, residual, contended))
         else:
-            rates = self._fill(senders, residual)
+            rates = self._fill(senders, residual, contended)
         return rates
 
-    def _fill(self, group: list[int], residual: dict[Hashable, float]) -> dict[int, float]:
+    def _fill(
+        self, group: list[int], residual: dict[Hashable, float], contended: set[int]
+    ) -> dict[int, float]:
         """Weighted max-min on `residual` by progressive filling; `residual` is used up."""
         rates = dict.fromkeys(group, 0.0)
-        weight = {i: self._weight(i) for i in group}
+        weight = {i: self._weight(i) if i in contended else 1.0 for i in group}
         open_ = set(group)
         while open_:
             demand: dict[Hashable, float] = {}
