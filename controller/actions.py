@@ -35,6 +35,10 @@ from controller.model import (
 from controller.model.snapshot import new_gpu_on_cordoned, over_allocated
 
 STARTING = frozenset({Action.START, Action.RESUME}) | RESTARTING
+# The same sets as tuples, for membership by identity: an Enum member's hash is a
+# Python call, and `stops` and `starts` are asked several times per action.
+_ENDS_RUN = tuple(STOPPING | RESTARTING)
+_BEGINS_RUN = tuple(STARTING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +58,12 @@ class JobAction:
     @property
     def stops(self) -> bool:
         """Whether the job's current run ends (for good, or to start again)."""
-        return self.action in STOPPING or self.action in RESTARTING
+        return self.action in _ENDS_RUN
 
     @property
     def starts(self) -> bool:
         """Whether the job gets a new run (pods, or a restart overhead in replay)."""
-        return self.action in STARTING
+        return self.action in _BEGINS_RUN
 
 
 def plan_diff(
@@ -168,23 +172,27 @@ def _check_fit(pool: GpuPool, actions: list[JobAction]) -> None:
 def _check_whole_fit(pool: GpuPool, actions: list[JobAction]) -> None:
     """The check when every allocation involved is of whole GPUs, without touching
     the pool: the simulator's common case, run every round. A start fits if
-    each of its GPUs is wholly free, or held by a job that stops, and claimed once."""
+    each of its GPUs is wholly free, or held by a job that stops, and claimed once.
+    Each allocation's shares are read once, in place (no tuple of its GPUs)."""
     freed: set[tuple[int, int]] = set()
+    starts: list[JobAction] = []
     for a in actions:
         if a.stops:
-            assert a.job.allocation is not None
-            freed.update(a.job.allocation.gpus())
+            held = a.job.allocation
+            assert held is not None
+            freed.update([(s.node, s.gpu) for s in held.shares])
+        if a.starts:
+            starts.append(a)
     shared = pool.shared_gpus()
     claimed: set[tuple[int, int]] = set()
-    for a in actions:
-        if not a.starts:
-            continue
-        assert a.allocation is not None
-        for node, gpu in a.allocation.gpus():
-            key = (node, gpu)
-            free = key in freed or (gpu in pool.free_gpus(node) and key not in shared)
+    for a in starts:
+        alloc = a.allocation
+        assert alloc is not None
+        for s in alloc.shares:
+            key = (s.node, s.gpu)
+            free = key in freed or (s.gpu in pool.free_gpus(s.node) and key not in shared)
             if not free or key in claimed:
-                raise PlanError(f"job {a.job_id}: GPUs {a.allocation.gpus()} over-allocated")
+                raise PlanError(f"job {a.job_id}: GPUs {alloc.gpus()} over-allocated")
             claimed.add(key)
 
 

@@ -213,16 +213,18 @@ def _expired(
     cutoff = work.now - quantum_s
     for job in work.snapshot.running():
         start = slices.get(job.job_id, job.mark_s)  # unknown to the state: last change
-        if start <= cutoff and not _shared(job) and work.settled(job):
+        # Read every round for every running job: the cheap test first.
+        if start <= cutoff and work.settled(job) and not _shared(job):
             expired.append((start, job.job_id, job))
     expired.sort(reverse=True)
     by_size: dict[int, list[JobView]] = {}
     by_node: dict[int, list[JobView]] = {}
     for _, _, job in expired:
-        by_size.setdefault(job.num_gpus, []).append(job)
-        assert job.allocation is not None
-        if len(job.allocation.nodes) == 1:
-            by_node.setdefault(job.allocation.nodes[0], []).append(job)
+        alloc = job.allocation
+        assert alloc is not None
+        by_size.setdefault(alloc.num_gpus, []).append(job)
+        if len(alloc.nodes) == 1:
+            by_node.setdefault(alloc.nodes[0], []).append(job)
     return by_size, by_node
 
 

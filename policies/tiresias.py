@@ -208,28 +208,32 @@ class Tiresias:
         With the previous round's `kept`, also forget the jobs that ran then and left."""
         now, limits, buckets = round_.now, self.thresholds_gpu_s, round_.running
         entered, promotions = round_.ledger.entered, round_.ledger.promotions
+        # Every running job, every round: the lookups are bound once.
+        promotion_of, entry_of, crossing = prev.promotions.get, prev.entered.get, round_.crossings
+        num_limits, gittins = len(limits), self._dist is not None
         for job in snapshot.running():
             jid, alloc = job.job_id, job.allocation
             assert alloc is not None
-            promo = prev.promotions.get(jid)
+            promo = promotion_of(jid)
             service = job.attained_gpu_s_at(now)
             if promo is not None:
                 service -= promo.attained_gpu_s
                 promotions[jid] = promo
             q = bisect_right(limits, service)
-            if q < len(limits):  # attained service grows with GPUs held
-                round_.crossings.append((now + (limits[q] - service) / alloc.gpu_weight, jid))
+            if q < num_limits:  # attained service grows with GPUs held
+                crossing.append((now + (limits[q] - service) / alloc.gpu_weight, jid))
+            submit_s = job.spec.submit_s
             if q:
-                entry = prev.entered.get(jid)
+                entry = entry_of(jid)
                 if entry is None or entry[0] != q:
                     entry = (q, crossed_at(job, service - limits[q - 1], now))
                 entered[jid] = entry
                 since = entry[1]
             else:
                 entered.pop(jid, None)
-                since = promo.at_s if promo else job.spec.submit_s
-            g = -self._index(q, service, round_.gittins) if self._dist else 0.0
-            buckets[q].append((g, since, job.spec.submit_s, jid, job, alloc.num_gpus, service))
+                since = promo.at_s if promo else submit_s
+            g = -self._index(q, service, round_.gittins) if gittins else 0.0
+            buckets[q].append((g, since, submit_s, jid, job, alloc.num_gpus, service))
         if kept is not None:
             running_now = round_.run
             for jid in kept.running_ids:

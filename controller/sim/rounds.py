@@ -11,8 +11,6 @@ clock says a round is due; `Simulator.observe`/`apply` are the same two calls.
 
 from __future__ import annotations
 
-from collections import ChainMap
-
 from controller.actions import compile_plan
 from controller.loop import Controller
 from controller.model import (
@@ -31,7 +29,7 @@ from controller.sim.config import SimConfig
 from controller.sim.events import WAKE, Clock, EventQueue
 from controller.sim.nodes import NodeStates
 from controller.sim.runs import JobRuns
-from controller.sim.table import JobTable
+from controller.sim.table import ActiveViews, JobTable
 
 
 class Rounds:
@@ -117,7 +115,7 @@ class Rounds:
             pool=self.pool,
             running_jobs=tuple(table.views_run.values()),
             current=table.allocations,
-            index=ChainMap(table.views_run, table.views_wait),
+            index=ActiveViews(table.views_run, table.views_wait),
             ordered=table.queues,
         )
         return self.last_snapshot

@@ -70,11 +70,12 @@ class JobRuns:
     def carry_out(self, actions: list[JobAction]) -> None:
         """Apply a plan's actions: stops (and restarts' stops, and re-batches) first,
         then starts."""
-        self.last_stopped = [a.job_id for a in actions if a.action in STOPPING]
+        stopping = tuple(STOPPING)  # membership by identity, not by Enum hash
+        self.last_stopped = [a.job_id for a in actions if a.action in stopping]
         active = self.table.active
         for a in actions:
             job = active[a.job_id]
-            if a.action in STOPPING:
+            if a.action in stopping:
                 suspended = a.action is Action.SUSPEND
                 self.stop(job, JobStatus.SUSPENDED if suspended else JobStatus.PREEMPTED)
             elif a.stops:  # resize, migrate, re-share: a restart on the new GPUs

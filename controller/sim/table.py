@@ -11,7 +11,7 @@ local mode (controller.live).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from controller.model import WAITING, Allocation, JobStatus, JobView
@@ -27,6 +27,41 @@ class RunningUsage:
     allocation: Allocation
     busy_gpus: float  # GPUs' worth of compute it keeps busy (0 while it pays a restart)
     inter_node_gbps: float | None  # None: its links alone (no network allocator)
+
+
+class ActiveViews(Mapping[str, JobView]):
+    """The running and the waiting views as one read-only mapping, live (a round's
+    `Snapshot.index`). What a ChainMap of the two would be, but a job looked up among
+    the waiting costs two dict lookups, not a KeyError raised and caught:
+    `compile_plan` looks up every job a plan starts."""
+
+    __slots__ = ("_run", "_wait")
+
+    def __init__(self, run: dict[str, JobView], wait: dict[str, JobView]) -> None:
+        self._run = run
+        self._wait = wait
+
+    def get(self, job_id: str, default: JobView | None = None) -> JobView | None:  # type: ignore[override]
+        view = self._run.get(job_id)
+        if view is None:
+            view = self._wait.get(job_id, default)
+        return view
+
+    def __getitem__(self, job_id: str) -> JobView:
+        view = self.get(job_id)
+        if view is None:
+            raise KeyError(job_id)
+        return view
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._run or job_id in self._wait
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._wait  # a ChainMap's order: the last mapping's keys first
+        yield from (k for k in self._run if k not in self._wait)
+
+    def __len__(self) -> int:
+        return len(self._run) + sum(1 for k in self._wait if k not in self._run)
 
 
 class JobTable:
