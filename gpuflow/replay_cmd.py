@@ -182,6 +182,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     """Load, replay and summarise; returns (ReplayResult, Summary)."""
     from controller.failures import load_failures
     from controller.metrics import summarize
+    from controller.network.cassini_placement import wrap as wrap_cassini
     from controller.placement import make_placer
     from controller.sim import SimConfig, Simulator
     from controller.spec import load_cluster
@@ -191,7 +192,8 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     trace = load_trace(ra.trace, ra.fmt)
     policy = make_policy(ra.policy, **_option_values(ra.policy_options, trace.jobs))
     cluster = load_cluster(ra.cluster)
-    placer = make_placer(ra.placement, cluster, ra.seed)
+    # Under --network cassini, CASSINI's placement wraps the chosen placer.
+    placer = wrap_cassini(make_placer(ra.placement, cluster, ra.seed), cluster, ra.network)
     failures = load_failures(ra.failures, cluster) if ra.failures else ()
     queues = None
     if ra.queues:
