@@ -128,11 +128,12 @@ class ClusterView:
         hash walks all its nodes, so it is not a cache key: a round asks per job)."""
         return _UUID_INDEX.of(self.cluster)
 
-    def could_hold(self, requests: Requests) -> bool:
-        """Whether some node that is up could ever hold one pod requesting `requests`
-        (with nothing else on it): False means no worker pod of the job can start."""
+    def could_hold(self, requests: Requests, gpu_models: frozenset[str] = frozenset()) -> bool:
+        """Whether some node that is up, with GPUs of one of `gpu_models` (empty: any),
+        could ever hold one pod requesting `requests` (with nothing else on it): False
+        means no worker pod of the job can start."""
         for i, node in enumerate(self.cluster.nodes):
-            if i in self.down_nodes:
+            if i in self.down_nodes or (gpu_models and node.gpu_type.name not in gpu_models):
                 continue
             alloc = self.allocatable.get(node.name)
             if alloc is None or (

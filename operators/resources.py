@@ -131,7 +131,22 @@ def job_spec(obj: Obj) -> JobSpec:
         # field has long stood for the tenant when none is given, hence both.
         queue=str(spec.get("queue") or ""),
         priority=int(spec.get("priority") or 0),
+        gpu_models=_gpu_models(spec),
     )
+
+
+def _gpu_models(spec: Obj) -> frozenset[str]:
+    """spec.gpuModels: the GPU models (as the node agent names them, the Nodes'
+    `gpu_type`) the job accepts; empty or absent accepts any."""
+    value = spec.get("gpuModels")
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list):
+        raise ValueError(f"spec.gpuModels: must be a list of GPU model names, not {value!r}")
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"spec.gpuModels[{i}]: must be a non-empty string, not {name!r}")
+    return frozenset(value)
 
 
 def _positive_int(spec: Obj, field: str) -> int | None:

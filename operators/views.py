@@ -55,14 +55,20 @@ def arrival_times(
 
 def never_fits(spec: JobSpec, cluster: Cluster) -> str | None:
     """Why no set of the cluster's nodes, down ones included, could ever hold the job's
-    GPUs (None: some could, once free)."""
-    total = cluster.num_gpus
+    GPUs (None: some could, once free). A job naming GPU models (spec.gpuModels) is
+    measured against the nodes of those models only."""
+    nodes = [n for n in cluster.nodes if spec.accepts(n.gpu_type.name)]
+    if not nodes:
+        wanted = ", ".join(sorted(spec.gpu_models))
+        have = ", ".join(sorted({n.gpu_type.name for n in cluster.nodes})) or "none"
+        return f"accepts GPU models {wanted}; the cluster has {have}"
+    total = sum(n.num_gpus for n in nodes)
     if spec.min_gpus > total:
-        nodes = len(cluster.nodes)
-        return f"needs {spec.min_gpus} GPUs; the cluster has {total} on {nodes} node(s)"
+        of = f" of {', '.join(sorted(spec.gpu_models))}" if spec.gpu_models else ""
+        return f"needs {spec.min_gpus} GPUs; the cluster has {total}{of} on {len(nodes)} node(s)"
     mem = spec.gpu_mem_mib
-    if mem is not None and all(n.gpu_type.mem_mib < mem for n in cluster.nodes):
-        most = max((n.gpu_type.mem_mib for n in cluster.nodes), default=0)
+    if mem is not None and all(n.gpu_type.mem_mib < mem for n in nodes):
+        most = max(n.gpu_type.mem_mib for n in nodes)
         return f"needs {mem} MiB of GPU memory; the largest GPU has {most} MiB"
     return None
 
@@ -72,10 +78,12 @@ def unschedulable_reason(rec: JobRecord, view: ClusterView) -> str | None:
     pod's CPU and memory against every node's allocatable), or None."""
     assert rec.spec is not None
     never = never_fits(rec.spec, view.cluster)
-    if never is None and not view.could_hold(requests := pod_requests(rec.obj)):
+    models = rec.spec.gpu_models
+    if never is None and not view.could_hold(requests := pod_requests(rec.obj), models):
+        of = f" of {', '.join(sorted(models))}" if models else ""
         never = (
             f"a worker pod needs {requests.cpu_milli / 1000:g} CPU and "
-            f"{requests.mem_mib} MiB of memory; no node up has that much allocatable"
+            f"{requests.mem_mib} MiB of memory; no node{of} up has that much allocatable"
         )
     return never
 
