@@ -6,8 +6,12 @@ fraction: operators/pods.py `ShareRecord`, written by the operator) says which G
 it holds; each Node's `gpuflow.dev/gpu-status` annotation (operators/agent) gives
 the GPUs' NVML utilisation, by UUID. Fragmentation counts, as in local mode and in
 replays (`controller.placement.unallocatable_idle_gpus`), the free GPUs of ready
-nodes that no waiting DLJob's `spec.gpus` fits. The operator's network rates are not
-read here: `link_loads` is null in cluster mode.
+nodes that no waiting DLJob's `spec.gpus` fits. CPU and memory count as the operator
+counts them (operators/backend.py): each node's `status.allocatable`, less what one
+worker pod of each running DLJob requests on every node it holds GPUs on; free GPUs
+of a node whose free CPU or memory cannot hold a worker pod of any waiting DLJob are
+fragmented too (stranded, in FGD's terms). The operator's network rates are not read
+here: `link_loads` is null in cluster mode.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ from collections.abc import Iterable
 from api.backends import ClusterDescription
 from api.cluster_view import gpu_list
 from api.schemas.cluster import ClusterPublic, NodePublic
-from controller.model import Allocation, GpuPool, GpuShare
+from controller.model import NO_HOST, Allocation, GpuPool, GpuShare, HostRequest
 from controller.placement import unallocatable_idle_gpus
 from operators import crd
 from operators.kube import Obj
 from operators.nodes import ClusterView
+from operators.requests import Requests
 from operators.resources import (
     ADMITTED,
     INVALID,
@@ -35,6 +40,7 @@ from operators.resources import (
     UNSCHEDULABLE,
     database_id,
 )
+from operators.template import pod_requests
 
 WAITING_PHASES = (QUEUED, PREEMPTED, SUSPENDED, UNSCHEDULABLE, INVALID)
 
@@ -54,6 +60,7 @@ def describe_kube(
     shares: dict[str, dict[int, list[tuple[str, float]]]] = defaultdict(dict)
     held: list[Allocation] = []
     waiting_gpus: list[int] = []
+    waiting_hosts: set[HostRequest] = set()
     running = waiting = finished = 0
     for obj in dljobs:
         status = obj.get("status") or {}
@@ -72,12 +79,13 @@ def describe_kube(
                 jobs[node].append(job_id)
             alloc = _allocation(view, records)
             if alloc is not None:
-                held.append(alloc)
+                held.append(alloc.with_host(_pod_host(obj)))
         elif phase in WAITING_PHASES:
             waiting += 1
             asked = (obj.get("spec") or {}).get("gpus")
             if isinstance(asked, int) and asked > 0:
                 waiting_gpus.append(asked)
+                waiting_hosts.add(_pod_host(obj))
         elif phase == SUCCEEDED:
             finished += 1
     utils = _utilisation(node_objs, view) if gpus else {}
@@ -109,7 +117,7 @@ def describe_kube(
         now_s=now_s,
         time_scale=1.0,
         gpus_free=pool.total_free,
-        fragmentation=unallocatable_idle_gpus(pool, cluster, waiting_gpus),
+        fragmentation=_fragmented(pool, view, waiting_gpus, waiting_hosts),
         link_loads=None,
     )
     return ClusterDescription(nodes, summary)
@@ -139,19 +147,59 @@ def _allocation(view: ClusterView, records: list[dict[str, object]]) -> Allocati
 
 
 def _free_pool(view: ClusterView, held: list[Allocation]) -> GpuPool:
-    """The free GPUs: every GPU of nodes up and not cordoned, less the allocations
-    (one that no longer fits, a status not yet caught up with another, is skipped)."""
+    """The free GPUs, CPU and memory: every GPU of nodes up and not cordoned and each
+    node's allocatable, less the allocations (one whose GPUs no longer fit, a status
+    not yet caught up with another, is skipped; CPU and memory count even past a
+    node's allocatable, as the operator counts running pods)."""
     cluster = view.cluster
     pool = GpuPool(
         cluster.gpus_per_node,
         (n.gpu_type.mem_mib for n in cluster.nodes),
         down=view.down_nodes,
         cordoned=view.cordoned_nodes,
+        host_capacity=(_host(view.allocatable.get(n.name)) for n in cluster.nodes),
     )
     for alloc in held:
-        if pool.fits(alloc, None):
-            pool.take(alloc)
+        gpus_only = alloc.with_host(NO_HOST)
+        if pool.fits(gpus_only, None):
+            pool.take(gpus_only)
+            pool.hold_host(alloc)
     return pool
+
+
+def _fragmented(
+    pool: GpuPool, view: ClusterView, waiting_gpus: list[int], waiting_hosts: set[HostRequest]
+) -> int:
+    """Idle GPUs no waiting DLJob could use: too few on their node for every waiting
+    size, or on a node whose free CPU or memory holds none of the waiting pods."""
+    if not waiting_gpus:
+        return 0
+    stranded = [
+        n
+        for n in range(pool.num_nodes)
+        if pool.free_gpus(n) and not any(pool.host_fits(n, h) for h in waiting_hosts)
+    ]
+    if not stranded:
+        return unallocatable_idle_gpus(pool, view.cluster, waiting_gpus)
+    rest = pool.copy()
+    for node in stranded:
+        rest.cordon(node)
+    idle = sum(len(pool.free_gpus(n)) for n in stranded)
+    return idle + unallocatable_idle_gpus(rest, view.cluster, waiting_gpus)
+
+
+def _pod_host(obj: Obj) -> HostRequest:
+    """What one worker pod of the DLJob requests (nothing, for a spec that cannot make
+    pods: the operator marks it Invalid)."""
+    try:
+        req = pod_requests(obj)
+    except (ValueError, KeyError, TypeError):
+        return NO_HOST
+    return HostRequest(req.cpu_milli, req.mem_mib)
+
+
+def _host(allocatable: Requests | None) -> HostRequest | None:
+    return None if allocatable is None else HostRequest(allocatable.cpu_milli, allocatable.mem_mib)
 
 
 def _utilisation(node_objs: Iterable[Obj], view: ClusterView) -> dict[str, dict[int, float]]:
