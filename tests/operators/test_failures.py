@@ -4,7 +4,8 @@ Pure pieces first (the back-off schedule, podFailurePolicy rules, classify on po
 the kubelet reports them), then the operator against the strict API test server with
 the simulated kubelet: a failure counted once and restarted after the back-off,
 backoffLimit, FailJob and Ignore rules, a checkpoint exit after a preemption, pods
-that never start, node loss. Back-offs and timeouts are shortened to stay fast.
+that never start, node loss; the failure, back-off limit, start timeout and node loss
+under every registered policy. Back-offs and timeouts are shortened to stay fast.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from operators.failure_policy import (
 )
 from operators.jobs import State, classify
 from operators.resources import parse_time
+from policies.registry import policy_names
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
@@ -211,11 +213,14 @@ def env_of(pod: Any) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0]["env"]}
 
 
-def test_a_worker_failing_once_restarts_once_after_the_backoff(gpu_cluster: GpuCluster) -> None:
+@pytest.mark.parametrize("policy", policy_names())
+def test_a_worker_failing_once_restarts_once_after_the_backoff(
+    gpu_cluster: GpuCluster, policy: str
+) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
-        with running_operator(gpu_cluster.client) as op:
+        with running_operator(gpu_cluster.client, policy=policy) as op:
             op.backend.lifecycle.restart = FAST
             api.create_dljob("default", make_dljob("w", 16, duration_s=2.0))
             fail_when_running(gpu_cluster, kubelet, "w-1-1", 1)
@@ -244,13 +249,16 @@ def test_a_worker_failing_once_restarts_once_after_the_backoff(gpu_cluster: GpuC
         assert env["GPUFLOW_CHECKPOINT_PATH"] == "/ckpt/w"
 
 
-def test_repeated_failures_fail_the_job_past_backoff_limit(gpu_cluster: GpuCluster) -> None:
+@pytest.mark.parametrize("policy", policy_names())
+def test_repeated_failures_fail_the_job_past_backoff_limit(
+    gpu_cluster: GpuCluster, policy: str
+) -> None:
     api = gpu_cluster.api
     job = make_dljob("r", 8, duration_s=30.0)
     job["spec"]["backoffLimit"] = 1
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
-        with running_operator(gpu_cluster.client) as op:
+        with running_operator(gpu_cluster.client, policy=policy) as op:
             op.backend.lifecycle.restart = RestartPolicy(base_s=0.2, cap_s=0.2)
             api.create_dljob("default", job)
             fail_when_running(gpu_cluster, kubelet, "r-1-0", 1)
@@ -375,12 +383,38 @@ def test_pods_that_never_start_free_their_gpus(gpu_cluster: GpuCluster) -> None:
     assert not status.get("failures") and status["phase"] != "Failed"
 
 
+@pytest.mark.parametrize("policy", policy_names())
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_under_every_policy_pods_that_never_start_are_torn_down_and_requeued(
+    gpu_cluster: GpuCluster, policy: str
+) -> None:
+    api = gpu_cluster.api
+    stuck = make_dljob("stuck", 8, duration_s=1)
+    stuck["spec"]["startTimeoutSeconds"] = 1
+    kubelet = Kubelet(gpu_cluster.client, never_start={"stuck"}).start()
+    try:
+        with running_operator(gpu_cluster.client, policy=policy):
+            api.create_dljob("default", stuck)
+            wait_for("a start timeout", lambda: events(gpu_cluster, "stuck", "StartTimeout"))
+            # Its pods are deleted (their GPUs free) and the job waits for another attempt.
+            wait_for(
+                "attempt 1's pods gone",
+                lambda: not [p for p in job_pods(api, "stuck") if "-1-" in p["metadata"]["name"]],
+            )
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "stuck")
+    assert not status.get("failures") and status["phase"] != "Failed"
+    assert "restartAfter" not in status  # a start timeout is not a counted failure
+
+
+@pytest.mark.parametrize("policy", policy_names())
 @pytest.mark.parametrize("gpu_cluster", [3], indirect=True)
-def test_node_loss_reschedules_without_counting(gpu_cluster: GpuCluster) -> None:
+def test_node_loss_reschedules_without_counting(gpu_cluster: GpuCluster, policy: str) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
-        with running_operator(gpu_cluster.client) as op:
+        with running_operator(gpu_cluster.client, policy=policy) as op:
             op.backend.lifecycle.restart = RestartPolicy(base_s=600.0)  # a back-off would hang
             api.create_dljob("default", make_dljob("n", 16, duration_s=30))
             wait_phases(api, "Running", ["n"])

@@ -68,7 +68,7 @@ def test_a_job_that_does_not_fit_now_waits_with_a_reason(gpu_cluster: GpuCluster
     assert "needs 8 GPUs; 4 are free" in queued["message"]
 
 
-@pytest.mark.parametrize("policy", ["fifo", "tiresias"])
+@pytest.mark.parametrize("policy", policy_names())
 def test_a_job_no_node_set_can_hold_is_unschedulable_and_blocks_nobody(
     gpu_cluster: GpuCluster, policy: str
 ) -> None:
