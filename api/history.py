@@ -15,7 +15,7 @@ from typing import Any
 
 from controller.decisions import Displacement
 from controller.live import JobState
-from controller.model import WAITING, Action, Allocation, JobStatus
+from controller.model import WAITING, Action, Allocation, JobStatus, Reason
 
 # A running job moved or resized in one go: one event of this kind, not a stop and a start.
 MOVES = {Action.RESIZE: "resized", Action.MIGRATE: "migrated", Action.RESHARE: "reshared"}
@@ -23,10 +23,13 @@ MOVES = {Action.RESIZE: "resized", Action.MIGRATE: "migrated", Action.RESHARE: "
 
 @dataclass(frozen=True)
 class Seen:
-    """What the ticker last recorded of a job."""
+    """What the ticker last recorded of a job: its state, and the reason it recorded
+    with the monotonic time it did (api/local.py rewrites a waiting job's reason)."""
 
     status: JobStatus
     restarts: int
+    reason: Reason | None = None
+    reason_at_s: float = 0.0
 
 
 @dataclass(frozen=True)

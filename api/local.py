@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from sqlalchemy import select, update
@@ -33,7 +34,7 @@ from api.settings import Settings
 from controller.decisions import Displacement
 from controller.live import JobState, LiveCluster
 from controller.maintenance import NodeAction
-from controller.model import JobSpec, JobStatus
+from controller.model import JobSpec, JobStatus, Reason
 from controller.placement import make_placer
 from controller.queues.admission import Quotas
 from controller.spec import load_cluster
@@ -42,6 +43,10 @@ from policies.registry import make_policy
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed", "Cancelled")
 FINISHED = frozenset(JobStatus(s) for s in TERMINAL)
+# A waiting job whose reason keeps its code but not its message ("and 41 more behind",
+# "3 are free") has its row rewritten at most this often, as the operator does
+# (operators/writer.py): every round would rewrite every waiting row as the queue moves.
+REASON_REFRESH_S = 10.0
 
 
 def job_spec(job: Job) -> JobSpec:
@@ -237,8 +242,9 @@ class LocalMode:
                     session.execute(update(Job), shifted)
                 session.commit()
         self._positions = positions
+        at_s = time.monotonic()
         for s in changed:
-            self._seen[s.job_id] = Seen(s.status, s.restarts)
+            self._seen[s.job_id] = Seen(s.status, s.restarts, s.reason, at_s)
         # Recorded (or nothing to record): finished jobs are never polled again.
         self._cursor = cursor
         for s in states:
@@ -246,16 +252,27 @@ class LocalMode:
                 del self._seen[s.job_id]
 
     def _changed(self, state: JobState) -> bool:
-        return self._wanted(state.job_id, state.status, state.restarts)
+        return self._wanted(state.job_id, state.status, state.restarts, state.reason)
 
-    def _wanted(self, job_id: str, status: JobStatus, restarts: int) -> bool:
-        """Whether a job's row needs writing: new, running, or its state moved."""
+    def _wanted(
+        self, job_id: str, status: JobStatus, restarts: int, reason: Reason | None
+    ) -> bool:
+        """Whether a job's row needs writing: new, running, its state moved, or the
+        reason it waits for changed (its code at once, its message within
+        REASON_REFRESH_S): a job recorded before the round that gave it a reason gets
+        the reason, and a reason follows the queue."""
         seen = self._seen.get(job_id)
         if seen is None:
             return True
         if seen.status is JobStatus.RUNNING:
             return True  # progress moves: keep the row current
-        return seen.status is not status or seen.restarts != restarts
+        if seen.status is not status or seen.restarts != restarts:
+            return True
+        if seen.reason == reason:
+            return False
+        if seen.reason is None or reason is None or seen.reason.code != reason.code:
+            return True
+        return time.monotonic() - seen.reason_at_s >= REASON_REFRESH_S
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):

@@ -75,6 +75,11 @@ class ClusterUsage:
     link_loads: tuple[LinkLoad, ...] | None
 
 
+# Which active jobs `LiveCluster.poll` reports: (job id, status, restarts, the reason the
+# last round gave it) -> report it.
+Wanted = Callable[[str, JobStatus, int, Reason | None], bool]
+
+
 class LiveCluster:
     def __init__(
         self,
@@ -223,21 +228,28 @@ class LiveCluster:
             states = [self._state(i, views) for i in ids]
             return sorted((s for s in states if s is not None), key=lambda s: s.submit_s)
 
-    def poll(
-        self, cursor: int = 0, wanted: Callable[[str, JobStatus, int], bool] | None = None
-    ) -> tuple[list[JobState], int]:
+    def poll(self, cursor: int = 0, wanted: Wanted | None = None) -> tuple[list[JobState], int]:
         """The active jobs plus the jobs that finished since `cursor`, and the next cursor.
 
         Start with 0 (every finished job); pass the returned cursor next time to see
-        each finished job once. `wanted(job_id, status, restarts)` picks the active
-        jobs to report (default: all), so that a caller who only cares about changes
-        skips the unchanged ones cheaply. The cost is that of the active jobs and the
-        new finishers only, however long the history.
+        each finished job once. `wanted(job_id, status, restarts, reason)` picks the
+        active jobs to report (default: all), so that a caller who only cares about
+        changes skips the unchanged ones cheaply (`reason`: why the job waits, as the
+        last round said). The cost is that of the active jobs and the new finishers
+        only, however long the history.
         """
         with self._lock:
             self._sync()
-            views = {v.job_id: v for v in self._sim.views(wanted)}
-            outcomes = self._sim.outcomes
+            sim = self._sim
+            pick = None
+            if wanted is not None:
+                want = wanted
+
+                def pick(job_id: str, status: JobStatus, restarts: int) -> bool:
+                    return want(job_id, status, restarts, sim.reason_for(job_id))
+
+            views = {v.job_id: v for v in sim.views(pick)}
+            outcomes = sim.outcomes
             ids = [*views, *(o.job_id for o in outcomes[cursor:])]
             states = [self._state(i, views) for i in ids]
             found = sorted((s for s in states if s is not None), key=lambda s: s.submit_s)

@@ -109,7 +109,7 @@ def test_active_only_poll_and_done_counts_skip_the_finished_history() -> None:
     }
     again, cursor2 = live.poll(cursor)
     assert [s.job_id for s in again] == ["long"] and cursor2 == cursor  # finished: once
-    skipped, _ = live.poll(cursor, wanted=lambda job_id, status, restarts: False)
+    skipped, _ = live.poll(cursor, wanted=lambda job_id, status, restarts, reason: False)
     assert skipped == []
 
 

@@ -87,7 +87,10 @@ def test_jobs_lists_why_a_job_waits_and_a_422_is_field_lines(
 
     listing = _gpuflow("jobs", env=env).stdout.splitlines()
     assert listing[0].split() == ["ID", "STATUS", "GPUS", "PROGRESS", "NAME", "REASON"]
-    waiting = wait_for("the second job's reason", second_waits, timeout_s=60, every_s=0.5)
+    try:
+        waiting = wait_for("the second job's reason", second_waits, timeout_s=60, every_s=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; gpuflow jobs: {_gpuflow('jobs', env=env).stdout}") from exc
     # The reason sits in its column, after the name.
     assert waiting.index("second") < len(waiting) - len("second") - 2
 
