@@ -1,6 +1,6 @@
 """Job history from DLJob statuses (cluster mode): the events a new version implies.
 
-The follower (api.cluster) calls `record(prev, obj)` with what it last recorded of a
+The follower (api.dljob_follower) calls `record(prev, obj)` with what it last recorded of a
 job (`Job.dljob_state`, stored with the events in one transaction) and the DLJob as
 the API server returned it. Pure, so tested on its own.
 

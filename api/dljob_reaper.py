@@ -9,7 +9,7 @@ delete, or the DLJob was created after its job was cancelled. `Reaper` is the on
 place that deletes them:
 
 - `delete_now`, by the cancel right after its commit, in the request's thread;
-- `request`, by the follower (api.cluster.Follower) for each DLJob version it sees
+- `request`, by the follower (api.dljob_follower.Follower) for each DLJob version it sees
   whose row is Cancelled and which is not being deleted already: the list as the
   service starts finds those left by a crash, and any later version (the operator
   writing the DLJob's status) those left since;

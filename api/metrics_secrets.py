@@ -4,9 +4,10 @@
 in the DLJob's namespace, labelled gpuflow.dev/job, owned by the DLJob (the garbage
 collector deletes it with the job). The operator puts it into every worker
 container as GPUFLOW_METRICS_TOKEN (operators/pods.py); the API stores only the
-token's hash. Called by api.cluster: `KubeBackend` for REST jobs (`create` before
-the DLJob exists, so that no pod starts without it, then `set_owner`), the
-`Follower` for DLJobs made with kubectl (`adopt`, at first sight).
+token's hash. Called by api.cluster's `KubeBackend` for REST jobs (`create` before
+the DLJob exists, so that no pod starts without it, then `set_owner`), and by
+api.dljob_adoption for DLJobs made with kubectl (`adopt`, at the follower's first
+sight).
 """
 
 from __future__ import annotations

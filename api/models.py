@@ -112,9 +112,10 @@ class Job(Base):
     queue_position: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
-    # Cluster mode (api.cluster): the job's DLJob, and what the follower last recorded
-    # of it — the resourceVersion and the status it diffed against (phase, restarts,
-    # each condition's status and lastTransitionTime), so history is written once.
+    # Cluster mode (api.cluster): the job's DLJob, and what the follower
+    # (api.dljob_follower) last recorded of it — the resourceVersion and the status it
+    # diffed against (phase, restarts, each condition's status and lastTransitionTime),
+    # so history is written once.
     dljob_namespace: Mapped[str | None] = mapped_column(String(63))
     dljob_name: Mapped[str | None] = mapped_column(String(63))
     dljob_uid: Mapped[str | None] = mapped_column(String(64))

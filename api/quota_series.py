@@ -1,7 +1,7 @@
 """Each queue's GPUs over time, read from the jobs' recorded events.
 
 Called by api.routes.quota_queues (`GET /queues/series`) for the dashboard's Queues
-chart. Local mode's ticker (api.local) and cluster mode's follower (api.cluster) write
+chart. Local mode's ticker (api.local) and cluster mode's follower (api.dljob_follower) write
 every job's events in the backend's clock: a start, resize, migration or re-share
 gives the job the GPUs of the allocation it records (its `num_gpus` when the event
 has none), a preemption, suspension or end takes them away. Each queue's GPUs at a

@@ -1,9 +1,10 @@
 """What if in cluster mode: the live state read from the DLJobs and Nodes the API follows.
 
 Called by api.whatif.observe when the backend is api.cluster.KubeBackend. The
-Follower's informer caches hold every DLJob and Node; `live_state` (pure) turns them
-into controller.whatif's LiveState the way the operator's views do
-(operators/views.py), with what the API cannot see approximated and said so:
+follower's informer caches (api.dljob_follower.Follower) hold every DLJob and Node;
+`live_state` (pure) turns them into controller.whatif's LiveState the way the
+operator's views do (operators/views.py), with what the API cannot see approximated
+and said so:
 
 - the API does not follow pods, so a running job's GPUs are its status.allocation,
   and it has run since status.startTime (its pods' creation, not the moment its

@@ -1,6 +1,6 @@
 """The queue in the policy's order (GET /queue) and a job's timeline (GET
 /jobs/{id}/timeline). Registered in api/app.py; read the job database, which local
-mode's ticker (api.local) and cluster mode's follower (api.cluster) keep current,
+mode's ticker (api.local) and cluster mode's follower (api.dljob_follower) keep current,
 and the backend's clock.
 
 Tenants: a user sees their own waiting jobs at their true positions; other tenants'

@@ -31,8 +31,9 @@ Overlap of all-reduce with the backward pass, as in Pollux (Qiao et al., OSDI'21
 with gamma = profile.gamma (gamma = 1: no overlap; gamma → ∞: perfect overlap).
 
 Profiles with a Pollux measurement use the fitted model instead (see
-`controller.model.catalog`): T_comp = T_grad(m)·PROFILED_GPU_SPEED/v (accumulation
-adds alpha_grad per extra step) and T_comm = T_sync(N, K) · T_comm(job) / T_comm(testbed),
+`controller.model.measured`, and `controller.model.profile` for the testbed):
+T_comp = T_grad(m)·PROFILED_GPU_SPEED/v (accumulation adds alpha_grad per extra
+step) and T_comm = T_sync(N, K) · T_comm(job) / T_comm(testbed),
 where T_comm(testbed) is the formula above for the same per-node GPU counts on the
 Pollux testbed (PCIe between a node's T4s, 50 Gbit/s between nodes). That is, gpuflow
 assumes the measured synchronisation time scales with the analytic all-reduce time;
@@ -56,14 +57,14 @@ import math
 from typing import NamedTuple
 
 from controller.model.allocation import Allocation
-from controller.model.catalog import (
+from controller.model.catalog import measured_profile
+from controller.model.cluster import Cluster, Node
+from controller.model.profile import (
     PROFILED_GPU_SPEED,
     PROFILED_INTRA_GBPS,
     PROFILED_NIC_GBPS,
     ModelProfile,
-    measured_profile,
 )
-from controller.model.cluster import Cluster, Node
 
 MIB_GBIT = 2**20 * 8 / 1e9
 
@@ -148,7 +149,7 @@ def throughput_ips(
 
 
 def restart_s(profile: ModelProfile) -> float:
-    """Checkpoint plus restart cost of the job (see `catalog.default_restart_s`)."""
+    """Checkpoint plus restart cost of the job (see `profile.default_restart_s`)."""
     return profile.restart_s
 
 

@@ -19,8 +19,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.cluster import Follower, KubeBackend
+from api.cluster import KubeBackend
 from api.db import make_engine
+from api.dljob_follower import Follower
 from api.dljob_history import record
 from api.dljob_manifest import dljob_name
 from api.migrations import upgrade

@@ -1,6 +1,6 @@
 """Discovery and OpenAPI documents, built from the `Registry` on each request.
 
-Called by `apiserver.py` for /version, /api, /apis and /openapi/v3. Only legacy
+Called by `handler.py` for /version, /api, /apis and /openapi/v3. Only legacy
 (unaggregated) discovery is served: a client asking for `as=APIGroupDiscoveryList` gets
 a plain APIGroupList with `Content-Type: application/json`, which client-go (kubectl
 1.32) takes as the sign to fall back to per-group-version discovery. The OpenAPI v3

@@ -1,7 +1,7 @@
 """Kubernetes `Status` errors as the real API server words them.
 
 Raised anywhere in the test server (store, schema, patch, routing) and turned into a
-`kind: Status` response body by `apiserver.py`. Messages and reasons follow
+`kind: Status` response body by `handler.py`. Messages and reasons follow
 k8s.io/apimachinery/pkg/api/errors so that clients which parse them (kubectl prints
 `message`, the Python client raises `ApiException(status=code)`) see what they would see
 against a real cluster.

@@ -1,6 +1,6 @@
 """The PATCH bodies the API server accepts, applied to plain JSON objects.
 
-Called by `store.py`. Three formats:
+Called by `store.py` (`patched`, by content type). Three formats:
 
 * JSON merge patch, RFC 7386 (`application/merge-patch+json`): exact.
 * JSON patch, RFC 6902 (`application/json-patch+json`): exact (add, remove, replace,
@@ -20,9 +20,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gpuflow.sandbox.kube.errors import ApiError
+from gpuflow.sandbox.kube.errors import ApiError, bad_request, unsupported_media_type
 
 JSON = Any
+# The PATCH content types served; server-side apply is store.Store.patch's own.
+PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
 
 # Field name -> merge key(s), standing in for patchMergeKey struct tags of core/v1.
 MERGE_KEYS: dict[str, tuple[str, ...]] = {
@@ -48,6 +55,23 @@ MERGE_SETS = frozenset({"finalizers"})
 
 def invalid_patch(message: str) -> ApiError:
     return ApiError(422, "Invalid", message)
+
+
+def patched(old: JSON, content_type: str, patch: JSON, *, custom: bool) -> dict[str, Any]:
+    """`old` with a PATCH body of `content_type` applied; 415 for a type not served
+    (strategic merge patch on a custom resource, as on a real server)."""
+    if content_type == "application/merge-patch+json":
+        return dict(merge_patch(old, patch))
+    if content_type == "application/json-patch+json":
+        result = json_patch(old, patch)
+        if not isinstance(result, dict):
+            raise bad_request("json patch result is not an object")
+        return result
+    if content_type == "application/strategic-merge-patch+json":
+        if custom:
+            raise unsupported_media_type(", ".join(t for t in PATCH_TYPES if "strategic" not in t))
+        return dict(strategic_merge_patch(old, patch))
+    raise unsupported_media_type(", ".join(PATCH_TYPES))
 
 
 # --- RFC 7386 -------------------------------------------------------------------------

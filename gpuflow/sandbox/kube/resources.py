@@ -1,6 +1,6 @@
 """The resource types the test server serves: built-ins plus those CRDs register.
 
-`Registry` is consulted by `apiserver.py` to route a URL to a `ResourceType`, by
+`Registry` is consulted by `routing.py` to route a URL to a `ResourceType`, by
 `discovery.py` to describe the API, and by `store.py`, which keeps it in step with
 the CustomResourceDefinition objects it stores.
 """

@@ -1,7 +1,8 @@
 """Label and field selectors, parsed and matched like k8s.io/apimachinery does.
 
-Used by `store.py` for list, watch and deletecollection. Label selectors: `k=v`, `k==v`,
-`k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, `k>n`, `k<n`, comma-joined (AND).
+Built by `routing.py` from a request's query; matched by `store.py` (list,
+deletecollection) and `watch.py` (watch). Label selectors: `k=v`, `k==v`, `k!=v`,
+`k in (a,b)`, `k notin (a,b)`, `k`, `!k`, `k>n`, `k<n`, comma-joined (AND).
 Field selectors: `f=v`, `f==v`, `f!=v` on the fields a resource registers
 (`ResourceType.selectable_fields`); any other field is a 400 as on a real server.
 """

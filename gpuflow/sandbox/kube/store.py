@@ -1,35 +1,30 @@
-"""Objects, resource versions, watch history, finalizers and garbage collection.
+"""The object store behind the test server: reads, writes, and watches' events.
 
-The state behind the test server (`apiserver.py` calls it once per request). One lock
-guards everything; every write takes the next value of one global resourceVersion
-counter (as etcd's revision does) and appends a `WatchEvent` to a bounded history that
-watches read from. Stored objects are never mutated in place, so readers may hold them.
-
-Deletion follows the real server: an object with finalizers gets `deletionTimestamp`
-and stays until its last finalizer is removed; once an object is really gone its
-dependents (by ownerReferences uid) are deleted when no owner of theirs remains, or lose
-the dangling reference when one does (the garbage collector's background cascade, done
-synchronously here right after the owner's DELETED event). `propagationPolicy: Orphan`
-strips the owner reference from dependents; `Foreground` deletes dependents first.
-Deleting a namespace deletes its contents and the namespace goes when it is empty.
+`apiserver.py` calls it once per request (and watch.py for each watch's events). One
+lock (`cond`) guards everything. Writes go through the per-kind rules (strategy.py),
+optimistic concurrency on resourceVersion, dry runs, patches (patch.py; server-side
+apply approximated here) and pagination's continue tokens; each is committed by
+objects.py, which stamps it with the next value of one global resourceVersion counter
+and appends its `WatchEvent` to the bounded history (history.py) that watches read
+from. Deletion — finalizers, graceful pods, namespaces, garbage collection — is
+deletion.py's.
 """
 
 from __future__ import annotations
 
 import base64
-import bisect
 import copy
 import json
 import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from gpuflow.sandbox.kube import strategy
+from gpuflow.sandbox.kube.deletion import DeleteOptions, Deleter
 from gpuflow.sandbox.kube.errors import (
     ApiError,
     already_exists,
@@ -38,9 +33,10 @@ from gpuflow.sandbox.kube.errors import (
     expired,
     forbidden,
     not_found,
-    unsupported_media_type,
 )
-from gpuflow.sandbox.kube.patch import json_patch, merge_patch, strategic_merge_patch
+from gpuflow.sandbox.kube.history import History, Key, WatchEvent
+from gpuflow.sandbox.kube.objects import Objects, now_rfc3339
+from gpuflow.sandbox.kube.patch import merge_patch, patched
 from gpuflow.sandbox.kube.resources import (
     CRD_KEY,
     NAMESPACE_KEY,
@@ -51,28 +47,9 @@ from gpuflow.sandbox.kube.resources import (
 from gpuflow.sandbox.kube.selectors import Matcher
 
 Obj = dict[str, Any]
-Key = tuple[str, str]  # (group, plural)
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-PATCH_TYPES = (
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-    "application/apply-patch+yaml",
-)
+DELETE_DEFAULTS = DeleteOptions()  # frozen, so one instance serves every call
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's names.SimpleNameGenerator
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True)
-class WatchEvent:
-    rv: int
-    type: str  # ADDED | MODIFIED | DELETED
-    key: Key
-    obj: Obj
-    old: Obj | None
 
 
 @dataclass
@@ -88,16 +65,9 @@ class WriteOptions:
     field_validation: str = "Warn"  # the server's default since 1.27
 
 
-@dataclass(frozen=True)
-class DeleteOptions:
-    propagation: str = "Background"
-    grace_period_s: int | None = None
-    uid: str | None = None
-    resource_version: str | None = None
-    dry_run: bool = False
-
-
 class Store:
+    """Every object of every resource type, behind one lock (see the module doc)."""
+
     def __init__(
         self, registry: Registry, history_limit: int = 10_000, graceful_pods: bool = False
     ) -> None:
@@ -106,12 +76,9 @@ class Store:
         # Pods bound to a node wait for a kubelet's final delete (gracePeriodSeconds=0).
         self.graceful_pods = graceful_pods
         self.cond = threading.Condition()
-        self._rv = 0
-        self._objects: dict[Key, dict[tuple[str, str], Obj]] = {}
-        self._by_uid: dict[str, tuple[Key, str, str]] = {}
-        self._dependents: dict[str, set[str]] = {}
-        self._history: list[WatchEvent] = []
-        self._compacted_rv = 0
+        self._history = History(history_limit)
+        self._objects = Objects(self._history, self.cond)
+        self._deleter = Deleter(self._objects, registry, graceful_pods)
         for ns in DEFAULT_NAMESPACES:
             self.create(self._type(NAMESPACE_KEY), "", {"metadata": {"name": ns}})
 
@@ -120,7 +87,7 @@ class Store:
     @property
     def resource_version(self) -> int:
         with self.cond:
-            return self._rv
+            return self._history.rv
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
         with self.cond:
@@ -135,10 +102,10 @@ class Store:
         continue_token: str = "",
     ) -> tuple[list[Obj], Obj]:
         with self.cond:
-            list_rv, start = self._rv, ("", "")
+            list_rv, start = self._history.rv, ("", "")
             if continue_token:
                 list_rv, start = _decode_continue(continue_token)
-                if list_rv < self._compacted_rv:
+                if list_rv < self._history.compacted_rv:
                     raise expired(
                         "The provided continue parameter is too old to display a "
                         "consistent list result. You can start a new list without "
@@ -146,7 +113,7 @@ class Store:
                     )
             items = [
                 self._served(rt, o)
-                for k, o in sorted(self._objects.get(rt.key, {}).items())
+                for k, o in sorted(self._objects.of(rt.key).items())
                 if k > start and (not namespace or k[0] == namespace) and match(o)
             ]
         meta: Obj = {"resourceVersion": str(list_rv)}
@@ -172,7 +139,7 @@ class Store:
                     random.choices(_GENERATE_ALPHABET, k=5)
                 )
             strategy.check_name(rt, obj)
-            if (ns, meta["name"]) in self._objects.get(rt.key, {}):
+            if (ns, meta["name"]) in self._objects.of(rt.key):
                 raise already_exists(rt.key, meta["name"])
             if meta.get("resourceVersion"):
                 raise ApiError(
@@ -190,10 +157,10 @@ class Store:
             warnings = strategy.prepare_create(rt, obj, opts.field_validation)
             if opts.dry_run:
                 return WriteResult(self._served(rt, obj), warnings, 201)
-            self._commit(rt.key, "ADDED", obj, None)
+            self._objects.commit(rt.key, "ADDED", obj, None)
             if rt.key == CRD_KEY:
                 self.registry.set_crd(meta["name"], types_from_crd(obj))
-            self._collect_if_orphaned(obj)
+            self._deleter.collect_if_orphaned(obj)
             return WriteResult(self._served(rt, obj), warnings, 201)
 
     def update(
@@ -223,17 +190,17 @@ class Store:
     ) -> WriteResult:
         with self.cond:
             key = (namespace if rt.namespaced else "", name)
-            old = self._objects.get(rt.key, {}).get(key)
+            old = self._objects.of(rt.key).get(key)
             if content_type == "application/apply-patch+yaml":
                 return self._apply(rt, namespace, name, old, patch, subresource, opts)
             if old is None:
                 raise not_found(rt.key, name)
-            new = self._patched(rt, old, content_type, patch)
+            new = patched(old, content_type, patch, custom=rt.custom)
             strategy.check_kind(rt, new)
             return self._update(rt, old, new, subresource, opts)
 
     def delete(
-        self, rt: ResourceType, namespace: str, name: str, opts: DeleteOptions = DeleteOptions()
+        self, rt: ResourceType, namespace: str, name: str, opts: DeleteOptions = DELETE_DEFAULTS
     ) -> WriteResult:
         with self.cond:
             obj = self._require(rt, namespace, name)
@@ -255,7 +222,7 @@ class Store:
                 )
             if opts.dry_run:
                 return WriteResult(self._served(rt, obj))
-            gone, final = self._delete(rt.key, obj, opts)
+            gone, final = self._deleter.delete(rt.key, obj, opts)
             return WriteResult(self._served(rt, final), code=200 if gone else 202)
 
     def delete_collection(
@@ -263,17 +230,17 @@ class Store:
         rt: ResourceType,
         namespace: str,
         match: Matcher,
-        opts: DeleteOptions = DeleteOptions(),
+        opts: DeleteOptions = DELETE_DEFAULTS,
     ) -> list[Obj]:
         with self.cond:
             victims = [
                 o
-                for (ns, _), o in sorted(self._objects.get(rt.key, {}).items())
+                for (ns, _), o in sorted(self._objects.of(rt.key).items())
                 if (not namespace or ns == namespace) and match(o)
             ]
             if opts.dry_run:
                 return [self._served(rt, o) for o in victims]
-            return [self._served(rt, self._delete(rt.key, o, opts)[1]) for o in victims]
+            return [self._served(rt, self._deleter.delete(rt.key, o, opts)[1]) for o in victims]
 
     # --- watch ----------------------------------------------------------------------
 
@@ -293,23 +260,18 @@ class Store:
         deadline = time.monotonic() + timeout_s
         with self.cond:
             while True:
-                if after_rv < self._compacted_rv:
-                    raise expired(f"too old resource version: {after_rv} ({self._compacted_rv})")
-                start = bisect.bisect_right(self._history, after_rv, key=lambda e: e.rv)
-                events = [e for e in self._history[start:] if e.key == key]
+                events = self._history.after(key, after_rv)
                 remaining = deadline - time.monotonic()
                 if events or remaining <= 0 or stop():
-                    return events, max(after_rv, self._rv)
+                    return events, max(after_rv, self._history.rv)
                 self.cond.wait(remaining)
 
     def compact(self) -> int:
         """Forget all history: every resourceVersion handed out so far becomes too old."""
         with self.cond:
-            self._rv += 1
-            self._compacted_rv = self._rv
-            self._history.clear()
+            rv = self._history.compact()
             self.cond.notify_all()
-            return self._rv
+            return rv
 
     def wake_watchers(self) -> None:
         with self.cond:
@@ -325,7 +287,7 @@ class Store:
         return {**obj, "apiVersion": rt.api_version}
 
     def _require(self, rt: ResourceType, namespace: str, name: str) -> Obj:
-        obj = self._objects.get(rt.key, {}).get((namespace if rt.namespaced else "", name))
+        obj = self._objects.of(rt.key).get((namespace if rt.namespaced else "", name))
         if obj is None:
             raise not_found(rt.key, name)
         return obj
@@ -340,7 +302,7 @@ class Store:
                 "namespace sent on the request"
             )
         ns = namespace or in_body or ""
-        holder = self._objects.get(NAMESPACE_KEY, {}).get(("", ns))
+        holder = self._objects.of(NAMESPACE_KEY).get(("", ns))
         if holder is None:
             raise not_found(NAMESPACE_KEY, ns)
         if holder["metadata"].get("deletionTimestamp"):
@@ -378,30 +340,14 @@ class Store:
         if opts.dry_run:
             return WriteResult(self._served(rt, new), warnings)
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self._remove(rt.key, new)  # the last finalizer went: one DELETED event
+            self._deleter.remove(rt.key, new)  # the last finalizer went: one DELETED event
             return WriteResult(self._served(rt, new), warnings)
-        self._commit(rt.key, "MODIFIED", new, old)
+        self._objects.commit(rt.key, "MODIFIED", new, old)
         if rt.key == CRD_KEY:
             self.registry.set_crd(name, types_from_crd(new))
         if meta.get("ownerReferences") != old["metadata"].get("ownerReferences"):
-            self._collect_if_orphaned(new)
+            self._deleter.collect_if_orphaned(new)
         return WriteResult(self._served(rt, new), warnings)
-
-    def _patched(self, rt: ResourceType, old: Obj, content_type: str, patch: Any) -> Obj:
-        if content_type == "application/merge-patch+json":
-            return dict(merge_patch(old, patch))
-        if content_type == "application/json-patch+json":
-            result = json_patch(old, patch)
-            if not isinstance(result, dict):
-                raise bad_request("json patch result is not an object")
-            return result
-        if content_type == "application/strategic-merge-patch+json":
-            if rt.custom:
-                raise unsupported_media_type(
-                    ", ".join(t for t in PATCH_TYPES if "strategic" not in t)
-                )
-            return dict(strategic_merge_patch(old, patch))
-        raise unsupported_media_type(", ".join(PATCH_TYPES))
 
     def _apply(
         self,
@@ -427,147 +373,6 @@ class Store:
         new = dict(merge_patch(old, patch))
         strategy.check_kind(rt, new)
         return self._update(rt, old, new, subresource, opts)
-
-    def _commit(self, key: Key, event_type: str, obj: Obj, old: Obj | None) -> None:
-        self._rv += 1
-        obj["metadata"]["resourceVersion"] = str(self._rv)
-        meta = obj["metadata"]
-        if event_type != "DELETED":
-            self._objects.setdefault(key, {})[(meta.get("namespace", ""), meta["name"])] = obj
-            self._by_uid[meta["uid"]] = (key, meta.get("namespace", ""), meta["name"])
-            for ref in meta.get("ownerReferences") or []:
-                self._dependents.setdefault(ref.get("uid", ""), set()).add(meta["uid"])
-        self._history.append(WatchEvent(self._rv, event_type, key, obj, old))
-        if len(self._history) > 2 * self.history_limit:
-            dropped = self._history[: -self.history_limit]
-            self._compacted_rv = dropped[-1].rv
-            del self._history[: -self.history_limit]
-        self.cond.notify_all()
-
-    def _delete(self, key: Key, obj: Obj, opts: DeleteOptions) -> tuple[bool, Obj]:
-        """Delete now, or mark for deletion; returns (gone, object as last written)."""
-        meta = obj["metadata"]
-        if opts.propagation == "Orphan":
-            self._orphan(meta["uid"])
-        elif opts.propagation == "Foreground":
-            self._collect(meta["uid"], force=True)
-        if key == NAMESPACE_KEY:
-            return self._delete_namespace(obj)
-        grace = self._grace_period(key, obj, opts)
-        if meta.get("finalizers") or grace:
-            if meta.get("deletionTimestamp"):
-                return False, obj
-            marked = copy.deepcopy(obj)
-            marked["metadata"].update(
-                deletionTimestamp=now_rfc3339(), deletionGracePeriodSeconds=grace
-            )
-            self._commit(key, "MODIFIED", marked, obj)
-            return False, marked
-        final = copy.deepcopy(obj)
-        self._remove(key, final)
-        return True, final
-
-    def _grace_period(self, key: Key, obj: Obj, opts: DeleteOptions) -> int:
-        if not (self.graceful_pods and key == ("", "pods") and obj["spec"].get("nodeName")):
-            return 0
-        if opts.grace_period_s is not None:
-            return opts.grace_period_s
-        return int(obj["spec"].get("terminationGracePeriodSeconds", 30))
-
-    def _remove(self, key: Key, obj: Obj) -> None:
-        """Really remove: DELETED event, indexes, then whatever hung on this object."""
-        meta = obj["metadata"]
-        ns, name, uid = meta.get("namespace", ""), meta["name"], meta["uid"]
-        old = self._objects[key].pop((ns, name))
-        self._by_uid.pop(uid, None)
-        for ref in meta.get("ownerReferences") or []:
-            self._dependents.get(ref.get("uid", ""), set()).discard(uid)
-        self._commit(key, "DELETED", obj, old)
-        if key == CRD_KEY:
-            self._drop_custom_resources(obj)
-        self._collect(uid)
-        if ns:
-            self._finish_namespace(ns)
-
-    def _drop_custom_resources(self, crd: Obj) -> None:
-        group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
-        for obj in list(self._objects.get((group, plural), {}).values()):
-            self._remove((group, plural), copy.deepcopy(obj))
-        self.registry.remove_crd(crd["metadata"]["name"])
-
-    def _delete_namespace(self, ns_obj: Obj) -> tuple[bool, Obj]:
-        name = ns_obj["metadata"]["name"]
-        marked = ns_obj
-        if not ns_obj["metadata"].get("deletionTimestamp"):
-            marked = copy.deepcopy(ns_obj)
-            marked["metadata"]["deletionTimestamp"] = now_rfc3339()
-            marked["status"] = {"phase": "Terminating"}
-            self._commit(NAMESPACE_KEY, "MODIFIED", marked, ns_obj)
-        for key, objects in list(self._objects.items()):
-            for (ns, _), obj in sorted(objects.items()):
-                if ns == name:
-                    self._delete(key, obj, DeleteOptions())
-        self._finish_namespace(name)
-        current = self._objects[NAMESPACE_KEY].get(("", name))
-        return current is None, current or marked
-
-    def _finish_namespace(self, name: str) -> None:
-        ns_obj = self._objects.get(NAMESPACE_KEY, {}).get(("", name))
-        if ns_obj is None or not ns_obj["metadata"].get("deletionTimestamp"):
-            return
-        if ns_obj["metadata"].get("finalizers"):
-            return
-        if any(ns == name for objects in self._objects.values() for ns, _ in objects):
-            return
-        self._remove(NAMESPACE_KEY, copy.deepcopy(ns_obj))
-
-    def _owners_alive(self, obj: Obj) -> list[Obj]:
-        return [
-            r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") in self._by_uid
-        ]
-
-    def _collect(self, owner_uid: str, force: bool = False) -> None:
-        """Garbage-collect the dependents of an owner that is gone (or going, if force)."""
-        for dep_uid in sorted(self._dependents.pop(owner_uid, set())):
-            located = self._by_uid.get(dep_uid)
-            if located is None:
-                continue
-            key, ns, name = located
-            dep = self._objects[key][(ns, name)]
-            refs = dep["metadata"].get("ownerReferences") or []
-            alive = [r for r in self._owners_alive(dep) if not (force and r["uid"] == owner_uid)]
-            if alive:
-                self._set_owner_refs(key, dep, alive)
-            elif any(r.get("uid") == owner_uid for r in refs):
-                self._delete(key, dep, DeleteOptions())
-
-    def _collect_if_orphaned(self, obj: Obj) -> None:
-        """A dependent whose owners do not exist is collected, as the real GC does."""
-        refs = obj["metadata"].get("ownerReferences")
-        if refs and not self._owners_alive(obj):
-            located = self._by_uid[obj["metadata"]["uid"]]
-            current = self._objects[located[0]][located[1:]]
-            self._delete(located[0], current, DeleteOptions())
-
-    def _orphan(self, owner_uid: str) -> None:
-        for dep_uid in sorted(self._dependents.pop(owner_uid, set())):
-            located = self._by_uid.get(dep_uid)
-            if located is not None:
-                dep = self._objects[located[0]][located[1:]]
-                refs = [
-                    r
-                    for r in dep["metadata"].get("ownerReferences") or []
-                    if r.get("uid") != owner_uid
-                ]
-                self._set_owner_refs(located[0], dep, refs)
-
-    def _set_owner_refs(self, key: Key, obj: Obj, refs: Iterable[Obj]) -> None:
-        new = copy.deepcopy(obj)
-        new["metadata"]["ownerReferences"] = list(refs)
-        if not new["metadata"]["ownerReferences"]:
-            del new["metadata"]["ownerReferences"]
-        if new != obj:
-            self._commit(key, "MODIFIED", new, obj)
 
 
 def _encode_continue(rv: int, start: tuple[str, str]) -> str:

@@ -1,6 +1,6 @@
 """`meta.k8s.io/v1 Table` responses, which `kubectl get` asks for.
 
-Called by `apiserver.py` when the Accept header carries `as=Table`. Custom resources
+Called by `handler.py` when the Accept header carries `as=Table`. Custom resources
 get Name plus their CRD's additionalPrinterColumns (values found by a simple JSONPath:
 `.a.b`, `[n]`, `[*]`, `[?(@.k=="v")]`; `date` columns shown as ages, as the real
 apiextensions table convertor does); built-ins get the columns kubectl users know from

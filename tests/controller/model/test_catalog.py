@@ -5,12 +5,12 @@ import pytest
 from controller.model import catalog
 from controller.model.catalog import (
     CATALOG,
-    DEFAULT_GAMMA,
     GENERIC,
     measured_profile,
     names,
     resolve,
 )
+from controller.model.profile import DEFAULT_GAMMA
 
 REQUIRED = [
     "resnet50",
