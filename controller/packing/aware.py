@@ -34,16 +34,23 @@ Ours:
   keeps a node whole for them; keeping every kind measured 0.08 points more on
   seeds 42-44.
 
-- A look-ahead over the mix for shares. FGD counts a GPU piece of L free milli-GPUs
-  as L x P(d_m > L), the part of the mix it cannot hold now; a piece of 340 that the
+- A look-ahead over the mix. FGD counts a GPU piece of L free milli-GPUs as
+  L x P(d_m > L), the part of the mix it cannot hold now; a piece of 340 that the
   320-milli tasks (4 % of openb's) would fill weighs almost as much as one of 190
   that only the rare shares of at most 160 fit. W(L) (`piece_waste_milli`) is the
   idle the piece is expected to keep in the end: the mix's 1-GPU kinds keep
   arriving, one that fits lands on the piece with chance min(1, P(L) / 0.1)
-  (`PIECE_REACH`), and W(L - d_m) follows. A share's cost on GPU g adds
-  2 ΔW, ΔW = W(R_g - d) - W(R_g) (`LOOKAHEAD_WEIGHT`: 1 gave 95.96 %, 2 95.99 %
-  over 10 seeds). Whole-GPU tasks empty their GPUs (W(0) = 0 from W(1000) on every
-  node alike), so their choice is unchanged.
+  (`PIECE_REACH`), and W(L - d_m) follows. A kind lands only where the node's free
+  CPU holds its ask, so a node with C free milli-cores reads W_C, built from the
+  kinds asking at most C (`piece_waste_by_cpu`; a piece on a node with no core left
+  keeps all of it), and the node's expected idle is V_n = sum_g W_{C_n}(R_g). A task
+  goes where ΔF_n(M) + ΔS_n + 2 ΔV_n is least (`LOOKAHEAD_WEIGHT`). For a share
+  ΔV_n is mostly its GPU's W(R_g - d) - W(R_g); a task that takes a node's last
+  cores below what the kinds filling its pieces ask pays for the pieces it leaves
+  idle, where FGD's step per kind nets out against the kinds that could not run
+  there anyway. (First the look-ahead was for shares only and blind to CPU, W for
+  every node: 1 gave 95.96 %, 2 95.99 % over seeds 42-51; the CPU-aware V_n:
+  docs/placement.md.)
 
 Host memory stays out of the score, as in FGD. Measured on openb (seeds 42, 43) and
 left out: memory in F_n(M) (a kind lacking memory sees every idle GPU as fragment:
@@ -75,9 +82,14 @@ MIX_REFRESH_TASKS = 64
 # of a run ~1,000 GPUs hold a 190-milli piece and ~140 tasks of at most 160 milli (1.5 %
 # of the tasks) arrive, so one piece in seven is reached; 0.015 / 0.1 = 0.15.
 PIECE_REACH = 0.1
-# ΔW's weight beside ΔF_n(M) + ΔS_n, both in milli-GPUs: measured on openb, 10 seeds
-# at 130 %: 1 gave 95.96 %, 2 95.99 % (docs/placement.md).
+# ΔV's weight beside ΔF_n(M) + ΔS_n, all in milli-GPUs: measured on openb, 10 seeds
+# at 130 %, with the look-ahead for shares only: 1 gave 95.96 %, 2 95.99 %
+# (docs/placement.md); kept at 2 with V_n.
 LOOKAHEAD_WEIGHT = 2.0
+# How often the look-ahead's table W_C is rebuilt once the mix has settled: a table
+# (~30 CPU asks x 1,001 pieces on openb) costs what ~100 mix rebuilds cost, and the
+# mix of a few thousand tasks moves little in 512 more.
+WASTE_REFRESH_TASKS = 512
 
 
 class LearnedMix:
@@ -134,27 +146,73 @@ def piece_waste_milli(target: TargetWorkload, reach: float = PIECE_REACH) -> Flo
 
     with P(L) = sum_{m: d_m <= L} p_m the share of tasks that fit the piece and
     a = min(1, P(L) / reach) the chance that one of them lands on it: pieces only rare
-    kinds fit compete for few tasks. W(0) = 0."""
-    one = target.num_gpus == 1
-    fill = target.gpu_milli[one]
-    share = target.share[one]
-    waste = np.arange(MILLI_PER_GPU + 1, dtype=np.float64)
-    if share.sum() <= 0:
-        return waste
-    p = share / share.sum()
-    for left in range(1, MILLI_PER_GPU + 1):
-        fits = fill <= left
-        p_fit = float(p[fits].sum())
-        if p_fit > 0:
-            landed = min(1.0, p_fit / reach)
-            then = float(p[fits] @ waste[left - fill[fits]]) / p_fit
-            waste[left] = (1.0 - landed) * left + landed * then
+    kinds fit compete for few tasks. W(0) = 0. On a node with CPU enough for every
+    kind: the last row of `piece_waste_by_cpu`."""
+    waste: FloatArray = piece_waste_by_cpu(target, reach)[1][-1]
     return waste
 
 
+def piece_waste_by_cpu(
+    target: TargetWorkload, reach: float = PIECE_REACH
+) -> tuple[IntArray, FloatArray]:
+    """W of `piece_waste_milli` on a node with little CPU: the CPU asks c_1 < ... < c_K
+    of the mix's 1-GPU kinds, and rows W_0 .. W_K (K + 1, 1001) where W_b lets land
+    only the kinds asking at most c_b milli-cores (W_0: none, W_0(L) = L; W_K: every
+    kind, `piece_waste_milli`). A node with C free milli-cores reads row
+    b = #{k: c_k <= C} (`np.searchsorted(cpu, C, "right")`). The kinds that cannot
+    land keep their part of the arrivals: a piece only they fit is reached less."""
+    one = target.num_gpus == 1
+    by_fill = np.argsort(target.gpu_milli[one], kind="stable")
+    fill = target.gpu_milli[one][by_fill]
+    cpu_ask = target.cpu_milli[one][by_fill]
+    share = target.share[one][by_fill]
+    cpu = np.unique(cpu_ask)
+    waste = np.tile(np.arange(MILLI_PER_GPU + 1, dtype=np.float64), (cpu.size + 1, 1))
+    if share.sum() <= 0:
+        return cpu, waste
+    # (rows, kinds): each kind's share of the arrivals where the row's CPU feeds it.
+    fed = (share / share.sum())[None, :] * (cpu_ask[None, :] <= np.append(-1, cpu)[:, None])
+    reached = np.cumsum(fed, axis=1)
+    for left in range(int(fill[0]), MILLI_PER_GPU + 1):
+        k = int(np.searchsorted(fill, left, side="right"))
+        p_fit = reached[:, k - 1]
+        then = np.einsum("ij,ij->i", fed[:, :k], waste[:, left - fill[:k]])
+        landed = np.minimum(1.0, p_fit / reach)
+        safe = np.where(p_fit > 0, p_fit, 1.0)
+        waste[:, left] = np.where(p_fit > 0, (1.0 - landed) * left + landed * then / safe, left)
+    return cpu, waste
+
+
+def node_waste_growth(
+    state: ClusterState,
+    nodes: IntArray,
+    task: TaskRequest,
+    cpu: IntArray,
+    waste: FloatArray,
+) -> FloatArray:
+    """ΔV_n, V_n = sum_g W_{b(C_n)}(R_g) (`piece_waste_by_cpu`): the growth of the idle
+    the node's GPUs are expected to keep, its CPU deciding which kinds may land.
+    (nodes,) for a CPU task or whole GPUs (taken from the node's free ones), (nodes,
+    GPUs) for a share on each GPU (columns where it does not fit are meaningless)."""
+    left = np.clip(state.gpu_left_milli[nodes], 0, MILLI_PER_GPU)
+    free_cpu = state.cpu_left[nodes]
+    row = np.searchsorted(cpu, free_cpu, side="right")[:, None]
+    row_after = np.searchsorted(cpu, free_cpu - task.cpu_milli, side="right")[:, None]
+    before = waste[row, left].sum(axis=1)
+    after = waste[row_after, left].sum(axis=1)
+    if task.is_share:
+        taken = np.clip(left - task.gpu_milli, 0, MILLI_PER_GPU)
+        moved = waste[row_after, taken] - waste[row_after, left]
+        share_growth: FloatArray = (after - before)[:, None] + moved
+        return share_growth
+    whole = task.num_gpus * (waste[row_after[:, 0], MILLI_PER_GPU] - waste[row_after[:, 0], 0])
+    growth: FloatArray = after - whole - before
+    return growth
+
+
 class FragmentationAwarePacker(FgdPacker):
-    """FGD's score on ΔF_n(M) + ΔS_n of the learned mix, plus the look-ahead ΔW of
-    the GPU a share takes (module docstring)."""
+    """FGD's score on ΔF_n(M) + ΔS_n + 2 ΔV_n of the learned mix (module
+    docstring)."""
 
     name = "fragmentation-aware"
 
@@ -166,7 +224,7 @@ class FragmentationAwarePacker(FgdPacker):
     ) -> None:
         super().__init__(rng, target, node_order)
         self.mix = LearnedMix()
-        self._waste: tuple[TargetWorkload, FloatArray] | None = None
+        self._waste_cpu: tuple[int, IntArray, FloatArray] | None = None
 
     def place(self, state: ClusterState, task: TaskRequest) -> Placement | None:
         # Every task that asks counts in the mix, placed or not.
@@ -178,20 +236,21 @@ class FragmentationAwarePacker(FgdPacker):
     ) -> tuple[IntArray, IntArray | None]:
         growth = self.target.gradient(state, nodes, task)
         stranded = stranding_growth(state, nodes, task, cpu_per_gpu_milli(self.target))
+        ahead = LOOKAHEAD_WEIGHT * node_waste_growth(state, nodes, task, *self.waste_by_cpu())
         if not task.is_share:
-            return sigmoid_score(-(growth + stranded)), None
+            return sigmoid_score(-(growth + stranded + ahead)), None
         # Scores are >= 0, so -1 marks the GPUs that cannot hold the share; S_n does
         # not depend on which GPU of the node takes it.
-        waste = self.piece_waste()
-        left = np.clip(state.gpu_left_milli[nodes], 0, MILLI_PER_GPU)
-        after = np.clip(left - task.gpu_milli, 0, MILLI_PER_GPU)
-        ahead = LOOKAHEAD_WEIGHT * (waste[after] - waste[left])
         cost = np.nan_to_num(growth) + stranded[:, None] + ahead
         per_gpu = np.where(np.isnan(growth), -1, sigmoid_score(-cost))
         return per_gpu.max(axis=1), per_gpu.argmax(axis=1)
 
-    def piece_waste(self) -> FloatArray:
-        """W of the current mix, rebuilt when the mix is."""
-        if self._waste is None or self._waste[0] is not self.target:
-            self._waste = (self.target, piece_waste_milli(self.target))
-        return self._waste[1]
+    def waste_by_cpu(self) -> tuple[IntArray, FloatArray]:
+        """`piece_waste_by_cpu` of the mix, rebuilt when the tasks seen have doubled
+        or grown by `WASTE_REFRESH_TASKS` since the last build."""
+        seen = self.mix.counts.total()
+        if self._waste_cpu is None or seen >= min(
+            2 * self._waste_cpu[0], self._waste_cpu[0] + WASTE_REFRESH_TASKS
+        ):
+            self._waste_cpu = (seen, *piece_waste_by_cpu(self.target))
+        return self._waste_cpu[1], self._waste_cpu[2]

@@ -11,6 +11,8 @@ from controller.packing.aware import (
     FragmentationAwarePacker,
     LearnedMix,
     cpu_per_gpu_milli,
+    node_waste_growth,
+    piece_waste_by_cpu,
     piece_waste_milli,
     stranding_growth,
 )
@@ -127,3 +129,42 @@ def test_the_mix_is_learned_from_the_tasks_that_asked() -> None:
         target = mix.observe(GPU_TASK)
     assert target.share.tolist() == pytest.approx([127 / 128, 1 / 128])  # the 128th
     assert LearnedMix(POPULARITY_THRESHOLD).observe(GPU_TASK).num_gpus.tolist() == [1]
+
+
+def test_the_look_ahead_by_cpu_lets_land_only_the_kinds_the_node_can_feed() -> None:
+    """Shares of 500 with 2 cores (3 in 4) and of 400 with 6 (1 in 4): with 2 to 6
+    cores (6 excluded) only the 500s land, so W(500) = W(1000) = 0 and W(400) = 400;
+    with fewer than 2 nothing lands (W(L) = L); with 6 or more, `piece_waste_milli`."""
+    seen = [make_task(milli=500, cpu=2_000)] * 3 + [make_task(milli=400, cpu=6_000), CPU_TASK]
+    target = TargetWorkload.from_tasks(seen, 1.0)
+    cpu, waste = piece_waste_by_cpu(target)
+    assert cpu.tolist() == [2_000, 6_000]
+    at = [100, 400, 500, 600, 1000]
+    assert waste[0, at].tolist() == at
+    assert waste[1, at].tolist() == pytest.approx([100, 400, 0, 100, 0])
+    assert waste[2].tolist() == pytest.approx(piece_waste_milli(target).tolist())
+
+
+def test_a_share_leaves_no_piece_on_a_node_it_takes_the_last_cores_of() -> None:
+    # Shares of 500 with 4 cores (4 in 6), of 600 with 8 (1 in 6), a CPU task (1 in
+    # 6). "short" has one GPU free and 4 cores, "rich" a GPU at 700 and one free and
+    # 40 cores. On "short" the share takes the last cores: the 500 it leaves
+    # free can never be used. F barely sees it (+167: the 500s lose their piece, the
+    # 600s and the CPU task, which could not run there, see a smaller fragment), S
+    # sees less stranded GPU (-129), and the look-ahead on the mix alone sees a piece
+    # the 500s fill (W(500) - W(1000) = 0 - 80): cost -122, as on "rich" (-160):
+    # sigmoid x 100 = 53 on both, and the tie went to "short".
+    share = make_task(milli=500, cpu=4_000)
+    seen = [share] * 3 + [make_task(milli=600, cpu=8_000), make_task(gpus=0), share]
+    nodes = [make_node("short", gpus=2, cpu=4_000), make_node("rich", gpus=2, cpu=40_000)]
+    state = used_state(nodes, [(0, 0, 1000), (1, 0, 300)])
+    packer = aware(seen)
+    assert packer.place(state, share) == Placement(1, (1,))
+    # With its CPU: on "short" W goes from 0 (4 cores let the 500s land on the free
+    # GPU) to 500 (no core left: nothing lands), ΔV = +500; on "rich" the free GPU
+    # goes from W(1000) = 1/5 x W(400) = 80 (the 600s land one time in five among
+    # the 1-GPU tasks, leaving 400 that nothing fits) to W(500) = 0.
+    cpu, waste = packer.waste_by_cpu()
+    growth = node_waste_growth(state, np.array([0, 1]), share, cpu, waste)
+    assert growth[:, 1].tolist() == pytest.approx([500, -80])
+    assert packer.scores(state, share, np.array([0, 1]))[0].tolist() == [26, 53]
