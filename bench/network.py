@@ -21,13 +21,25 @@ mltcp, and prints average JCT, makespan and GPU utilisation (compute only: time 
 waits on a shared link keeps no GPU busy) against fair. It first runs CASSINI's
 two-job experiment in the model (`two_job_experiment`) and prints, for the fair
 replays, how much the phase model slows the average networked job over its links
-alone (`contention`): the most any network policy can win back.
+alone (`contention`): the most any network policy can win back. `--networks` may
+also name `dedicated`, every job at its rate alone (no link shared), the bound on
+what any network policy can win in JCT and utilisation with the same placement.
+
+`--arrivals burst` submits every job at t = 0 instead of Poisson arrivals: a fixed
+set of jobs on a backlogged cluster, the setting of CASSINI's and Crux's testbed
+runs, where the makespan is set by the schedule rather than by the last arrival
+(in an open trace the same work over a makespan the network barely moves keeps GPU
+utilisation where it is). `util_backlog` is GPU utilisation over the time some job
+waits for GPUs (the backlogged window), from the per-round timeline (sample and
+hold: rounds are at most `round_interval_s` apart after any change); while jobs
+queue, the GPUs are taken and their busy share is what sharing the network decides.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -45,6 +57,7 @@ from controller.network.cassini import compatibility
 from controller.network.cassini_placement import CassiniPlacer, wrap
 from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
 from controller.placement import make_placer
+from controller.records import TimelineSample
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.spec.clos import lingjun_cluster
@@ -106,11 +119,23 @@ CLUSTERS: dict[str, Callable[[], Cluster]] = {
 }
 
 
+ARRIVALS = ("poisson", "burst")
+
+
 def workload(
-    num_jobs: int, *, seed: int, cluster_gpus: int, load: float, mix: str = "comm-heavy"
+    num_jobs: int,
+    *,
+    seed: int,
+    cluster_gpus: int,
+    load: float,
+    mix: str = "comm-heavy",
+    arrivals: str = "poisson",
 ) -> list[JobSpec]:
     """Seeded jobs of `WORKLOADS[mix]`: log-uniform 10 min - 4 h at their gang size,
-    Poisson arrivals."""
+    Poisson arrivals offering `load` (or all at t = 0 for `arrivals="burst"`; the
+    same jobs either way)."""
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"unknown arrivals {arrivals!r} (known: {', '.join(ARRIVALS)})")
     model_mix, gang_mix = WORKLOADS[mix]
     rng = np.random.default_rng(seed)
     models = rng.choice(list(model_mix), size=num_jobs, p=list(model_mix.values()))
@@ -118,11 +143,11 @@ def workload(
     durations = np.exp(rng.uniform(np.log(600.0), np.log(4 * 3600.0), size=num_jobs))
     mean_gpu_s = float(np.mean(gangs * durations))
     gap_s = mean_gpu_s / (load * cluster_gpus)
-    arrivals = np.cumsum(rng.exponential(gap_s, size=num_jobs))
+    times_s = np.cumsum(rng.exponential(gap_s, size=num_jobs))
     return [
         JobSpec(
             job_id=f"job{i:04d}",
-            submit_s=round(float(arrivals[i]), 3),
+            submit_s=round(float(times_s[i]), 3) if arrivals == "poisson" else 0.0,
             num_gpus=int(gangs[i]),
             model=str(models[i]),
             duration_s=round(float(durations[i]), 1),
@@ -160,10 +185,40 @@ def two_job_experiment() -> list[str]:
     ]
 
 
-def phase_replay(task: tuple[str, str, str, str, str, int, float, int, bool]) -> dict[str, Any]:
-    cluster_name, mix, policy, placement, network, num_jobs, load, seed, cassini_placement = task
+def backlogged_utilization(timeline: Sequence[TimelineSample]) -> float | None:
+    """Busy GPUs over GPUs, time-weighted over the rounds after which some job waits
+    (each sample holds until the next); None if no job ever waited."""
+    busy_s = total_s = 0.0
+    for sample, after in itertools.pairwise(timeline):
+        if sample.queued > 0:
+            dt = after.t_s - sample.t_s
+            busy_s += sample.gpus_busy * dt
+            total_s += sample.gpus_total * dt
+    return busy_s / total_s if total_s > 0 else None
+
+
+def phase_replay(
+    task: tuple[str, str, str, str, str, int, float, int, bool, str],
+) -> dict[str, Any]:
+    (
+        cluster_name,
+        mix,
+        policy,
+        placement,
+        network,
+        num_jobs,
+        load,
+        seed,
+        cassini_placement,
+        arrivals,
+    ) = task
     cluster = CLUSTERS[cluster_name]()
-    jobs = workload(num_jobs, seed=seed, cluster_gpus=cluster.num_gpus, load=load, mix=mix)
+    jobs = workload(
+        num_jobs, seed=seed, cluster_gpus=cluster.num_gpus, load=load, mix=mix, arrivals=arrivals
+    )
+    # `dedicated` (the bound): every job at its rate alone, i.e. the phase model with
+    # nobody sharing a link (a job alone gets the steady model's time to the bit).
+    model = "steady" if network == "dedicated" else "phases"
     placer = make_placer(placement, cluster, seed)
     if cassini_placement:
         placer = wrap(placer, cluster, network)
@@ -172,7 +227,7 @@ def phase_replay(task: tuple[str, str, str, str, str, int, float, int, bool]) ->
         jobs,
         make_policy(policy),
         placer,
-        SimConfig(round_interval_s=60.0, seed=seed, network=network, network_model="phases"),
+        SimConfig(round_interval_s=60.0, seed=seed, network=network, network_model=model),
     )
     slowdowns: list[float] = []
     t0 = time.perf_counter()
@@ -180,15 +235,18 @@ def phase_replay(task: tuple[str, str, str, str, str, int, float, int, bool]) ->
         result = sim.run()
     wall_s = time.perf_counter() - t0
     summary = summarize(result)
+    backlog = backlogged_utilization(result.timeline)
     return {
         "cluster": cluster_name,
         "workload": mix,
+        "arrivals": arrivals,
         "policy": policy,
         "placement": placement,
         "network": network,
         "avg_jct_s": round(summary.avg_jct_s or 0.0, 1),
         "makespan_s": round(summary.makespan_s, 1),
         "gpu_util": round(summary.gpu_utilization, 4),
+        "util_backlog": None if backlog is None else round(backlog, 4),
         "contention": round(float(np.mean(slowdowns)) if slowdowns else 1.0, 4),
         "moved": placer.moved if isinstance(placer, CassiniPlacer) else 0,
         "finished": summary.finished,
@@ -219,14 +277,26 @@ def phases_main(args: argparse.Namespace) -> None:
     clusters = args.clusters.split(",")
     placing = not args.no_cassini_placement
     tasks = [
-        (c, mix, policy, args.placement, network, args.jobs, args.load, args.seed, placing)
+        (
+            c,
+            mix,
+            policy,
+            args.placement,
+            net,
+            args.jobs,
+            args.load,
+            args.seed,
+            placing,
+            args.arrivals,
+        )
         for c in clusters
         for mix in args.workloads.split(",")
         for policy in args.policies.split(",")
-        for network in args.networks.split(",")
+        for net in args.networks.split(",")
     ]
     print(
-        f"{args.jobs} jobs, load {args.load}, seed {args.seed}, placement {args.placement}"
+        f"{args.jobs} jobs, {args.arrivals} arrivals, load {args.load}, seed {args.seed}, "
+        f"placement {args.placement}"
         f"{', cassini placement' if placing else ''}"
     )
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -236,17 +306,20 @@ def phases_main(args: argparse.Namespace) -> None:
     print()
     print(
         f"{'cluster':15} {'workload':13} {'policy':9} {'network':8} {'avg JCT s':>10} "
-        f"{'vs fair':>8} {'GPU util':>9} {'vs fair':>8} {'makespan s':>11} "
-        f"{'contention':>10} {'moved':>6}"
+        f"{'vs fair':>8} {'GPU util':>9} {'vs fair':>8} {'backlog':>8} {'vs fair':>8} "
+        f"{'makespan s':>11} {'contention':>10} {'moved':>6}"
     )
     fair = {(r["cluster"], r["workload"], r["policy"]): r for r in rows if r["network"] == "fair"}
     for r in rows:
-        base = fair[r["cluster"], r["workload"], r["policy"]]
+        base = fair.get((r["cluster"], r["workload"], r["policy"]), r)
         jct = r["avg_jct_s"] / base["avg_jct_s"] - 1.0
         util = r["gpu_util"] / base["gpu_util"] - 1.0
+        backlog = r["util_backlog"] or 0.0
+        gain = backlog / base["util_backlog"] - 1.0 if base["util_backlog"] else 0.0
         print(
             f"{r['cluster']:15} {r['workload']:13} {r['policy']:9} {r['network']:8} "
             f"{r['avg_jct_s']:>10} {jct:>+8.1%} {r['gpu_util']:>9} {util:>+8.1%} "
+            f"{backlog:>8.4f} {gain:>+8.1%} "
             f"{r['makespan_s']:>11} {r['contention']:>10} {r['moved']:>6}"
         )
 
@@ -293,6 +366,12 @@ def main() -> None:
         "--workloads", default="comm-heavy", help=f"for --phases: {', '.join(WORKLOADS)}"
     )
     p.add_argument("--networks", default=",".join(PHASE_NETWORKS), help="fair first")
+    p.add_argument(
+        "--arrivals",
+        choices=ARRIVALS,
+        default="poisson",
+        help="for --phases: Poisson at --load, or every job at t = 0 (a backlogged cluster)",
+    )
     p.add_argument(
         "--no-cassini-placement",
         action="store_true",
