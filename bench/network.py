@@ -22,17 +22,22 @@ waits on a shared link keeps no GPU busy) against fair. It first runs CASSINI's
 two-job experiment in the model (`two_job_experiment`) and prints, for the fair
 replays, how much the phase model slows the average networked job over its links
 alone (`contention`): the most any network policy can win back. `--networks` may
-also name `dedicated`, every job at its rate alone (no link shared), the bound on
-what any network policy can win in JCT and utilisation with the same placement.
+also name `alone`: the phase model with every job at its rate alone, as if no link
+were shared (instrumentation: the group runs return each job's time alone), the
+bound on what any network policy can win in JCT and utilisation with the same placer.
+(`dedicated` is not that bound: it hands the rate model its own default rate, which
+splits a rack's uplink among a job's nodes where a ring sends one flow across it.)
 
 `--arrivals burst` submits every job at t = 0 instead of Poisson arrivals: a fixed
 set of jobs on a backlogged cluster, the setting of CASSINI's and Crux's testbed
 runs, where the makespan is set by the schedule rather than by the last arrival
 (in an open trace the same work over a makespan the network barely moves keeps GPU
 utilisation where it is). `util_backlog` is GPU utilisation over the time some job
-waits for GPUs (the backlogged window), from the per-round timeline (sample and
-hold: rounds are at most `round_interval_s` apart after any change); while jobs
-queue, the GPUs are taken and their busy share is what sharing the network decides.
+waits for GPUs (the backlogged window): busy GPU-seconds, exact, between the rounds
+after which a job waits and the next round, over the GPU-seconds of those stretches
+(`_marking` reads the simulator's busy integral at each round; the queue changes only
+at rounds). While jobs queue the GPUs are taken, and their busy share is what sharing
+the network decides.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import json
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -51,14 +57,15 @@ from unittest import mock
 import numpy as np
 
 from controller.metrics import summarize
-from controller.model import Cluster, JobSpec
+from controller.model import Cluster, JobSpec, JobStatus
 from controller.network import phase_jobs
 from controller.network.cassini import compatibility
 from controller.network.cassini_placement import CassiniPlacer, wrap
 from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
 from controller.placement import make_placer
-from controller.records import TimelineSample
 from controller.sim import SimConfig, Simulator
+from controller.sim.accounting import Accounts
+from controller.sim.job import SimJob
 from controller.spec import load_cluster
 from controller.spec.clos import lingjun_cluster
 from controller.spec.yaml_spec import presets
@@ -185,15 +192,24 @@ def two_job_experiment() -> list[str]:
     ]
 
 
-def backlogged_utilization(timeline: Sequence[TimelineSample]) -> float | None:
-    """Busy GPUs over GPUs, time-weighted over the rounds after which some job waits
-    (each sample holds until the next); None if no job ever waited."""
+@dataclass(frozen=True, slots=True)
+class RoundMark:
+    """After a round: its time, GPUs up, busy GPU-seconds so far (exact), jobs waiting."""
+
+    t_s: float
+    gpus: int
+    busy_gpu_s: float
+    queued: int
+
+
+def backlogged_utilization(marks: Sequence[RoundMark]) -> float | None:
+    """Busy GPU-seconds over GPU-seconds in the stretches from a round after which
+    some job waits to the next round; None if no job ever waited."""
     busy_s = total_s = 0.0
-    for sample, after in itertools.pairwise(timeline):
-        if sample.queued > 0:
-            dt = after.t_s - sample.t_s
-            busy_s += sample.gpus_busy * dt
-            total_s += sample.gpus_total * dt
+    for mark, after in itertools.pairwise(marks):
+        if mark.queued > 0:
+            busy_s += after.busy_gpu_s - mark.busy_gpu_s
+            total_s += mark.gpus * (after.t_s - mark.t_s)
     return busy_s / total_s if total_s > 0 else None
 
 
@@ -216,9 +232,6 @@ def phase_replay(
     jobs = workload(
         num_jobs, seed=seed, cluster_gpus=cluster.num_gpus, load=load, mix=mix, arrivals=arrivals
     )
-    # `dedicated` (the bound): every job at its rate alone, i.e. the phase model with
-    # nobody sharing a link (a job alone gets the steady model's time to the bit).
-    model = "steady" if network == "dedicated" else "phases"
     placer = make_placer(placement, cluster, seed)
     if cassini_placement:
         placer = wrap(placer, cluster, network)
@@ -227,15 +240,21 @@ def phase_replay(
         jobs,
         make_policy(policy),
         placer,
-        SimConfig(round_interval_s=60.0, seed=seed, network=network, network_model=model),
+        SimConfig(
+            round_interval_s=60.0,
+            seed=seed,
+            network="fair" if network == "alone" else network,
+            network_model="phases",
+        ),
     )
     slowdowns: list[float] = []
     t0 = time.perf_counter()
-    with _recording(slowdowns):
+    marks: list[RoundMark] = []
+    with _recording(slowdowns, alone=network == "alone"), _marking(marks):
         result = sim.run()
     wall_s = time.perf_counter() - t0
     summary = summarize(result)
-    backlog = backlogged_utilization(result.timeline)
+    backlog = backlogged_utilization(marks)
     return {
         "cluster": cluster_name,
         "workload": mix,
@@ -254,18 +273,42 @@ def phase_replay(
     }
 
 
-def _recording(slowdowns: list[float]) -> contextlib.AbstractContextManager[object]:
+def _marking(marks: list[RoundMark]) -> contextlib.AbstractContextManager[object]:
+    """Append a `RoundMark` after every round (instrumentation: wraps the accounts'
+    timeline sample, adding each running job's busy stretch not yet closed)."""
+    original = Accounts.sample
+
+    def sample(
+        acc: Accounts, now_s: float, active: dict[str, SimJob], running: int, frag: int
+    ) -> None:
+        original(acc, now_s, active, running, frag)
+        open_s = sum(
+            job.busy_gpus * max(0.0, now_s - max(job.busy_mark_s, job.resume_s))
+            for job in active.values()
+            if job.status is JobStatus.RUNNING
+        )
+        queued = acc.timeline[-1].queued
+        marks.append(RoundMark(now_s, acc.alive_gpus, acc.busy_gpu_s + open_s, queued))
+
+    return mock.patch.object(Accounts, "sample", sample)
+
+
+def _recording(
+    slowdowns: list[float], *, alone: bool = False
+) -> contextlib.AbstractContextManager[object]:
     """Collect each networked job's phase-model iteration time over its time alone
-    (instrumentation: wraps the phase model's event loop as phase_jobs calls it)."""
-    original = periodic_iterations
+    (instrumentation: wraps the phase model's event loop as phase_jobs calls it);
+    with `alone`, the loop is skipped and every job gets its time alone."""
 
     def recorded(
         jobs: Sequence[PhaseJob], capacities: Mapping[Hashable, float], sharing: str
     ) -> dict[str, float]:
-        times = original(jobs, capacities, sharing)
-        for job in jobs:
-            alone = job.compute_s + job.comm_mb / 125.0 / min(capacities[x] for x in job.links)
-            slowdowns.append(times[job.job_id] / alone)
+        solo = {
+            job.job_id: job.compute_s + job.comm_mb / 125.0 / min(capacities[x] for x in job.links)
+            for job in jobs
+        }
+        times = solo if alone else periodic_iterations(jobs, capacities, sharing)
+        slowdowns.extend(times[jid] / solo[jid] for jid in solo)
         return times
 
     return mock.patch.object(phase_jobs, "periodic_iterations", recorded)

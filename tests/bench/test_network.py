@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.network import backlogged_utilization, workload
-from controller.records import TimelineSample
-
-
-def _sample(t_s: float, busy: float, queued: int) -> TimelineSample:
-    return TimelineSample(t_s, 10, 10.0, busy, queued, running=1)
+from bench.network import RoundMark, backlogged_utilization, phase_replay, workload
 
 
 def test_burst_arrivals_submit_the_same_jobs_at_zero() -> None:
@@ -23,12 +18,31 @@ def test_burst_arrivals_submit_the_same_jobs_at_zero() -> None:
         workload(2, seed=3, cluster_gpus=128, load=0.9, arrivals="closed")
 
 
-def test_backlogged_utilization_holds_each_sample_while_jobs_wait() -> None:
-    timeline = [
-        _sample(0.0, 8.0, queued=2),  # 100 s at 8 of 10 busy
-        _sample(100.0, 6.0, queued=1),  # 300 s at 6
-        _sample(400.0, 2.0, queued=0),  # drained: not counted
-        _sample(900.0, 0.0, queued=0),
+def test_backlogged_utilization_counts_the_stretches_after_rounds_with_a_queue() -> None:
+    marks = [
+        RoundMark(0.0, 10, 0.0, queued=2),
+        RoundMark(100.0, 10, 800.0, queued=1),
+        RoundMark(400.0, 10, 2600.0, queued=0),
+        RoundMark(900.0, 10, 3600.0, queued=0),  # drained: not counted
     ]
-    assert backlogged_utilization(timeline) == pytest.approx((8 * 100 + 6 * 300) / (10 * 400))
-    assert backlogged_utilization(timeline[2:]) is None
+    assert backlogged_utilization(marks) == pytest.approx(2600.0 / (10 * 400))
+    assert backlogged_utilization(marks[2:]) is None
+
+
+def test_a_replay_reports_busy_share_of_the_backlogged_window() -> None:
+    row = phase_replay(
+        (
+            "comm-heavy-25g",
+            "comm-heavy",
+            "fifo",
+            "topology-aware",
+            "fair",
+            40,
+            0.9,
+            7,
+            False,
+            "burst",
+        )
+    )
+    assert row["finished"] == 40
+    assert 0.0 < row["util_backlog"] <= 1.0
