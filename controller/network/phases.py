@@ -41,6 +41,7 @@ Units: time in s, sizes in MB (10^6 bytes), rates in Gbit/s (1 Gbit/s = 125 MB/s
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -188,6 +189,17 @@ class _Run:
         # the periodic regime the same few sets recur, so each is filled once.
         self.memo: dict[tuple[tuple[int, int], ...], dict[int, float]] = {}
         self.contended_memo: dict[tuple[int, ...], set[int]] = {}
+        # A link only one job crosses is just a cap on that job's rate: filling runs
+        # over the shared links (a ring crossing 8 ToRs has ~40 links, its NICs
+        # private), each job capped by its private links and `max_gbps`.
+        uses = Counter(link for job in self.jobs for link in set(job.links))
+        self.shared = [
+            tuple(x for x in dict.fromkeys(job.links) if uses[x] > 1) for job in self.jobs
+        ]
+        self.solo_gbps = [
+            min([job.max_gbps, *(capacities[x] for x in job.links if uses[x] == 1)])
+            for job in self.jobs
+        ]
 
     def iterate(self, warmup: int, measured: int) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -306,16 +318,16 @@ class _Run:
         return cached
 
     def _fill_rules(self, senders: list[int], contended: set[int]) -> dict[int, float]:
-        residual = {link: self.capacities[link] for i in senders for link in self.jobs[i].links}
+        residual = {link: self.capacities[link] for i in senders for link in self.shared[i]}
         rates: dict[int, float] = {}
         if self.sharing == "priority":
-            floors = {i: self.jobs[i].floor_gbps for i in senders}
+            floors = {i: min(self.jobs[i].floor_gbps, self.solo_gbps[i]) for i in senders}
             if any(floors.values()):
                 rates = self._fill(senders, residual, contended, floors)
             levels = sorted({self.jobs[i].priority for i in senders}, reverse=True)
             for level in levels:
                 group = [i for i in senders if self.jobs[i].priority == level]
-                room = {i: self.jobs[i].max_gbps - rates.get(i, 0.0) for i in group}
+                room = {i: self.solo_gbps[i] - rates.get(i, 0.0) for i in group}
                 for i, more in self._fill(group, residual, contended, room).items():
                     rates[i] = rates.get(i, 0.0) + more
         else:
@@ -329,19 +341,20 @@ class _Run:
         contended: set[int],
         caps: Mapping[int, float] | None = None,
     ) -> dict[int, float]:
-        """Weighted max-min on `residual` by progressive filling, each job up to its
-        cap (`caps`, else its `max_gbps`); `residual` is used up."""
-        cap = caps if caps is not None else {i: self.jobs[i].max_gbps for i in group}
+        """Weighted max-min on `residual` (the shared links) by progressive filling,
+        each job up to its cap (`caps`, else its private links' and `max_gbps`);
+        `residual` is used up."""
+        cap = caps if caps is not None else {i: self.solo_gbps[i] for i in group}
         rates = dict.fromkeys(group, 0.0)
         weight = {i: self._weight(i) if i in contended else 1.0 for i in group}
         open_ = set(group)
         while open_:
             demand: dict[Hashable, float] = {}
             for i in open_:
-                for link in self.jobs[i].links:
+                for link in self.shared[i]:
                     demand[link] = demand.get(link, 0.0) + weight[i]
-            level = min(residual[link] / w for link, w in demand.items())
-            # A job's own rate cap (its rate alone) can stop it before any link fills.
+            level = min((residual[link] / w for link, w in demand.items()), default=math.inf)
+            # A job's own cap (private links, its rate alone) can stop it first.
             for i in open_:
                 room = (cap[i] - rates[i]) / weight[i]
                 level = min(level, room)
@@ -354,9 +367,7 @@ class _Run:
                 i
                 for i in open_
                 if rates[i] >= cap[i] * (1 - 1e-12)
-                or any(
-                    residual[link] <= 1e-9 * self.capacities[link] for link in self.jobs[i].links
-                )
+                or any(residual[link] <= 1e-9 * self.capacities[link] for link in self.shared[i])
             }
             if not frozen:
                 break
