@@ -21,17 +21,35 @@ mltcp, and prints average JCT, makespan and GPU utilisation (compute only: time 
 waits on a shared link keeps no GPU busy) against fair. It first runs CASSINI's
 two-job experiment in the model (`two_job_experiment`) and prints, for the fair
 replays, how much the phase model slows the average networked job over its links
-alone (`contention`): the most any network policy can win back.
+alone (`contention`): the most any network policy can win back. `--networks` may
+also name `alone`: the phase model with every job at its rate alone, as if no link
+were shared (instrumentation: the group runs return each job's time alone), the
+bound on what any network policy can win in JCT and utilisation with the same placer.
+(`dedicated` is not that bound: it hands the rate model its own default rate, which
+splits a rack's uplink among a job's nodes where a ring sends one flow across it.)
+
+`--arrivals burst` submits every job at t = 0 instead of Poisson arrivals: a fixed
+set of jobs on a backlogged cluster, the setting of CASSINI's and Crux's testbed
+runs, where the makespan is set by the schedule rather than by the last arrival
+(in an open trace the same work over a makespan the network barely moves keeps GPU
+utilisation where it is). `util_backlog` is GPU utilisation over the time some job
+waits for GPUs (the backlogged window): busy GPU-seconds, exact, between the rounds
+after which a job waits and the next round, over the GPU-seconds of those stretches
+(`_marking` reads the simulator's busy integral at each round; the queue changes only
+at rounds). While jobs queue the GPUs are taken, and their busy share is what sharing
+the network decides.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -39,13 +57,15 @@ from unittest import mock
 import numpy as np
 
 from controller.metrics import summarize
-from controller.model import Cluster, JobSpec
+from controller.model import Cluster, JobSpec, JobStatus
 from controller.network import phase_jobs
 from controller.network.cassini import compatibility
 from controller.network.cassini_placement import CassiniPlacer, wrap
 from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
+from controller.sim.accounting import Accounts
+from controller.sim.job import SimJob
 from controller.spec import load_cluster
 from controller.spec.clos import lingjun_cluster
 from controller.spec.yaml_spec import presets
@@ -106,11 +126,23 @@ CLUSTERS: dict[str, Callable[[], Cluster]] = {
 }
 
 
+ARRIVALS = ("poisson", "burst")
+
+
 def workload(
-    num_jobs: int, *, seed: int, cluster_gpus: int, load: float, mix: str = "comm-heavy"
+    num_jobs: int,
+    *,
+    seed: int,
+    cluster_gpus: int,
+    load: float,
+    mix: str = "comm-heavy",
+    arrivals: str = "poisson",
 ) -> list[JobSpec]:
     """Seeded jobs of `WORKLOADS[mix]`: log-uniform 10 min - 4 h at their gang size,
-    Poisson arrivals."""
+    Poisson arrivals offering `load` (or all at t = 0 for `arrivals="burst"`; the
+    same jobs either way)."""
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"unknown arrivals {arrivals!r} (known: {', '.join(ARRIVALS)})")
     model_mix, gang_mix = WORKLOADS[mix]
     rng = np.random.default_rng(seed)
     models = rng.choice(list(model_mix), size=num_jobs, p=list(model_mix.values()))
@@ -118,11 +150,11 @@ def workload(
     durations = np.exp(rng.uniform(np.log(600.0), np.log(4 * 3600.0), size=num_jobs))
     mean_gpu_s = float(np.mean(gangs * durations))
     gap_s = mean_gpu_s / (load * cluster_gpus)
-    arrivals = np.cumsum(rng.exponential(gap_s, size=num_jobs))
+    times_s = np.cumsum(rng.exponential(gap_s, size=num_jobs))
     return [
         JobSpec(
             job_id=f"job{i:04d}",
-            submit_s=round(float(arrivals[i]), 3),
+            submit_s=round(float(times_s[i]), 3) if arrivals == "poisson" else 0.0,
             num_gpus=int(gangs[i]),
             model=str(models[i]),
             duration_s=round(float(durations[i]), 1),
@@ -160,10 +192,46 @@ def two_job_experiment() -> list[str]:
     ]
 
 
-def phase_replay(task: tuple[str, str, str, str, str, int, float, int, bool]) -> dict[str, Any]:
-    cluster_name, mix, policy, placement, network, num_jobs, load, seed, cassini_placement = task
+@dataclass(frozen=True, slots=True)
+class RoundMark:
+    """After a round: its time, GPUs up, busy GPU-seconds so far (exact), jobs waiting."""
+
+    t_s: float
+    gpus: int
+    busy_gpu_s: float
+    queued: int
+
+
+def backlogged_utilization(marks: Sequence[RoundMark]) -> float | None:
+    """Busy GPU-seconds over GPU-seconds in the stretches from a round after which
+    some job waits to the next round; None if no job ever waited."""
+    busy_s = total_s = 0.0
+    for mark, after in itertools.pairwise(marks):
+        if mark.queued > 0:
+            busy_s += after.busy_gpu_s - mark.busy_gpu_s
+            total_s += mark.gpus * (after.t_s - mark.t_s)
+    return busy_s / total_s if total_s > 0 else None
+
+
+def phase_replay(
+    task: tuple[str, str, str, str, str, int, float, int, bool, str],
+) -> dict[str, Any]:
+    (
+        cluster_name,
+        mix,
+        policy,
+        placement,
+        network,
+        num_jobs,
+        load,
+        seed,
+        cassini_placement,
+        arrivals,
+    ) = task
     cluster = CLUSTERS[cluster_name]()
-    jobs = workload(num_jobs, seed=seed, cluster_gpus=cluster.num_gpus, load=load, mix=mix)
+    jobs = workload(
+        num_jobs, seed=seed, cluster_gpus=cluster.num_gpus, load=load, mix=mix, arrivals=arrivals
+    )
     placer = make_placer(placement, cluster, seed)
     if cassini_placement:
         placer = wrap(placer, cluster, network)
@@ -172,23 +240,32 @@ def phase_replay(task: tuple[str, str, str, str, str, int, float, int, bool]) ->
         jobs,
         make_policy(policy),
         placer,
-        SimConfig(round_interval_s=60.0, seed=seed, network=network, network_model="phases"),
+        SimConfig(
+            round_interval_s=60.0,
+            seed=seed,
+            network="fair" if network == "alone" else network,
+            network_model="phases",
+        ),
     )
     slowdowns: list[float] = []
     t0 = time.perf_counter()
-    with _recording(slowdowns):
+    marks: list[RoundMark] = []
+    with _recording(slowdowns, alone=network == "alone"), _marking(marks):
         result = sim.run()
     wall_s = time.perf_counter() - t0
     summary = summarize(result)
+    backlog = backlogged_utilization(marks)
     return {
         "cluster": cluster_name,
         "workload": mix,
+        "arrivals": arrivals,
         "policy": policy,
         "placement": placement,
         "network": network,
         "avg_jct_s": round(summary.avg_jct_s or 0.0, 1),
         "makespan_s": round(summary.makespan_s, 1),
         "gpu_util": round(summary.gpu_utilization, 4),
+        "util_backlog": None if backlog is None else round(backlog, 4),
         "contention": round(float(np.mean(slowdowns)) if slowdowns else 1.0, 4),
         "moved": placer.moved if isinstance(placer, CassiniPlacer) else 0,
         "finished": summary.finished,
@@ -196,18 +273,42 @@ def phase_replay(task: tuple[str, str, str, str, str, int, float, int, bool]) ->
     }
 
 
-def _recording(slowdowns: list[float]) -> contextlib.AbstractContextManager[object]:
+def _marking(marks: list[RoundMark]) -> contextlib.AbstractContextManager[object]:
+    """Append a `RoundMark` after every round (instrumentation: wraps the accounts'
+    timeline sample, adding each running job's busy stretch not yet closed)."""
+    original = Accounts.sample
+
+    def sample(
+        acc: Accounts, now_s: float, active: dict[str, SimJob], running: int, frag: int
+    ) -> None:
+        original(acc, now_s, active, running, frag)
+        open_s = sum(
+            job.busy_gpus * max(0.0, now_s - max(job.busy_mark_s, job.resume_s))
+            for job in active.values()
+            if job.status is JobStatus.RUNNING
+        )
+        queued = acc.timeline[-1].queued
+        marks.append(RoundMark(now_s, acc.alive_gpus, acc.busy_gpu_s + open_s, queued))
+
+    return mock.patch.object(Accounts, "sample", sample)
+
+
+def _recording(
+    slowdowns: list[float], *, alone: bool = False
+) -> contextlib.AbstractContextManager[object]:
     """Collect each networked job's phase-model iteration time over its time alone
-    (instrumentation: wraps the phase model's event loop as phase_jobs calls it)."""
-    original = periodic_iterations
+    (instrumentation: wraps the phase model's event loop as phase_jobs calls it);
+    with `alone`, the loop is skipped and every job gets its time alone."""
 
     def recorded(
         jobs: Sequence[PhaseJob], capacities: Mapping[Hashable, float], sharing: str
     ) -> dict[str, float]:
-        times = original(jobs, capacities, sharing)
-        for job in jobs:
-            alone = job.compute_s + job.comm_mb / 125.0 / min(capacities[x] for x in job.links)
-            slowdowns.append(times[job.job_id] / alone)
+        solo = {
+            job.job_id: job.compute_s + job.comm_mb / 125.0 / min(capacities[x] for x in job.links)
+            for job in jobs
+        }
+        times = solo if alone else periodic_iterations(jobs, capacities, sharing)
+        slowdowns.extend(times[jid] / solo[jid] for jid in solo)
         return times
 
     return mock.patch.object(phase_jobs, "periodic_iterations", recorded)
@@ -219,14 +320,26 @@ def phases_main(args: argparse.Namespace) -> None:
     clusters = args.clusters.split(",")
     placing = not args.no_cassini_placement
     tasks = [
-        (c, mix, policy, args.placement, network, args.jobs, args.load, args.seed, placing)
+        (
+            c,
+            mix,
+            policy,
+            args.placement,
+            net,
+            args.jobs,
+            args.load,
+            args.seed,
+            placing,
+            args.arrivals,
+        )
         for c in clusters
         for mix in args.workloads.split(",")
         for policy in args.policies.split(",")
-        for network in args.networks.split(",")
+        for net in args.networks.split(",")
     ]
     print(
-        f"{args.jobs} jobs, load {args.load}, seed {args.seed}, placement {args.placement}"
+        f"{args.jobs} jobs, {args.arrivals} arrivals, load {args.load}, seed {args.seed}, "
+        f"placement {args.placement}"
         f"{', cassini placement' if placing else ''}"
     )
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -236,17 +349,20 @@ def phases_main(args: argparse.Namespace) -> None:
     print()
     print(
         f"{'cluster':15} {'workload':13} {'policy':9} {'network':8} {'avg JCT s':>10} "
-        f"{'vs fair':>8} {'GPU util':>9} {'vs fair':>8} {'makespan s':>11} "
-        f"{'contention':>10} {'moved':>6}"
+        f"{'vs fair':>8} {'GPU util':>9} {'vs fair':>8} {'backlog':>8} {'vs fair':>8} "
+        f"{'makespan s':>11} {'contention':>10} {'moved':>6}"
     )
     fair = {(r["cluster"], r["workload"], r["policy"]): r for r in rows if r["network"] == "fair"}
     for r in rows:
-        base = fair[r["cluster"], r["workload"], r["policy"]]
+        base = fair.get((r["cluster"], r["workload"], r["policy"]), r)
         jct = r["avg_jct_s"] / base["avg_jct_s"] - 1.0
         util = r["gpu_util"] / base["gpu_util"] - 1.0
+        backlog = r["util_backlog"] or 0.0
+        gain = backlog / base["util_backlog"] - 1.0 if base["util_backlog"] else 0.0
         print(
             f"{r['cluster']:15} {r['workload']:13} {r['policy']:9} {r['network']:8} "
             f"{r['avg_jct_s']:>10} {jct:>+8.1%} {r['gpu_util']:>9} {util:>+8.1%} "
+            f"{backlog:>8.4f} {gain:>+8.1%} "
             f"{r['makespan_s']:>11} {r['contention']:>10} {r['moved']:>6}"
         )
 
@@ -293,6 +409,12 @@ def main() -> None:
         "--workloads", default="comm-heavy", help=f"for --phases: {', '.join(WORKLOADS)}"
     )
     p.add_argument("--networks", default=",".join(PHASE_NETWORKS), help="fair first")
+    p.add_argument(
+        "--arrivals",
+        choices=ARRIVALS,
+        default="poisson",
+        help="for --phases: Poisson at --load, or every job at t = 0 (a backlogged cluster)",
+    )
     p.add_argument(
         "--no-cassini-placement",
         action="store_true",

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.model import Allocation, Cluster, JobSpec, Snapshot
+from controller.network.crux import PRIORITY_FLOOR
 from controller.network.jobs import NetJob, network_names
 from controller.network.slots import LIVE_PHASE_NETWORKS, LivePhase, NoLiveFormError, live_phases
 from controller.rates import RateModel
@@ -53,10 +54,6 @@ from operators.network import (
 from operators.resources import fields_mutator
 from operators.writer import Writer
 
-# A crux pod's guaranteed share of its ceiling: what a lower level still gets while a
-# higher one sends, so that its TCP connections keep their ACK clock (the netexp link
-# measured priorities with this 1 % floor: docs/network.md).
-PRIORITY_FLOOR = 0.01
 # The pod annotations this publisher owns (it deletes those a job no longer gets).
 PHASE_ANNOTATIONS = (
     crd.ANN_EGRESS_GBPS,

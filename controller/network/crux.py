@@ -19,9 +19,13 @@ Deviations: W_j is GPU-seconds of exposed compute per iteration (GPUs x compute
 phase) rather than FLOPs; the correction k_j of Eq. 3 (for jobs whose iteration
 time the priority itself changes) is 1; priority compression (§4.3, a search that
 keeps apart the jobs that contend most) is replaced by equal-count bands over the
-intensity order; path selection is left to the topology: the clusters gpuflow
-models give each pair of nodes one path (NIC, ToR uplink), so there is no choice
-to make (docs/network.md).
+intensity order (jobs of equal intensity share a level: Crux's order cannot tell
+them apart); path selection is left to the topology: the clusters gpuflow
+models give each pair of nodes one path (NIC, ToR uplink; a Clos tier's ECMP
+uplinks are summed into one link, i.e. ideal spreading), so there is no choice to
+make (docs/network.md). Strict priority starves a level whose link the higher
+levels keep busy (their bursts together never end on an overloaded uplink); each
+job keeps `PRIORITY_FLOOR` of its rate alone, as the live enforcement does.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ from dataclasses import dataclass
 # Crux's testbed switches expose 8 priority queues; Crux reserves some for other
 # traffic and evaluates with a handful of levels (§6). gpuflow uses 4.
 PRIORITY_LEVELS = 4
+# A job's guaranteed share of its rate alone under any higher level: live, an HTB
+# class's rate beneath its priority, so that a lower level's TCP connections keep
+# their ACK clock (the netexp link measured priorities with this 1 % floor:
+# docs/network.md); in replay, `phases`' floor for the `priority` rule.
+PRIORITY_FLOOR = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +67,17 @@ def priorities(jobs: Sequence[Intensity], levels: int = PRIORITY_LEVELS) -> dict
     """Priority level per job, `levels - 1` (highest) for the most intense band.
 
     Jobs are ordered by intensity (ties: id) and cut into `levels` bands of equal
-    count (the first bands take the remainder)."""
+    count (the first bands take the remainder); a job as intense as the one before
+    it joins that one's band."""
     if levels < 1:
         raise ValueError(f"levels must be >= 1, got {levels}")
     order = sorted(jobs, key=lambda j: (-j.value, j.job_id))
     out: dict[str, int] = {}
     n = len(order)
+    band = 0
     for rank, job in enumerate(order):
-        band = rank * levels // n if n else 0
+        if rank == 0 or job.value != order[rank - 1].value:
+            band = rank * levels // n
         out[job.job_id] = levels - 1 - band
     return out
 

@@ -25,6 +25,9 @@ The network policy sets the phases' offsets and the sharing rule:
 | mltcp   | as fair | bytes-weighted (MLTCP) |
 | crux    | as fair | strict priority by GPU intensity (controller.network.crux) |
 | cassini | time-shifts from the affinity graph (controller.network.cassini) | max-min |
+
+Under crux each job keeps `crux.PRIORITY_FLOOR` of its rate alone whatever the
+higher levels send (the floor the operator enforces live).
 """
 
 from __future__ import annotations
@@ -164,6 +167,7 @@ def phase_job_rates(
                 s.links,
                 offset_s=offsets[s.job.job_id],
                 priority=levels.get(s.job.job_id, 0),
+                floor_gbps=crux.PRIORITY_FLOOR * s.alone_gbps if network == "crux" else 0.0,
             )
             for s in group
         ]

@@ -23,7 +23,11 @@ the union of its links: a ring sends exactly one flow of the job over each link)
 
 - `fair`: per-job max-min fairness over the links (progressive filling).
 - `priority`: strict priority by `PhaseJob.priority` (higher first), max-min within
-  a level, lower levels fill what is left (Crux §4.3, hardware priority queues).
+  a level, lower levels fill what is left (Crux §4.3, hardware priority queues);
+  before any level, every sender is guaranteed its `floor_gbps` (max-min up to it),
+  as the live enforcement does (an HTB class's rate under its priority, see
+  operators/network_phases.py): a job below levels whose bursts, together, never
+  leave its link idle still progresses instead of starving.
 - `mltcp`: weighted max-min, weight 1 + MLTCP_SLOPE x (fraction of the burst already
   sent): MLTCP (Rajasekaran et al., HotNets 2024, §3) scales a flow's congestion-window
   increase by a linear function of the bytes sent in its current iteration, so the
@@ -37,6 +41,7 @@ Units: time in s, sizes in MB (10^6 bytes), rates in Gbit/s (1 Gbit/s = 125 MB/s
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -67,7 +72,8 @@ class PhaseJob:
     over each of `links`, at most `max_gbps` (its rate alone; inf: the links decide).
 
     The job starts its first compute phase at `offset_s` (its time shift) and idles
-    before it. `priority` is used by the `priority` rule (higher goes first).
+    before it. `priority` is used by the `priority` rule (higher goes first), and so
+    is `floor_gbps`, the rate it is guaranteed whatever the higher levels send.
     """
 
     job_id: str
@@ -77,6 +83,7 @@ class PhaseJob:
     offset_s: float = 0.0
     priority: int = 0
     max_gbps: float = math.inf
+    floor_gbps: float = 0.0
 
     def __post_init__(self) -> None:
         if self.compute_s < 0 or not math.isfinite(self.compute_s):
@@ -85,6 +92,8 @@ class PhaseJob:
             raise ValueError(f"job {self.job_id}: comm_mb must be >= 0, got {self.comm_mb}")
         if self.offset_s < 0 or not math.isfinite(self.offset_s):
             raise ValueError(f"job {self.job_id}: offset_s must be >= 0, got {self.offset_s}")
+        if not 0 <= self.floor_gbps <= self.max_gbps:
+            raise ValueError(f"job {self.job_id}: floor_gbps must be in [0, max_gbps]")
         if self.compute_s == 0 and self.comm_mb == 0:
             raise ValueError(f"job {self.job_id}: an iteration needs compute_s or comm_mb > 0")
 
@@ -180,6 +189,17 @@ class _Run:
         # the periodic regime the same few sets recur, so each is filled once.
         self.memo: dict[tuple[tuple[int, int], ...], dict[int, float]] = {}
         self.contended_memo: dict[tuple[int, ...], set[int]] = {}
+        # A link only one job crosses is just a cap on that job's rate: filling runs
+        # over the shared links (a ring crossing 8 ToRs has ~40 links, its NICs
+        # private), each job capped by its private links and `max_gbps`.
+        uses = Counter(link for job in self.jobs for link in set(job.links))
+        self.shared = [
+            tuple(x for x in dict.fromkeys(job.links) if uses[x] > 1) for job in self.jobs
+        ]
+        self.solo_gbps = [
+            min([job.max_gbps, *(capacities[x] for x in job.links if uses[x] == 1)])
+            for job in self.jobs
+        ]
 
     def iterate(self, warmup: int, measured: int) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -298,33 +318,45 @@ class _Run:
         return cached
 
     def _fill_rules(self, senders: list[int], contended: set[int]) -> dict[int, float]:
-        residual = {link: self.capacities[link] for i in senders for link in self.jobs[i].links}
+        residual = {link: self.capacities[link] for i in senders for link in self.shared[i]}
         rates: dict[int, float] = {}
         if self.sharing == "priority":
+            floors = {i: min(self.jobs[i].floor_gbps, self.solo_gbps[i]) for i in senders}
+            if any(floors.values()):
+                rates = self._fill(senders, residual, contended, floors)
             levels = sorted({self.jobs[i].priority for i in senders}, reverse=True)
             for level in levels:
                 group = [i for i in senders if self.jobs[i].priority == level]
-                rates.update(self._fill(group, residual, contended))
+                room = {i: self.solo_gbps[i] - rates.get(i, 0.0) for i in group}
+                for i, more in self._fill(group, residual, contended, room).items():
+                    rates[i] = rates.get(i, 0.0) + more
         else:
             rates = self._fill(senders, residual, contended)
         return rates
 
     def _fill(
-        self, group: list[int], residual: dict[Hashable, float], contended: set[int]
+        self,
+        group: list[int],
+        residual: dict[Hashable, float],
+        contended: set[int],
+        caps: Mapping[int, float] | None = None,
     ) -> dict[int, float]:
-        """Weighted max-min on `residual` by progressive filling; `residual` is used up."""
+        """Weighted max-min on `residual` (the shared links) by progressive filling,
+        each job up to its cap (`caps`, else its private links' and `max_gbps`);
+        `residual` is used up."""
+        cap = caps if caps is not None else {i: self.solo_gbps[i] for i in group}
         rates = dict.fromkeys(group, 0.0)
         weight = {i: self._weight(i) if i in contended else 1.0 for i in group}
         open_ = set(group)
         while open_:
             demand: dict[Hashable, float] = {}
             for i in open_:
-                for link in self.jobs[i].links:
+                for link in self.shared[i]:
                     demand[link] = demand.get(link, 0.0) + weight[i]
-            level = min(residual[link] / w for link, w in demand.items())
-            # A job's own rate cap (its rate alone) can stop it before any link fills.
+            level = min((residual[link] / w for link, w in demand.items()), default=math.inf)
+            # A job's own cap (private links, its rate alone) can stop it first.
             for i in open_:
-                room = (self.jobs[i].max_gbps - rates[i]) / weight[i]
+                room = (cap[i] - rates[i]) / weight[i]
                 level = min(level, room)
             level = max(level, 0.0)
             for i in open_:
@@ -334,10 +366,8 @@ class _Run:
             frozen = {
                 i
                 for i in open_
-                if rates[i] >= self.jobs[i].max_gbps * (1 - 1e-12)
-                or any(
-                    residual[link] <= 1e-9 * self.capacities[link] for link in self.jobs[i].links
-                )
+                if rates[i] >= cap[i] * (1 - 1e-12)
+                or any(residual[link] <= 1e-9 * self.capacities[link] for link in self.shared[i])
             }
             if not frozen:
                 break

@@ -84,6 +84,46 @@ def test_strict_priority_behind_a_saturating_job_starves():
     assert got["hi"] == pytest.approx(0.008) and math.isinf(got["lo"])
 
 
+def test_a_floor_keeps_the_job_behind_a_saturating_level_moving():
+    got = periodic_iterations(
+        [
+            PhaseJob("hi", 0.0, 1.0, ("l",), priority=1),
+            PhaseJob("lo", 1.0, 1.0, ("l",), floor_gbps=0.1),
+        ],
+        {"l": 1.0},
+        "priority",
+    )
+    # lo sends its 1 MB at its floor (0.1 Gbit/s: 0.08 s); hi has the other 0.9.
+    assert got["lo"] == pytest.approx(1.0 + 1.0 / 125.0 / 0.1)
+    assert got["hi"] == pytest.approx(0.008, rel=0.15)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_under_priority_with_floors_every_burst_progresses(seed: int):
+    """Levels that together keep the links busy starve nobody who has a floor: each
+    job iterates at least as fast as its compute plus its burst at its floor."""
+    rng = random.Random(seed)
+    links = ["a", "b", "c"]
+    capacities = {link: 10.0 for link in links}
+    jobs = [
+        PhaseJob(
+            f"j{i}",
+            rng.choice([0.0, rng.uniform(0.01, 0.5)]),
+            rng.uniform(10.0, 300.0),
+            tuple(rng.sample(links, rng.randint(1, 3))),
+            offset_s=rng.uniform(0.0, 0.3),
+            priority=rng.randrange(4),
+            floor_gbps=0.1,
+        )
+        for i in range(rng.randint(3, 8))
+    ]
+    got = periodic_iterations(jobs, capacities, "priority")
+    for job in jobs:
+        bound = job.compute_s + job.comm_mb / 125.0 / job.floor_gbps
+        assert math.isfinite(got[job.job_id])
+        assert got[job.job_id] <= bound * (1 + 1e-6)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
