@@ -322,7 +322,7 @@ class Tiresias:
             alloc = job.allocation
             assert alloc is not None
             if pool.fits(alloc, job.spec.gpu_mem_mib):
-                pool.take(alloc, job.spec.gpu_mem_mib)
+                pool.claim(alloc, job.spec.gpu_mem_mib)
                 run[job.job_id] = alloc
                 continue
             round_.preempted.append(job)
@@ -356,7 +356,7 @@ class Tiresias:
             free = pool.total_free
             code = "Fragmented" if free >= need else "InsufficientGpus"
             return Reason(code, f"Q{q}: needs {need} GPUs; {free} are free, no placement fits")
-        pool.take(alloc, job.spec.gpu_mem_mib)
+        pool.claim(alloc, job.spec.gpu_mem_mib)  # a placer's allocation fits its pool
         round_.run[job.job_id] = alloc
         if q < len(self.thresholds_gpu_s):
             left = self.thresholds_gpu_s[q] - entry[6]

@@ -247,6 +247,13 @@ class GpuPool:
         """Remove an allocation's shares from the pool; raises if any does not fit."""
         if not self.fits(alloc, mem_mib):
             raise ValueError(f"allocation {alloc.gpus()} does not fit the free GPUs")
+        self.claim(alloc, mem_mib)
+
+    def claim(self, alloc: Allocation, mem_mib: int | None = None) -> None:
+        """`take` without its fit check, for an allocation already known to fit: the
+        starts of a plan `compile_plan` accepted (the simulator carries them out), a
+        job's own GPUs just tested with `fits`. A whole GPU that is not free still
+        raises (ValueError from the free list); a share is not checked."""
         mem = self._mem_cap_or(mem_mib)
         self._add_host(alloc, -1)
         for s in alloc.shares:
