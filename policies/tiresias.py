@@ -215,13 +215,15 @@ class Tiresias:
             jid, alloc = job.job_id, job.allocation
             assert alloc is not None
             promo = promotion_of(jid)
-            service = job.attained_gpu_s_at(now)
+            # job.attained_gpu_s_at(now) of a running job, without the method call.
+            weight = alloc.gpu_weight
+            service = job.attained_gpu_s + weight * (now - job.mark_s)
             if promo is not None:
                 service -= promo.attained_gpu_s
                 promotions[jid] = promo
             q = bisect_right(limits, service)
             if q < num_limits:  # attained service grows with GPUs held
-                crossing.append((now + (limits[q] - service) / alloc.gpu_weight, jid))
+                crossing.append((now + (limits[q] - service) / weight, jid))
             submit_s = job.spec.submit_s
             if q:
                 entry = entry_of(jid)

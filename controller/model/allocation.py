@@ -48,7 +48,21 @@ class Allocation:
 
     @classmethod
     def whole(cls, gpus: Iterable[tuple[int, int]]) -> Allocation:
-        return cls(tuple(GpuShare(n, g) for n, g in gpus))
+        """Whole GPUs, given as (node, GPU) tuples.
+
+        Every placement a placer makes comes through here (a replay at load makes
+        one per job started, several per round), so it skips the checks
+        `__post_init__` makes of any shares: a whole GPU's fraction is 1, and each
+        GPU's share is made once per process (`_WholeShares`)."""
+        shares = tuple(sorted(map(_whole_share, gpus)))
+        if not shares:
+            raise ValueError("an allocation holds at least one GPU share")
+        if len(set(shares)) != len(shares):
+            raise ValueError("an allocation names each GPU once")
+        alloc: Allocation = _new(cls)
+        _set(alloc, "shares", shares)
+        _set(alloc, "host", NO_HOST)
+        return alloc
 
     def with_host(self, host: HostRequest) -> Allocation:
         """These GPUs with `host` taken on each of their nodes."""
@@ -84,6 +98,21 @@ class Allocation:
 
     def gpus(self) -> tuple[tuple[int, int], ...]:
         return tuple((s.node, s.gpu) for s in self.shares)
+
+
+class _WholeShares(dict[tuple[int, int], GpuShare]):
+    """The whole share of each GPU named so far, by (node, GPU): at most one entry
+    per GPU of the clusters a process replays."""
+
+    def __missing__(self, gpu: tuple[int, int]) -> GpuShare:
+        node, index = gpu
+        share = self[gpu] = GpuShare(node, index)
+        return share
+
+
+_whole_share = _WholeShares().__getitem__
+_new = object.__new__
+_set = object.__setattr__  # a frozen dataclass's fields are set so, as its __init__ does
 
 
 class GpuPool:
