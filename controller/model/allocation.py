@@ -7,6 +7,7 @@ gang attempt costs nothing (Volcano's statement, committed or discarded whole).
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -283,8 +284,14 @@ class GpuPool:
         starts of a plan `compile_plan` accepted (the simulator carries them out), a
         job's own GPUs just tested with `fits`. A whole GPU that is not free still
         raises (ValueError from the free list); a share is not checked."""
+        if self._cpu_free is not None:
+            self._add_host(alloc, -1)
+        if not alloc.shared:  # whole GPUs: every start in a replay without packing
+            remove = self._remove_whole
+            for node, gpu, _ in alloc.shares:
+                remove(node, gpu)
+            return
         mem = self._mem_cap_or(mem_mib)
-        self._add_host(alloc, -1)
         for s in alloc.shares:
             key = (s.node, s.gpu)
             if s.fraction >= 1.0:
@@ -299,8 +306,14 @@ class GpuPool:
 
     def release(self, alloc: Allocation, mem_mib: int | None = None) -> None:
         """Give an allocation's shares back to the pool."""
+        if self._cpu_free is not None:
+            self._add_host(alloc, 1)
+        if not alloc.shared:
+            add = self._add_whole
+            for node, gpu, _ in alloc.shares:
+                add(node, gpu)
+            return
         mem = self._mem_cap_or(mem_mib)
-        self._add_host(alloc, 1)
         for s in alloc.shares:
             key = (s.node, s.gpu)
             if s.fraction >= 1.0 or key not in self._shared_frac:
@@ -373,13 +386,12 @@ class GpuPool:
 
     def _add_whole(self, node: int, gpu: int) -> None:
         free = self._free[node]
-        if gpu in free or (node, gpu) in self._fenced:
+        if gpu in free or (self._fenced and (node, gpu) in self._fenced):
             raise ValueError(f"GPU {node}/{gpu} released twice")
         if self._cordoned and node in self._cordoned:
             self._fenced.add((node, gpu))
             return
         self.buckets[len(free)].discard(node)
-        free.append(gpu)
-        free.sort()
+        insort(free, gpu)
         self.buckets[len(free)].add(node)
         self.total_free += 1
