@@ -226,7 +226,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
 # replay (CPython's default: 700). A replay allocates views, allocations and
 # events by the million and keeps few of them; at the default, collections took 6 %
 # of a Tiresias replay's CPU (the first 20,000 stand-in jobs on 32x8,
-# docs/benchmarks.md "Fourth pass"), and 1.5 % at this threshold. Reference counting
+# docs/benchmarks.md "Fourth pass"), and 1.4 % at this threshold. Reference counting
 # still frees what is not cyclic at once.
 REPLAY_GC_THRESHOLD = 50_000
 

@@ -66,7 +66,7 @@ from functools import cache
 from itertools import chain, pairwise
 from typing import Any
 
-from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model import Allocation, GpuPool, JobStatus, JobView, Plan, Reason, Snapshot
 from controller.model.catalog import resolve
 from policies.gittins import ServiceDistribution
 from policies.tiresias_waiting import (
@@ -113,6 +113,8 @@ class TiresiasState:
 
 
 _NO_STATE = TiresiasState()
+# `JobView.running` without the property call, in the walk over every running job.
+_RUNNING = JobStatus.RUNNING
 
 
 @dataclass(frozen=True)
@@ -272,14 +274,14 @@ class Tiresias:
             for entry in heapq.merge(running, kept.buckets[q]):
                 job, need = entry[4], entry[5]
                 if need > budget:
-                    if job.running:
+                    if job.status is _RUNNING:
                         round_.dropped.append((q, job))
                     else:
                         round_.passed.append((q, entry))
                     continue
                 budget -= need
                 round_.lowest_admitted = q
-                if not job.running:
+                if job.status is not _RUNNING:
                     round_.admitted.append((q, entry))
                 if budget == 0:
                     round_.rest.append((q, entry))

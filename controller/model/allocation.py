@@ -63,6 +63,12 @@ class Allocation:
         alloc: Allocation = _new(cls)
         _set(alloc, "shares", shares)
         _set(alloc, "host", NO_HOST)
+        # What the cached properties would compute, known here (a sum of 1.0s is
+        # exact): the policies, the pool and the rate model read them at once.
+        cached = alloc.__dict__
+        cached["num_gpus"] = len(shares)
+        cached["gpu_weight"] = float(len(shares))
+        cached["shared"] = False
         return alloc
 
     def with_host(self, host: HostRequest) -> Allocation:
@@ -72,7 +78,7 @@ class Allocation:
     def __iter__(self) -> Iterator[GpuShare]:
         return iter(self.shares)
 
-    @property
+    @cached_property
     def num_gpus(self) -> int:
         return len(self.shares)
 
