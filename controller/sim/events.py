@@ -27,7 +27,7 @@ from controller.sim.job import SimJob
 FINISH, NODE, WAKE, RERATE = 0, 1, 2, 3
 
 # The least heap size at which outdated events are swept out (`EventQueue.next_s`):
-# below it a sweep costs more than the pops it saves.
+# a floor, not tuned, so that a small replay's heap is never swept.
 SWEEP_AT_LEAST = 4096
 
 
@@ -64,8 +64,9 @@ class EventQueue:
         """Drop every outdated finish and re-rate event, not only those at the top.
 
         Each start, stop and re-rate leaves its job's previous finish event in the
-        heap until its time comes (under Gandiva's time-slicing, tens of thousands
-        of them), and every push and pop pays for the heap's depth. The events left
+        heap until its time comes (under Gandiva's time-slicing, up to 10,869 in the
+        heap in the first 3,000 stand-in jobs on 32x8), and every push and pop pays
+        for the heap's depth. The events left
         keep their (time, kind, sequence) keys, so they come out in the same order.
         Swept again once the heap has doubled: amortised, a constant per push."""
         live = []
