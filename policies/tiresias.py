@@ -66,7 +66,7 @@ from functools import cache
 from itertools import chain, pairwise
 from typing import Any
 
-from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model import Allocation, GpuPool, JobStatus, JobView, Plan, Reason, Snapshot
 from controller.model.catalog import resolve
 from policies.gittins import ServiceDistribution
 from policies.tiresias_waiting import (
@@ -113,6 +113,8 @@ class TiresiasState:
 
 
 _NO_STATE = TiresiasState()
+# `JobView.running` without the property call, in the walk over every running job.
+_RUNNING = JobStatus.RUNNING
 
 
 @dataclass(frozen=True)
@@ -215,13 +217,15 @@ class Tiresias:
             jid, alloc = job.job_id, job.allocation
             assert alloc is not None
             promo = promotion_of(jid)
-            service = job.attained_gpu_s_at(now)
+            # job.attained_gpu_s_at(now) of a running job, without the method call.
+            weight = alloc.gpu_weight
+            service = job.attained_gpu_s + weight * (now - job.mark_s)
             if promo is not None:
                 service -= promo.attained_gpu_s
                 promotions[jid] = promo
             q = bisect_right(limits, service)
             if q < num_limits:  # attained service grows with GPUs held
-                crossing.append((now + (limits[q] - service) / alloc.gpu_weight, jid))
+                crossing.append((now + (limits[q] - service) / weight, jid))
             submit_s = job.spec.submit_s
             if q:
                 entry = entry_of(jid)
@@ -270,14 +274,14 @@ class Tiresias:
             for entry in heapq.merge(running, kept.buckets[q]):
                 job, need = entry[4], entry[5]
                 if need > budget:
-                    if job.running:
+                    if job.status is _RUNNING:
                         round_.dropped.append((q, job))
                     else:
                         round_.passed.append((q, entry))
                     continue
                 budget -= need
                 round_.lowest_admitted = q
-                if not job.running:
+                if job.status is not _RUNNING:
                     round_.admitted.append((q, entry))
                 if budget == 0:
                     round_.rest.append((q, entry))
@@ -322,7 +326,7 @@ class Tiresias:
             alloc = job.allocation
             assert alloc is not None
             if pool.fits(alloc, job.spec.gpu_mem_mib):
-                pool.take(alloc, job.spec.gpu_mem_mib)
+                pool.claim(alloc, job.spec.gpu_mem_mib)
                 run[job.job_id] = alloc
                 continue
             round_.preempted.append(job)
@@ -356,7 +360,7 @@ class Tiresias:
             free = pool.total_free
             code = "Fragmented" if free >= need else "InsufficientGpus"
             return Reason(code, f"Q{q}: needs {need} GPUs; {free} are free, no placement fits")
-        pool.take(alloc, job.spec.gpu_mem_mib)
+        pool.claim(alloc, job.spec.gpu_mem_mib)  # a placer's allocation fits its pool
         round_.run[job.job_id] = alloc
         if q < len(self.thresholds_gpu_s):
             left = self.thresholds_gpu_s[q] - entry[6]

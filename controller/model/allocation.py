@@ -7,6 +7,7 @@ gang attempt costs nothing (Volcano's statement, committed or discarded whole).
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -48,7 +49,27 @@ class Allocation:
 
     @classmethod
     def whole(cls, gpus: Iterable[tuple[int, int]]) -> Allocation:
-        return cls(tuple(GpuShare(n, g) for n, g in gpus))
+        """Whole GPUs, given as (node, GPU) tuples.
+
+        Every placement a placer makes comes through here (a replay at load makes
+        one per job started, several per round), so it skips the checks
+        `__post_init__` makes of any shares: a whole GPU's fraction is 1, and each
+        GPU's share is made once per process (`_WholeShares`)."""
+        shares = tuple(sorted(map(_whole_share, gpus)))
+        if not shares:
+            raise ValueError("an allocation holds at least one GPU share")
+        if len(set(shares)) != len(shares):
+            raise ValueError("an allocation names each GPU once")
+        alloc: Allocation = _new(cls)
+        _set(alloc, "shares", shares)
+        _set(alloc, "host", NO_HOST)
+        # What the cached properties would compute, known here (a sum of 1.0s is
+        # exact): the policies, the pool and the rate model read them at once.
+        cached = alloc.__dict__
+        cached["num_gpus"] = len(shares)
+        cached["gpu_weight"] = float(len(shares))
+        cached["shared"] = False
+        return alloc
 
     def with_host(self, host: HostRequest) -> Allocation:
         """These GPUs with `host` taken on each of their nodes."""
@@ -57,7 +78,7 @@ class Allocation:
     def __iter__(self) -> Iterator[GpuShare]:
         return iter(self.shares)
 
-    @property
+    @cached_property
     def num_gpus(self) -> int:
         return len(self.shares)
 
@@ -84,6 +105,21 @@ class Allocation:
 
     def gpus(self) -> tuple[tuple[int, int], ...]:
         return tuple((s.node, s.gpu) for s in self.shares)
+
+
+class _WholeShares(dict[tuple[int, int], GpuShare]):
+    """The whole share of each GPU named so far, by (node, GPU): at most one entry
+    per GPU of the clusters a process replays."""
+
+    def __missing__(self, gpu: tuple[int, int]) -> GpuShare:
+        node, index = gpu
+        share = self[gpu] = GpuShare(node, index)
+        return share
+
+
+_whole_share = _WholeShares().__getitem__
+_new = object.__new__
+_set = object.__setattr__  # a frozen dataclass's fields are set so, as its __init__ does
 
 
 class GpuPool:
@@ -247,8 +283,21 @@ class GpuPool:
         """Remove an allocation's shares from the pool; raises if any does not fit."""
         if not self.fits(alloc, mem_mib):
             raise ValueError(f"allocation {alloc.gpus()} does not fit the free GPUs")
+        self.claim(alloc, mem_mib)
+
+    def claim(self, alloc: Allocation, mem_mib: int | None = None) -> None:
+        """`take` without its fit check, for an allocation already known to fit: the
+        starts of a plan `compile_plan` accepted (the simulator carries them out), a
+        job's own GPUs just tested with `fits`. A whole GPU that is not free still
+        raises (ValueError from the free list); a share is not checked."""
+        if self._cpu_free is not None:
+            self._add_host(alloc, -1)
+        if not alloc.shared:  # whole GPUs: every start in a replay without packing
+            remove = self._remove_whole
+            for node, gpu, _ in alloc.shares:
+                remove(node, gpu)
+            return
         mem = self._mem_cap_or(mem_mib)
-        self._add_host(alloc, -1)
         for s in alloc.shares:
             key = (s.node, s.gpu)
             if s.fraction >= 1.0:
@@ -263,8 +312,14 @@ class GpuPool:
 
     def release(self, alloc: Allocation, mem_mib: int | None = None) -> None:
         """Give an allocation's shares back to the pool."""
+        if self._cpu_free is not None:
+            self._add_host(alloc, 1)
+        if not alloc.shared:
+            add = self._add_whole
+            for node, gpu, _ in alloc.shares:
+                add(node, gpu)
+            return
         mem = self._mem_cap_or(mem_mib)
-        self._add_host(alloc, 1)
         for s in alloc.shares:
             key = (s.node, s.gpu)
             if s.fraction >= 1.0 or key not in self._shared_frac:
@@ -337,13 +392,12 @@ class GpuPool:
 
     def _add_whole(self, node: int, gpu: int) -> None:
         free = self._free[node]
-        if gpu in free or (node, gpu) in self._fenced:
+        if gpu in free or (self._fenced and (node, gpu) in self._fenced):
             raise ValueError(f"GPU {node}/{gpu} released twice")
         if self._cordoned and node in self._cordoned:
             self._fenced.add((node, gpu))
             return
         self.buckets[len(free)].discard(node)
-        free.append(gpu)
-        free.sort()
+        insort(free, gpu)
         self.buckets[len(free)].add(node)
         self.total_free += 1

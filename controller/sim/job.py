@@ -13,6 +13,7 @@ and stops) and controller.sim.speed (its rate); read by the rest of the package.
 from __future__ import annotations
 
 from controller.model import Allocation, JobSpec, JobStatus, JobView
+from controller.model.job import model_view
 
 
 class SimJob:
@@ -76,23 +77,22 @@ class SimJob:
 
     def view(self) -> JobView:
         if self.view_cache is None:
-            self.view_cache = JobView(
-                job_id=self.spec.job_id,
-                spec=self.spec,
-                status=self.status,
-                allocation=self.allocation,
-                mark_s=self.mark_s,
-                attained_gpu_s=self.attained_gpu_s,
-                executed_s=self.executed_s,
-                done_iters=self.done_iters,
-                total_iters=self.total_iters,
-                rate_ips=self.rate_ips,
-                resume_s=self.resume_s,
-                nominal_rate_ips=self.nominal_rate_ips,
-                first_start_s=self.first_start_s,
-                waiting_since_s=self.waiting_since_s,
-                restarts=self.restarts,
-                batch_size=self.batch_size,
+            self.view_cache = model_view(
+                self.spec,
+                self.status,
+                self.allocation,
+                self.mark_s,
+                self.attained_gpu_s,
+                self.executed_s,
+                self.done_iters,
+                self.total_iters,
+                self.rate_ips,
+                self.resume_s,
+                self.nominal_rate_ips,
+                self.first_start_s,
+                self.waiting_since_s,
+                self.restarts,
+                self.batch_size,
             )
         return self.view_cache
 

@@ -88,7 +88,8 @@ class JobRuns:
             if a.starts:
                 assert a.allocation is not None
                 job = active[a.job_id]
-                self.pool.take(a.allocation, job.spec.gpu_mem_mib)
+                # compile_plan checked it against this pool, every stop released.
+                self.pool.claim(a.allocation, job.spec.gpu_mem_mib)
                 job.batch_size = a.batch_size
                 self.start(job, a.allocation)
 
