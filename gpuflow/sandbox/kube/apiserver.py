@@ -79,6 +79,7 @@ class KubeServer:
             client.close()
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.cut_connections()
         if self._thread is not None:
             self._thread.join()
         self._tmp.cleanup()

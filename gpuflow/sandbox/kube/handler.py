@@ -11,6 +11,7 @@ becomes its `Status` body.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import select
@@ -96,7 +97,31 @@ class KubeHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], kube: Served) -> None:
         self.kube = kube
+        # The connections being served: a kept-alive client connection holds its
+        # thread in a blocking read after the server stops, until it is cut.
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         super().__init__(address, Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def cut_connections(self) -> None:
+        """End every connection still open (the server has stopped accepting): each
+        handler thread reads end-of-file, returns and closes its socket, so a stopped
+        server leaves neither threads nor file descriptors behind."""
+        with self._open_lock:
+            open_now = list(self._open)
+        for sock in open_now:
+            with contextlib.suppress(OSError):  # already closed by its thread
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -328,9 +353,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def _client_gone(self) -> bool:
         """A watcher that hung up: its socket reads as closed (nothing else is sent)."""
+        # poll(), not select(): select() refuses a descriptor past FD_SETSIZE (1024),
+        # which a long test session's process reaches.
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            poller = select.poll()
+            poller.register(self.connection, select.POLLIN)
+            return bool(poller.poll(0)) and self.connection.recv(1, socket.MSG_PEEK) == b""
         except OSError:
             return True
 
