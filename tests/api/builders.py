@@ -12,8 +12,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 from sqlalchemy.exc import OperationalError
 
+from api.db import make_engine
+from api.migrations import upgrade
 from api.models import User
 from api.security import issue_token
+from api.settings import Settings
 from tests import waiting
 
 
@@ -70,3 +73,20 @@ def statements_failing(engine: Engine, prefix: str, containing: str = "") -> Ite
         yield
     finally:
         event.remove(engine, "before_cursor_execute", fail)
+
+
+def migrated_sqlite(data_dir: Path, **overrides: Any) -> Settings:
+    """Local-mode settings on a fresh, migrated SQLite database in `data_dir`: a 2x4
+    cluster, 100 times the wall clock, a round whenever the clock moves, unless
+    `overrides` say otherwise."""
+    values: dict[str, Any] = {
+        "cluster": "2x4",
+        "time_scale": 100.0,
+        "round_interval_s": 0.0,
+        "sync_interval_s": 0.05,
+    }
+    settings = Settings(data_dir=data_dir, **{**values, **overrides})
+    engine = make_engine(settings)
+    upgrade(engine)
+    engine.dispose()
+    return settings

@@ -20,12 +20,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.db import make_engine
-from api.migrations import upgrade
 from api.settings import Settings
 from controller.traces import write_canonical
 from controller.traces.synthetic import generate
-from tests.api.builders import auth
+from tests.api.builders import auth, migrated_sqlite
 from tests.postgres import RUN_ID, migrated_database, truncate_all
 
 REDIS_URL = os.environ.get("GPUFLOW_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -60,17 +58,7 @@ def pg_settings(pg_url: str, session_dir: Path) -> Iterator[Settings]:
 
 @pytest.fixture()
 def sqlite_settings(tmp_path: Path) -> Settings:
-    settings = Settings(
-        data_dir=tmp_path,
-        cluster="2x4",
-        time_scale=100.0,
-        round_interval_s=0.0,
-        sync_interval_s=0.05,
-    )
-    engine = make_engine(settings)
-    upgrade(engine)
-    engine.dispose()
-    return settings
+    return migrated_sqlite(tmp_path)
 
 
 @pytest.fixture()

@@ -15,10 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.db import make_engine
-from api.migrations import upgrade
-from api.settings import Settings
-from tests.api.builders import auth, submit, wait_for
+from tests.api.builders import auth, migrated_sqlite, submit, wait_for
 
 JOBS = "/api/v1/jobs"
 
@@ -27,16 +24,7 @@ JOBS = "/api/v1/jobs"
 def slow_rounds(tmp_path: Path) -> Iterator[TestClient]:
     """One 4-GPU node, a round every 60 simulated seconds (3 s of wall time): the
     ticker (every 50 ms) records a new job well before the round that decides it."""
-    settings = Settings(
-        data_dir=tmp_path,
-        cluster="1x4",
-        time_scale=20.0,
-        round_interval_s=60.0,
-        sync_interval_s=0.05,
-    )
-    engine = make_engine(settings)
-    upgrade(engine)
-    engine.dispose()
+    settings = migrated_sqlite(tmp_path, cluster="1x4", time_scale=20.0, round_interval_s=60.0)
     with TestClient(create_app(settings)) as client:
         yield client
 
