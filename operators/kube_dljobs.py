@@ -11,6 +11,7 @@ with its resourceVersion, and on 409 Conflict computed again from a fresh read.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
 
@@ -60,23 +61,16 @@ class DLJobCalls(KubeCalls):
 
     def replace_dljob(self, obj: Obj) -> Obj:
         """Replace a DLJob's metadata and spec (finalizers); needs its resourceVersion."""
-        meta = obj["metadata"]
-        fn = self.custom.replace_namespaced_custom_object
-        with self._call("update", crd.PLURAL):
-            return read_json(
-                fn(
-                    **crd_args(),
-                    namespace=meta["namespace"],
-                    name=meta["name"],
-                    body=obj,
-                    _preload_content=False,
-                )
-            )
+        return self._replace(self.custom.replace_namespaced_custom_object, crd.PLURAL, obj)
 
     def replace_dljob_status(self, obj: Obj) -> Obj:
-        meta = obj["metadata"]
         fn = self.custom.replace_namespaced_custom_object_status
-        with self._call("update", f"{crd.PLURAL}/status"):
+        return self._replace(fn, f"{crd.PLURAL}/status", obj)
+
+    def _replace(self, fn: Callable[..., Any], resource: str, obj: Obj) -> Obj:
+        """PUT `obj` (the DLJob or its status subresource) where its metadata names."""
+        meta = obj["metadata"]
+        with self._call("update", resource):
             return read_json(
                 fn(
                     **crd_args(),
