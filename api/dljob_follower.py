@@ -19,7 +19,7 @@ once:
 - a DLJob still there whose row is Cancelled is handed to the reaper, once the batch
   is committed, so a cancel whose delete failed or never ran ends with the DLJob gone.
 
-Made and started by cluster mode's backend (api.cluster.KubeBackend), which also
+Made and started by cluster mode's backend (api.cluster.ClusterModeBackend), which also
 reads its Node and DLJob informer caches.
 """
 

@@ -1,7 +1,7 @@
 """Ending a job row exactly once: one atomic UPDATE, then its event.
 
 Cluster mode's two writers of job rows call it: the cancel
-(api.cluster.KubeBackend.cancel) and the follower (api.dljob_follower.Follower) when
+(api.cluster.ClusterModeBackend.cancel) and the follower (api.dljob_follower.Follower) when
 a DLJob is deleted or found gone. The follower also reads `TERMINAL` (statuses never
 written again) and `rowcount` for its own compare-and-set updates.
 """

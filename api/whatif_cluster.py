@@ -1,6 +1,6 @@
 """What if in cluster mode: the live state read from the DLJobs and Nodes the API follows.
 
-Called by api.whatif.observe when the backend is api.cluster.KubeBackend. The
+Called by api.whatif.observe when the backend is api.cluster.ClusterModeBackend. The
 follower's informer caches (api.dljob_follower.Follower) hold every DLJob and Node;
 `live_state` (pure) turns them into controller.whatif's LiveState the way the
 operator's views do (operators/views.py), with what the API cannot see approximated
@@ -45,9 +45,9 @@ OPERATOR_DEFAULTS = OperatorConfig(identity="")
 
 
 def observe_cluster(backend: object, settings: Settings, active_policy: str | None) -> Observed:
-    from api.cluster import KubeBackend
+    from api.cluster import ClusterModeBackend
 
-    assert isinstance(backend, KubeBackend)
+    assert isinstance(backend, ClusterModeBackend)
     follower = backend.follower
     return live_state(
         follower.dljobs.items(), follower.nodes.items(), backend.now_s(), active_policy
