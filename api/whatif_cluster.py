@@ -33,7 +33,7 @@ from operators.resources import (
     PREEMPTED,
     RUNNING,
     SUSPENDED,
-    TERMINAL,
+    TERMINAL_PHASES,
     database_id,
     job_spec,
     parse_time,
@@ -63,7 +63,7 @@ def live_state(
     statuses: dict[str, str] = {}
     skipped = guessed = unplaced = 0
     for obj in dljobs:
-        if obj["metadata"].get("deletionTimestamp") or phase_of(obj) in TERMINAL:
+        if obj["metadata"].get("deletionTimestamp") or phase_of(obj) in TERMINAL_PHASES:
             continue
         try:
             spec = job_spec(obj)

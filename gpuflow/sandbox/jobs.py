@@ -20,12 +20,11 @@ import yaml
 from gpuflow.sandbox.cluster import Sandbox, SandboxError
 from operators import crd
 from operators.kube import KubeApi
-from operators.resources import metrics_secret_name
+from operators.resources import TERMINAL_PHASES, metrics_secret_name
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-TERMINAL = ("Succeeded", "Failed")  # DLJob phases `run_jobs` waits for
 SECRET_TIMEOUT_S = 15.0  # the service adopting a new DLJob (its metrics Secret)
 SUMMARY_SLACK_S = 0.5  # past the summary interval: the service's writer thread and write
 
@@ -73,7 +72,7 @@ def run_jobs(sandbox: Sandbox, jobs: list[Obj], timeout_s: float) -> tuple[list[
     deadline = time.monotonic() + timeout_s
     while True:
         current = [api.get_dljob(ns, name) for ns, name in keys]
-        done = all((j.get("status") or {}).get("phase") in TERMINAL for j in current)
+        done = all((j.get("status") or {}).get("phase") in TERMINAL_PHASES for j in current)
         if not done and time.monotonic() <= deadline:
             time.sleep(0.2)
             continue
