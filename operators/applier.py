@@ -2,12 +2,13 @@
 why each waiting job waits.
 
 Called by KubeBackend.apply (operators/backend.py) with the `Round` its observe()
-saw and the actions controller.actions.compile_plan made of the plan. Every stop goes
-before every start (operators/lifecycle.py stops the pods); a new batch size is
+saw and the actions controller.actions.compile_plan made of the plan. Every stop
+goes before every start (operators/lifecycle.py stops the pods); a new batch size is
 written in place; a start makes pods only if their GPU shares fit next to every
-unfinished pod in the pod cache (`Occupancy`), else the job stays admitted and says
-what it waits for. Then the queue positions due (operators/queue_status.py) are
-staged and each waiting job's reason written, all through the operator's Writer.
+unfinished pod in the pod cache (`Occupancy`), else the job keeps waiting and its
+reason says what it waits for. Then the queue positions due
+(operators/queue_status.py) are staged and each waiting job's reason written, all
+through the operator's Writer.
 """
 
 from __future__ import annotations
