@@ -20,7 +20,7 @@ def make_backend(
     """Cluster mode when a kubeconfig or in-cluster config is set; else local mode's
     LiveCluster when settings.live; else none (API-only)."""
     if settings.cluster_mode:
-        from api.cluster import KubeBackend  # the kubernetes client only when needed
+        from api.cluster import ClusterModeBackend  # the kubernetes client only when needed
 
-        return KubeBackend(settings, sessions)
+        return ClusterModeBackend(settings, sessions)
     return LocalBackend(local) if local is not None else None

@@ -3,7 +3,7 @@
 Two implementations, chosen by `api.backend_factory.make_backend` from the settings:
 
 - `LocalBackend` (local mode, api.local): the simulator on the wall clock;
-- `KubeBackend` (cluster mode, api.cluster, with GPUFLOW_KUBECONFIG or
+- `ClusterModeBackend` (cluster mode, api.cluster, with GPUFLOW_KUBECONFIG or
   GPUFLOW_IN_CLUSTER): each job is a DLJob the operator schedules, followed to
   record its history.
 

@@ -1,6 +1,6 @@
 """Cluster mode: jobs are DLJobs on Kubernetes; the job database follows them.
 
-`KubeBackend` (api.backends.JobBackend; made by api.backend_factory when the service
+`ClusterModeBackend` (api.backends.JobBackend; made by api.backend_factory when the service
 has a kubeconfig or runs in a cluster) creates a DLJob for each REST submission — in
 settings.kube_namespace, labelled with the submitter's tenant and the job's database
 id, the row keeping the DLJob's namespace, name and uid. A cancel is committed first
@@ -56,7 +56,7 @@ from operators.resources import metrics_secret_name
 log = logging.getLogger(__name__)
 
 
-class KubeBackend:
+class ClusterModeBackend:
     """Cluster mode's JobBackend: DLJobs for jobs, a Follower for their history."""
 
     mode = "cluster"

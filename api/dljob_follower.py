@@ -19,7 +19,7 @@ once:
 - a DLJob still there whose row is Cancelled is handed to the reaper, once the batch
   is committed, so a cancel whose delete failed or never ran ends with the DLJob gone.
 
-Made and started by cluster mode's backend (api.cluster.KubeBackend), which also
+Made and started by cluster mode's backend (api.cluster.ClusterModeBackend), which also
 reads its Node and DLJob informer caches.
 """
 
@@ -39,8 +39,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.dljob_adoption import adopt, epoch_s
 from api.dljob_history import record
 from api.dljob_reaper import DLJobRef, Reaper
-from api.job_close import TERMINAL, close, rowcount
-from api.models import Job, JobEvent
+from api.job_close import close, rowcount
+from api.models import TERMINAL_STATUSES, Job, JobEvent
 from operators.informer import Informer, Key, key_of
 from operators.kube import ApiException, KubeApi, Obj, Resource
 from operators.resources import JOB_DB_ID, LABEL_JOB_ID, foreign_id
@@ -203,7 +203,7 @@ class Follower:
     def _seen(self, session: Session, obj: Obj) -> None:
         for _ in range(CAS_TRIES):
             row = self._row(session, obj) or adopt(self.api, session, obj)
-            if row.status in TERMINAL:
+            if row.status in TERMINAL_STATUSES:
                 if row.status == "Cancelled" and not obj["metadata"].get("deletionTimestamp"):
                     self._cancelled.append(DLJobRef.of_obj(obj))
                 return
@@ -227,7 +227,7 @@ class Follower:
             same = Job.dljob_version.is_(None) if seen is None else Job.dljob_version == seen
             result = session.execute(
                 update(Job)
-                .where(Job.id == row.id, Job.status.not_in(TERMINAL), same)
+                .where(Job.id == row.id, Job.status.not_in(TERMINAL_STATUSES), same)
                 .values(**values)
                 .execution_options(synchronize_session=False)
             )
@@ -250,7 +250,7 @@ class Follower:
 
     def _deleted(self, session: Session, obj: Obj) -> None:
         row = self._row(session, obj)
-        if row is None or row.status in TERMINAL:
+        if row is None or row.status in TERMINAL_STATUSES:
             return
         when = obj["metadata"].get("deletionTimestamp")
         at_s = epoch_s(when) if when else time.time()
@@ -261,7 +261,7 @@ class Follower:
         """After a (re)list: close the rows whose DLJob is gone for good."""
         uids = {o["metadata"]["uid"] for o in items}
         names = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in items}
-        query = select(Job).where(Job.dljob_name.is_not(None), Job.status.not_in(TERMINAL))
+        query = select(Job).where(Job.dljob_name.is_not(None), Job.status.not_in(TERMINAL_STATUSES))
         for row in session.scalars(query.with_for_update()).all():
             present = (
                 row.dljob_uid in uids

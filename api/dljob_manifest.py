@@ -1,6 +1,6 @@
 """The DLJob made for a REST submission in cluster mode: its name and manifest.
 
-Called by api.cluster.KubeBackend.submit (the service's tests read the manifests back
+Called by api.cluster.ClusterModeBackend.submit (the service's tests read the manifests back
 from the test Kubernetes API server, tests/api/test_cluster_mode.py).
 """
 

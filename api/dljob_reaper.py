@@ -1,7 +1,7 @@
 """Cluster mode: deleting the DLJobs of cancelled jobs until Kubernetes has them gone.
 
 A cancel is committed first (the job's row Cancelled with its event, in
-api.cluster.KubeBackend.cancel) and its DLJob deleted afterwards, so the answer to a
+api.cluster.ClusterModeBackend.cancel) and its DLJob deleted afterwards, so the answer to a
 cancel never depends on Kubernetes and a cancel answered is never undone. What may
 then be left is a DLJob whose row is Cancelled: the delete failed (the Kubernetes API
 refused or was unreachable), or the service stopped between the commit and the

@@ -1,9 +1,9 @@
 """Ending a job row exactly once: one atomic UPDATE, then its event.
 
 Cluster mode's two writers of job rows call it: the cancel
-(api.cluster.KubeBackend.cancel) and the follower (api.dljob_follower.Follower) when
-a DLJob is deleted or found gone. The follower also reads `TERMINAL` (statuses never
-written again) and `rowcount` for its own compare-and-set updates.
+(api.cluster.ClusterModeBackend.cancel) and the follower (api.dljob_follower.Follower) when
+a DLJob is deleted or found gone. The follower also reads `rowcount` for its own
+compare-and-set updates.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from typing import Any
 from sqlalchemy import func, update
 from sqlalchemy.orm import Session
 
-from api.models import Job, JobEvent
-
-TERMINAL = ("Succeeded", "Failed", "Cancelled")
+from api.models import TERMINAL_STATUSES, Job, JobEvent
 
 
 def close(session: Session, job_id: str, status: str, kind: str, at_s: float, detail: str) -> bool:
@@ -23,7 +21,7 @@ def close(session: Session, job_id: str, status: str, kind: str, at_s: float, de
     not, only the first writes its event); False if it had ended already."""
     result = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.status.not_in(TERMINAL))
+        .where(Job.id == job_id, Job.status.not_in(TERMINAL_STATUSES))
         .values(
             status=status,
             reason_code=None,

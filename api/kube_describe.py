@@ -1,6 +1,6 @@
 """Cluster mode's cluster view: the Nodes the agents publish and the DLJobs' allocations.
 
-Called by `api.cluster.KubeBackend.describe` with the informers' current Nodes and
+Called by `api.cluster.ClusterModeBackend.describe` with the informers' current Nodes and
 DLJobs. Each running DLJob's `status.allocation.shares` (node, GPU index, UUID,
 fraction: operators/pods.py `ShareRecord`, written by the operator) says which GPU
 it holds; each Node's `gpuflow.dev/gpu-status` annotation (operators/agent) gives

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.group_commit import SubmitWriter
 from api.history import EventRecord, Seen, row_values, transition_events
-from api.models import Job, JobEvent
+from api.models import TERMINAL_STATUSES, Job, JobEvent
 from api.quota_tree import DbQueueStore, Item, checked_tree
 from api.settings import Settings
 from controller.decisions import Displacement
@@ -41,8 +41,7 @@ from controller.spec import load_cluster
 from policies.registry import make_policy
 
 log = logging.getLogger(__name__)
-TERMINAL = ("Succeeded", "Failed", "Cancelled")
-FINISHED = frozenset(JobStatus(s) for s in TERMINAL)
+FINISHED = frozenset(JobStatus(s) for s in TERMINAL_STATUSES)
 # A waiting job whose reason keeps its code but not its message ("and 41 more behind",
 # "3 are free") has its row rewritten at most this often, as the operator does
 # (operators/writer.py): every round would rewrite every waiting row as the queue moves.
@@ -284,7 +283,7 @@ class LocalMode:
 
     def _resubmit_unfinished(self) -> None:
         with self._sessions() as session:
-            jobs = session.scalars(select(Job).where(Job.status.not_in(TERMINAL))).all()
+            jobs = session.scalars(select(Job).where(Job.status.not_in(TERMINAL_STATUSES))).all()
             for job in jobs:
                 placed = self.submit(job)
                 job.status, job.progress, job.nodes = JobStatus.QUEUED.value, 0.0, ""

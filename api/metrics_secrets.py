@@ -4,7 +4,7 @@
 in the DLJob's namespace, labelled gpuflow.dev/job, owned by the DLJob (the garbage
 collector deletes it with the job). The operator puts it into every worker
 container as GPUFLOW_METRICS_TOKEN (operators/pods.py); the API stores only the
-token's hash. Called by api.cluster's `KubeBackend` for REST jobs (`create` before
+token's hash. Called by api.cluster's `ClusterModeBackend` for REST jobs (`create` before
 the DLJob exists, so that no pod starts without it, then `set_owner`), and by
 api.dljob_adoption for DLJobs made with kubectl (`adopt`, at the follower's first
 sight).

@@ -24,6 +24,10 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAME_LEN = 100
+# The `Job.status` values a row never leaves, in both modes: local mode's ticker
+# (api.local) writes controller.model.JobStatus values, cluster mode's follower and
+# cancel (api.dljob_follower, api.job_close) the DLJob's final phase or "Cancelled".
+TERMINAL_STATUSES = ("Succeeded", "Failed", "Cancelled")
 IDEMPOTENCY_KEY_LEN = 255  # the longest Idempotency-Key header kept (api.idempotency)
 
 
@@ -97,7 +101,8 @@ class Job(Base):
     gpu_mem_mib: Mapped[int | None] = mapped_column(Integer)
     priority: Mapped[int] = mapped_column(Integer)
     metrics_token_hash: Mapped[str] = mapped_column(String(64))
-    # What the backend last reported (local mode's ticker keeps these current).
+    # What the backend last reported (local mode's ticker keeps these current); one of
+    # TERMINAL_STATUSES once the job has ended.
     status: Mapped[str] = mapped_column(String(16), index=True)
     reason_code: Mapped[str | None] = mapped_column(String(NAME_LEN))
     reason_message: Mapped[str | None] = mapped_column(Text)

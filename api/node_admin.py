@@ -1,6 +1,6 @@
 """Cluster mode's cordon, drain and uncordon: patches of the Kubernetes Node.
 
-Called by api.cluster.KubeBackend.maintain_node (POST /nodes/{name}/cordon|drain|
+Called by api.cluster.ClusterModeBackend.maintain_node (POST /nodes/{name}/cordon|drain|
 uncordon). A cordon sets `spec.unschedulable`, exactly what `kubectl cordon` sets, so
 that kubectl and the API agree; a drain adds the `gpuflow.dev/drain` annotation (who
 and when), on which the operator preempts the node's jobs gracefully and which it

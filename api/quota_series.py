@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from api.models import Job, JobEvent
+from api.models import TERMINAL_STATUSES, Job, JobEvent
 from controller.model.queues import QueueTree
 
 # Event kind -> whether the job holds GPUs after it (kinds not listed change nothing).
@@ -35,7 +35,6 @@ HOLDS = {
     "cancelled": False,
     "failed": False,
 }
-TERMINAL = ("Succeeded", "Failed", "Cancelled")
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ def queue_series(
     start_s = now_s - window_s
     bin_s = window_s / points
     recent = select(JobEvent.job_id).where(JobEvent.sim_s >= start_s)
-    alive = select(Job.id).where(Job.status.not_in(TERMINAL))
+    alive = select(Job.id).where(Job.status.not_in(TERMINAL_STATUSES))
     rows = session.execute(
         select(JobEvent.job_id, JobEvent.kind, JobEvent.sim_s, JobEvent.allocation,
                Job.tenant, Job.num_gpus)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Event kind -> (state afterwards, decision). Kinds not listed ("admitted") change
-# nothing; the terminal ones close the last interval.
+# nothing; the terminal ones (ENDING_KINDS) close the last interval.
 STEPS = {
     "submitted": ("Queued", "submit"),
     "started": ("Running", "start"),
@@ -23,7 +23,7 @@ STEPS = {
     "migrated": ("Running", "migrate"),
     "reshared": ("Running", "reshare"),
 }
-TERMINAL = frozenset({"finished", "cancelled", "failed"})
+ENDING_KINDS = frozenset({"finished", "cancelled", "failed"})  # event kinds that end a job
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def intervals(events: list[Event], waiting_reason: str | None) -> list[Interval]
     no reason of its own (a queued job's)."""
     out: list[Interval] = []
     for e in events:
-        if e.kind in TERMINAL:
+        if e.kind in ENDING_KINDS:
             if out and out[-1].to_s is None:
                 out[-1].to_s = e.sim_s if e.sim_s is not None else out[-1].from_s
             break

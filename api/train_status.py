@@ -1,7 +1,7 @@
 """Cluster mode: reporting jobs' summaries written into their DLJobs' `status.train`.
 
 `report_metrics` (api/routes/jobs.py) commits a job's report rows, then calls
-`TrainStatusWriter.reported(job_id)` through the KubeBackend (api.cluster) and
+`TrainStatusWriter.reported(job_id)` through the ClusterModeBackend (api.cluster) and
 answers; this writer's thread does the rest, off the request path. Each job is
 written at most once per `interval_s` (GPUFLOW_TRAIN_SUMMARY_INTERVAL_S): the first
 report of a quiet job is written at once, later ones wait for the interval to pass

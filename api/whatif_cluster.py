@@ -1,6 +1,6 @@
 """What if in cluster mode: the live state read from the DLJobs and Nodes the API follows.
 
-Called by api.whatif.observe when the backend is api.cluster.KubeBackend. The
+Called by api.whatif.observe when the backend is api.cluster.ClusterModeBackend. The
 follower's informer caches (api.dljob_follower.Follower) hold every DLJob and Node;
 `live_state` (pure) turns them into controller.whatif's LiveState the way the
 operator's views do (operators/views.py), with what the API cannot see approximated
@@ -33,7 +33,7 @@ from operators.resources import (
     PREEMPTED,
     RUNNING,
     SUSPENDED,
-    TERMINAL,
+    TERMINAL_PHASES,
     database_id,
     job_spec,
     parse_time,
@@ -45,9 +45,9 @@ OPERATOR_DEFAULTS = OperatorConfig(identity="")
 
 
 def observe_cluster(backend: object, settings: Settings, active_policy: str | None) -> Observed:
-    from api.cluster import KubeBackend
+    from api.cluster import ClusterModeBackend
 
-    assert isinstance(backend, KubeBackend)
+    assert isinstance(backend, ClusterModeBackend)
     follower = backend.follower
     return live_state(
         follower.dljobs.items(), follower.nodes.items(), backend.now_s(), active_policy
@@ -63,7 +63,7 @@ def live_state(
     statuses: dict[str, str] = {}
     skipped = guessed = unplaced = 0
     for obj in dljobs:
-        if obj["metadata"].get("deletionTimestamp") or phase_of(obj) in TERMINAL:
+        if obj["metadata"].get("deletionTimestamp") or phase_of(obj) in TERMINAL_PHASES:
             continue
         try:
             spec = job_spec(obj)

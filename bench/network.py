@@ -35,56 +35,36 @@ runs, where the makespan is set by the schedule rather than by the last arrival
 utilisation where it is). `util_backlog` is GPU utilisation over the time some job
 waits for GPUs (the backlogged window): busy GPU-seconds, exact, between the rounds
 after which a job waits and the next round, over the GPU-seconds of those stretches
-(`_marking` reads the simulator's busy integral at each round; the queue changes only
-at rounds). While jobs queue the GPUs are taken, and their busy share is what sharing
-the network decides.
+(`_marking` in bench/network_phase_replay.py reads the simulator's busy integral at
+each round; the queue changes only at rounds). While jobs queue the GPUs are taken,
+and their busy share is what sharing the network decides.
+
+This file is the command and the coflow-sharing replay (`replay`); the workloads and
+clusters are bench/network_workload.py's, one `--phases` replay and its
+instrumentation bench/network_phase_replay.py's.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import itertools
 import json
+import sys
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
-
-import numpy as np
 
 from controller.metrics import summarize
-from controller.model import Cluster, JobSpec, JobStatus
-from controller.network import phase_jobs
-from controller.network.cassini import compatibility
-from controller.network.cassini_placement import CassiniPlacer, wrap
-from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
-from controller.sim.accounting import Accounts
-from controller.sim.job import SimJob
 from controller.spec import load_cluster
-from controller.spec.clos import lingjun_cluster
-from controller.spec.yaml_spec import presets
 from policies.registry import make_policy
 
-CLUSTER = str(Path(__file__).resolve().parent.parent / "examples/clusters/comm-heavy-25g.yaml")
-# (model, share): large gradients dominate; ResNet-50 and GPT-2 are compute-bound here.
-MODELS = {
-    "vgg16": 0.25,
-    "bert": 0.15,
-    "alexnet": 0.15,
-    "lm": 0.15,
-    "transformer": 0.15,
-    "gpt2": 0.05,
-    "resnet50": 0.10,
-}
-# Gang sizes: one server (4), two (8), four (16), eight (32); a few small jobs that
-# fragment the servers for the topology-unaware placers.
-GANGS = {1: 0.05, 2: 0.05, 4: 0.2, 8: 0.35, 16: 0.25, 32: 0.1}
+# Run as a script, bench/ is on sys.path but the project root (for bench.*) may not be.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.network_phase_replay import phase_replay, two_job_experiment
+from bench.network_workload import ARRIVALS, CLUSTER, WORKLOADS, workload
+
 COMBOS = (
     ("first-fit", "fair"),
     ("random", "fair"),
@@ -93,225 +73,9 @@ COMBOS = (
     ("topology-aware", "sebf"),
     ("topology-aware", "sincronia"),
 )
-# The papers' setting (CASSINI NSDI 2024 §5, Crux SIGCOMM 2024 §6): each job spends a
-# minority of its iteration on the wire, so jobs sharing an oversubscribed uplink can
-# take turns. On comm-heavy-25g at their rate alone these models' bursts take (2, 4
-# nodes): ResNet-50 25/45 %, Inception-v3 18/37 %, A3C 17/25 %, CycleGAN 45/60 %,
-# VGG16 48/64 % of an iteration; gangs of 2-4 servers keep them there.
-TESTBED_MODELS = {"resnet50": 0.35, "inception3": 0.25, "a3c": 0.1, "cyclegan": 0.15, "vgg16": 0.15}
-TESTBED_GANGS = {4: 0.1, 8: 0.45, 16: 0.35, 32: 0.1}
-# Lingjun with jobs that cross ToRs (about 7 hosts each) and groups (about 40 ToRs):
-# 32-256 GPUs, the comm-heavy models.
-LINGJUN_GANGS = {32: 0.2, 64: 0.3, 128: 0.3, 256: 0.2}
-WORKLOADS: dict[str, tuple[dict[str, float], dict[int, float]]] = {
-    "comm-heavy": (MODELS, GANGS),
-    "testbed": (TESTBED_MODELS, TESTBED_GANGS),
-    "lingjun-large": (MODELS, LINGJUN_GANGS),
-}
 POLICIES = ("fifo", "tiresias")
 PHASE_POLICIES = ("tiresias", "pollux", "fifo")
 PHASE_NETWORKS = ("fair", "cassini", "crux", "mltcp")
-
-
-def _lingjun_25g() -> Cluster:
-    """Lingjun's topology with comm-heavy-25g's servers (4 V100-PCIe, one 25 GbE NIC)
-    and oversubscription (ToRs 4:1), groups 2:1: a communication-heavy Lingjun."""
-    return lingjun_cluster(presets()[1]["pcie4"], tor_oversubscription=4.0)
-
-
-CLUSTERS: dict[str, Callable[[], Cluster]] = {
-    "comm-heavy-25g": lambda: load_cluster(CLUSTER),
-    "lingjun": lambda: load_cluster("lingjun"),
-    "lingjun-25g": _lingjun_25g,
-}
-
-
-ARRIVALS = ("poisson", "burst")
-
-
-def workload(
-    num_jobs: int,
-    *,
-    seed: int,
-    cluster_gpus: int,
-    load: float,
-    mix: str = "comm-heavy",
-    arrivals: str = "poisson",
-) -> list[JobSpec]:
-    """Seeded jobs of `WORKLOADS[mix]`: log-uniform 10 min - 4 h at their gang size,
-    Poisson arrivals offering `load` (or all at t = 0 for `arrivals="burst"`; the
-    same jobs either way)."""
-    if arrivals not in ARRIVALS:
-        raise ValueError(f"unknown arrivals {arrivals!r} (known: {', '.join(ARRIVALS)})")
-    model_mix, gang_mix = WORKLOADS[mix]
-    rng = np.random.default_rng(seed)
-    models = rng.choice(list(model_mix), size=num_jobs, p=list(model_mix.values()))
-    gangs = rng.choice(list(gang_mix), size=num_jobs, p=list(gang_mix.values()))
-    durations = np.exp(rng.uniform(np.log(600.0), np.log(4 * 3600.0), size=num_jobs))
-    mean_gpu_s = float(np.mean(gangs * durations))
-    gap_s = mean_gpu_s / (load * cluster_gpus)
-    times_s = np.cumsum(rng.exponential(gap_s, size=num_jobs))
-    return [
-        JobSpec(
-            job_id=f"job{i:04d}",
-            submit_s=round(float(times_s[i]), 3) if arrivals == "poisson" else 0.0,
-            num_gpus=int(gangs[i]),
-            model=str(models[i]),
-            duration_s=round(float(durations[i]), 1),
-        )
-        for i in range(num_jobs)
-    ]
-
-
-def two_job_experiment() -> list[str]:
-    """CASSINI's two-job experiment (NSDI 2024, §2, Fig. 2) in the phase model: two
-    identical jobs on one 25 Gbit/s link, compute 60 ms then 125 MB (40 ms alone),
-    started together (fair sharing, bursts collide) vs shifted by half a period."""
-    compute_s, comm_mb, gbps = 0.060, 125.0, 25.0
-    alone = compute_s + comm_mb / 125.0 / gbps
-    in_phase = shared_link_iteration_s([compute_s] * 2, [comm_mb] * 2, [0.0, 0.0], gbps)
-    shifted = shared_link_iteration_s([compute_s] * 2, [comm_mb] * 2, [0.0, alone / 2], gbps)
-    periods = {"a": alone, "b": alone}
-    scores = [
-        compatibility(
-            [
-                PhaseJob("a", compute_s, comm_mb, ("l",)),
-                PhaseJob("b", compute_s, comm_mb, ("l",), offset_s=shift),
-            ],
-            periods,
-            gbps,
-        )
-        for shift in (0.0, alone / 2)
-    ]
-    return [
-        f"two jobs, compute {compute_s * 1e3:.0f} ms + {comm_mb:.0f} MB on {gbps:g} Gbit/s "
-        f"(alone {alone * 1e3:.1f} ms/iteration):",
-        f"  in phase, fair: {in_phase[0] * 1e3:.1f} ms; shifted by half a period: "
-        f"{shifted[0] * 1e3:.1f} ms; speed-up {in_phase[0] / shifted[0]:.3f}x",
-        f"  CASSINI compatibility score: in phase {scores[0]:.2f}, shifted {scores[1]:.2f}",
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class RoundMark:
-    """After a round: its time, GPUs up, busy GPU-seconds so far (exact), jobs waiting."""
-
-    t_s: float
-    gpus: int
-    busy_gpu_s: float
-    queued: int
-
-
-def backlogged_utilization(marks: Sequence[RoundMark]) -> float | None:
-    """Busy GPU-seconds over GPU-seconds in the stretches from a round after which
-    some job waits to the next round; None if no job ever waited."""
-    busy_s = total_s = 0.0
-    for mark, after in itertools.pairwise(marks):
-        if mark.queued > 0:
-            busy_s += after.busy_gpu_s - mark.busy_gpu_s
-            total_s += mark.gpus * (after.t_s - mark.t_s)
-    return busy_s / total_s if total_s > 0 else None
-
-
-def phase_replay(
-    task: tuple[str, str, str, str, str, int, float, int, bool, str],
-) -> dict[str, Any]:
-    (
-        cluster_name,
-        mix,
-        policy,
-        placement,
-        network,
-        num_jobs,
-        load,
-        seed,
-        cassini_placement,
-        arrivals,
-    ) = task
-    cluster = CLUSTERS[cluster_name]()
-    jobs = workload(
-        num_jobs, seed=seed, cluster_gpus=cluster.num_gpus, load=load, mix=mix, arrivals=arrivals
-    )
-    placer = make_placer(placement, cluster, seed)
-    if cassini_placement:
-        placer = wrap(placer, cluster, network)
-    sim = Simulator(
-        cluster,
-        jobs,
-        make_policy(policy),
-        placer,
-        SimConfig(
-            round_interval_s=60.0,
-            seed=seed,
-            network="fair" if network == "alone" else network,
-            network_model="phases",
-        ),
-    )
-    slowdowns: list[float] = []
-    t0 = time.perf_counter()
-    marks: list[RoundMark] = []
-    with _recording(slowdowns, alone=network == "alone"), _marking(marks):
-        result = sim.run()
-    wall_s = time.perf_counter() - t0
-    summary = summarize(result)
-    backlog = backlogged_utilization(marks)
-    return {
-        "cluster": cluster_name,
-        "workload": mix,
-        "arrivals": arrivals,
-        "policy": policy,
-        "placement": placement,
-        "network": network,
-        "avg_jct_s": round(summary.avg_jct_s or 0.0, 1),
-        "makespan_s": round(summary.makespan_s, 1),
-        "gpu_util": round(summary.gpu_utilization, 4),
-        "util_backlog": None if backlog is None else round(backlog, 4),
-        "contention": round(float(np.mean(slowdowns)) if slowdowns else 1.0, 4),
-        "moved": placer.moved if isinstance(placer, CassiniPlacer) else 0,
-        "finished": summary.finished,
-        "wall_s": round(wall_s, 2),
-    }
-
-
-def _marking(marks: list[RoundMark]) -> contextlib.AbstractContextManager[object]:
-    """Append a `RoundMark` after every round (instrumentation: wraps the accounts'
-    timeline sample, adding each running job's busy stretch not yet closed)."""
-    original = Accounts.sample
-
-    def sample(
-        acc: Accounts, now_s: float, active: dict[str, SimJob], running: int, frag: int
-    ) -> None:
-        original(acc, now_s, active, running, frag)
-        open_s = sum(
-            job.busy_gpus * max(0.0, now_s - max(job.busy_mark_s, job.resume_s))
-            for job in active.values()
-            if job.status is JobStatus.RUNNING
-        )
-        queued = acc.timeline[-1].queued
-        marks.append(RoundMark(now_s, acc.alive_gpus, acc.busy_gpu_s + open_s, queued))
-
-    return mock.patch.object(Accounts, "sample", sample)
-
-
-def _recording(
-    slowdowns: list[float], *, alone: bool = False
-) -> contextlib.AbstractContextManager[object]:
-    """Collect each networked job's phase-model iteration time over its time alone
-    (instrumentation: wraps the phase model's event loop as phase_jobs calls it);
-    with `alone`, the loop is skipped and every job gets its time alone."""
-
-    def recorded(
-        jobs: Sequence[PhaseJob], capacities: Mapping[Hashable, float], sharing: str
-    ) -> dict[str, float]:
-        solo = {
-            job.job_id: job.compute_s + job.comm_mb / 125.0 / min(capacities[x] for x in job.links)
-            for job in jobs
-        }
-        times = solo if alone else periodic_iterations(jobs, capacities, sharing)
-        slowdowns.extend(times[jid] / solo[jid] for jid in solo)
-        return times
-
-    return mock.patch.object(phase_jobs, "periodic_iterations", recorded)
 
 
 def phases_main(args: argparse.Namespace) -> None:

@@ -1,11 +1,12 @@
 """`gpuflow sandbox up` and `gpuflow sandbox run`: a whole cluster on one machine.
 
 gpuflow.cli registers them with `add_parsers(subparsers)`; gpuflow/sandbox/cluster.py
-does the work (docs/sandbox.md). `up` runs until SIGINT or SIGTERM and prints how to
-reach it (kubectl, the REST API); `run` applies DLJob files, waits for every job to
-end and prints the results. Both tear down all they started (processes, the API
-service, namespaces, veths, bridge), also on errors. Exit codes: 0 done, 1 a `run`
-that timed out or a sandbox that failed to start, 2 bad input.
+(the cluster) and gpuflow/sandbox/jobs.py (`run`'s jobs) do the work
+(docs/sandbox.md). `up` runs until SIGINT or SIGTERM and prints how to reach it
+(kubectl, the REST API); `run` applies DLJob files, waits for every job to end and
+prints the results. Both tear down all they started (processes, the API service,
+namespaces, veths, bridge), also on errors. Exit codes: 0 done, 1 a `run` that timed
+out or a sandbox that failed to start, 2 bad input.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def _up_banner(sandbox: Any) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpuflow.sandbox.cluster import Sandbox, SandboxError, job_results, load_jobs, run_jobs
+    from gpuflow.sandbox.cluster import Sandbox, SandboxError
+    from gpuflow.sandbox.jobs import job_results, load_jobs, run_jobs
 
     try:
         config = _config(args)

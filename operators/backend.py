@@ -3,8 +3,9 @@
 The twin of controller.sim.Simulator: `observe()` builds the Snapshot from the
 informers' caches (Nodes -> Cluster, DLJobs + pods -> JobViews, every unfinished pod
 -> the GPUs it holds), `apply(plan)` carries a plan out with pods, services, status
-writes and events. `sync()` runs first each round and settles what needs no policy
-(finalizers, finished, failed or broken gangs, deletions): operators/lifecycle.py.
+writes and events (operators/applier.py, on the `Round` observe() saw). `sync()`
+runs first each round and settles what needs no policy (finalizers, finished, failed
+or broken gangs, deletions): operators/lifecycle.py.
 
 Safety: a pod is created only if its GPU shares fit next to every unfinished pod
 (terminating ones included) in the pod cache, which holds the operator's own writes
@@ -17,13 +18,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 
 from controller.actions import compile_plan
 from controller.decisions import RoundRecord
 from controller.model import (
     NO_HOST,
-    Action,
     Allocation,
     GpuPool,
     GpuShare,
@@ -32,65 +31,37 @@ from controller.model import (
     Placer,
     Plan,
     PlanError,
-    Reason,
     Snapshot,
 )
 from controller.placement import make_placer
 from controller.rates import RateModel
-from operators import crd
+from operators.applier import PlanApplier, Round
 from operators.drain import Drainer
 from operators.informer import Caches
 from operators.jobs import JobRecord, RecordCache, State
 from operators.kube import KubeApi
 from operators.lifecycle import Lifecycle
 from operators.nodes import ClusterView, build_cluster
-from operators.pods import Occupancy, ShareRecord, WorkerSpec, finished, pod_mem_mib, pod_shares
-from operators.queue_status import (
-    PREEMPTED_BY,
-    QUEUE_POSITION,
-    PositionThrottle,
-    position_mutator,
-    preempted_by,
-    takers,
-    without_position,
-)
+from operators.pods import Occupancy, finished, pod_mem_mib, pod_shares
 from operators.requests import Requests
 from operators.resources import (
-    ADMITTED,
-    PREEMPTED,
-    QUEUED,
-    SUSPENDED,
     UNSCHEDULABLE,
     Reasoned,
     fields_mutator,
-    format_time,
     micro_time,
     phase_of,
     status_mutator,
 )
-from operators.template import pod_requests
 from operators.views import arrival_times, job_view, unschedulable_reason
 from operators.writer import Writer
 
 log = logging.getLogger(__name__)
-# The reason controller.queues.reclaim gives a job it preempts for another queue's
-# guarantee: its Event says so (PreemptedForReclaim), not that the policy chose it.
-RECLAIMED = "Reclaimed"
-
-
-@dataclass
-class Round:
-    """What observe() saw, for apply() to act on."""
-
-    snapshot: Snapshot
-    records: dict[str, JobRecord]
-    view: ClusterView
-    occupancy: Occupancy
-    plan_pool: GpuPool
-    uuid_mem: dict[str, int] = field(default_factory=dict)
 
 
 class KubeBackend:
+    """The controller's Backend on Kubernetes (see the module's docstring); made and
+    driven by the Operator (operators/operator.py)."""
+
     def __init__(
         self,
         api: KubeApi,
@@ -110,6 +81,7 @@ class KubeBackend:
         self.writer = writer or Writer(api, caches, leading)
         self.lifecycle = Lifecycle(self.writer, clock)
         self.drainer = Drainer(api, self.lifecycle)
+        self.applier = PlanApplier(self.writer, self.lifecycle, policy_name)
         self._view: ClusterView | None = None
         self._placer: Placer | None = None
         self._rates: RateModel | None = None
@@ -119,7 +91,6 @@ class KubeBackend:
         # The round about to be applied, as controller.decisions records it (the
         # operator's Controller.on_round hands it over): queue positions, preemptors.
         self.round_record: RoundRecord | None = None
-        self.positions = PositionThrottle()
         self._records = RecordCache()
         self.cluster_changed = False
 
@@ -258,8 +229,9 @@ class KubeBackend:
 
     def apply(self, plan: Plan) -> None:
         """Carry out the actions `compile_plan` names for this plan, as the simulator
-        does: every stop before every start, a new batch size in place. An invalid
-        plan raises PlanError before anything is written."""
+        does: every stop before every start, a new batch size in place
+        (operators/applier.py). An invalid plan raises PlanError before anything is
+        written."""
         rnd = self._round
         if rnd is None:
             raise RuntimeError("apply before observe")
@@ -272,119 +244,13 @@ class KubeBackend:
         except PlanError as exc:
             log.error("plan refused policy=%s error=%s", self.policy_name(), exc)
             raise
-        for a in actions:
-            rec = rnd.records[a.job_id]
-            if a.stops:
-                suspend = a.action is Action.SUSPEND
-                by = takers(record, a.job_id, rnd.records)
-                why = self._stop_reason(a.action, by, plan.reason_for(a.job_id))
-                phase = SUSPENDED if suspend else PREEMPTED
-                self.lifecycle.stop(rec, why, phase, plan, now, fields={PREEMPTED_BY: by})
-            elif a.action is Action.REBATCH:
-                self._rebatch(rec, a.batch_size)
-        for a in actions:
-            if a.starts:
-                assert a.allocation is not None
-                self._start(rnd, rnd.records[a.job_id], a.allocation, a.batch_size, now)
-        started = {a.job_id for a in actions if a.starts}
-        if record is not None:
-            # Staged: each goes out with the job's reason to wait, in one request.
-            written = {k: _position(rnd.records[k].obj) for k in record.positions}
-            for key, position in self.positions.due(record.positions, written, now):
-                self.writer.stage(rnd.records[key].obj, position_mutator(position))
-        for job in rnd.snapshot.waiting():
-            if job.job_id not in started:
-                self._report_waiting(rnd.records[job.job_id], plan, now)
-        self.writer.flush()
-
-    def _rebatch(self, rec: JobRecord, batch: int | None) -> None:
-        """A new batch size for a running job, without a restart: its pods' annotation
-        (the job reads it through the downward API at a step boundary) and status."""
-        if batch is None:
-            return
-        self.writer.annotate_pods(rec.live, {crd.ANN_BATCH_SIZE: str(batch)})
-        self.writer.status(rec.obj, fields_mutator({"batchSize": batch}))
-        msg = f"batch size {batch} by the {self.policy_name()} policy"
-        self.writer.event(rec.obj, "Rebatched", msg)
-
-    def _stop_reason(self, action: Action, by: list[str], planned: Reason | None) -> Reasoned:
-        if action is Action.PREEMPT and planned is not None and planned.code == RECLAIMED:
-            # Not the policy's choice: the queues' reclaim (controller.queues.reclaim).
-            return Reasoned("PreemptedForReclaim", planned.message)
-        name = self.policy_name()
-        what = {
-            Action.SUSPEND: "suspended",
-            Action.RESIZE: "resized",
-            Action.MIGRATE: "migrated",
-            Action.RESHARE: "reshared",
-        }
-        verb = what.get(action, "preempted")
-        message = f"{verb} by the {name} policy{preempted_by(by)}"
-        return Reasoned(f"{verb.capitalize()}ByPolicy", message)
-
-    def _start(
-        self, rnd: Round, rec: JobRecord, alloc: Allocation, batch: int | None, now: float
-    ) -> None:
-        cluster = rnd.view.cluster
-        shares = tuple(
-            ShareRecord(
-                cluster.nodes[s.node].name,
-                s.gpu,
-                cluster.nodes[s.node].gpus[s.gpu].uuid,
-                s.fraction,
-            )
-            for s in alloc.shares
-        )
-        mem = (rec.spec.gpu_mem_mib or 0) if rec.spec else 0
-        requests = pod_requests(rec.obj)
-        busy = rnd.occupancy.conflict(shares, mem, rnd.uuid_mem, requests)
-        if busy is not None:
-            pending = Reasoned(busy.reason, f"admitted; waits: {busy.message}")
-            phase = phase_of(rec.obj) if phase_of(rec.obj) in (PREEMPTED, SUSPENDED) else QUEUED
-            self.writer.status(rec.obj, status_mutator(phase, pending, pending=pending, now_s=now))
-            return
-        rnd.occupancy.add(shares, mem, rec.name, requests)
-        attempt = rec.attempt + 1
-        self.writer.start(rec, WorkerSpec(rec.obj, shares, attempt, batch, format_time(now)))
-        nodes = sorted({s.node for s in shares})
-        fields = {
-            "attempt": attempt,
-            "restarts": attempt - 1,
-            "nodes": ",".join(nodes),
-            "startTime": format_time(now),
-            "allocation": {"nodes": nodes, "shares": [s.to_json() for s in shares]},
-            "bandwidthGbps": min(cluster.nodes[cluster.node_index(n)].nic_gbps for n in nodes)
-            if len(nodes) > 1
-            else 0.0,
-        }
-        if batch is not None:
-            fields["batchSize"] = batch
-        if not (rec.obj.get("status") or {}).get("firstStartTime"):
-            fields["firstStartTime"] = micro_time(now)
-        why = Reasoned("Scheduled", f"{len(shares)} GPU(s) on {', '.join(nodes)}")
-        mutate = status_mutator(ADMITTED, why, fields=fields, now_s=now)
-        self.writer.status(rec.obj, without_position(mutate))
-        self.writer.event(rec.obj, "Scheduled", f"attempt {attempt}: {why.message}")
-
-    def _report_waiting(self, rec: JobRecord, plan: Plan, now: float) -> None:
-        reason = plan.reason_for(rec.key)
-        pending = Reasoned(reason.code, reason.message) if reason else Reasoned("Waiting", "")
-        phase = phase_of(rec.obj)
-        if phase not in (PREEMPTED, SUSPENDED):
-            phase = QUEUED
-        self.writer.status_throttled(rec.obj, pending.reason, phase, pending, now)
+        self.applier.apply(rnd, plan, actions, record, now)
 
 
 def _name(pod: dict[str, object]) -> str:
     meta = pod["metadata"]
     assert isinstance(meta, dict)
     return str(meta["name"])
-
-
-def _position(obj: dict[str, object]) -> int | None:
-    status = obj.get("status")
-    position = status.get(QUEUE_POSITION) if isinstance(status, dict) else None
-    return position if isinstance(position, int) else None
 
 
 def _host(allocatable: Requests | None) -> HostRequest | None:

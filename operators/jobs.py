@@ -31,7 +31,7 @@ from operators.pods import (
     pod_phase,
     terminating,
 )
-from operators.resources import TERMINAL, job_id, job_spec, parse_time, phase_of
+from operators.resources import TERMINAL_PHASES, job_id, job_spec, parse_time, phase_of
 
 # How long a started attempt's pods may take to all run (image pulls included) before
 # the operator frees their GPUs and requeues the job: spec.startTimeoutSeconds. Five
@@ -140,7 +140,7 @@ def classify(obj: Obj, pods: list[Obj]) -> JobRecord:
     if obj["metadata"].get("deletionTimestamp"):
         rec.state = State.DELETING
         return rec
-    if phase_of(obj) in TERMINAL:
+    if phase_of(obj) in TERMINAL_PHASES:
         rec.state = State.FINISHED
         return rec
     try:

@@ -1,7 +1,7 @@
 """The kubernetes client's ApiClient, from a kubeconfig or the pod's service account.
 
 Called where a process starts talking to Kubernetes: the operator's and the node
-agent's commands, the API service's cluster mode (api.cluster.KubeBackend), which wrap
+agent's commands, the API service's cluster mode (api.cluster.ClusterModeBackend), which wrap
 the client in operators.kube.KubeApi. A configuration that cannot be loaded is a
 `KubeConfigError` with a one-line message.
 """

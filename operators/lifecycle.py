@@ -1,15 +1,16 @@
 """The part of each round that needs no policy: settling what the pods say.
 
-Called by KubeBackend.sync() before the controller decides, and by apply() to stop
-jobs. Finalizers go on every live DLJob and come off a deleted one once none of its
-pods is left unfinished; a gang whose every rank succeeded makes the job Succeeded.
-A failed rank is judged once per attempt (operators/failure_policy.py): the gang is
-torn down (graceful deletion, so the workers can checkpoint; failed pods stay, for
-their logs) and the job restarts from its checkpoint, after a back-off if the failure
-counts, or fails (podFailurePolicy FailJob, or past `backoffLimit`). A lost rank or
-node, or pods not all running within the start timeout, tear the gang down and
-requeue the job without counting. `next_check_s` says when a back-off or a start
-timeout ends, so that the operator's loop looks again then.
+Called by KubeBackend.sync() before the controller decides, and by PlanApplier.apply
+(operators/applier.py) to stop jobs. Finalizers go on every live DLJob and come off
+a deleted one once none of its pods is left unfinished; a gang whose every rank
+succeeded makes the job Succeeded. A failed rank is judged once per attempt
+(operators/failure_policy.py): the gang is torn down (graceful deletion, so the
+workers can checkpoint; failed pods stay, for their logs) and the job restarts from
+its checkpoint, after a back-off if the failure counts, or fails (podFailurePolicy
+FailJob, or past `backoffLimit`). A lost rank or node, or pods not all running
+within the start timeout, tear the gang down and requeue the job without counting.
+`next_check_s` says when a back-off or a start timeout ends, so that the operator's
+loop looks again then.
 """
 
 from __future__ import annotations

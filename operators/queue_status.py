@@ -1,6 +1,6 @@
 """Queue positions and who preempted whom, in a DLJob's status.
 
-KubeBackend.apply (operators/backend.py) writes, from the round's record
+PlanApplier.apply (operators/applier.py) writes, from the round's record
 (controller.decisions, handed over by the operator's Controller.on_round):
 `status.queuePosition`, a waiting job's 1-based place in the active policy's order
 (removed when it starts), and `status.preemptedBy`, the database ids
@@ -88,7 +88,7 @@ def without_position(mutate: Mutator) -> Mutator:
 
 class PositionThrottle:
     """Which waiting jobs' queue positions to write this round (see the module's
-    docstring); KubeBackend.apply calls `due` once a round and writes what it yields."""
+    docstring); PlanApplier.apply calls `due` once a round and writes what it yields."""
 
     def __init__(self) -> None:
         self._written_s: dict[str, float] = {}  # job -> when its position was written

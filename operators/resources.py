@@ -49,7 +49,8 @@ INVALID = "Invalid"
 # Not terminal either: no set of the cluster's nodes could ever hold the job; looked at
 # again every round, so that it queues once the cluster grows.
 UNSCHEDULABLE = "Unschedulable"
-TERMINAL = frozenset({SUCCEEDED, FAILED})
+# The phases a DLJob never leaves.
+TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
 # Phases in which a job waits in the queue: entering one from any other sets
 # status.waitingSince (the policies' `waiting_since_s`).
 WAITING_PHASES = frozenset({QUEUED, PREEMPTED, SUSPENDED})
@@ -221,7 +222,7 @@ def status_mutator(
 
     def mutate(obj: Obj) -> Obj | None:
         old = obj.get("status") or {}
-        if phase_of(obj) in TERMINAL and phase not in TERMINAL:
+        if phase_of(obj) in TERMINAL_PHASES and phase not in TERMINAL_PHASES:
             return None  # a finished job stays finished
         status = dict(old)
         status.update(fields or {})

@@ -35,11 +35,11 @@ def active_policy_name(request: Request) -> str | None:
         return None
     if isinstance(backend, LocalBackend):
         return backend.local.live.policy_name
-    from api.cluster import KubeBackend
+    from api.cluster import ClusterModeBackend
     from operators.kube import API_ERRORS
     from operators.policy_config import read_policy
 
-    assert isinstance(backend, KubeBackend)
+    assert isinstance(backend, ClusterModeBackend)
     try:
         return read_policy(backend.api, backend.namespace)
     except API_ERRORS as exc:
@@ -79,11 +79,11 @@ def switch_policy(body: PolicySwitch, user: AdminUser, backend: BackendDep) -> P
     if isinstance(backend, LocalBackend):
         backend.local.live.set_policy(policy)
         return _public(policy.name, backend.local.live.policy_name)
-    from api.cluster import KubeBackend
+    from api.cluster import ClusterModeBackend
     from operators.kube import API_ERRORS
     from operators.policy_config import write_policy
 
-    if not isinstance(backend, KubeBackend):
+    if not isinstance(backend, ClusterModeBackend):
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "no cluster backend running")
     try:
         write_policy(backend.api, backend.namespace, policy.name)

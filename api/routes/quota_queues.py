@@ -56,10 +56,10 @@ MAX_POINTS = 1000
 
 
 def _store(request: Request, session: Session) -> QueueStore:
-    from api.cluster import KubeBackend
+    from api.cluster import ClusterModeBackend
 
     backend = request.app.state.backend
-    if isinstance(backend, KubeBackend):
+    if isinstance(backend, ClusterModeBackend):
         return KubeQueueStore(backend.api)
     return DbQueueStore(session)
 

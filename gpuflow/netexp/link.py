@@ -6,7 +6,7 @@
 
 The senders' namespace holds one address per job on its end of a veth pair; the
 receivers' namespace holds one address on the other end. The senders' end is
-shaped with HTB (built with operators/agent/bandwidth.py's command builders, as
+shaped with HTB (built with operators/agent/htb.py's command builders, as
 the node agent shapes a NIC):
 
     1:      htb root qdisc, unclassified traffic to 1:ffff
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
-from operators.agent.bandwidth import (
+from operators.agent.htb import (
     DEFAULT_FLOOR_FRACTION,
     DEFAULT_MINOR,
     FIRST_POD_MINOR,

@@ -29,14 +29,8 @@ import math
 from collections.abc import Callable, Iterable
 
 from operators import crd
-from operators.agent.bandwidth import (
-    HTB_MAX_PRIO,
-    BandwidthEnforcer,
-    BandwidthError,
-    PodRate,
-    Runner,
-    run_tc,
-)
+from operators.agent.bandwidth import BandwidthEnforcer, PodRate
+from operators.agent.htb import HTB_MAX_PRIO, BandwidthError, Runner, run_tc
 from operators.kube import API_ERRORS, KubeApi, Obj
 from operators.logs import emit, one_line
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.cluster import KubeBackend
+from api.cluster import ClusterModeBackend
 from api.settings import Settings
 from operators.kube import ApiException, KubeApi
 from tests.api.builders import auth, statements_failing, submit, wait_for
@@ -50,9 +50,9 @@ def dljob_exists(api: KubeApi, name: str) -> bool:
     return True
 
 
-def backend(client: Any) -> KubeBackend:
+def backend(client: Any) -> ClusterModeBackend:
     got = client.app.state.backend
-    assert isinstance(got, KubeBackend)
+    assert isinstance(got, ClusterModeBackend)
     return got
 
 

@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.cluster import KubeBackend
+from api.cluster import ClusterModeBackend
 from api.db import make_engine
 from api.dljob_follower import Follower
 from api.dljob_history import record
@@ -92,7 +92,7 @@ def service(settings: Settings) -> Iterator[TestClient]:
 
 def follower(client: TestClient) -> Follower:
     backend = client.app.state.backend  # type: ignore[attr-defined]
-    assert isinstance(backend, KubeBackend)
+    assert isinstance(backend, ClusterModeBackend)
     return backend.follower
 
 

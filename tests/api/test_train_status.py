@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.cluster import KubeBackend
+from api.cluster import ClusterModeBackend
 from api.models import Job
 from api.security import hash_token
 from api.settings import Settings
@@ -44,9 +44,9 @@ def settings(tmp_path: Path, kube_server: KubeServer, pg_settings: Settings) -> 
     )
 
 
-def backend(client: TestClient) -> KubeBackend:
+def backend(client: TestClient) -> ClusterModeBackend:
     b = client.app.state.backend  # type: ignore[attr-defined]
-    assert isinstance(b, KubeBackend)
+    assert isinstance(b, ClusterModeBackend)
     return b
 
 

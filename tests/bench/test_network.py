@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.network import RoundMark, backlogged_utilization, phase_replay, workload
+from bench.network_phase_replay import RoundMark, backlogged_utilization, phase_replay
+from bench.network_workload import workload
 
 
 def test_burst_arrivals_submit_the_same_jobs_at_zero() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpuflow.sandbox.cluster import train_figures
+from gpuflow.sandbox.jobs import train_figures
 from gpuflow.sandbox.service import ApiService, ServiceError, service_env
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from operators.agent.bandwidth import BandwidthError
+from operators.agent.htb import BandwidthError
 
 
 class FakeTc:

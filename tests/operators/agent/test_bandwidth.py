@@ -15,14 +15,13 @@ from contextlib import ExitStack
 
 import pytest
 
-from operators.agent.bandwidth import (
+from operators.agent.bandwidth import BandwidthEnforcer, PodRate
+from operators.agent.htb import (
     DEFAULT_MINOR,
     MAX_QUANTUM_BYTES,
     MIN_BURST_BYTES,
     MIN_QUANTUM_BYTES,
-    BandwidthEnforcer,
     BandwidthError,
-    PodRate,
     burst_bytes,
     class_id,
     filter_add_args,

@@ -11,8 +11,9 @@ from typing import Any, cast
 import pytest
 
 from operators import crd
-from operators.agent.bandwidth import HTB_MAX_PRIO, BandwidthEnforcer, PodRate, parse_classes
+from operators.agent.bandwidth import BandwidthEnforcer, PodRate
 from operators.agent.egress import EgressAgent, wanted_rates
+from operators.agent.htb import HTB_MAX_PRIO, parse_classes
 from operators.kube import KubeApi
 from tests.operators.agent.fake_tc import FakeTc
 from tests.operators.agent.netns import POD_IP, Iperf, Link, needs_netns, received_gbps
