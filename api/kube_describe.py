@@ -42,7 +42,7 @@ from operators.resources import (
 )
 from operators.template import pod_requests
 
-WAITING_PHASES = (QUEUED, PREEMPTED, SUSPENDED, UNSCHEDULABLE, INVALID)
+UNPLACED_PHASES = (QUEUED, PREEMPTED, SUSPENDED, UNSCHEDULABLE, INVALID)
 
 
 def describe_kube(
@@ -80,7 +80,7 @@ def describe_kube(
             alloc = _allocation(view, records)
             if alloc is not None:
                 held.append(alloc.with_host(_pod_host(obj)))
-        elif phase in WAITING_PHASES:
+        elif phase in UNPLACED_PHASES:
             waiting += 1
             asked = (obj.get("spec") or {}).get("gpus")
             if isinstance(asked, int) and asked > 0:

@@ -40,7 +40,7 @@ from operators.resources import (
     phase_of,
 )
 
-WAITING_PHASES = {PREEMPTED: JobStatus.PREEMPTED, SUSPENDED: JobStatus.SUSPENDED}
+STATUS_OF_WAITING_PHASE = {PREEMPTED: JobStatus.PREEMPTED, SUSPENDED: JobStatus.SUSPENDED}
 OPERATOR_DEFAULTS = OperatorConfig(identity="")
 
 
@@ -127,7 +127,7 @@ def _resumed(obj: Obj, spec: JobSpec, view: ClusterView, now_s: float) -> tuple[
     done = min(1.0, executed / duration) if duration > 0 else 0.0
     first = _time(status.get("firstStartTime"))
     since = _time(status.get("waitingSince"))
-    waiting = WAITING_PHASES.get(phase, JobStatus.QUEUED)
+    waiting = STATUS_OF_WAITING_PHASE.get(phase, JobStatus.QUEUED)
     job = ResumedJob(
         spec=spec,
         status=JobStatus.RUNNING if alloc is not None else waiting,

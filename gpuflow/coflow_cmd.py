@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from controller.network.allocators import POLICIES
-from controller.network.coflowsim import REALLOCATE, ReplayConfig, ReplayResult, replay
+from controller.network.coflowsim import REALLOCATE, CoflowReplayResult, ReplayConfig, replay
 from controller.network.trace import CoflowTraceError, read_trace
 from gpuflow import options
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def summary(result: ReplayResult) -> dict[str, Any]:
+def summary(result: CoflowReplayResult) -> dict[str, Any]:
     """The `--json` object. `bins` holds each bin's average CCT in seconds (null
     when the bin is empty); short/long by longest flow < 5 MB, narrow/wide by <= 50
     flows."""

@@ -118,7 +118,7 @@ class CoflowOutcome:
 
 
 @dataclass(frozen=True)
-class ReplayResult:
+class CoflowReplayResult:
     policy: str
     outcomes: tuple[CoflowOutcome, ...]
     events: int
@@ -149,7 +149,9 @@ def admission_ms(arrival_ms: int, epoch_ms: int = EPOCH_MS) -> int:
     return k * epoch_ms
 
 
-def replay(trace: CoflowTrace, policy: str, config: ReplayConfig | None = None) -> ReplayResult:
+def replay(
+    trace: CoflowTrace, policy: str, config: ReplayConfig | None = None
+) -> CoflowReplayResult:
     """Replay `trace` under the network policy named `policy`.
 
     Policies with a port-fabric form (`ports.PORT_RATES`: all of `POLICIES` today)
@@ -170,7 +172,7 @@ def replay(trace: CoflowTrace, policy: str, config: ReplayConfig | None = None) 
 
 def replay_reference(
     trace: CoflowTrace, policy: str, config: ReplayConfig | None = None
-) -> ReplayResult:
+) -> CoflowReplayResult:
     """The same replay on the generic `FlowArrays` allocators, rebuilt at every event:
     the oracle the fast path is tested against (fine for a few dozen coflows)."""
     chosen = get_policy(policy)
@@ -195,7 +197,7 @@ def _run(
     chosen: NetworkPolicy,
     config: ReplayConfig | None,
     make_state: Callable[[TraceFlows, float], _Stepper],
-) -> ReplayResult:
+) -> CoflowReplayResult:
     cfg = config or ReplayConfig()
     started = time.perf_counter()
     coflows = sorted(trace.coflows, key=lambda c: (c.arrival_ms, c.coflow_id))
@@ -230,4 +232,4 @@ def _run(
         )
         for g, c in enumerate(coflows)
     )
-    return ReplayResult(chosen.name, outcomes, events, time.perf_counter() - started)
+    return CoflowReplayResult(chosen.name, outcomes, events, time.perf_counter() - started)
