@@ -269,8 +269,8 @@ class Pollux:
                 )
                 continue
             profile = resolve(spec.model)
-            key = app_key(profile, spec.work_batch or spec.batch_size, self.max_batch_sizes)
             lo = spec.min_gpus
+            key = app_key(profile, spec.work_batch or spec.batch_size, self.max_batch_sizes, lo)
             fair_hi = hi = lo
             if spec.elastic:
                 fair_hi = max(lo, min(spec.max_gpus, max_useful_gpus(profile, key), total))

@@ -105,9 +105,18 @@ _caches: dict[int, _ClusterCache] = {}
 
 
 def app_key(
-    profile: ModelProfile, ref_batch: int | None, max_batches: Mapping[str, int] | None
+    profile: ModelProfile,
+    ref_batch: int | None,
+    max_batches: Mapping[str, int] | None,
+    min_gpus: int = 1,
 ) -> AppKey:
-    """The goodput-table key of a job of `profile` whose work counts batches of `ref_batch`."""
+    """The goodput-table key of a job of `profile` whose work counts batches of `ref_batch`.
+
+    A job that runs on at least `min_gpus` GPUs needs a global batch of at least
+    `min_gpus` x the smallest local batch: where the profile's largest batch is smaller
+    (a rigid 256-GPU BERT against its 384), the largest is raised to that, so that the
+    job has an allowed batch at its size (else its goodput is 0 everywhere and it never
+    starts) and pays for it in statistical efficiency."""
     ref = ref_batch if ref_batch is not None else profile.batch_size
     measured = measured_profile(profile.measured) if profile.measured else None
     if measured is None:
@@ -115,6 +124,7 @@ def app_key(
     largest = max(measured.validation)
     if max_batches is not None:
         largest = max_batches.get(profile.name, largest)
+    largest = max(largest, math.ceil(min_gpus * measured.min_local_bsz))
     return AppKey(profile.name, ref, max(ref, largest), adaptive=True)
 
 

@@ -216,6 +216,17 @@ def test_a_job_larger_than_the_cluster_waits_with_a_reason() -> None:
     assert reason is not None and reason.code == "InsufficientGpus"
 
 
+def test_a_rigid_gang_beyond_its_models_largest_batch_still_starts() -> None:
+    # BERT's largest batch (384) at its smallest local batch (4) uses 96 GPUs; a rigid
+    # 128-GPU BERT job needs a batch of 512. Alone on 32x4 GPUs it must start, on 128.
+    profile = resolve("bert")
+    assert app_key(profile, None, None).max_batch < 128 * 4
+    assert app_key(profile, None, None, 128).max_batch == 512
+    spec = make_job("b", 128, model="bert", duration_s=3600.0)
+    plan = Pollux().schedule(_snapshot([make_view(spec)], nodes=32, gpus=4), None)
+    assert plan.run["b"].num_gpus == 128
+
+
 def test_jobs_left_out_wait_for_lack_of_goodput_gain() -> None:
     views = [make_view(_elastic(f"j{i}", "cifar10", submit_s=i)) for i in range(6)]
     plan = Pollux().schedule(_snapshot(views, nodes=1), None)
