@@ -30,12 +30,14 @@ backend) calls `schedule` once a round.
   node)), else it waits ("AwaitingConsolidation"); other models take what the placer
   gives.
 
-Cross-round memory is `TiresiasState` (`Plan.state`): queue entries below Q0 and
-promotions, and the waiting jobs ranked as of the round (`policies.tiresias_waiting`:
-kept copy-on-write, brought up to date from the backend's record of the waiting jobs
-that changed, so that a round costs the running jobs, the changes and the head of the
-queues it reads rather than every waiting job). `wake_s`: the first threshold
-crossing or starvation limit to come.
+Cross-round memory is `TiresiasState` (`Plan.state`, `policies.tiresias_state`):
+queue entries below Q0 and promotions (`policies.tiresias_ledger`), and the waiting
+and the running jobs ranked as of the round (`policies.tiresias_waiting`,
+`policies.tiresias_running`), all handed from state to state copy-on-write. A round
+brings them up to date from the backend's record of the waiting jobs that changed,
+the jobs that started or stopped, and the running jobs due to cross a threshold, so
+that it costs the changes and the head of the queues it reads rather than every
+active job. `wake_s`: the first threshold crossing or starvation limit to come.
 
 Deviations:
 - Thresholds follow the simulator's `_TFJobs` (3 queues split at 3250 and 7200);
@@ -66,16 +68,25 @@ from functools import cache
 from itertools import chain, pairwise
 from typing import Any
 
+from sortedcontainers import SortedList
+
 from controller.model import Allocation, GpuPool, JobStatus, JobView, Plan, Reason, Snapshot
 from controller.model.catalog import resolve
 from policies.gittins import ServiceDistribution
+from policies.tiresias_ledger import Ledger, Promotion, Records
+from policies.tiresias_running import (
+    KeptRunning,
+    RunningRanking,
+    first_crossing,
+    forget_finished,
+    rank_all_running,
+    rerank_running,
+)
+from policies.tiresias_state import TiresiasState
 from policies.tiresias_waiting import (
     Entry,
     KeptWaiting,
-    Ledger,
-    Promotion,
     Ranking,
-    crossed_at,
     rank_all,
     rank_changed,
     starves_at,
@@ -92,24 +103,6 @@ DEFAULT_THRESHOLDS_GPU_S = (3250.0, 7200.0)
 DEFAULT_STARVE_LIMIT = 8.0
 
 __all__ = ["Promotion", "Tiresias", "TiresiasState"]
-
-
-@dataclass(frozen=True)
-class TiresiasState:
-    """Per active job: (queue, time it entered it) for queues below Q0, promotions;
-    and the waiting jobs ranked as of the round (`policies.tiresias_waiting`)."""
-
-    entered: Mapping[str, tuple[int, float]] = field(default_factory=dict)
-    promotions: Mapping[str, Promotion] = field(default_factory=dict)
-    kept: KeptWaiting | None = field(default=None, compare=False, repr=False)
-
-    def take_kept(self) -> KeptWaiting | None:
-        """Its kept ranking, unless a round already took it (copy-on-write)."""
-        kept = self.kept
-        if kept is None or kept.holder is not self:
-            return None
-        kept.holder = None
-        return kept
 
 
 _NO_STATE = TiresiasState()
@@ -139,8 +132,8 @@ class Tiresias:
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, TiresiasState) else _NO_STATE
-        round_ = _Round(snapshot, len(self.thresholds_gpu_s) + 1)
-        kept = self._rank(snapshot, prev, round_)
+        round_ = _Round(snapshot)
+        kept, records = self._rank(snapshot, prev, round_)
         self._admit(snapshot, round_, kept)
         self._place(snapshot, round_, kept)
         default = Reason(
@@ -148,15 +141,14 @@ class Tiresias:
             f"the GPUs go to jobs of Q{round_.lowest_admitted} or higher-priority queues "
             "(and earlier arrivals in the same queue)",
         )
-        ledger = round_.ledger
-        next_state = TiresiasState(ledger.entered, ledger.promotions, kept)
+        next_state = TiresiasState(kept=kept, running=round_.kept_running, records=records)
         kept.holder = next_state
         return Plan(
             run=round_.run,
             reasons=round_.reasons,
             default_reason=default,
             state=next_state,
-            wake_s=self._wake_s(round_, kept),
+            wake_s=self._wake_s(snapshot, round_, kept),
         )
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
@@ -179,70 +171,51 @@ class Tiresias:
             keyed.append((q, g, since, job.spec.submit_s, jid))
         return [k[4] for k in sorted(keyed)]
 
-    def _rank(self, snapshot: Snapshot, prev: TiresiasState, round_: _Round) -> KeptWaiting:
-        """Rank the running jobs afresh and bring the waiting ones' ranking to this
-        round: from the state's kept ranking and the backend's changes where both are
-        at hand, else every waiting job (the same entries either way)."""
-        kept = prev.take_kept()
-        if kept is not None and kept.source is not snapshot.ordered:
-            kept = None  # kept on another backend: its marks mean nothing here
-        mark, changed = snapshot.waiting_changes(kept.mark if kept is not None else None)
+    def _rank(
+        self, snapshot: Snapshot, prev: TiresiasState, round_: _Round
+    ) -> tuple[KeptWaiting, Records]:
+        """Bring the running and the waiting jobs' rankings to this round: from the
+        state's kept rankings and the backend's changes where both are at hand, else
+        every job (the same entries either way); and the next state's records."""
+        taken = prev.take_kept()
+        if taken is not None and taken[0].source is not snapshot.ordered:
+            taken = None  # kept on another backend: its marks mean nothing here
+        mark, changed = snapshot.waiting_changes(taken[0].mark if taken is not None else None)
         index = self._negated_index(round_.gittins) if self._dist else None
         ranking = Ranking(self.thresholds_gpu_s, self.starve_limit, index)
-        now, ledger = round_.now, round_.ledger
-        if kept is None or changed is None:
-            self._rank_running(snapshot, prev, round_, None)
-            kept = KeptWaiting(len(round_.running), mark, snapshot.ordered)
-            rank_all(ranking, snapshot.waiting(), prev.entered, prev.promotions, now, kept, ledger)
+        running_ranking = RunningRanking(self.thresholds_gpu_s, index)
+        now = round_.now
+        if taken is None or changed is None:
+            records = Records({}, {})
+            ledger = Ledger(*records.own())
+            entered, promotions = prev.entered, prev.promotions
+            running = rank_all_running(
+                running_ranking, snapshot.running(), entered, promotions, now, ledger
+            )
+            kept = KeptWaiting(len(running.buckets), mark, snapshot.ordered)
+            rank_all(ranking, snapshot.waiting(), entered, promotions, now, kept, ledger)
         else:
-            ledger.entered = dict(prev.entered)
-            ledger.promotions = dict(prev.promotions)
-            self._rank_running(snapshot, prev, round_, kept)
-            rank_changed(ranking, changed, snapshot, prev.entered, prev.promotions, kept, ledger)
+            kept, running = taken
+            ledger, records = prev.hand_on()
+            if self._dist is None:
+                rerank_running(running_ranking, running, snapshot, ledger)
+            else:  # the index moves with service: every running job, every round
+                forget_finished(running, snapshot, ledger)
+                running = rank_all_running(
+                    running_ranking,
+                    snapshot.running(),
+                    ledger.entered,
+                    ledger.promotions,
+                    now,
+                    ledger,
+                )
+            rank_changed(
+                ranking, changed, snapshot, ledger.entered, ledger.promotions, kept, ledger
+            )
             kept.mark = mark
-        kept.running_ids = list(round_.run)  # not edited yet: the jobs running now
-        return kept
-
-    def _rank_running(
-        self, snapshot: Snapshot, prev: TiresiasState, round_: _Round, kept: KeptWaiting | None
-    ) -> None:
-        """Bucket the running jobs by queue; note when each will cross its threshold.
-        With the previous round's `kept`, also forget the jobs that ran then and left."""
-        now, limits, buckets = round_.now, self.thresholds_gpu_s, round_.running
-        entered, promotions = round_.ledger.entered, round_.ledger.promotions
-        # Every running job, every round: the lookups are bound once.
-        promotion_of, entry_of, crossing = prev.promotions.get, prev.entered.get, round_.crossings
-        num_limits, gittins = len(limits), self._dist is not None
-        for job in snapshot.running():
-            jid, alloc = job.job_id, job.allocation
-            assert alloc is not None
-            promo = promotion_of(jid)
-            # job.attained_gpu_s_at(now) of a running job, without the method call.
-            weight = alloc.gpu_weight
-            service = job.attained_gpu_s + weight * (now - job.mark_s)
-            if promo is not None:
-                service -= promo.attained_gpu_s
-                promotions[jid] = promo
-            q = bisect_right(limits, service)
-            if q < num_limits:  # attained service grows with GPUs held
-                crossing.append((now + (limits[q] - service) / weight, jid))
-            submit_s = job.spec.submit_s
-            if q:
-                entry = entry_of(jid)
-                if entry is None or entry[0] != q:
-                    entry = (q, crossed_at(job, service - limits[q - 1], now))
-                entered[jid] = entry
-                since = entry[1]
-            else:
-                entered.pop(jid, None)
-                since = promo.at_s if promo else submit_s
-            g = -self._index(q, service, round_.gittins) if gittins else 0.0
-            buckets[q].append((g, since, submit_s, jid, job, alloc.num_gpus, service))
-        if kept is not None:
-            running_now = round_.run
-            for jid in kept.running_ids:
-                if jid not in running_now and snapshot.job(jid) is None:  # finished since
-                    round_.ledger.forget(jid)
+        round_.kept_running, round_.promotions = running, ledger.promotions
+        round_.running = running.buckets
+        return kept, records
 
     def _negated_index(self, cache: dict[tuple[int, int], float]) -> Callable[[int, float], float]:
         """-Gittins index by (queue, service): waiting jobs sort by it, highest first."""
@@ -270,7 +243,6 @@ class Tiresias:
             if budget == 0:
                 round_.rest.append((q, None))
                 continue
-            running.sort()
             for entry in heapq.merge(running, kept.buckets[q]):
                 job, need = entry[4], entry[5]
                 if need > budget:
@@ -287,17 +259,17 @@ class Tiresias:
                     round_.rest.append((q, entry))
                     break
 
-    def _stopped(self, round_: _Round) -> list[tuple[int, JobView]]:
+    def _stopped(self, snapshot: Snapshot, round_: _Round) -> list[tuple[int, JobView]]:
         """The running jobs not kept: those skipped, then those after the walk ended
-        (in order in the queue it ended in, as the snapshot lists them below it)."""
+        (in order in the queue it ended in, as the snapshot lists them below it); as
+        the snapshot has them (a kept entry's view may be an earlier round's)."""
         stopped = list(round_.dropped)
         for q, after in round_.rest:
             running = round_.running[q]
-            if after is None:
-                stopped.extend((q, e[4]) for e in running)
-            else:
-                stopped.extend((q, e[4]) for e in running if e > after)
-        return stopped
+            entries = running if after is None else running.irange(after, inclusive=(False, True))
+            stopped.extend((q, e[4]) for e in entries)
+        job_of = snapshot.job
+        return [(q, job_of(job.job_id) or job) for q, job in stopped]
 
     def _later(self, round_: _Round, kept: KeptWaiting) -> Iterator[tuple[int, Entry]]:
         """The waiting jobs after the walk ended, in priority order."""
@@ -310,7 +282,7 @@ class Tiresias:
     def _place(self, snapshot: Snapshot, round_: _Round, kept: KeptWaiting) -> None:
         """Stop the running jobs not kept, place the admitted in order; then keep the
         stopped jobs whose GPUs nobody took and backfill what is left free."""
-        stopped = self._stopped(round_)
+        stopped = self._stopped(snapshot, round_)
         if not stopped and not round_.admitted:
             return
         run, pool = round_.run, snapshot.free_pool()
@@ -367,12 +339,19 @@ class Tiresias:
             round_.crossings.append((round_.now + left / alloc.gpu_weight, job.job_id))
         return None
 
-    def _wake_s(self, round_: _Round, kept: KeptWaiting) -> float | None:
+    def _wake_s(self, snapshot: Snapshot, round_: _Round, kept: KeptWaiting) -> float | None:
         """The first threshold crossing of a job that runs after this round, or the
         first starvation limit of a job that waits after it."""
-        now, run = round_.now, round_.run
-        wake = math.inf
-        for t, jid in round_.crossings:
+        now, run, promotions = round_.now, round_.run, round_.promotions
+        wake = first_crossing(
+            RunningRanking(self.thresholds_gpu_s, None),
+            round_.kept_running,
+            promotions.get,
+            snapshot.job,
+            run,
+            now,
+        )
+        for t, jid in round_.crossings:  # the jobs started this round
             if now < t < wake and jid in run:
                 wake = t
         starving = kept.first_starving(run)
@@ -380,7 +359,7 @@ class Tiresias:
             wake = starving
         if self.starve_limit:
             for job in round_.preempted:
-                promo = round_.ledger.promotions.get(job.job_id)
+                promo = promotions.get(job.job_id)
                 executed = job.executed_s_at(now)
                 starve_s = starves_at(job, promo, executed, self.starve_limit)
                 if starve_s is not None and now < starve_s < wake:
@@ -391,14 +370,16 @@ class Tiresias:
 class _Round:
     """The scratch record of one `schedule` call (never kept across rounds)."""
 
-    def __init__(self, snapshot: Snapshot, num_queues: int) -> None:
+    def __init__(self, snapshot: Snapshot) -> None:
         self.now = snapshot.now_s
         self.run: dict[str, Allocation] = snapshot.allocations()
         self.reasons: dict[str, Reason] = {}
-        self.ledger = Ledger({}, {})  # the next state's entries and promotions
+        self.promotions: Mapping[str, Promotion] = {}  # the next state's
         self.gittins: dict[tuple[int, int], float] = {}
-        self.running: list[list[Entry]] = [[] for _ in range(num_queues)]  # by queue
-        self.crossings: list[tuple[float, str]] = []  # (time, job) a threshold is crossed
+        self.kept_running: KeptRunning  # the running jobs ranked (set by `_rank`)
+        self.running: list[SortedList] = []  # its entries by queue
+        # (time, job) a job started this round crosses its queue's threshold.
+        self.crossings: list[tuple[float, str]] = []
         self.admitted: list[tuple[int, Entry]] = []
         self.passed: list[tuple[int, Entry]] = []  # waiting, skipped: did not fit
         self.dropped: list[tuple[int, JobView]] = []  # running, skipped: did not fit
