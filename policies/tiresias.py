@@ -28,7 +28,7 @@ backend) calls `schedule` once a round.
 - §3.3 Placement: a job whose model is skewed (`catalog.resolve(model).skewed`: VGG,
   AlexNet, ...) runs only on the fewest nodes its gang can take (ceil(GPUs / largest
   node)), else it waits ("AwaitingConsolidation"); other models take what the placer
-  gives.
+  gives (`policies.tiresias_placement`).
 
 Cross-round memory is `TiresiasState` (`Plan.state`, `policies.tiresias_state`):
 queue entries below Q0 and promotions (`policies.tiresias_ledger`), and the waiting
@@ -59,21 +59,17 @@ Deviations:
 
 from __future__ import annotations
 
-import heapq
 import math
-from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from itertools import chain, pairwise
+from itertools import accumulate, chain, pairwise
 from typing import Any
 
-from sortedcontainers import SortedList
-
-from controller.model import Allocation, GpuPool, JobStatus, JobView, Plan, Reason, Snapshot
-from controller.model.catalog import resolve
+from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
 from policies.gittins import ServiceDistribution
 from policies.tiresias_ledger import Ledger, Promotion, Records
+from policies.tiresias_placement import place
 from policies.tiresias_running import (
     KeptRunning,
     RunningRanking,
@@ -106,8 +102,6 @@ __all__ = ["Promotion", "Tiresias", "TiresiasState"]
 
 
 _NO_STATE = TiresiasState()
-# `JobView.running` without the property call, in the walk over every running job.
-_RUNNING = JobStatus.RUNNING
 
 
 @dataclass(frozen=True)
@@ -239,25 +233,57 @@ class Tiresias:
         that does not fit: running jobs chosen are kept, waiting ones admitted. Only
         the head of the queues is read: the walk stops when the GPUs run out."""
         budget = _alive_gpus(snapshot)
+        needs = round_.kept_running.needs
         for q, running in enumerate(round_.running):
             if budget == 0:
                 round_.rest.append((q, None))
                 continue
-            for entry in heapq.merge(running, kept.buckets[q]):
-                job, need = entry[4], entry[5]
-                if need > budget:
-                    if job.status is _RUNNING:
-                        round_.dropped.append((q, job))
-                    else:
-                        round_.passed.append((q, entry))
-                    continue
-                budget -= need
-                round_.lowest_admitted = q
-                if job.status is not _RUNNING:
-                    round_.admitted.append((q, entry))
-                if budget == 0:
-                    round_.rest.append((q, entry))
-                    break
+            budget = self._walk(q, running, needs[q], kept.buckets[q], budget, round_)
+
+    def _walk(
+        self,
+        q: int,
+        running: list[Entry],
+        needs: list[int],
+        waiting: Iterable[Entry],
+        budget: int,
+        round_: _Round,
+    ) -> int:
+        """One queue of `_admit`'s walk: its running and waiting jobs merged in order.
+        The running jobs between two waiting ones are kept at once when they need
+        fewer GPUs than are left (then each fits, and the GPUs do not run out among
+        them); else one by one. Returns the GPUs left."""
+        before = list(accumulate(needs, initial=0))  # GPUs of the running before each
+        i, end = 0, len(running)
+        for w in chain(waiting, (None,)):
+            j = end if w is None else bisect_left(running, w, i)
+            if i < j:
+                if before[j] - before[i] < budget:
+                    budget -= before[j] - before[i]
+                    round_.lowest_admitted = q
+                else:
+                    for entry in running[i:j]:
+                        if entry[5] > budget:
+                            round_.dropped.append((q, entry[4]))
+                            continue
+                        budget -= entry[5]
+                        round_.lowest_admitted = q
+                        if budget == 0:
+                            round_.rest.append((q, entry))
+                            return 0
+                i = j
+            if w is None:
+                return budget
+            if w[5] > budget:
+                round_.passed.append((q, w))
+                continue
+            budget -= w[5]
+            round_.lowest_admitted = q
+            round_.admitted.append((q, w))
+            if budget == 0:
+                round_.rest.append((q, w))
+                return 0
+        return budget
 
     def _stopped(self, snapshot: Snapshot, round_: _Round) -> list[tuple[int, JobView]]:
         """The running jobs not kept: those skipped, then those after the walk ended
@@ -266,7 +292,7 @@ class Tiresias:
         stopped = list(round_.dropped)
         for q, after in round_.rest:
             running = round_.running[q]
-            entries = running if after is None else running.irange(after, inclusive=(False, True))
+            entries = running if after is None else running[bisect_right(running, after) :]
             stopped.extend((q, e[4]) for e in entries)
         job_of = snapshot.job
         return [(q, job_of(job.job_id) or job) for q, job in stopped]
@@ -316,22 +342,10 @@ class Tiresias:
         self, snapshot: Snapshot, pool: GpuPool, q: int, entry: Entry, round_: _Round
     ) -> Reason | None:
         """Place a waiting job into `pool` and the plan (§3.3); or why it cannot start."""
-        job, need = entry[4], entry[5]
-        alloc = snapshot.placer.place(pool, job, need)
-        if _skewed(job.spec.model):
-            fewest = -(-need // snapshot.cluster.max_gpus_per_node)
-            if alloc is None or len(alloc.nodes) > fewest:
-                alloc = _consolidated(pool, need, fewest)
-            if alloc is None:
-                return Reason(
-                    "AwaitingConsolidation",
-                    f"Q{q}: {job.spec.model} is skewed and waits for {need} GPUs "
-                    f"on {fewest} node(s)",
-                )
-        if alloc is None:
-            free = pool.total_free
-            code = "Fragmented" if free >= need else "InsufficientGpus"
-            return Reason(code, f"Q{q}: needs {need} GPUs; {free} are free, no placement fits")
+        job = entry[4]
+        alloc = place(snapshot, pool, job, entry[5], q)
+        if isinstance(alloc, Reason):
+            return alloc
         pool.claim(alloc, job.spec.gpu_mem_mib)  # a placer's allocation fits its pool
         round_.run[job.job_id] = alloc
         if q < len(self.thresholds_gpu_s):
@@ -377,7 +391,7 @@ class _Round:
         self.promotions: Mapping[str, Promotion] = {}  # the next state's
         self.gittins: dict[tuple[int, int], float] = {}
         self.kept_running: KeptRunning  # the running jobs ranked (set by `_rank`)
-        self.running: list[SortedList] = []  # its entries by queue
+        self.running: list[list[Entry]] = []  # its entries by queue
         # (time, job) a job started this round crosses its queue's threshold.
         self.crossings: list[tuple[float, str]] = []
         self.admitted: list[tuple[int, Entry]] = []
@@ -393,21 +407,3 @@ class _Round:
 def _alive_gpus(snapshot: Snapshot) -> int:
     down = sum(snapshot.cluster.nodes[n].num_gpus for n in snapshot.down_nodes)
     return snapshot.cluster.num_gpus - down
-
-
-@cache
-def _skewed(model: str) -> bool:
-    return resolve(model).skewed
-
-
-def _consolidated(pool: GpuPool, need: int, nodes: int) -> Allocation | None:
-    """`need` GPUs on `nodes` nodes: best fit on one node, else the emptiest nodes."""
-    if nodes == 1:
-        for free in range(need, len(pool.buckets)):
-            if pool.buckets[free]:
-                node = min(pool.buckets[free])
-                return Allocation.whole((node, g) for g in pool.free_gpus(node)[:need])
-        return None
-    order = sorted(range(pool.num_nodes), key=lambda n: (-len(pool.free_gpus(n)), n))
-    gpus = [(n, g) for n in order[:nodes] for g in pool.free_gpus(n)]
-    return Allocation.whole(gpus[:need]) if len(gpus) >= need else None

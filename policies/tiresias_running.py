@@ -23,13 +23,11 @@ job would compute it.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import NamedTuple
-
-from sortedcontainers import SortedList
 
 from controller.model import JobView, Snapshot
 from policies.tiresias_ledger import Ledger, Promotion
@@ -105,27 +103,38 @@ class RunningRanking:
 
 
 class KeptRunning:
-    """The running jobs ranked as of one round: per queue in order, and by crossing."""
+    """The running jobs ranked as of one round: per queue in order, and by crossing.
 
-    __slots__ = ("buckets", "crossings", "placed")
+    Plain sorted lists: they hold at most a job per GPU (a few hundred), where an
+    insertion's move of the list in C costs less than a `SortedList`'s bookkeeping."""
+
+    __slots__ = ("buckets", "crossings", "needs", "placed")
 
     def __init__(self, num_queues: int) -> None:
-        self.buckets: list[SortedList] = [SortedList() for _ in range(num_queues)]
+        self.buckets: list[list[Entry]] = [[] for _ in range(num_queues)]
+        self.needs: list[list[int]] = [[] for _ in range(num_queues)]  # GPUs, as buckets
         self.placed: dict[str, Placed] = {}
-        self.crossings = SortedList()  # (crossing time as of its ranking, job id)
+        self.crossings: list[tuple[float, str]] = []  # (time as of its ranking, job id)
 
     def put(self, placed: Placed) -> None:
         jid = placed.entry[3]
         self.placed[jid] = placed
-        self.buckets[placed.queue].add(placed.entry)
+        bucket = self.buckets[placed.queue]
+        i = bisect_left(bucket, placed.entry)
+        bucket.insert(i, placed.entry)
+        self.needs[placed.queue].insert(i, placed.entry[5])
         if placed.crosses_s < math.inf:
-            self.crossings.add((placed.crosses_s, jid))
+            insort(self.crossings, (placed.crosses_s, jid))
 
     def drop(self, job_id: str) -> None:
         placed = self.placed.pop(job_id)
-        self.buckets[placed.queue].remove(placed.entry)
+        bucket = self.buckets[placed.queue]
+        i = bisect_left(bucket, placed.entry)
+        del bucket[i]
+        del self.needs[placed.queue][i]
         if placed.crosses_s < math.inf:
-            self.crossings.remove((placed.crosses_s, job_id))
+            crossings = self.crossings
+            del crossings[bisect_left(crossings, (placed.crosses_s, job_id))]
 
 
 def rank_all_running(
@@ -150,8 +159,10 @@ def rank_all_running(
         if placed.crosses_s < math.inf:
             crossings.append((placed.crosses_s, jid))
         ledger.note(jid, entry, promo)
-    kept.buckets = [SortedList(b) for b in buckets]
-    kept.crossings = SortedList(crossings)
+    kept.buckets = [sorted(b) for b in buckets]
+    kept.needs = [[e[5] for e in b] for b in kept.buckets]
+    crossings.sort()
+    kept.crossings = crossings
     return kept
 
 
@@ -168,7 +179,8 @@ def rerank_running(
     forget_finished(kept, snapshot, ledger)
     job_of, promotions, entered = snapshot.job, ledger.promotions, ledger.entered
     started = sorted(current.keys() - kept.placed.keys())
-    due = [jid for _, jid in kept.crossings.irange(maximum=(now + MARGIN_S, ""))]
+    crossings = kept.crossings
+    due = [jid for _, jid in crossings[: bisect_left(crossings, (now + MARGIN_S, ""))]]
     for jid in due:
         kept.drop(jid)
     for jid in chain(started, due):
