@@ -14,9 +14,10 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from controller.model.allocation import Allocation, GpuPool
+from controller.model.allocation import Allocation
 from controller.model.cluster import Cluster
 from controller.model.job import WAITING, JobStatus, JobView, Reason
+from controller.model.pool import GpuPool
 from controller.model.waiting import WaitingIndex, WaitingKey
 
 
