@@ -307,14 +307,15 @@ class Tiresias:
 
     def _place(self, snapshot: Snapshot, round_: _Round, kept: KeptWaiting) -> None:
         """Stop the running jobs not kept, place the admitted in order; then keep the
-        stopped jobs whose GPUs nobody took and backfill what is left free."""
+        stopped jobs whose GPUs nobody took and backfill what is left free. (A stopped
+        job leaves the plan only if it is not kept: the plan is a mapping, and the
+        backend applies it in job id order.)"""
         stopped = self._stopped(snapshot, round_)
         if not stopped and not round_.admitted:
             return
         run, pool = round_.run, snapshot.free_pool()
         for _, job in stopped:
             assert job.allocation is not None
-            del run[job.job_id]
             pool.release(job.allocation, job.spec.gpu_mem_mib)
         for q, entry in round_.admitted:
             reason = self._start(snapshot, pool, q, entry, round_)
@@ -325,8 +326,8 @@ class Tiresias:
             assert alloc is not None
             if pool.fits(alloc, job.spec.gpu_mem_mib):
                 pool.claim(alloc, job.spec.gpu_mem_mib)
-                run[job.job_id] = alloc
                 continue
+            del run[job.job_id]
             round_.preempted.append(job)
             round_.reasons[job.job_id] = Reason(
                 "Preempted", f"preempted in Q{q}: jobs of higher priority need its GPUs"
