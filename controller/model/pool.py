@@ -11,7 +11,7 @@ jobs start and stop.
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from controller.model.allocation import SHARE_EPS, Allocation, GpuShare
 from controller.model.cluster import NO_HOST, UNCONSTRAINED, Cluster, HostRequest
@@ -201,7 +201,7 @@ class GpuPool:
                 for node, gpu, _ in alloc.shares:
                     remove(node, gpu)
             else:
-                self._move_whole(alloc.shares, list.remove, -1)
+                self._claim_whole(alloc.shares)
             return
         mem = self._mem_cap_or(mem_mib)
         for s in alloc.shares:
@@ -226,7 +226,7 @@ class GpuPool:
                 for node, gpu, _ in alloc.shares:
                     add(node, gpu)
             else:
-                self._move_whole(alloc.shares, _give_back, 1)
+                self._release_whole(alloc.shares)
             return
         mem = self._mem_cap_or(mem_mib)
         for s in alloc.shares:
@@ -289,12 +289,9 @@ class GpuPool:
             self._fenced.discard(key)
             self._add_whole(*key)
 
-    def _move_whole(
-        self, shares: tuple[GpuShare, ...], move: Callable[[list[int], int], None], sign: int
-    ) -> None:
-        """Take (`list.remove`, sign -1) or give back (`_give_back`, 1) whole GPUs of no
-        fenced or cordoned node: what `_remove_whole` or `_add_whole` does for each,
-        with each node's bucket moved once (shares are sorted by node)."""
+    def _claim_whole(self, shares: tuple[GpuShare, ...]) -> None:
+        """`_remove_whole` of each GPU, on no fenced node, with each node's bucket
+        moved once (shares are sorted by node); a GPU not free raises ValueError."""
         free_of, buckets = self._free, self.buckets
         node = shares[0].node
         free = free_of[node]
@@ -304,9 +301,27 @@ class GpuPool:
                 buckets[len(free)].add(node)
                 node, free = n, free_of[n]
                 buckets[len(free)].discard(node)
-            move(free, gpu)
+            free.remove(gpu)
         buckets[len(free)].add(node)
-        self.total_free += sign * len(shares)
+        self.total_free -= len(shares)
+
+    def _release_whole(self, shares: tuple[GpuShare, ...]) -> None:
+        """`_add_whole` of each GPU, on no fenced or cordoned node, with each node's
+        bucket moved once; a GPU already free raises ValueError."""
+        free_of, buckets = self._free, self.buckets
+        node = shares[0].node
+        free = free_of[node]
+        buckets[len(free)].discard(node)
+        for n, gpu, _ in shares:
+            if n != node:
+                buckets[len(free)].add(node)
+                node, free = n, free_of[n]
+                buckets[len(free)].discard(node)
+            if gpu in free:
+                raise ValueError(f"GPU {n}/{gpu} released twice")
+            insort(free, gpu)
+        buckets[len(free)].add(node)
+        self.total_free += len(shares)
 
     def _remove_whole(self, node: int, gpu: int) -> None:
         if self._fenced and (node, gpu) in self._fenced:
@@ -329,10 +344,3 @@ class GpuPool:
         insort(free, gpu)
         self.buckets[len(free)].add(node)
         self.total_free += 1
-
-
-def _give_back(free: list[int], gpu: int) -> None:
-    """Return a whole GPU to its node's free list (`GpuPool.release`)."""
-    if gpu in free:
-        raise ValueError(f"GPU {gpu} released twice")
-    insort(free, gpu)
