@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, pairwise
 from typing import Any
@@ -74,8 +74,8 @@ from policies.tiresias_running import (
     KeptRunning,
     RunningRanking,
     first_crossing,
-    forget_finished,
     rank_all_running,
+    rerank_all_running,
     rerank_running,
 )
 from policies.tiresias_state import TiresiasState
@@ -175,7 +175,8 @@ class Tiresias:
         if taken is not None and taken[0].source is not snapshot.ordered:
             taken = None  # kept on another backend: its marks mean nothing here
         mark, changed = snapshot.waiting_changes(taken[0].mark if taken is not None else None)
-        index = self._negated_index(round_.gittins) if self._dist else None
+        gittins = round_.gittins  # -index by (queue, service): the highest goes first
+        index = (lambda q, service: -self._index(q, service, gittins)) if self._dist else None
         ranking = Ranking(self.thresholds_gpu_s, self.starve_limit, index)
         running_ranking = RunningRanking(self.thresholds_gpu_s, index)
         now = round_.now
@@ -194,15 +195,7 @@ class Tiresias:
             if self._dist is None:
                 rerank_running(running_ranking, running, snapshot, ledger)
             else:  # the index moves with service: every running job, every round
-                forget_finished(running, snapshot, ledger)
-                running = rank_all_running(
-                    running_ranking,
-                    snapshot.running(),
-                    ledger.entered,
-                    ledger.promotions,
-                    now,
-                    ledger,
-                )
+                running = rerank_all_running(running_ranking, running, snapshot, ledger)
             rank_changed(
                 ranking, changed, snapshot, ledger.entered, ledger.promotions, kept, ledger
             )
@@ -210,10 +203,6 @@ class Tiresias:
         round_.kept_running, round_.promotions = running, ledger.promotions
         round_.running = running.buckets
         return kept, records
-
-    def _negated_index(self, cache: dict[tuple[int, int], float]) -> Callable[[int, float], float]:
-        """-Gittins index by (queue, service): waiting jobs sort by it, highest first."""
-        return lambda q, service: -self._index(q, service, cache)
 
     def _index(self, q: int, service: float, cache: dict[tuple[int, int], float]) -> float:
         """Gittins index (Eq. 1) of `service` with Δ the rest of queue q, cached per

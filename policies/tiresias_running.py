@@ -191,6 +191,18 @@ def rerank_running(
         ledger.note(jid, entry, promotions.get(jid))
 
 
+def rerank_all_running(
+    ranking: RunningRanking, kept: KeptRunning, snapshot: Snapshot, ledger: Ledger
+) -> KeptRunning:
+    """Rank every running job afresh from the ledger (with the Gittins index, whose
+    value moves with service), forgetting those that left since `kept`'s round."""
+    forget_finished(kept, snapshot, ledger)
+    entered, promotions = ledger.entered, ledger.promotions
+    return rank_all_running(
+        ranking, snapshot.running(), entered, promotions, snapshot.now_s, ledger
+    )
+
+
 def forget_finished(kept: KeptRunning, snapshot: Snapshot, ledger: Ledger) -> None:
     """Drop the kept jobs that no longer run; forget those that have left."""
     current = snapshot.current
