@@ -5,10 +5,11 @@ it entered the queue, its submit time, its id) stays the same while it runs unti
 attained service crosses the queue's upper threshold; without the Gittins index
 nothing else moves it. `KeptRunning` keeps the running jobs ranked, one sorted list
 per queue, with the time each will cross its threshold as of the round that ranked
-it. A round re-ranks only the jobs that started or stopped since the last one and
-those whose crossing is due (`rerank_running`), so that it costs what changed and not
-every running job. With the Gittins index a running job's index moves with its
-service, so every round ranks every running job (`rank_all_running`).
+it. A round ranks the jobs that started since the last one, drops those that
+stopped and re-ranks those whose crossing is due (`rerank_running`), so that it costs
+what changed and not every running job. With the Gittins index a running job's index
+moves with its service, so every round ranks every running job
+(`rerank_all_running`; `rank_all_running` where no ranking was kept).
 
 Exactness: a crossing time computed at another round, or from another view of the
 same run (the simulator rebuilds a view when it re-rates the job), may differ from the
