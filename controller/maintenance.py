@@ -6,7 +6,7 @@ cordons the node and gracefully preempts every job holding a GPU there, so that
 the policy places them elsewhere; an uncordon lets the node take work again.
 
 The pool hides a cordoned node's free GPUs from every placer
-(controller.model.allocation.GpuPool.cordon) and compile_plan refuses a plan that
+(controller.model.pool.GpuPool.cordon) and compile_plan refuses a plan that
 gives a new GPU there. `fence_plan`, called by controller.loop.Controller between
 the policy and the backend, turns a plan that would anyway (a policy that packs a
 job next to one already on the node) into a valid one: that job waits, or stops.

@@ -28,14 +28,16 @@ backend) calls `schedule` once a round.
 - §3.3 Placement: a job whose model is skewed (`catalog.resolve(model).skewed`: VGG,
   AlexNet, ...) runs only on the fewest nodes its gang can take (ceil(GPUs / largest
   node)), else it waits ("AwaitingConsolidation"); other models take what the placer
-  gives.
+  gives (`policies.tiresias_placement`).
 
-Cross-round memory is `TiresiasState` (`Plan.state`): queue entries below Q0 and
-promotions, and the waiting jobs ranked as of the round (`policies.tiresias_waiting`:
-kept copy-on-write, brought up to date from the backend's record of the waiting jobs
-that changed, so that a round costs the running jobs, the changes and the head of the
-queues it reads rather than every waiting job). `wake_s`: the first threshold
-crossing or starvation limit to come.
+Cross-round memory is `TiresiasState` (`Plan.state`, `policies.tiresias_state`):
+queue entries below Q0 and promotions (`policies.tiresias_ledger`), and the waiting
+and the running jobs ranked as of the round (`policies.tiresias_waiting`,
+`policies.tiresias_running`), all handed from state to state copy-on-write. A round
+brings them up to date from the backend's record of the waiting jobs that changed,
+the jobs that started or stopped, and the running jobs due to cross a threshold, so
+that it costs the changes and the head of the queues it reads rather than every
+active job. `wake_s`: the first threshold crossing or starvation limit to come.
 
 Deviations:
 - Thresholds follow the simulator's `_TFJobs` (3 queues split at 3250 and 7200);
@@ -57,25 +59,30 @@ Deviations:
 
 from __future__ import annotations
 
-import heapq
 import math
-from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from itertools import chain, pairwise
+from itertools import accumulate, chain, pairwise
 from typing import Any
 
-from controller.model import Allocation, GpuPool, JobStatus, JobView, Plan, Reason, Snapshot
-from controller.model.catalog import resolve
+from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
 from policies.gittins import ServiceDistribution
+from policies.tiresias_ledger import Ledger, Promotion, Records
+from policies.tiresias_placement import place
+from policies.tiresias_running import (
+    KeptRunning,
+    RunningRanking,
+    first_crossing,
+    rank_all_running,
+    rerank_all_running,
+    rerank_running,
+)
+from policies.tiresias_state import TiresiasState
 from policies.tiresias_waiting import (
     Entry,
     KeptWaiting,
-    Ledger,
-    Promotion,
     Ranking,
-    crossed_at,
     rank_all,
     rank_changed,
     starves_at,
@@ -94,27 +101,7 @@ DEFAULT_STARVE_LIMIT = 8.0
 __all__ = ["Promotion", "Tiresias", "TiresiasState"]
 
 
-@dataclass(frozen=True)
-class TiresiasState:
-    """Per active job: (queue, time it entered it) for queues below Q0, promotions;
-    and the waiting jobs ranked as of the round (`policies.tiresias_waiting`)."""
-
-    entered: Mapping[str, tuple[int, float]] = field(default_factory=dict)
-    promotions: Mapping[str, Promotion] = field(default_factory=dict)
-    kept: KeptWaiting | None = field(default=None, compare=False, repr=False)
-
-    def take_kept(self) -> KeptWaiting | None:
-        """Its kept ranking, unless a round already took it (copy-on-write)."""
-        kept = self.kept
-        if kept is None or kept.holder is not self:
-            return None
-        kept.holder = None
-        return kept
-
-
 _NO_STATE = TiresiasState()
-# `JobView.running` without the property call, in the walk over every running job.
-_RUNNING = JobStatus.RUNNING
 
 
 @dataclass(frozen=True)
@@ -139,8 +126,8 @@ class Tiresias:
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, TiresiasState) else _NO_STATE
-        round_ = _Round(snapshot, len(self.thresholds_gpu_s) + 1)
-        kept = self._rank(snapshot, prev, round_)
+        round_ = _Round(snapshot)
+        kept, records = self._rank(snapshot, prev, round_)
         self._admit(snapshot, round_, kept)
         self._place(snapshot, round_, kept)
         default = Reason(
@@ -148,15 +135,14 @@ class Tiresias:
             f"the GPUs go to jobs of Q{round_.lowest_admitted} or higher-priority queues "
             "(and earlier arrivals in the same queue)",
         )
-        ledger = round_.ledger
-        next_state = TiresiasState(ledger.entered, ledger.promotions, kept)
+        next_state = TiresiasState(kept=kept, running=round_.kept_running, records=records)
         kept.holder = next_state
         return Plan(
             run=round_.run,
             reasons=round_.reasons,
             default_reason=default,
             state=next_state,
-            wake_s=self._wake_s(round_, kept),
+            wake_s=self._wake_s(snapshot, round_, kept),
         )
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
@@ -179,74 +165,44 @@ class Tiresias:
             keyed.append((q, g, since, job.spec.submit_s, jid))
         return [k[4] for k in sorted(keyed)]
 
-    def _rank(self, snapshot: Snapshot, prev: TiresiasState, round_: _Round) -> KeptWaiting:
-        """Rank the running jobs afresh and bring the waiting ones' ranking to this
-        round: from the state's kept ranking and the backend's changes where both are
-        at hand, else every waiting job (the same entries either way)."""
-        kept = prev.take_kept()
-        if kept is not None and kept.source is not snapshot.ordered:
-            kept = None  # kept on another backend: its marks mean nothing here
-        mark, changed = snapshot.waiting_changes(kept.mark if kept is not None else None)
-        index = self._negated_index(round_.gittins) if self._dist else None
+    def _rank(
+        self, snapshot: Snapshot, prev: TiresiasState, round_: _Round
+    ) -> tuple[KeptWaiting, Records]:
+        """Bring the running and the waiting jobs' rankings to this round: from the
+        state's kept rankings and the backend's changes where both are at hand, else
+        every job (the same entries either way); and the next state's records."""
+        taken = prev.take_kept()
+        if taken is not None and taken[0].source is not snapshot.ordered:
+            taken = None  # kept on another backend: its marks mean nothing here
+        mark, changed = snapshot.waiting_changes(taken[0].mark if taken is not None else None)
+        gittins = round_.gittins  # -index by (queue, service): the highest goes first
+        index = (lambda q, service: -self._index(q, service, gittins)) if self._dist else None
         ranking = Ranking(self.thresholds_gpu_s, self.starve_limit, index)
-        now, ledger = round_.now, round_.ledger
-        if kept is None or changed is None:
-            self._rank_running(snapshot, prev, round_, None)
-            kept = KeptWaiting(len(round_.running), mark, snapshot.ordered)
-            rank_all(ranking, snapshot.waiting(), prev.entered, prev.promotions, now, kept, ledger)
+        running_ranking = RunningRanking(self.thresholds_gpu_s, index)
+        now = round_.now
+        if taken is None or changed is None:
+            records = Records({}, {})
+            ledger = Ledger(*records.own())
+            entered, promotions = prev.entered, prev.promotions
+            running = rank_all_running(
+                running_ranking, snapshot.running(), entered, promotions, now, ledger
+            )
+            kept = KeptWaiting(len(running.buckets), mark, snapshot.ordered)
+            rank_all(ranking, snapshot.waiting(), entered, promotions, now, kept, ledger)
         else:
-            ledger.entered = dict(prev.entered)
-            ledger.promotions = dict(prev.promotions)
-            self._rank_running(snapshot, prev, round_, kept)
-            rank_changed(ranking, changed, snapshot, prev.entered, prev.promotions, kept, ledger)
+            kept, running = taken
+            ledger, records = prev.hand_on()
+            if self._dist is None:
+                rerank_running(running_ranking, running, snapshot, ledger)
+            else:  # the index moves with service: every running job, every round
+                running = rerank_all_running(running_ranking, running, snapshot, ledger)
+            rank_changed(
+                ranking, changed, snapshot, ledger.entered, ledger.promotions, kept, ledger
+            )
             kept.mark = mark
-        kept.running_ids = list(round_.run)  # not edited yet: the jobs running now
-        return kept
-
-    def _rank_running(
-        self, snapshot: Snapshot, prev: TiresiasState, round_: _Round, kept: KeptWaiting | None
-    ) -> None:
-        """Bucket the running jobs by queue; note when each will cross its threshold.
-        With the previous round's `kept`, also forget the jobs that ran then and left."""
-        now, limits, buckets = round_.now, self.thresholds_gpu_s, round_.running
-        entered, promotions = round_.ledger.entered, round_.ledger.promotions
-        # Every running job, every round: the lookups are bound once.
-        promotion_of, entry_of, crossing = prev.promotions.get, prev.entered.get, round_.crossings
-        num_limits, gittins = len(limits), self._dist is not None
-        for job in snapshot.running():
-            jid, alloc = job.job_id, job.allocation
-            assert alloc is not None
-            promo = promotion_of(jid)
-            # job.attained_gpu_s_at(now) of a running job, without the method call.
-            weight = alloc.gpu_weight
-            service = job.attained_gpu_s + weight * (now - job.mark_s)
-            if promo is not None:
-                service -= promo.attained_gpu_s
-                promotions[jid] = promo
-            q = bisect_right(limits, service)
-            if q < num_limits:  # attained service grows with GPUs held
-                crossing.append((now + (limits[q] - service) / weight, jid))
-            submit_s = job.spec.submit_s
-            if q:
-                entry = entry_of(jid)
-                if entry is None or entry[0] != q:
-                    entry = (q, crossed_at(job, service - limits[q - 1], now))
-                entered[jid] = entry
-                since = entry[1]
-            else:
-                entered.pop(jid, None)
-                since = promo.at_s if promo else submit_s
-            g = -self._index(q, service, round_.gittins) if gittins else 0.0
-            buckets[q].append((g, since, submit_s, jid, job, alloc.num_gpus, service))
-        if kept is not None:
-            running_now = round_.run
-            for jid in kept.running_ids:
-                if jid not in running_now and snapshot.job(jid) is None:  # finished since
-                    round_.ledger.forget(jid)
-
-    def _negated_index(self, cache: dict[tuple[int, int], float]) -> Callable[[int, float], float]:
-        """-Gittins index by (queue, service): waiting jobs sort by it, highest first."""
-        return lambda q, service: -self._index(q, service, cache)
+        round_.kept_running, round_.promotions = running, ledger.promotions
+        round_.running = running.buckets
+        return kept, records
 
     def _index(self, q: int, service: float, cache: dict[tuple[int, int], float]) -> float:
         """Gittins index (Eq. 1) of `service` with Δ the rest of queue q, cached per
@@ -266,38 +222,69 @@ class Tiresias:
         that does not fit: running jobs chosen are kept, waiting ones admitted. Only
         the head of the queues is read: the walk stops when the GPUs run out."""
         budget = _alive_gpus(snapshot)
+        needs = round_.kept_running.needs
         for q, running in enumerate(round_.running):
             if budget == 0:
                 round_.rest.append((q, None))
                 continue
-            running.sort()
-            for entry in heapq.merge(running, kept.buckets[q]):
-                job, need = entry[4], entry[5]
-                if need > budget:
-                    if job.status is _RUNNING:
-                        round_.dropped.append((q, job))
-                    else:
-                        round_.passed.append((q, entry))
-                    continue
-                budget -= need
-                round_.lowest_admitted = q
-                if job.status is not _RUNNING:
-                    round_.admitted.append((q, entry))
-                if budget == 0:
-                    round_.rest.append((q, entry))
-                    break
+            budget = self._walk(q, running, needs[q], kept.buckets[q], budget, round_)
 
-    def _stopped(self, round_: _Round) -> list[tuple[int, JobView]]:
+    def _walk(
+        self,
+        q: int,
+        running: list[Entry],
+        needs: list[int],
+        waiting: Iterable[Entry],
+        budget: int,
+        round_: _Round,
+    ) -> int:
+        """One queue of `_admit`'s walk: its running and waiting jobs merged in order.
+        The running jobs between two waiting ones are kept at once when they need
+        fewer GPUs than are left (then each fits, and the GPUs do not run out among
+        them); else one by one. Returns the GPUs left."""
+        before = list(accumulate(needs, initial=0))  # GPUs of the running before each
+        i, end = 0, len(running)
+        for w in chain(waiting, (None,)):
+            j = end if w is None else bisect_left(running, w, i)
+            if i < j:
+                if before[j] - before[i] < budget:
+                    budget -= before[j] - before[i]
+                    round_.lowest_admitted = q
+                else:
+                    for entry in running[i:j]:
+                        if entry[5] > budget:
+                            round_.dropped.append((q, entry[4]))
+                            continue
+                        budget -= entry[5]
+                        round_.lowest_admitted = q
+                        if budget == 0:
+                            round_.rest.append((q, entry))
+                            return 0
+                i = j
+            if w is None:
+                return budget
+            if w[5] > budget:
+                round_.passed.append((q, w))
+                continue
+            budget -= w[5]
+            round_.lowest_admitted = q
+            round_.admitted.append((q, w))
+            if budget == 0:
+                round_.rest.append((q, w))
+                return 0
+        return budget
+
+    def _stopped(self, snapshot: Snapshot, round_: _Round) -> list[tuple[int, JobView]]:
         """The running jobs not kept: those skipped, then those after the walk ended
-        (in order in the queue it ended in, as the snapshot lists them below it)."""
+        (in order in the queue it ended in, as the snapshot lists them below it); as
+        the snapshot has them (a kept entry's view may be an earlier round's)."""
         stopped = list(round_.dropped)
         for q, after in round_.rest:
             running = round_.running[q]
-            if after is None:
-                stopped.extend((q, e[4]) for e in running)
-            else:
-                stopped.extend((q, e[4]) for e in running if e > after)
-        return stopped
+            entries = running if after is None else running[bisect_right(running, after) :]
+            stopped.extend((q, e[4]) for e in entries)
+        job_of = snapshot.job
+        return [(q, job_of(job.job_id) or job) for q, job in stopped]
 
     def _later(self, round_: _Round, kept: KeptWaiting) -> Iterator[tuple[int, Entry]]:
         """The waiting jobs after the walk ended, in priority order."""
@@ -309,14 +296,15 @@ class Tiresias:
 
     def _place(self, snapshot: Snapshot, round_: _Round, kept: KeptWaiting) -> None:
         """Stop the running jobs not kept, place the admitted in order; then keep the
-        stopped jobs whose GPUs nobody took and backfill what is left free."""
-        stopped = self._stopped(round_)
+        stopped jobs whose GPUs nobody took and backfill what is left free. (A stopped
+        job leaves the plan only if it is not kept: the plan is a mapping, and the
+        backend applies it in job id order.)"""
+        stopped = self._stopped(snapshot, round_)
         if not stopped and not round_.admitted:
             return
         run, pool = round_.run, snapshot.free_pool()
         for _, job in stopped:
             assert job.allocation is not None
-            del run[job.job_id]
             pool.release(job.allocation, job.spec.gpu_mem_mib)
         for q, entry in round_.admitted:
             reason = self._start(snapshot, pool, q, entry, round_)
@@ -327,8 +315,8 @@ class Tiresias:
             assert alloc is not None
             if pool.fits(alloc, job.spec.gpu_mem_mib):
                 pool.claim(alloc, job.spec.gpu_mem_mib)
-                run[job.job_id] = alloc
                 continue
+            del run[job.job_id]
             round_.preempted.append(job)
             round_.reasons[job.job_id] = Reason(
                 "Preempted", f"preempted in Q{q}: jobs of higher priority need its GPUs"
@@ -344,22 +332,10 @@ class Tiresias:
         self, snapshot: Snapshot, pool: GpuPool, q: int, entry: Entry, round_: _Round
     ) -> Reason | None:
         """Place a waiting job into `pool` and the plan (§3.3); or why it cannot start."""
-        job, need = entry[4], entry[5]
-        alloc = snapshot.placer.place(pool, job, need)
-        if _skewed(job.spec.model):
-            fewest = -(-need // snapshot.cluster.max_gpus_per_node)
-            if alloc is None or len(alloc.nodes) > fewest:
-                alloc = _consolidated(pool, need, fewest)
-            if alloc is None:
-                return Reason(
-                    "AwaitingConsolidation",
-                    f"Q{q}: {job.spec.model} is skewed and waits for {need} GPUs "
-                    f"on {fewest} node(s)",
-                )
-        if alloc is None:
-            free = pool.total_free
-            code = "Fragmented" if free >= need else "InsufficientGpus"
-            return Reason(code, f"Q{q}: needs {need} GPUs; {free} are free, no placement fits")
+        job = entry[4]
+        alloc = place(snapshot, pool, job, entry[5], q)
+        if isinstance(alloc, Reason):
+            return alloc
         pool.claim(alloc, job.spec.gpu_mem_mib)  # a placer's allocation fits its pool
         round_.run[job.job_id] = alloc
         if q < len(self.thresholds_gpu_s):
@@ -367,12 +343,19 @@ class Tiresias:
             round_.crossings.append((round_.now + left / alloc.gpu_weight, job.job_id))
         return None
 
-    def _wake_s(self, round_: _Round, kept: KeptWaiting) -> float | None:
+    def _wake_s(self, snapshot: Snapshot, round_: _Round, kept: KeptWaiting) -> float | None:
         """The first threshold crossing of a job that runs after this round, or the
         first starvation limit of a job that waits after it."""
-        now, run = round_.now, round_.run
-        wake = math.inf
-        for t, jid in round_.crossings:
+        now, run, promotions = round_.now, round_.run, round_.promotions
+        wake = first_crossing(
+            RunningRanking(self.thresholds_gpu_s, None),
+            round_.kept_running,
+            promotions.get,
+            snapshot.job,
+            run,
+            now,
+        )
+        for t, jid in round_.crossings:  # the jobs started this round
             if now < t < wake and jid in run:
                 wake = t
         starving = kept.first_starving(run)
@@ -380,7 +363,7 @@ class Tiresias:
             wake = starving
         if self.starve_limit:
             for job in round_.preempted:
-                promo = round_.ledger.promotions.get(job.job_id)
+                promo = promotions.get(job.job_id)
                 executed = job.executed_s_at(now)
                 starve_s = starves_at(job, promo, executed, self.starve_limit)
                 if starve_s is not None and now < starve_s < wake:
@@ -391,14 +374,16 @@ class Tiresias:
 class _Round:
     """The scratch record of one `schedule` call (never kept across rounds)."""
 
-    def __init__(self, snapshot: Snapshot, num_queues: int) -> None:
+    def __init__(self, snapshot: Snapshot) -> None:
         self.now = snapshot.now_s
         self.run: dict[str, Allocation] = snapshot.allocations()
         self.reasons: dict[str, Reason] = {}
-        self.ledger = Ledger({}, {})  # the next state's entries and promotions
+        self.promotions: Mapping[str, Promotion] = {}  # the next state's
         self.gittins: dict[tuple[int, int], float] = {}
-        self.running: list[list[Entry]] = [[] for _ in range(num_queues)]  # by queue
-        self.crossings: list[tuple[float, str]] = []  # (time, job) a threshold is crossed
+        self.kept_running: KeptRunning  # the running jobs ranked (set by `_rank`)
+        self.running: list[list[Entry]] = []  # its entries by queue
+        # (time, job) a job started this round crosses its queue's threshold.
+        self.crossings: list[tuple[float, str]] = []
         self.admitted: list[tuple[int, Entry]] = []
         self.passed: list[tuple[int, Entry]] = []  # waiting, skipped: did not fit
         self.dropped: list[tuple[int, JobView]] = []  # running, skipped: did not fit
@@ -412,21 +397,3 @@ class _Round:
 def _alive_gpus(snapshot: Snapshot) -> int:
     down = sum(snapshot.cluster.nodes[n].num_gpus for n in snapshot.down_nodes)
     return snapshot.cluster.num_gpus - down
-
-
-@cache
-def _skewed(model: str) -> bool:
-    return resolve(model).skewed
-
-
-def _consolidated(pool: GpuPool, need: int, nodes: int) -> Allocation | None:
-    """`need` GPUs on `nodes` nodes: best fit on one node, else the emptiest nodes."""
-    if nodes == 1:
-        for free in range(need, len(pool.buckets)):
-            if pool.buckets[free]:
-                node = min(pool.buckets[free])
-                return Allocation.whole((node, g) for g in pool.free_gpus(node)[:need])
-        return None
-    order = sorted(range(pool.num_nodes), key=lambda n: (-len(pool.free_gpus(n)), n))
-    gpus = [(n, g) for n in order[:nodes] for g in pool.free_gpus(n)]
-    return Allocation.whole(gpus[:need]) if len(gpus) >= need else None

@@ -27,6 +27,7 @@ from typing import NamedTuple
 from sortedcontainers import SortedList
 
 from controller.model import JobView, Snapshot
+from policies.tiresias_ledger import Ledger, Promotion
 
 # One job in its queue: (-Gittins index, time it entered the queue, submit time, id,
 # view, GPUs it needs, attained service counted by the queues). Job ids are unique,
@@ -35,16 +36,6 @@ Entry = tuple[float, float, float, str, JobView, int, float]
 
 # (queue, service counted by the queues) -> -Gittins index; None: no index, 0 for all.
 IndexOf = Callable[[int, float], float] | None
-
-
-@dataclass(frozen=True)
-class Promotion:
-    """A job's last promotion to Q0: its queue counts service from `attained_gpu_s`."""
-
-    at_s: float
-    attained_gpu_s: float
-    executed_s: float
-    count: int = 1
 
 
 class Ranked(NamedTuple):
@@ -98,7 +89,7 @@ class Ranking:
 class KeptWaiting:
     """The waiting jobs ranked as of one round: per queue in order, and by limit."""
 
-    __slots__ = ("buckets", "holder", "mark", "ranked", "running_ids", "source", "starving")
+    __slots__ = ("buckets", "holder", "mark", "ranked", "source", "starving")
 
     def __init__(self, num_queues: int, mark: int | None, source: object) -> None:
         self.buckets: list[SortedList] = [SortedList() for _ in range(num_queues)]
@@ -106,7 +97,6 @@ class KeptWaiting:
         self.starving = SortedList()  # (starvation limit, job id)
         self.mark = mark  # the backend's change mark as of that round
         self.source = source  # the backend's index that gave the mark
-        self.running_ids: list[str] = []  # the jobs running in that round
         self.holder: object = None  # the state it belongs to
 
     def put(self, ranked: Ranked) -> None:
@@ -131,26 +121,6 @@ class KeptWaiting:
         return None
 
 
-@dataclass
-class Ledger:
-    """The state's per-job records being written for the round's successor state."""
-
-    entered: dict[str, tuple[int, float]]
-    promotions: dict[str, Promotion]
-
-    def note(self, job_id: str, ranked: Ranked) -> None:
-        if ranked.entered is not None:
-            self.entered[job_id] = ranked.entered
-        else:
-            self.entered.pop(job_id, None)
-        if ranked.promotion is not None:
-            self.promotions[job_id] = ranked.promotion
-
-    def forget(self, job_id: str) -> None:
-        self.entered.pop(job_id, None)
-        self.promotions.pop(job_id, None)
-
-
 def rank_all(
     ranking: Ranking,
     waiting: Iterable[JobView],
@@ -171,7 +141,7 @@ def rank_all(
         buckets[ranked.queue].append(ranked.entry)
         if ranked.starves_s is not None:
             starving.append((ranked.starves_s, jid))
-        ledger.note(jid, ranked)
+        ledger.note(jid, ranked.entered, ranked.promotion)
     kept.buckets = [SortedList(b) for b in buckets]
     kept.starving = SortedList(starving)
 
@@ -199,7 +169,7 @@ def rank_changed(
         else:
             ranked = ranking.rank(job, promotions.get(jid), entered.get(jid), now)
             kept.put(ranked)
-            ledger.note(jid, ranked)
+            ledger.note(jid, ranked.entered, ranked.promotion)
     starving = kept.starving
     while starving and starving[0][0] <= now:
         jid = starving[0][1]
@@ -207,7 +177,7 @@ def rank_changed(
         kept.drop(jid)
         ranked = ranking.rank(job, promotions.get(jid), entered.get(jid), now)
         kept.put(ranked)
-        ledger.note(jid, ranked)
+        ledger.note(jid, ranked.entered, ranked.promotion)
 
 
 def promotion(job: JobView, last: Promotion | None, starve_s: float) -> Promotion:

@@ -3,7 +3,7 @@
 Every other layer imports from here; this package imports nothing else of gpuflow.
 """
 
-from controller.model.allocation import Allocation, GpuPool, GpuShare
+from controller.model.allocation import Allocation, GpuShare
 from controller.model.cluster import (
     NO_HOST,
     Cluster,
@@ -17,6 +17,7 @@ from controller.model.cluster import (
     Rack,
 )
 from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Measured, Reason
+from controller.model.pool import GpuPool
 from controller.model.snapshot import (
     RESTARTING,
     STOPPING,

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from controller.model.allocation import Allocation, GpuPool
+from controller.model.allocation import Allocation
 from controller.model.cluster import Cluster
 from controller.model.job import WAITING, JobStatus, JobView, Reason
+from controller.model.pool import GpuPool
 from controller.model.waiting import WaitingIndex, WaitingKey
 
 
@@ -72,9 +73,8 @@ class Snapshot:
         (`ordered`) thus spares a policy that reads only the head of the queue a
         tuple of every waiting job each round; `num_waiting` is the queue's length."""
         snapshot = cls.__new__(cls)
-        for f in fields(cls):
-            if f.name not in ("jobs", "waiting_jobs"):
-                object.__setattr__(snapshot, f.name, given.get(f.name, f.default))
+        for name, default in _DEFERRED_FIELDS:
+            object.__setattr__(snapshot, name, given.get(name, default))
         assert snapshot.running_jobs is not None and snapshot.current is not None
         object.__setattr__(snapshot, "_waiting_source", waiting)
         object.__setattr__(snapshot, "_num_waiting", num_waiting)
@@ -171,6 +171,13 @@ class Snapshot:
         if self.ordered is not None:
             return self.ordered.gpus_asked()
         return sum(j.spec.num_gpus for j in self.waiting())
+
+
+# (name, default) of every field `Snapshot.deferred` sets: all but the waiting jobs
+# and `jobs` (a backend makes one deferred snapshot a round).
+_DEFERRED_FIELDS = tuple(
+    (f.name, f.default) for f in fields(Snapshot) if f.name not in ("jobs", "waiting_jobs")
+)
 
 
 class EditedAllocations(dict[str, Allocation]):

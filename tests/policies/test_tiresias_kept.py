@@ -1,11 +1,14 @@
-"""Tiresias' waiting jobs kept ranked between rounds (policies.tiresias_waiting) against
-the ranking of every waiting job from scratch, round by round.
+"""Tiresias' waiting and running jobs kept ranked between rounds
+(policies.tiresias_waiting, policies.tiresias_running) and its records handed on
+copy-on-write (policies.tiresias_ledger), against the ranking of every job from
+scratch, round by round.
 
 Each round of a replay is decided twice on the same snapshot: by the policy with the
-state the previous round returned (its kept ranking brought up to date from the
-simulator's change log) and from a copy of that state without the kept ranking (every
-waiting job ranked afresh). Plans, the next state's records and the kept ranking
-itself must agree. The replays overload a small cluster with long jobs, so that jobs
+state the previous round returned (its kept rankings brought up to date from the
+simulator's change log and the crossings due) and from a copy of that state without
+them (every job ranked afresh). Plans (`wake_s` to the last bit), the next state's
+records, the kept rankings themselves, and the given state's records read after the
+round took them, must agree. The replays overload a small cluster with long jobs, so that jobs
 cross thresholds, are preempted, starve and are promoted; node failures stop jobs
 outside any plan.
 """
@@ -46,6 +49,8 @@ class Compared:
         scratch = self.policy.schedule(snapshot, scratch_state)
         plan = self.policy.schedule(snapshot, state)
         self._compare(snapshot.now_s, plan, scratch)
+        if scratch_state is not None and state != scratch_state:  # its records rebuilt
+            self.mismatches.append(f"t={snapshot.now_s}: given state's records")
         return plan
 
     def _compare(self, now: float, plan: Plan, scratch: Plan) -> None:
@@ -62,8 +67,25 @@ class Compared:
             "ranked": kept.kept.ranked == fresh.kept.ranked,
             "queues": [list(b) for b in kept.kept.buckets] == [list(b) for b in fresh.kept.buckets],
             "starving": list(kept.kept.starving) == list(fresh.kept.starving),
+            "running": _running(kept) == _running(fresh),
+            "crossings": _crossings_agree(kept, fresh),
         }
         self.mismatches.extend(f"t={now}: {k}" for k, same in checks.items() if not same)
+
+
+def _running(state: TiresiasState) -> list[list[tuple[Any, ...]]]:
+    """The kept running jobs' order keys, queue by queue (a kept entry's view and
+    service are those of the round that ranked it)."""
+    assert state.running is not None
+    return [[e[:4] + e[5:6] for e in bucket] for bucket in state.running.buckets]
+
+
+def _crossings_agree(kept: TiresiasState, fresh: TiresiasState) -> bool:
+    """The same jobs cross, at kept times within rounding of the times ranked now."""
+    assert kept.running is not None and fresh.running is not None
+    a = {jid: t for t, jid in kept.running.crossings}
+    b = {jid: t for t, jid in fresh.running.crossings}
+    return a.keys() == b.keys() and all(abs(a[j] - b[j]) < 1e-6 for j in a)
 
 
 def _replay(seed: int, policy: Tiresias, failures: bool) -> Compared:

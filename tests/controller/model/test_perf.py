@@ -1,4 +1,3 @@
-
 import pytest
 
 from controller.model.allocation import Allocation, GpuShare

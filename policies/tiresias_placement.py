@@ -1,0 +1,53 @@
+"""Tiresias' placement (§3.3): where a job it admits runs.
+
+Called by `policies.tiresias` for each waiting job it starts. A job whose model is
+skewed (`catalog.resolve(model).skewed`: VGG, AlexNet, ...) runs only on the fewest
+nodes its gang can take (ceil(GPUs / largest node)), else it waits
+("AwaitingConsolidation"); other models take what the snapshot's placer gives.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from controller.model import Allocation, GpuPool, JobView, Reason, Snapshot
+from controller.model.catalog import resolve
+
+
+def place(
+    snapshot: Snapshot, pool: GpuPool, job: JobView, need: int, q: int
+) -> Allocation | Reason:
+    """GPUs from `pool` for `need` GPUs of `job` (of queue `q`), or why none fit."""
+    alloc = snapshot.placer.place(pool, job, need)
+    if _skewed(job.spec.model):
+        fewest = -(-need // snapshot.cluster.max_gpus_per_node)
+        if alloc is None or len(alloc.nodes) > fewest:
+            alloc = _consolidated(pool, need, fewest)
+        if alloc is None:
+            return Reason(
+                "AwaitingConsolidation",
+                f"Q{q}: {job.spec.model} is skewed and waits for {need} GPUs on {fewest} node(s)",
+            )
+    if alloc is None:
+        free = pool.total_free
+        code = "Fragmented" if free >= need else "InsufficientGpus"
+        return Reason(code, f"Q{q}: needs {need} GPUs; {free} are free, no placement fits")
+    return alloc
+
+
+@cache
+def _skewed(model: str) -> bool:
+    return resolve(model).skewed
+
+
+def _consolidated(pool: GpuPool, need: int, nodes: int) -> Allocation | None:
+    """`need` GPUs on `nodes` nodes: best fit on one node, else the emptiest nodes."""
+    if nodes == 1:
+        for free in range(need, len(pool.buckets)):
+            if pool.buckets[free]:
+                node = min(pool.buckets[free])
+                return Allocation.whole((node, g) for g in pool.free_gpus(node)[:need])
+        return None
+    order = sorted(range(pool.num_nodes), key=lambda n: (-len(pool.free_gpus(n)), n))
+    gpus = [(n, g) for n in order[:nodes] for g in pool.free_gpus(n)]
+    return Allocation.whole(gpus[:need]) if len(gpus) >= need else None
