@@ -253,9 +253,7 @@ class LocalMode:
     def _changed(self, state: JobState) -> bool:
         return self._wanted(state.job_id, state.status, state.restarts, state.reason)
 
-    def _wanted(
-        self, job_id: str, status: JobStatus, restarts: int, reason: Reason | None
-    ) -> bool:
+    def _wanted(self, job_id: str, status: JobStatus, restarts: int, reason: Reason | None) -> bool:
         """Whether a job's row needs writing: new, running, its state moved, or the
         reason it waits for changed (its code at once, its message within
         REASON_REFRESH_S): a job recorded before the round that gave it a reason gets

@@ -275,4 +275,3 @@ def test_unknown_csv_header(tmp_path: Path) -> None:
     path = write(tmp_path, "a,b\n1,2\n", name="x.csv")
     with pytest.raises(ClusterSpecError, match="unknown CSV header"):
         load_cluster(path)
-
