@@ -63,6 +63,7 @@ from typing import Any
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from policies.gandiva_moves import consolidate, defragment, grow, movers_by_node, shrink_for
 from policies.gandiva_packing import Pack, PackOptions, introspect, pack_waiting
+from policies.gandiva_queue import RoundRobin, WaitingKinds, Walk, gandiva_key, waiting_kinds
 from policies.gandiva_work import Work
 
 # Gandiva's time slice: jobs are suspended and resumed about once a minute (§4.1,
@@ -72,12 +73,14 @@ QUANTUM_S = 60.0
 
 @dataclass(frozen=True)
 class GandivaState:
-    """Cross-round memory: when each running job's slice began, the live packs, and
-    the model pairs introspection found not worth packing."""
+    """Cross-round memory: when each running job's slice began, the live packs, the
+    model pairs introspection found not worth packing, and the kinds of the waiting
+    jobs as of the last round (a cache: None reads them afresh)."""
 
     slice_start_s: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     packs: tuple[Pack, ...] = ()
     banned_pairs: frozenset[tuple[str, str]] = frozenset()
+    kinds: WaitingKinds | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -95,26 +98,28 @@ class Gandiva:
         packs, banned = introspect(
             work, prev.packs, prev.banned_pairs, quantum_s=self.quantum_s, margin=self.pack_margin
         )
-        waiting = list(snapshot.waiting_in_order(gandiva_key))
-        left = _place(work, waiting)
-        if left:
-            if shrink_for(work, left):
-                left = _place(work, left)
+        queue = RoundRobin(snapshot, work.run)
+        kinds = waiting_kinds(snapshot, prev.kinds)
+        _place(work, queue.walk())
+        if queue.count():
+            if shrink_for(work, queue.gpus_asked):
+                _place(work, queue.walk())
             options = PackOptions(self.pack_util_max, self.share_unsized)
-            left = pack_waiting(work, left, packs, banned, options)
-            left = self._time_slice(work, left, prev.slice_start_s)
+            pack_waiting(work, queue, kinds, packs, banned, options)
+            self._time_slice(work, queue.walk(), prev.slice_start_s)
         else:
             consolidate(work)
             grow(work)
-        _explain(work, left)
+        waiting = queue.count()
+        default = _explain(work, queue, waiting)
         slices = _slices(work, prev.slice_start_s)
         return Plan(
             run=work.run,
             reasons=work.reasons,
-            default_reason=Reason("Waiting", "waiting for GPUs"),
+            default_reason=default,
             suspend=frozenset(work.suspend),
-            state=GandivaState(MappingProxyType(slices), tuple(packs), banned),
-            wake_s=self._wake(work, slices, packs, bool(left or work.suspend)),
+            state=GandivaState(MappingProxyType(slices), tuple(packs), banned, kinds),
+            wake_s=self._wake(work, slices, packs, bool(waiting or work.suspend)),
         )
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
@@ -126,23 +131,15 @@ class Gandiva:
         )
         return [j.job_id for j in jobs]
 
-    def _time_slice(
-        self, work: Work, waiting: list[JobView], slices: Mapping[str, float]
-    ) -> list[JobView]:
-        """Swap waiting jobs in for running ones whose slice has run out."""
+    def _time_slice(self, work: Work, waiting: Walk, slices: Mapping[str, float]) -> None:
+        """Swap waiting jobs in for running ones whose slice has run out. A gang size is
+        closed once it has no victim left and cannot clear a node (or is too new to);
+        the walk ends when no expired job is left to swap out."""
         by_size, by_node = _expired(work, slices, self.quantum_s)
         if not by_size:
-            return waiting
-        left: list[JobView] = []
-        gave_up: set[int] = set()  # sizes for which no victims are left
-        for i, job in enumerate(waiting):
+            return
+        for job in waiting:
             n = job.spec.num_gpus
-            if n in gave_up:
-                left.append(job)
-                if not any(by_size.values()):
-                    left.extend(waiting[i + 1 :])  # no expired job is left to swap out
-                    break
-                continue
             victim = _pop_settled(work, by_size.get(n))
             if victim is not None:
                 assert victim.allocation is not None
@@ -150,12 +147,11 @@ class Gandiva:
                 work.start(job, victim.allocation)
                 continue
             if n > 1 and work.now - job.waiting_since_s < self.quantum_s:
-                left.append(job)  # too new to suspend several jobs; not a dead end
-                continue
-            if not _clear_node(work, job, by_node, self.quantum_s):
-                gave_up.add(n)
-                left.append(job)
-        return left
+                waiting.close(n)  # the jobs behind are newer still; not a dead end
+            elif not _clear_node(work, job, by_node, self.quantum_s):
+                waiting.close(n)
+            if not any(by_size.values()):
+                return  # no expired job is left to swap out
 
     def _wake(
         self, work: Work, slices: Mapping[str, float], packs: Iterable[Pack], waiting: bool
@@ -168,27 +164,20 @@ class Gandiva:
         return min((t for t in times if t > now), default=None)
 
 
-def gandiva_key(job: JobView) -> tuple[float, str]:
-    """Round-robin: the job that has waited longest (since it arrived or was suspended)
-    first (the `WaitingKey` the backend keeps the queue in)."""
-    return (job.waiting_since_s, job.job_id)
-
-
-def _place(work: Work, jobs: list[JobView]) -> list[JobView]:
+def _place(work: Work, waiting: Walk) -> None:
     """Start the jobs that fit, in order, migrating others to keep a gang that fits a
-    node on one node; returns the jobs left waiting."""
-    left: list[JobView] = []
+    node on one node. The free GPUs only fall, so a size is closed once they are too
+    few for it."""
     pool, placer = work.pool, work.snapshot.placer
     largest_node = work.snapshot.cluster.max_gpus_per_node
     movers: dict[int, list[JobView]] | None = None
     hopeless: set[int] = set()  # sizes no migration could make room for
-    for i, job in enumerate(jobs):
+    for job in waiting:
         n = job.spec.num_gpus
         if pool.total_free < n:
             if pool.total_free == 0:
-                left.extend(jobs[i:])
-                break
-            left.append(job)
+                return
+            waiting.close(n)
             continue
         alloc = placer.place(pool, job, n)
         if (alloc is None or len(alloc.nodes) > 1) and n <= largest_node and n not in hopeless:
@@ -197,11 +186,8 @@ def _place(work: Work, jobs: list[JobView]) -> list[JobView]:
             if defragment(work, job, movers):
                 continue
             hopeless.add(n)
-        if alloc is None:
-            left.append(job)
-        else:
+        if alloc is not None:
             work.start(job, alloc)
-    return left
 
 
 def _expired(
@@ -274,17 +260,22 @@ def _sliced_out(victim: JobView, by: JobView, quantum_s: float) -> Reason:
     )
 
 
-def _explain(work: Work, left: list[JobView]) -> None:
-    """A reason for every job the plan leaves waiting without one yet."""
+def _explain(work: Work, queue: RoundRobin, waiting: int) -> Reason:
+    """Give the first job still waiting of each gang size its reason; returns the
+    reason the jobs behind them share (the plan's default)."""
     running_sizes = {a.num_gpus for a in work.run.values()}
     free = work.pool.total_free
-    by_size: dict[int, Reason] = {}  # reasons are frozen: jobs of one size share one
-    for job in left:
-        n = job.spec.num_gpus
-        reason = by_size.get(n)
-        if reason is None:
-            reason = by_size[n] = _waiting_reason(n, free, n in running_sizes)
-        work.reasons[job.job_id] = reason
+    heads = queue.heads()
+    for n, job in heads.items():
+        work.reasons[job.job_id] = _waiting_reason(n, free, n in running_sizes)
+    if not heads:
+        return Reason("Waiting", "waiting for GPUs")
+    first = min(heads.values(), key=gandiva_key)
+    return Reason(
+        "QueuedBehind",
+        f"waiting behind job {first.job_id} at the head of the round-robin queue "
+        f"(longest waiting first), and {waiting - len(heads)} more behind",
+    )
 
 
 def _waiting_reason(n: int, free: int, same_size_runs: bool) -> Reason:
