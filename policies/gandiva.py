@@ -98,7 +98,7 @@ class Gandiva:
         packs, banned = introspect(
             work, prev.packs, prev.banned_pairs, quantum_s=self.quantum_s, margin=self.pack_margin
         )
-        queue = RoundRobin(snapshot, work.run)
+        queue = RoundRobin(snapshot, work.run, work.touched)
         kinds = waiting_kinds(snapshot, prev.kinds)
         _place(work, queue.walk())
         if queue.count():
@@ -142,9 +142,7 @@ class Gandiva:
             n = job.spec.num_gpus
             victim = _pop_settled(work, by_size.get(n))
             if victim is not None:
-                assert victim.allocation is not None
-                work.suspend_job(victim, _sliced_out(victim, job, self.quantum_s))
-                work.start(job, victim.allocation)
+                work.swap(victim, job, _sliced_out(victim, job, self.quantum_s))
                 continue
             if n > 1 and work.now - job.waiting_since_s < self.quantum_s:
                 waiting.close(n)  # the jobs behind are newer still; not a dead end

@@ -28,11 +28,12 @@ class RoundRobin:
     """The round's waiting jobs, longest waiting first; a job the round starts (it is
     in `run` and was not running) drops out of the walks that follow."""
 
-    __slots__ = ("_current", "_run", "_snapshot", "_sorted")
+    __slots__ = ("_current", "_run", "_snapshot", "_sorted", "_touched")
 
-    def __init__(self, snapshot: Snapshot, run: Mapping[str, Any]) -> None:
+    def __init__(self, snapshot: Snapshot, run: Mapping[str, Any], touched: Iterable[str]) -> None:
         self._snapshot = snapshot
         self._run = run
+        self._touched = touched  # every job the round started or moved so far
         assert snapshot.current is not None
         self._current = snapshot.current
         # A backend that keeps no order: sort once per round, not once per walk.
@@ -52,10 +53,10 @@ class RoundRobin:
 
     def started(self) -> list[JobView]:
         """The waiting jobs the round has started so far."""
-        current, job = self._current, self._snapshot.job
+        current, run, job = self._current, self._run, self._snapshot.job
         out: list[JobView] = []
-        for job_id in self._run:
-            if job_id not in current:
+        for job_id in self._touched:
+            if job_id in run and job_id not in current:
                 view = job(job_id)
                 assert view is not None
                 out.append(view)
@@ -187,11 +188,13 @@ def waiting_kinds(snapshot: Snapshot, kept: WaitingKinds | None) -> WaitingKinds
         for job in snapshot.waiting():
             kept.add(job)
         return kept
+    kind_of, view_of = kept.kind_of, snapshot.job
     for job_id in changed:
-        view = snapshot.job(job_id)
+        view = view_of(job_id)
         if view is not None and view.status in WAITING:
-            kept.add(view)
-        else:
+            if job_id not in kind_of:
+                kept.add(view)
+        elif job_id in kind_of:
             kept.discard(job_id)
     kept.mark = mark
     return kept
