@@ -4,7 +4,8 @@ Xiao et al., "Gandiva: Introspective Cluster Scheduling for Deep Learning", OSDI
 Registered as "gandiva"; the simulator (or the operator) calls `Gandiva.schedule`
 every round. This module holds the round and time-slicing; packing and its
 introspection are in `policies.gandiva_packing`, migration and grow-shrink in
-`policies.gandiva_moves`, the round's editable plan in `policies.gandiva_work`.
+`policies.gandiva_moves`, the round's editable plan in `policies.gandiva_work`, the
+waiting jobs' round-robin order in `policies.gandiva_queue`.
 
 A round, in order:
 
@@ -28,9 +29,13 @@ A round, in order:
 4. If nobody waits: multi-node gangs migrate onto one node that has room (§6.4,
    locality) and elastic jobs grow into idle GPUs (§4.1 grow-shrink).
 
-Each waiting job gets a reason: "Suspended" (time-sliced out), "Unpacked", "TimeSliced"
-(waits for a same-size job's slice to end), "Fragmented" or "InsufficientGpus".
-Slice starts and packs travel in `GandivaState`; the policy keeps nothing on self.
+Each step reads the queue from its head and stops once no job behind can change
+anything (`policies.gandiva_queue`), so a round costs what it changes, not the queue's
+length. Jobs time-sliced out or unpacked get "Suspended" or "Unpacked"; the first
+waiting job of each gang size gets "TimeSliced" (waits for a same-size job's slice to
+end), "Fragmented" or "InsufficientGpus"; the jobs behind them share "QueuedBehind".
+Slice starts, packs and the waiting jobs' kinds (a cache) travel in `GandivaState`;
+the policy keeps nothing on self.
 
 Deviations from the paper:
 - The paper suspends only among jobs of one "affinity" (gang size) on a server. Here
