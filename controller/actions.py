@@ -161,24 +161,23 @@ def _check_placement(snapshot: Snapshot, job: JobView, target: Allocation) -> No
 def _check_fit(pool: GpuPool, actions: list[JobAction]) -> None:
     """PlanError at the first start that does not fit the pool once every stop has
     released its GPUs. The pool is left as it was."""
-    if not pool.tracks_host and all(
-        _whole(a.allocation) and _whole(a.job.allocation) for a in actions
-    ):
-        _check_whole_fit(pool, actions)
-    else:
+    if pool.tracks_host or not _check_whole_fit(pool, actions):
         _check_fit_by_trial(pool, actions)
 
 
-def _check_whole_fit(pool: GpuPool, actions: list[JobAction]) -> None:
+def _check_whole_fit(pool: GpuPool, actions: list[JobAction]) -> bool:
     """The check when every allocation involved is of whole GPUs, without touching
     the pool: the simulator's common case, run every round. A start fits if
     each of its GPUs is wholly free, or held by a job that stops, and claimed once.
-    Each allocation's shares are read once, in place (no tuple of its GPUs)."""
+    Each allocation's shares are read once, in place (no tuple of its GPUs). False,
+    having checked nothing, when an allocation involved holds a GPU share."""
     freed: set[tuple[int, int]] = set()
     starts: list[JobAction] = []
     for a in actions:
+        held = a.job.allocation
+        if (held is not None and held.shared) or (a.allocation is not None and a.allocation.shared):
+            return False
         if a.stops:
-            held = a.job.allocation
             assert held is not None
             freed.update([(s.node, s.gpu) for s in held.shares])
         if a.starts:
@@ -194,10 +193,7 @@ def _check_whole_fit(pool: GpuPool, actions: list[JobAction]) -> None:
             if not free or key in claimed:
                 raise PlanError(f"job {a.job_id}: GPUs {alloc.gpus()} over-allocated")
             claimed.add(key)
-
-
-def _whole(alloc: Allocation | None) -> bool:
-    return alloc is None or not alloc.shared
+    return True
 
 
 def _check_fit_by_trial(pool: GpuPool, actions: list[JobAction]) -> None:

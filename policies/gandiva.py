@@ -4,7 +4,8 @@ Xiao et al., "Gandiva: Introspective Cluster Scheduling for Deep Learning", OSDI
 Registered as "gandiva"; the simulator (or the operator) calls `Gandiva.schedule`
 every round. This module holds the round and time-slicing; packing and its
 introspection are in `policies.gandiva_packing`, migration and grow-shrink in
-`policies.gandiva_moves`, the round's editable plan in `policies.gandiva_work`.
+`policies.gandiva_moves`, the round's editable plan in `policies.gandiva_work`, the
+waiting jobs' round-robin order in `policies.gandiva_queue`.
 
 A round, in order:
 
@@ -28,9 +29,13 @@ A round, in order:
 4. If nobody waits: multi-node gangs migrate onto one node that has room (§6.4,
    locality) and elastic jobs grow into idle GPUs (§4.1 grow-shrink).
 
-Each waiting job gets a reason: "Suspended" (time-sliced out), "Unpacked", "TimeSliced"
-(waits for a same-size job's slice to end), "Fragmented" or "InsufficientGpus".
-Slice starts and packs travel in `GandivaState`; the policy keeps nothing on self.
+Each step reads the queue from its head and stops once no job behind can change
+anything (`policies.gandiva_queue`), so a round costs what it changes, not the queue's
+length. Jobs time-sliced out or unpacked get "Suspended" or "Unpacked"; the first
+waiting job of each gang size gets "TimeSliced" (waits for a same-size job's slice to
+end), "Fragmented" or "InsufficientGpus"; the jobs behind them share "QueuedBehind".
+Slice starts, packs and the waiting jobs' kinds (a cache) travel in `GandivaState`;
+the policy keeps nothing on self.
 
 Deviations from the paper:
 - The paper suspends only among jobs of one "affinity" (gang size) on a server. Here
@@ -63,6 +68,7 @@ from typing import Any
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from policies.gandiva_moves import consolidate, defragment, grow, movers_by_node, shrink_for
 from policies.gandiva_packing import Pack, PackOptions, introspect, pack_waiting
+from policies.gandiva_queue import RoundRobin, WaitingKinds, Walk, gandiva_key, waiting_kinds
 from policies.gandiva_work import Work
 
 # Gandiva's time slice: jobs are suspended and resumed about once a minute (§4.1,
@@ -72,12 +78,14 @@ QUANTUM_S = 60.0
 
 @dataclass(frozen=True)
 class GandivaState:
-    """Cross-round memory: when each running job's slice began, the live packs, and
-    the model pairs introspection found not worth packing."""
+    """Cross-round memory: when each running job's slice began, the live packs, the
+    model pairs introspection found not worth packing, and the kinds of the waiting
+    jobs as of the last round (a cache: None reads them afresh)."""
 
     slice_start_s: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     packs: tuple[Pack, ...] = ()
     banned_pairs: frozenset[tuple[str, str]] = frozenset()
+    kinds: WaitingKinds | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -95,26 +103,28 @@ class Gandiva:
         packs, banned = introspect(
             work, prev.packs, prev.banned_pairs, quantum_s=self.quantum_s, margin=self.pack_margin
         )
-        waiting = list(snapshot.waiting_in_order(gandiva_key))
-        left = _place(work, waiting)
-        if left:
-            if shrink_for(work, left):
-                left = _place(work, left)
+        queue = RoundRobin(snapshot, work.run, work.touched)
+        kinds = waiting_kinds(snapshot, prev.kinds)
+        _place(work, queue.walk())
+        if queue.count():
+            if shrink_for(work, queue.gpus_asked):
+                _place(work, queue.walk())
             options = PackOptions(self.pack_util_max, self.share_unsized)
-            left = pack_waiting(work, left, packs, banned, options)
-            left = self._time_slice(work, left, prev.slice_start_s)
+            pack_waiting(work, queue, kinds, packs, banned, options)
+            self._time_slice(work, queue.walk(), prev.slice_start_s)
         else:
             consolidate(work)
             grow(work)
-        _explain(work, left)
+        waiting = queue.count()
+        default = _explain(work, queue, waiting)
         slices = _slices(work, prev.slice_start_s)
         return Plan(
             run=work.run,
             reasons=work.reasons,
-            default_reason=Reason("Waiting", "waiting for GPUs"),
+            default_reason=default,
             suspend=frozenset(work.suspend),
-            state=GandivaState(MappingProxyType(slices), tuple(packs), banned),
-            wake_s=self._wake(work, slices, packs, bool(left or work.suspend)),
+            state=GandivaState(MappingProxyType(slices), tuple(packs), banned, kinds),
+            wake_s=self._wake(work, slices, packs, bool(waiting or work.suspend)),
         )
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
@@ -126,36 +136,25 @@ class Gandiva:
         )
         return [j.job_id for j in jobs]
 
-    def _time_slice(
-        self, work: Work, waiting: list[JobView], slices: Mapping[str, float]
-    ) -> list[JobView]:
-        """Swap waiting jobs in for running ones whose slice has run out."""
+    def _time_slice(self, work: Work, waiting: Walk, slices: Mapping[str, float]) -> None:
+        """Swap waiting jobs in for running ones whose slice has run out. A gang size is
+        closed once it has no victim left and cannot clear a node (or is too new to);
+        the walk ends when no expired job is left to swap out."""
         by_size, by_node = _expired(work, slices, self.quantum_s)
         if not by_size:
-            return waiting
-        left: list[JobView] = []
-        gave_up: set[int] = set()  # sizes for which no victims are left
-        for i, job in enumerate(waiting):
+            return
+        for job in waiting:
             n = job.spec.num_gpus
-            if n in gave_up:
-                left.append(job)
-                if not any(by_size.values()):
-                    left.extend(waiting[i + 1 :])  # no expired job is left to swap out
-                    break
-                continue
             victim = _pop_settled(work, by_size.get(n))
             if victim is not None:
-                assert victim.allocation is not None
-                work.suspend_job(victim, _sliced_out(victim, job, self.quantum_s))
-                work.start(job, victim.allocation)
+                work.swap(victim, job, _sliced_out(victim, job, self.quantum_s))
                 continue
             if n > 1 and work.now - job.waiting_since_s < self.quantum_s:
-                left.append(job)  # too new to suspend several jobs; not a dead end
-                continue
-            if not _clear_node(work, job, by_node, self.quantum_s):
-                gave_up.add(n)
-                left.append(job)
-        return left
+                waiting.close(n)  # the jobs behind are newer still; not a dead end
+            elif not _clear_node(work, job, by_node, self.quantum_s):
+                waiting.close(n)
+            if not any(by_size.values()):
+                return  # no expired job is left to swap out
 
     def _wake(
         self, work: Work, slices: Mapping[str, float], packs: Iterable[Pack], waiting: bool
@@ -168,27 +167,20 @@ class Gandiva:
         return min((t for t in times if t > now), default=None)
 
 
-def gandiva_key(job: JobView) -> tuple[float, str]:
-    """Round-robin: the job that has waited longest (since it arrived or was suspended)
-    first (the `WaitingKey` the backend keeps the queue in)."""
-    return (job.waiting_since_s, job.job_id)
-
-
-def _place(work: Work, jobs: list[JobView]) -> list[JobView]:
+def _place(work: Work, waiting: Walk) -> None:
     """Start the jobs that fit, in order, migrating others to keep a gang that fits a
-    node on one node; returns the jobs left waiting."""
-    left: list[JobView] = []
+    node on one node. The free GPUs only fall, so a size is closed once they are too
+    few for it."""
     pool, placer = work.pool, work.snapshot.placer
     largest_node = work.snapshot.cluster.max_gpus_per_node
     movers: dict[int, list[JobView]] | None = None
     hopeless: set[int] = set()  # sizes no migration could make room for
-    for i, job in enumerate(jobs):
+    for job in waiting:
         n = job.spec.num_gpus
         if pool.total_free < n:
             if pool.total_free == 0:
-                left.extend(jobs[i:])
-                break
-            left.append(job)
+                return
+            waiting.close(n)
             continue
         alloc = placer.place(pool, job, n)
         if (alloc is None or len(alloc.nodes) > 1) and n <= largest_node and n not in hopeless:
@@ -197,11 +189,8 @@ def _place(work: Work, jobs: list[JobView]) -> list[JobView]:
             if defragment(work, job, movers):
                 continue
             hopeless.add(n)
-        if alloc is None:
-            left.append(job)
-        else:
+        if alloc is not None:
             work.start(job, alloc)
-    return left
 
 
 def _expired(
@@ -274,17 +263,22 @@ def _sliced_out(victim: JobView, by: JobView, quantum_s: float) -> Reason:
     )
 
 
-def _explain(work: Work, left: list[JobView]) -> None:
-    """A reason for every job the plan leaves waiting without one yet."""
+def _explain(work: Work, queue: RoundRobin, waiting: int) -> Reason:
+    """Give the first job still waiting of each gang size its reason; returns the
+    reason the jobs behind them share (the plan's default)."""
     running_sizes = {a.num_gpus for a in work.run.values()}
     free = work.pool.total_free
-    by_size: dict[int, Reason] = {}  # reasons are frozen: jobs of one size share one
-    for job in left:
-        n = job.spec.num_gpus
-        reason = by_size.get(n)
-        if reason is None:
-            reason = by_size[n] = _waiting_reason(n, free, n in running_sizes)
-        work.reasons[job.job_id] = reason
+    heads = queue.heads()
+    for n, job in heads.items():
+        work.reasons[job.job_id] = _waiting_reason(n, free, n in running_sizes)
+    if not heads:
+        return Reason("Waiting", "waiting for GPUs")
+    first = min(heads.values(), key=gandiva_key)
+    return Reason(
+        "QueuedBehind",
+        f"waiting behind job {first.job_id} at the head of the round-robin queue "
+        f"(longest waiting first), and {waiting - len(heads)} more behind",
+    )
 
 
 def _waiting_reason(n: int, free: int, same_size_runs: bool) -> Reason:

@@ -12,15 +12,16 @@ migration counts against the round's budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 
 from controller.model import Allocation, JobView
 from policies.gandiva_work import Work
 
 
-def shrink_for(work: Work, waiting: Sequence[JobView]) -> bool:
+def shrink_for(work: Work, gpus_asked: Callable[[], int]) -> bool:
     """Shrink elastic jobs toward `min_gpus`, largest first, by as many GPUs as the
-    waiting jobs lack (no further: the rest would only grow back); whether any shrank."""
+    waiting jobs lack (`gpus_asked`: what they ask for together; no further: the rest
+    would only grow back); whether any shrank."""
     grown = [
         j
         for j in work.snapshot.running()
@@ -28,7 +29,7 @@ def shrink_for(work: Work, waiting: Sequence[JobView]) -> bool:
     ]
     if not grown:
         return False
-    lacking = sum(j.spec.num_gpus for j in waiting) - work.pool.total_free
+    lacking = gpus_asked() - work.pool.total_free
     grown.sort(key=lambda j: (-j.num_gpus, j.job_id))
     shrunk = False
     for job in grown:

@@ -14,10 +14,13 @@ without a restart. See `policies.gandiva` for the deviations from the paper.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cache
 
 from controller.model import Allocation, GpuShare, JobView, Reason
+from controller.model.catalog import CATALOG, GENERIC, resolve
+from policies.gandiva_queue import Kind, RoundRobin, WaitingKinds
 from policies.gandiva_work import Work, gpu_util, mem_mib
 
 
@@ -90,56 +93,156 @@ class PackOptions:
 
 def pack_waiting(
     work: Work,
-    waiting: Sequence[JobView],
+    queue: RoundRobin,
+    kinds: WaitingKinds | None,
     packs: list[Pack],
     banned: frozenset[tuple[str, str]],
     options: PackOptions,
-) -> list[JobView]:
-    """Start waiting jobs on running jobs' GPUs; returns the jobs still waiting.
+) -> None:
+    """Start waiting jobs on running jobs' GPUs, in round-robin order.
 
     Appends the new packs to `packs`. A guest needs a host of its gang size on one
     node, neither elastic, their summed utilisation below `util_max`, their memory
-    within every GPU's, and a model pair not banned by introspection.
+    within every GPU's, and a model pair not banned by introspection. A gang size is
+    closed once no host of it is left, or (with the waiting jobs' `kinds`) once no
+    kind of job still to come could pack.
     """
-    util_of = _utils(waiting)
-    if not util_of:
-        return list(waiting)
+    floor = _lightest_guest(queue, options.util_max)
+    if floor is None:
+        return
     in_packs = {p.host for p in packs} | {p.guest for p in packs}
-    hosts = _hosts(work, in_packs, options, options.util_max - min(util_of.values()))
+    hosts = _hosts(work, in_packs, options, options.util_max - floor)
     if not hosts:
-        return list(waiting)
+        return
     lightest = min(gpu_util(jobs[0].spec) for jobs in hosts.values())
-    placed: dict[str, None] = {}
-    hopeless: set[tuple[int, str, int | None]] = set()  # hosts are only used up
-    for guest in waiting:
+    if lightest + floor >= options.util_max:
+        return  # no guest is light enough for any host
+    guests = queue.walk()
+    to_come = _ToCome(kinds, queue, lightest, options)
+    for guest in guests:
         spec = guest.spec
-        util = util_of[spec.model]
-        key = (spec.num_gpus, spec.model, spec.gpu_mem_mib)
-        if util + lightest >= options.util_max or key in hopeless:
+        n = spec.num_gpus
+        candidates = hosts.get(n)
+        if not candidates:
+            guests.close(n)
             continue
-        if not _packable(guest, options.share_unsized):
-            continue
-        candidates = hosts.get(spec.num_gpus, [])
-        for i, host in enumerate(candidates):
-            if gpu_util(host.spec) + util >= options.util_max:
-                break  # hosts are sorted lightest first
-            if model_pair(host, guest) not in banned and _try_pack(work, host, guest, options):
-                del candidates[i]
-                placed[guest.job_id] = None
-                packs.append(Pack(host.job_id, guest.job_id, work.now))
-                break
-        else:
-            hopeless.add(key)
-    return [j for j in waiting if j.job_id not in placed]
+        util = to_come.util(spec.model)
+        key = (n, spec.model, spec.gpu_mem_mib)
+        if (
+            util + lightest < options.util_max
+            and key not in to_come.hopeless
+            and _packable(guest, options.share_unsized)
+        ):
+            _pack_one(work, guest, util, candidates, packs, banned, options, to_come)
+        if not to_come.any_can_pack(guest, candidates):
+            guests.close(n)
 
 
-def _utils(jobs: Sequence[JobView]) -> dict[str, float]:
-    """GPU utilisation by model name, for the models of `jobs` (a handful)."""
-    out: dict[str, float] = {}
-    for job in jobs:
-        if job.spec.model not in out:
-            out[job.spec.model] = gpu_util(job.spec)
-    return out
+def _pack_one(
+    work: Work,
+    guest: JobView,
+    util: float,
+    candidates: list[JobView],
+    packs: list[Pack],
+    banned: frozenset[tuple[str, str]],
+    options: PackOptions,
+    to_come: _ToCome,
+) -> None:
+    """Pack `guest` on the first host that takes it, lightest first."""
+    for i, host in enumerate(candidates):
+        if gpu_util(host.spec) + util >= options.util_max:
+            return  # hosts are sorted lightest first
+        if model_pair(host, guest) not in banned and _try_pack(work, host, guest, options):
+            del candidates[i]
+            packs.append(Pack(host.job_id, guest.job_id, work.now))
+            return
+    spec = guest.spec
+    to_come.hopeless.add((spec.num_gpus, spec.model, spec.gpu_mem_mib))  # hosts only go
+
+
+class _ToCome:
+    """The kinds of the waiting jobs a packing walk has not reached yet, by gang size,
+    and those known not to pack; with no `WaitingKinds` every kind may still come."""
+
+    __slots__ = ("_counts", "_kinds", "_lightest", "_options", "_started", "_utils", "hopeless")
+
+    def __init__(
+        self, kinds: WaitingKinds | None, queue: RoundRobin, lightest: float, options: PackOptions
+    ) -> None:
+        self._kinds = kinds
+        self._started = queue.started() if kinds is not None else []
+        self._lightest = lightest
+        self._options = options
+        self._counts: dict[int, dict[Kind, int]] = {}
+        self._utils: dict[str, float] = {}
+        self.hopeless: set[tuple[int, str, int | None]] = set()
+
+    def util(self, model: str) -> float:
+        util = self._utils.get(model)
+        if util is None:
+            util = self._utils[model] = resolve(model).gpu_util
+        return util
+
+    def any_can_pack(self, visited: JobView, candidates: list[JobView]) -> bool:
+        """Whether a job of `visited`'s size behind it could still pack on `candidates`
+        (counting `visited` as reached)."""
+        if self._kinds is None:
+            return True
+        spec = visited.spec
+        n = spec.num_gpus
+        counts = self._counts.get(n)
+        if counts is None:
+            counts = self._counts[n] = dict(self._kinds.by_size.get(n, {}))
+            for job in self._started:
+                if job.spec.num_gpus == n:
+                    counts[job.spec.model, job.spec.gpu_mem_mib, job.spec.elastic] -= 1
+        counts[spec.model, spec.gpu_mem_mib, spec.elastic] -= 1
+        if not candidates:
+            return False
+        util_max, share_unsized = self._options.util_max, self._options.share_unsized
+        first = gpu_util(candidates[0].spec)
+        for (model, mem, elastic), count in counts.items():
+            if count <= 0 or elastic or (mem is None and not share_unsized):
+                continue
+            util = self.util(model)
+            if util + self._lightest >= util_max or util + first >= util_max:
+                continue
+            if (n, model, mem) not in self.hopeless:
+                return True
+        return False
+
+
+def _lightest_guest(queue: RoundRobin, util_max: float) -> float | None:
+    """A floor under the utilisation of every waiting job's model (None: nobody
+    waits), which the hosts are chosen by: the catalogue's lightest model where that
+    lets in no host that could pair with a waiting job and that the lightest model
+    actually waiting would have left out; else (at some `util_max`, by rounding) the
+    lightest waiting model itself, read from the whole queue."""
+    if not queue.count():
+        return None
+    if _floor_is_safe(util_max):
+        return min(_CATALOGUE_UTILS)
+    return min(gpu_util(job.spec) for job in queue.walk())
+
+
+# Every utilisation a model can have (`gpu_util` resolves every name to one of these).
+_CATALOGUE_UTILS = frozenset(p.gpu_util for p in (*CATALOG.values(), GENERIC))
+
+
+@cache
+def _floor_is_safe(util_max: float) -> bool:
+    """Whether a host left out below `util_max - m` (m: the lightest waiting model)
+    reaches `util_max` with every model of m or more, in floating point too, for
+    every m: then the hosts the catalogue's floor lets in beyond those never pair."""
+    utils = _CATALOGUE_UTILS
+    return all(
+        host + guest >= util_max
+        for m in utils
+        for host in utils
+        if host >= util_max - m
+        for guest in utils
+        if guest >= m
+    )
 
 
 def _packable(job: JobView, share_unsized: bool) -> bool:

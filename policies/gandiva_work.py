@@ -59,6 +59,15 @@ class Work:
         self.pool.release(self.run[job.job_id], job.spec.gpu_mem_mib)
         self.start(job, alloc)
 
+    def swap(self, victim: JobView, job: JobView, reason: Reason) -> None:
+        """Time-slice `victim` out and start `job` on the GPUs it held (whole GPUs, just
+        released: they fit without the check `start` makes)."""
+        alloc = self.run[victim.job_id]
+        self.suspend_job(victim, reason)
+        self.pool.claim(alloc, job.spec.gpu_mem_mib)
+        self.run[job.job_id] = alloc
+        self.touched[job.job_id] = None
+
     def suspend_job(self, job: JobView, reason: Reason) -> None:
         """Time-slice a running job out: its state stays in host memory."""
         self.pool.release(self.run.pop(job.job_id), job.spec.gpu_mem_mib)
