@@ -24,7 +24,7 @@ from policies.gandiva import (
     _slices,
     _waiting_reason,
 )
-from policies.gandiva_moves import _shared, _subset, consolidate, defragment, grow, movers_by_node
+from policies.gandiva_moves import consolidate, defragment, grow, movers_by_node, shrink_for
 from policies.gandiva_packing import (
     Pack,
     PackOptions,
@@ -47,7 +47,7 @@ def reference_round(policy: Gandiva, snapshot: Snapshot, state: Any) -> Plan:
     waiting = sorted(snapshot.waiting(), key=gandiva_key)
     left = _place(work, waiting)
     if left:
-        if _shrink_for(work, left):
+        if shrink_for(work, lambda: sum(j.spec.num_gpus for j in left)):
             left = _place(work, left)
         options = PackOptions(policy.pack_util_max, policy.share_unsized)
         left = _pack_waiting(work, left, packs, banned, options)
@@ -96,27 +96,6 @@ def _place(work: Work, jobs: list[JobView]) -> list[JobView]:
         else:
             work.start(job, alloc)
     return left
-
-
-def _shrink_for(work: Work, waiting: Sequence[JobView]) -> bool:
-    grown = [
-        j
-        for j in work.snapshot.running()
-        if j.spec.elastic and work.settled(j) and j.num_gpus > j.spec.min_gpus and not _shared(j)
-    ]
-    if not grown:
-        return False
-    lacking = sum(j.spec.num_gpus for j in waiting) - work.pool.total_free
-    grown.sort(key=lambda j: (-j.num_gpus, j.job_id))
-    shrunk = False
-    for job in grown:
-        if lacking <= 0:
-            break
-        shrunk = True
-        alloc = _subset(job, max(job.spec.min_gpus, job.num_gpus - lacking))
-        lacking -= job.num_gpus - alloc.num_gpus
-        work.move(job, alloc)
-    return shrunk
 
 
 def _pack_waiting(
