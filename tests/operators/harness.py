@@ -51,8 +51,21 @@ def wait_phases(
         if keys and all(got.get(k) == want for k in keys):
             return got
         if time.monotonic() > deadline:
-            raise AssertionError(f"not all {want} after {timeout_s} s: {got}")
+            raise AssertionError(
+                f"not all {want} after {timeout_s} s: {got}; {_why(api, got, want)}"
+            )
         time.sleep(0.05)
+
+
+def _why(api: KubeApi, got: dict[str, str], want: str) -> str:
+    """Each job not yet in `want`: its status's reason and message (for the failure)."""
+    items, _ = api.list_dljobs("default")
+    status = {o["metadata"]["name"]: o.get("status") or {} for o in items}
+    return "; ".join(
+        f"{name}: {status[name].get('reason')!r} {status[name].get('message')!r}"
+        for name, phase in got.items()
+        if phase != want and name in status
+    )
 
 
 def job_pods(api: KubeApi, name: str) -> list[dict[str, Any]]:
