@@ -61,11 +61,17 @@ def _why(api: KubeApi, got: dict[str, str], want: str) -> str:
     """Each job not yet in `want`: its status's reason and message (for the failure)."""
     items, _ = api.list_dljobs("default")
     status = {o["metadata"]["name"]: o.get("status") or {} for o in items}
-    return "; ".join(
+    jobs = "; ".join(
         f"{name}: {status[name].get('reason')!r} {status[name].get('message')!r}"
         for name, phase in got.items()
         if phase != want and name in status
     )
+    pods = api.core.list_namespaced_pod("default").items
+    held = ", ".join(
+        f"{p.metadata.name} {p.status.phase}{' deleting' if p.metadata.deletion_timestamp else ''}"
+        for p in pods
+    )
+    return f"{jobs}; pods: {held}"
 
 
 def job_pods(api: KubeApi, name: str) -> list[dict[str, Any]]:

@@ -110,9 +110,13 @@ class Kubelet:
         while not self._failures.empty():
             ns, name, code = self._failures.get()
             pod = self.pods.get((ns, name))
-            if pod is not None and pod["metadata"]["uid"] not in self._done:
-                self._done.add(pod["metadata"]["uid"])
-                self._set_status(ns, name, _terminated(code))
+            uid = None if pod is None else pod["metadata"]["uid"]
+            if (
+                uid is not None
+                and uid not in self._done
+                and self._set_status(ns, name, _terminated(code))
+            ):
+                self._done.add(uid)
         for pod in self.pods.items():
             self._see(pod, now)
         while self._timers and self._timers[0][0] <= now:
@@ -168,8 +172,10 @@ class Kubelet:
             return
         if pod["metadata"]["uid"] in self._done:
             return
-        self._done.add(pod["metadata"]["uid"])
-        self._set_status(ns, name, _terminated(0))
+        # Done only if the exit was written: a pod whose deletion began meanwhile is
+        # left to `_see`, which kills it (else it would stay Running, deleting, forever).
+        if self._set_status(ns, name, _terminated(0)):
+            self._done.add(pod["metadata"]["uid"])
 
     def _set_status(
         self,
@@ -177,28 +183,29 @@ class Kubelet:
         name: str,
         change: Callable[[dict[str, Any]], None],
         terminating: bool = False,
-    ) -> None:
+    ) -> bool:
         """Apply `change` to the pod's status; a pod being deleted is left alone unless
-        `terminating` (its container exiting on SIGTERM)."""
+        `terminating` (its container exiting on SIGTERM). Whether it was applied."""
         for _ in range(10):
             try:
                 pod = self.core.read_namespaced_pod(name, ns, _preload_content=False)
             except kubernetes.client.ApiException as exc:
                 if exc.status == 404:
-                    return
+                    return False
                 raise
             body = json.loads(pod.data)
             if body["metadata"].get("deletionTimestamp") and not terminating:
-                return
+                return False
             change(body.setdefault("status", {}))
             try:
                 self.core.replace_namespaced_pod_status(name, ns, body, _preload_content=False)
-                return
+                return True
             except kubernetes.client.ApiException as exc:
                 if exc.status not in (409, 404):
                     raise
                 if exc.status == 404:
-                    return
+                    return False
+        return False
 
 
 def _now() -> str:
