@@ -14,7 +14,8 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, fields
+from dataclasses import fields
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +32,13 @@ from controller.records import JobOutcome, ReplayResult, TimelineSample
 MAX_PLOT_POINTS = 5000
 DPI = 100
 
-JOB_COLUMNS = (*(f.name for f in fields(JobOutcome)), "jct_s", "queueing_s", "ftf_rho")
+JOB_FIELDS = tuple(f.name for f in fields(JobOutcome))
+JOB_COLUMNS = (*JOB_FIELDS, "jct_s", "queueing_s", "ftf_rho")
 TIMELINE_COLUMNS = tuple(f.name for f in fields(TimelineSample))
 RUN_COLUMNS = ("policy", "cluster", "trace", "rounds", "wall_s")
 
-Row = Mapping[str, object]
+# A CSV row: its cells in the order of the file's columns.
+Row = Sequence[object]
 
 
 def write_replay(out_dir: Path, result: ReplayResult, summary: Summary) -> list[Path]:
@@ -52,7 +55,11 @@ def write_replay(out_dir: Path, result: ReplayResult, summary: Summary) -> list[
     return [
         _write_json(out_dir / "summary.json", _run_record(result, summary)),
         _write_csv(out_dir / "jobs.csv", JOB_COLUMNS, _job_rows(result)),
-        _write_csv(out_dir / "timeline.csv", TIMELINE_COLUMNS, map(asdict, result.timeline)),
+        _write_csv(
+            out_dir / "timeline.csv",
+            TIMELINE_COLUMNS,
+            map(attrgetter(*TIMELINE_COLUMNS), result.timeline),
+        ),
         _plot_jct_cdfs(out_dir / "jct_cdf.png", [(result.policy, result)], f"JCT CDF: {title}"),
         _plot_utilization(out_dir / "utilization.png", result, summary, title),
         _plot_queue(out_dir / "queue.png", result, title),
@@ -83,7 +90,7 @@ def write_comparison(out_dir: Path, results: Sequence[tuple[ReplayResult, Summar
     out_dir.mkdir(parents=True, exist_ok=True)
     records = [_run_record(result, summary) for result, summary in results]
     rows = [
-        {**{key: record[key] for key in RUN_COLUMNS}, **summary.to_dict()}
+        (*(record[key] for key in RUN_COLUMNS), *summary.to_dict().values())
         for record, (_, summary) in zip(records, results, strict=True)
     ]
     columns = (*RUN_COLUMNS, *results[0][1].to_dict())
@@ -113,17 +120,11 @@ def _run_record(result: ReplayResult, summary: Summary) -> dict[str, object]:
     }
 
 
-def _job_rows(result: ReplayResult) -> list[dict[str, object]]:
+def _job_rows(result: ReplayResult) -> list[Row]:
+    """One row per job in JOB_COLUMNS order: its fields, then jct_s, queueing_s, ftf_rho."""
     rhos = finish_time_fairness(result)
-    rows: list[dict[str, object]] = []
-    for job in result.jobs:
-        derived = {
-            "jct_s": job.jct_s,
-            "queueing_s": job.queueing_s,
-            "ftf_rho": rhos.get(job.job_id),
-        }
-        rows.append({**asdict(job), **derived})
-    return rows
+    outcome = attrgetter(*JOB_FIELDS)
+    return [(*outcome(job), job.jct_s, job.queueing_s, rhos.get(job.job_id)) for job in result.jobs]
 
 
 def _write_json(path: Path, record: object) -> Path:
@@ -146,12 +147,12 @@ def _json_safe(value: object) -> object:
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows: Iterable[Row]) -> Path:
-    """Write `rows` with a header; None becomes an empty cell, floats keep full precision."""
+    """Write `rows` (cells in `columns` order) with a header; None becomes an empty cell
+    (the csv module's own rule), floats keep full precision."""
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(columns)
-        for row in rows:
-            writer.writerow(["" if row[c] is None else row[c] for c in columns])
+        writer.writerows(rows)
     return path
 
 

@@ -123,8 +123,10 @@ def fence_resources(snapshot: Snapshot, plan: Plan) -> Plan:
     to refuse. A waiting job whose GPUs some node has free, but no such node its pod's
     CPU or memory, says so instead of the policy's reason (which speaks of GPUs).
     Unchanged when no node states its CPU or memory."""
+    if snapshot.current is None or (snapshot.pool is not None and not snapshot.pool.tracks_host):
+        return plan  # without copying the pool, as most replays' every round
     pool = snapshot.free_pool()
-    if snapshot.current is None or not pool.tracks_host:
+    if not pool.tracks_host:
         return plan
     changed, stopped = plan_diff(plan.run, snapshot.current)
     for job_id in (*stopped, *changed):
