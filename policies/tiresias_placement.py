@@ -48,6 +48,7 @@ def _consolidated(pool: GpuPool, need: int, nodes: int) -> Allocation | None:
                 node = min(pool.buckets[free])
                 return Allocation.whole((node, g) for g in pool.free_gpus(node)[:need])
         return None
-    order = sorted(range(pool.num_nodes), key=lambda n: (-len(pool.free_gpus(n)), n))
-    gpus = [(n, g) for n in order[:nodes] for g in pool.free_gpus(n)]
+    free_gpus = pool.free_gpus
+    order = sorted(range(pool.num_nodes), key=lambda n: -len(free_gpus(n)))  # stable: n
+    gpus = [(n, g) for n in order[:nodes] for g in free_gpus(n)]
     return Allocation.whole(gpus[:need]) if len(gpus) >= need else None

@@ -99,11 +99,11 @@ class GpuPool:
         new._cpu_free = None if self._cpu_free is None else list(self._cpu_free)
         new._host_mem_free = None if self._host_mem_free is None else list(self._host_mem_free)
         new._fenced = set(self._fenced)
-        new._free = [list(f) for f in self._free]
+        new._free = list(map(list, self._free))  # map: no Python frame per node
         new._mem_cap = self._mem_cap
         new._shared_frac = dict(self._shared_frac)
         new._shared_mem = dict(self._shared_mem)
-        new.buckets = [set(b) for b in self.buckets]
+        new.buckets = list(map(set, self.buckets))
         new.total_free = self.total_free
         return new
 

@@ -43,8 +43,9 @@ class ConsolidatedPlacer:
 
     def _spread(self, pool: GpuPool, num_gpus: int) -> Allocation | None:
         best_rack: tuple[int, int] | None = None  # (free GPUs, rack)
+        free_gpus = pool.free_gpus
         for rack, nodes in enumerate(self._rack_nodes):
-            free = sum(len(pool.free_gpus(n)) for n in nodes)
+            free = sum(map(len, map(free_gpus, nodes)))
             if free >= num_gpus and (best_rack is None or free < best_rack[0]):
                 best_rack = (free, rack)
         if best_rack is not None:
@@ -110,10 +111,13 @@ def sticky_on_cordoned(pool: GpuPool, job: JobView, num_gpus: int) -> Allocation
 
 
 def _take_emptiest(pool: GpuPool, nodes: list[int], num_gpus: int) -> Allocation | None:
-    order = sorted(nodes, key=lambda n: (-len(pool.free_gpus(n)), n))
+    """`num_gpus` GPUs from the nodes with the most free, lowest index first among
+    equals (`nodes` ascending: the sort is stable)."""
+    free_gpus = pool.free_gpus
+    order = sorted(nodes, key=lambda n: -len(free_gpus(n)))
     gpus: list[tuple[int, int]] = []
     for node in order:
-        for g in pool.free_gpus(node):
+        for g in free_gpus(node):
             gpus.append((node, g))
             if len(gpus) == num_gpus:
                 return Allocation.whole(gpus)
