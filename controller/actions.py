@@ -131,7 +131,10 @@ def compile_plan(snapshot: Snapshot, plan: Plan, pool: GpuPool | None = None) ->
         if action is not Action.REBATCH:
             _check_placement(snapshot, job, target)
         # The job's pods take its CPU and memory on each node, whoever chose the GPUs.
-        out.append(JobAction(job, action, target.with_host(job.spec.host), batch))
+        host = job.spec.host
+        if host is not target.host:
+            target = target.with_host(host)
+        out.append(JobAction(job, action, target, batch))
     _check_fit(pool if pool is not None else snapshot.free_pool(), out)
     out.sort(key=_by_job_id)
     return out

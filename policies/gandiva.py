@@ -199,12 +199,24 @@ def _expired(
     """Running jobs on whole GPUs whose slice has lasted a quantum, longest first:
     by gang size, and (single-node ones) by node. Lists are popped from the end."""
     expired: list[tuple[float, str, JobView]] = []
-    cutoff = work.now - quantum_s
+    now, run, touched = work.now, work.run, work.touched
+    cutoff = now - quantum_s
     for job in work.snapshot.running():
-        start = slices.get(job.job_id, job.mark_s)  # unknown to the state: last change
-        # Read every round for every running job: the cheap test first.
-        if start <= cutoff and work.settled(job) and not _shared(job):
-            expired.append((start, job.job_id, job))
+        job_id = job.job_id
+        start = slices.get(job_id, job.mark_s)  # unknown to the state: last change
+        # Read every round for every running job: the cheap test first, then
+        # `work.settled(job)` and not `_shared(job)`, written out.
+        if start > cutoff:
+            continue
+        alloc = job.allocation
+        if (
+            alloc is not None
+            and run.get(job_id) is alloc
+            and job_id not in touched
+            and job.resume_s <= now
+            and not alloc.shared
+        ):
+            expired.append((start, job_id, job))
     expired.sort(reverse=True)
     by_size: dict[int, list[JobView]] = {}
     by_node: dict[int, list[JobView]] = {}
