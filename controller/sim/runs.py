@@ -15,8 +15,8 @@ keeps the pool, the accounts, GPU sharing and the network in step.
 
 from __future__ import annotations
 
-from controller.actions import JobAction
-from controller.model import STOPPING, WAITING, Action, Allocation, GpuPool, JobStatus
+from controller.actions import STARTING, JobAction
+from controller.model import RESTARTING, STOPPING, WAITING, Action, Allocation, GpuPool, JobStatus
 from controller.rates import RateModel
 from controller.sim.accounting import Accounts
 from controller.sim.bandwidth import InterNodeRates
@@ -26,6 +26,11 @@ from controller.sim.job import SimJob
 from controller.sim.sharing import GpuSharers
 from controller.sim.speed import Speeds
 from controller.sim.table import JobTable
+
+# Membership by identity, not by Enum hash (a Python call).
+_STOPPING = tuple(STOPPING)
+_RESTARTING = tuple(RESTARTING)
+_STARTING = tuple(STARTING)
 
 
 class JobRuns:
@@ -74,33 +79,33 @@ class JobRuns:
         A start on the very allocation (of whole GPUs) a stop of the plan gives up
         (a time-slice swap) takes those GPUs straight over: the pool would get them
         back and lose them again, ending as it was, so it is left alone."""
-        stopping = tuple(STOPPING)  # membership by identity, not by Enum hash
+        stopping = _STOPPING
         stops = [a for a in actions if a.action in stopping]
-        self.last_stopped = [a.job_id for a in stops]
-        handed = _handed_over(stops, actions)
+        self.last_stopped = [a.job.job_id for a in stops]
+        starts = [a for a in actions if a.action in _STARTING]
+        handed = _handed_over(stops, starts)
         active = self.table.active
         for a in actions:
-            job = active[a.job_id]
-            if a.action in stopping:
-                suspended = a.action is Action.SUSPEND
-                status = JobStatus.SUSPENDED if suspended else JobStatus.PREEMPTED
+            action = a.action
+            job = active[a.job.job_id]
+            if action in stopping:
+                status = JobStatus.SUSPENDED if action is Action.SUSPEND else JobStatus.PREEMPTED
                 self.stop(job, status, release=id(a.job.allocation) not in handed)
-            elif a.stops:  # resize, migrate, re-share: a restart on the new GPUs
+            elif action in _RESTARTING:  # resize, migrate, re-share: a restart elsewhere
                 self.stop(job, JobStatus.PREEMPTED, moving=True)
-            elif a.action is Action.REBATCH:
+            elif action is Action.REBATCH:
                 job.advance(self.clock.now_s)
                 job.batch_size = a.batch_size
                 self.speeds.rerate(job)
-        for a in actions:
-            if a.starts:
-                alloc = a.allocation
-                assert alloc is not None
-                job = active[a.job_id]
-                if id(alloc) not in handed:
-                    # compile_plan checked it against this pool, every stop released.
-                    self.pool.claim(alloc, job.spec.gpu_mem_mib)
-                job.batch_size = a.batch_size
-                self.start(job, alloc)
+        for a in starts:
+            alloc = a.allocation
+            assert alloc is not None
+            job = active[a.job.job_id]
+            if id(alloc) not in handed:
+                # compile_plan checked it against this pool, every stop released.
+                self.pool.claim(alloc, job.spec.gpu_mem_mib)
+            job.batch_size = a.batch_size
+            self.start(job, alloc)
 
     def start(self, job: SimJob, alloc: Allocation) -> None:
         """Run the job on `alloc`, already taken from the pool; its overhead depends
@@ -215,17 +220,15 @@ class JobRuns:
         job.allocation = None
 
 
-def _handed_over(stops: list[JobAction], actions: list[JobAction]) -> set[int]:
+def _handed_over(stops: list[JobAction], starts: list[JobAction]) -> set[int]:
     """The ids of the whole-GPU allocations that a stop gives up and a start takes,
     the very object (compile_plan let each GPU be claimed once)."""
-    if not stops:
+    if not stops or not starts:
         return set()
     given = {id(a.job.allocation) for a in stops}
-    return {
-        id(alloc)
-        for a in actions
-        if a.starts
-        and (alloc := a.allocation) is not None
-        and id(alloc) in given
-        and not alloc.shared
-    }
+    handed = set()
+    for a in starts:
+        alloc = a.allocation
+        if id(alloc) in given and alloc is not None and not alloc.shared:
+            handed.add(id(alloc))
+    return handed

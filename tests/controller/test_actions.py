@@ -3,12 +3,14 @@ fit check refuses what the pool trial refuses."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
-from controller.actions import compile_plan, plan_diff
+from controller.actions import JobAction, _job_action, compile_plan, plan_diff
 from controller.model import (
+    Action,
     Allocation,
     EditedAllocations,
     GpuPool,
@@ -122,3 +124,17 @@ def test_the_whole_gpu_fit_check_refuses_what_releasing_and_taking_refuses(seed:
     plan = Plan(run=run, suspend=frozenset(v.job_id for v in stopped))
     fast = _outcome(snapshot, plan, snapshot.free_pool())
     assert fast == _outcome(snapshot, plan, _host_tracking_pool(snapshot))
+
+
+@pytest.mark.parametrize("batch", [None, 32])
+def test_compile_plans_actions_equal_the_constructor(batch: int | None) -> None:
+    view = make_view(make_job("a", 2))
+    alloc = Allocation.whole([(0, 0), (0, 1)])
+    fast = _job_action(view, Action.START, alloc, batch)
+    built = JobAction(view, Action.START, alloc, batch)
+    assert type(fast) is JobAction
+    for name in JobAction.__slots__:
+        assert getattr(fast, name) is getattr(built, name), name
+    assert fast == built and hash(fast) == hash(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.batch_size = 1  # type: ignore[misc]
