@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from types import MappingProxyType
 from typing import Any
 
@@ -269,10 +270,14 @@ def _clear_node(
 
 
 def _sliced_out(victim: JobView, by: JobView, quantum_s: float) -> Reason:
-    return Reason(
-        "Suspended",
-        f"time-sliced out after a {quantum_s:g} s slice; job {by.job_id} runs on its GPUs",
-    )
+    return Reason("Suspended", _slice_text(quantum_s) + by.job_id + " runs on its GPUs")
+
+
+@cache
+def _slice_text(quantum_s: float) -> str:
+    """The start of a time-sliced job's reason, formatted once per quantum rather than
+    once per swap."""
+    return f"time-sliced out after a {quantum_s:g} s slice; job "
 
 
 def _explain(work: Work, queue: RoundRobin, waiting: int) -> Reason:
