@@ -26,6 +26,7 @@ from controller.model import (
     Allocation,
     EditedAllocations,
     GpuPool,
+    GpuShare,
     JobView,
     Plan,
     PlanError,
@@ -64,6 +65,35 @@ class JobAction:
     def starts(self) -> bool:
         """Whether the job gets a new run (pods, or a restart overhead in replay)."""
         return self.action in _BEGINS_RUN
+
+
+class _JobActionDraft:
+    """JobAction's slots, writable: `_job_action` fills one with plain stores and
+    makes it a JobAction (`__class__` assignment, allowed between classes of the
+    same slots), as `controller.model.job.model_view` does for views."""
+
+    __slots__ = JobAction.__slots__
+    job: JobView
+    action: Action
+    allocation: Allocation | None
+    batch_size: int | None
+
+
+def _job_action(
+    job: JobView, action: Action, allocation: Allocation | None, batch_size: int | None
+) -> JobAction:
+    """`JobAction(job, action, allocation, batch_size)` for a fraction of the frozen
+    constructor's cost: compile_plan makes two a swap."""
+    draft = _new(_JobActionDraft)
+    draft.job = job
+    draft.action = action
+    draft.allocation = allocation
+    draft.batch_size = batch_size
+    draft.__class__ = JobAction  # type: ignore[assignment]
+    return draft  # type: ignore[return-value]
+
+
+_new = object.__new__
 
 
 def plan_diff(
@@ -111,30 +141,39 @@ def compile_plan(snapshot: Snapshot, plan: Plan, pool: GpuPool | None = None) ->
     changed_ids, stopped_ids = plan_diff(plan.run, snapshot.current)
     candidates = set(changed_ids)
     candidates.update(k for k in plan.batch_sizes if k in plan.run)
+    # The index's own lookup, one call fewer per job than `Snapshot.job`.
+    lookup = snapshot.index.get if snapshot.index is not None else snapshot.job
     out: list[JobAction] = []
     for job_id in stopped_ids:
-        job = _known(snapshot, job_id)
+        job = _known(lookup(job_id), job_id)
         action = classify_change(job, None, None, job_id in plan.suspend)
         assert action is not None
-        out.append(JobAction(job, action, None, None))
+        out.append(_job_action(job, action, None, None))
+    run, batch_sizes = plan.run, plan.batch_sizes
     for job_id in sorted(candidates):
-        job = _known(snapshot, job_id)
-        target = plan.run[job_id]
-        batch = plan.batch_sizes.get(job_id, job.batch_size)
+        job = _known(lookup(job_id), job_id)
+        target = run[job_id]
+        batch = batch_sizes.get(job_id, job.batch_size)
         action = classify_change(job, target, batch, False)
         if action is None or action is Action.KEEP:
             continue
         if action is not Action.REBATCH:
             _check_placement(snapshot, job, target)
         # The job's pods take its CPU and memory on each node, whoever chose the GPUs.
-        out.append(JobAction(job, action, target.with_host(job.spec.host), batch))
+        host = job.spec.host
+        if host is not target.host:
+            target = target.with_host(host)
+        out.append(_job_action(job, action, target, batch))
     _check_fit(pool if pool is not None else snapshot.free_pool(), out)
-    out.sort(key=lambda a: a.job_id)
+    out.sort(key=_by_job_id)
     return out
 
 
-def _known(snapshot: Snapshot, job_id: str) -> JobView:
-    job = snapshot.job(job_id)
+def _by_job_id(action: JobAction) -> str:
+    return action.job.job_id
+
+
+def _known(job: JobView | None, job_id: str) -> JobView:
     if job is None:
         raise PlanError(f"plan runs unknown or finished job {job_id}")
     return job
@@ -147,12 +186,13 @@ def _check_placement(snapshot: Snapshot, job: JobView, target: Allocation) -> No
             f"job {job.job_id} given {target.num_gpus} GPUs, "
             f"outside {spec.min_gpus}..{spec.max_gpus}"
         )
-    nodes = snapshot.cluster.nodes
-    for share in target.shares:
-        if not 0 <= share.node < len(nodes) or not 0 <= share.gpu < nodes[share.node].num_gpus:
-            raise PlanError(f"job {job.job_id} placed on a missing GPU {share.node}/{share.gpu}")
-        if share.node in snapshot.down_nodes:
-            raise PlanError(f"job {job.job_id} placed on a down node {share.node}")
+    sizes = snapshot.cluster.gpus_per_node  # each node's GPUs, cached on the cluster
+    down = snapshot.down_nodes
+    for node, gpu, _ in target.shares:
+        if not 0 <= node < len(sizes) or not 0 <= gpu < sizes[node]:
+            raise PlanError(f"job {job.job_id} placed on a missing GPU {node}/{gpu}")
+        if down and node in down:
+            raise PlanError(f"job {job.job_id} placed on a down node {node}")
     cordoned = new_gpu_on_cordoned(snapshot, job, target)
     if cordoned is not None:
         raise PlanError(f"job {job.job_id} given new GPUs on cordoned node {cordoned}")
@@ -169,30 +209,47 @@ def _check_whole_fit(pool: GpuPool, actions: list[JobAction]) -> bool:
     """The check when every allocation involved is of whole GPUs, without touching
     the pool: the simulator's common case, run every round. A start fits if
     each of its GPUs is wholly free, or held by a job that stops, and claimed once.
-    Each allocation's shares are read once, in place (no tuple of its GPUs). False,
-    having checked nothing, when an allocation involved holds a GPU share."""
-    freed: set[tuple[int, int]] = set()
+    False, having checked nothing, when an allocation involved holds a GPU share.
+
+    A whole GPU's share (fraction 1) names the GPU, so the GPUs freed and claimed
+    are sets of shares, filled and compared by set operations in C; a start on GPUs
+    that stops freed (a time-slice swap: the very allocation a suspended job held)
+    needs no look at the pool."""
+    freed: set[GpuShare] = set()
     starts: list[JobAction] = []
     for a in actions:
         held = a.job.allocation
-        if (held is not None and held.shared) or (a.allocation is not None and a.allocation.shared):
+        alloc = a.allocation
+        if (held is not None and held.shared) or (alloc is not None and alloc.shared):
             return False
-        if a.stops:
+        action = a.action
+        if action in _ENDS_RUN:
             assert held is not None
-            freed.update([(s.node, s.gpu) for s in held.shares])
-        if a.starts:
+            freed.update(held.shares)
+        if action in _BEGINS_RUN:
             starts.append(a)
-    shared = pool.shared_gpus()
-    claimed: set[tuple[int, int]] = set()
+    claimed: set[GpuShare] = set()
     for a in starts:
         alloc = a.allocation
         assert alloc is not None
-        for s in alloc.shares:
-            key = (s.node, s.gpu)
-            free = key in freed or (s.gpu in pool.free_gpus(s.node) and key not in shared)
-            if not free or key in claimed:
-                raise PlanError(f"job {a.job_id}: GPUs {alloc.gpus()} over-allocated")
-            claimed.add(key)
+        shares = alloc.shares
+        if not claimed.isdisjoint(shares) or not (
+            freed.issuperset(shares) or _free_or_freed(pool, shares, freed)
+        ):
+            raise PlanError(f"job {a.job_id}: GPUs {alloc.gpus()} over-allocated")
+        claimed.update(shares)
+    return True
+
+
+def _free_or_freed(pool: GpuPool, shares: tuple[GpuShare, ...], freed: set[GpuShare]) -> bool:
+    """Whether each of these whole GPUs is freed by a stop, or wholly free in the pool."""
+    shared = pool.shared_gpus()
+    for s in shares:
+        if s in freed:
+            continue
+        node, gpu, _ = s
+        if gpu not in pool.free_gpus(node) or (shared and (node, gpu) in shared):
+            return False
     return True
 
 

@@ -2,7 +2,9 @@
 
 The simulator asks for a job's iterations per second on an allocation many times
 with the same answer; this memoises `controller.model.perf` by the allocation's
-shape (not its GPU ids), which is what the iteration time depends on.
+shape (not its GPU ids), which is what the iteration time depends on, and a job's
+speed alone on its GPUs by its model, GPUs and batch as well (one lookup for each
+start of a time-sliced job).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from controller.placement import packed_allocation
 # keep the mean within a percent of a finer grid for the six measured applications.
 NOMINAL_GAIN_POINTS = 50
 
-# Placements whose signature is kept: a replay's placers reuse GPU sets (1,294
-# distinct ones in the first 3,000 stand-in jobs of bench/replay.py --at-load on
-# 32x8 under Tiresias), and past this many the cache starts afresh rather than grow
-# with every placement of a large cluster.
+# Placements whose signature is kept (and solo speeds by model, GPUs and batch): a
+# replay's placers reuse GPU sets (1,294 distinct ones in the first 3,000 stand-in
+# jobs of bench/replay.py --at-load on 32x8 under Tiresias), and past this many the
+# cache starts afresh rather than grow with every placement of a large cluster.
 SIGNATURES_KEPT = 1 << 16
 
 
@@ -34,6 +36,8 @@ class RateModel:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._rates: dict[tuple[object, ...], float] = {}
+        # (model, GPU shares, batch) -> the speed alone on them, no network allocator.
+        self._solo: dict[tuple[str, tuple[GpuShare, ...], int | None], float] = {}
         self._nominal: dict[tuple[str, int, int | None, int | None], float] = {}
         self._profiles: dict[str, ModelProfile] = {}
         # GPU shares -> signature: re-rating a job recomputed its placement's
@@ -59,8 +63,28 @@ class RateModel:
         """Iterations per second of `spec` on `alloc`; `inter_node_gbps` is the rate a
         network allocator gives the job between its nodes (default: its links alone).
         Allocated rates vary continuously, so those speeds are not memoised."""
-        prof = self.profile(spec)
         batch = batch_size if batch_size is not None else spec.batch_size
+        if inter_node_gbps is None and gpu_load == 0.0:
+            # A job alone on its GPUs (each start of a time-sliced job): one lookup by
+            # what the speed depends on, before the signature and the profile.
+            solo_key = (spec.model, alloc.shares, batch)
+            rate = self._solo.get(solo_key)
+            if rate is None:
+                if len(self._solo) >= SIGNATURES_KEPT:
+                    self._solo.clear()
+                rate = self._solo[solo_key] = self._rate_ips(spec, alloc, batch, 0.0, None)
+            return rate
+        return self._rate_ips(spec, alloc, batch, gpu_load, inter_node_gbps)
+
+    def _rate_ips(
+        self,
+        spec: JobSpec,
+        alloc: Allocation,
+        batch: int | None,
+        gpu_load: float,
+        inter_node_gbps: float | None,
+    ) -> float:
+        prof = self.profile(spec)
         if inter_node_gbps is not None:
             return throughput_ips(
                 prof,

@@ -133,6 +133,8 @@ class Walk:
             heapq.heapify(self._heap)
 
 
+_WAITING = tuple(WAITING)
+
 # What decides whether a waiting job can be packed, beside its gang size: its model,
 # its GPU memory and whether it is elastic.
 Kind = tuple[str, int | None, bool]
@@ -188,10 +190,14 @@ def waiting_kinds(snapshot: Snapshot, kept: WaitingKinds | None) -> WaitingKinds
         for job in snapshot.waiting():
             kept.add(job)
         return kept
-    kind_of, view_of = kept.kind_of, snapshot.job
+    kind_of = kept.kind_of
+    # The index's own lookup and membership by identity (an Enum hashes in Python):
+    # two changes a swap, read every round.
+    view_of = snapshot.index.get if snapshot.index is not None else snapshot.job
+    waiting = _WAITING
     for job_id in changed:
         view = view_of(job_id)
-        if view is not None and view.status in WAITING:
+        if view is not None and view.status in waiting:
             if job_id not in kind_of:
                 kept.add(view)
         elif job_id in kind_of:

@@ -60,12 +60,14 @@ class Work:
         self.start(job, alloc)
 
     def swap(self, victim: JobView, job: JobView, reason: Reason) -> None:
-        """Time-slice `victim` out and start `job` on the GPUs it held (whole GPUs, just
-        released: they fit without the check `start` makes)."""
-        alloc = self.run[victim.job_id]
-        self.suspend_job(victim, reason)
-        self.pool.claim(alloc, job.spec.gpu_mem_mib)
-        self.run[job.job_id] = alloc
+        """Time-slice `victim` out and start `job` on the GPUs it held (whole GPUs:
+        they go from one to the other, the pool stays as it is)."""
+        run = self.run
+        alloc = run.pop(victim.job_id)
+        self.suspend[victim.job_id] = None
+        self.touched[victim.job_id] = None
+        self.reasons[victim.job_id] = reason
+        run[job.job_id] = alloc
         self.touched[job.job_id] = None
 
     def suspend_job(self, job: JobView, reason: Reason) -> None:

@@ -15,8 +15,8 @@ keeps the pool, the accounts, GPU sharing and the network in step.
 
 from __future__ import annotations
 
-from controller.actions import JobAction
-from controller.model import STOPPING, WAITING, Action, Allocation, GpuPool, JobStatus
+from controller.actions import STARTING, JobAction
+from controller.model import RESTARTING, STOPPING, WAITING, Action, Allocation, GpuPool, JobStatus
 from controller.rates import RateModel
 from controller.sim.accounting import Accounts
 from controller.sim.bandwidth import InterNodeRates
@@ -26,6 +26,11 @@ from controller.sim.job import SimJob
 from controller.sim.sharing import GpuSharers
 from controller.sim.speed import Speeds
 from controller.sim.table import JobTable
+
+# Membership by identity, not by Enum hash (a Python call).
+_STOPPING = tuple(STOPPING)
+_RESTARTING = tuple(RESTARTING)
+_STARTING = tuple(STARTING)
 
 
 class JobRuns:
@@ -69,29 +74,38 @@ class JobRuns:
 
     def carry_out(self, actions: list[JobAction]) -> None:
         """Apply a plan's actions: stops (and restarts' stops, and re-batches) first,
-        then starts."""
-        stopping = tuple(STOPPING)  # membership by identity, not by Enum hash
-        self.last_stopped = [a.job_id for a in actions if a.action in stopping]
+        then starts.
+
+        A start on the very allocation (of whole GPUs) a stop of the plan gives up
+        (a time-slice swap) takes those GPUs straight over: the pool would get them
+        back and lose them again, ending as it was, so it is left alone."""
+        stopping = _STOPPING
+        stops = [a for a in actions if a.action in stopping]
+        self.last_stopped = [a.job.job_id for a in stops]
+        starts = [a for a in actions if a.action in _STARTING]
+        handed = _handed_over(stops, starts)
         active = self.table.active
         for a in actions:
-            job = active[a.job_id]
-            if a.action in stopping:
-                suspended = a.action is Action.SUSPEND
-                self.stop(job, JobStatus.SUSPENDED if suspended else JobStatus.PREEMPTED)
-            elif a.stops:  # resize, migrate, re-share: a restart on the new GPUs
+            action = a.action
+            job = active[a.job.job_id]
+            if action in stopping:
+                status = JobStatus.SUSPENDED if action is Action.SUSPEND else JobStatus.PREEMPTED
+                self.stop(job, status, release=id(a.job.allocation) not in handed)
+            elif action in _RESTARTING:  # resize, migrate, re-share: a restart elsewhere
                 self.stop(job, JobStatus.PREEMPTED, moving=True)
-            elif a.action is Action.REBATCH:
+            elif action is Action.REBATCH:
                 job.advance(self.clock.now_s)
                 job.batch_size = a.batch_size
                 self.speeds.rerate(job)
-        for a in actions:
-            if a.starts:
-                assert a.allocation is not None
-                job = active[a.job_id]
+        for a in starts:
+            alloc = a.allocation
+            assert alloc is not None
+            job = active[a.job.job_id]
+            if id(alloc) not in handed:
                 # compile_plan checked it against this pool, every stop released.
-                self.pool.claim(a.allocation, job.spec.gpu_mem_mib)
-                job.batch_size = a.batch_size
-                self.start(job, a.allocation)
+                self.pool.claim(alloc, job.spec.gpu_mem_mib)
+            job.batch_size = a.batch_size
+            self.start(job, alloc)
 
     def start(self, job: SimJob, alloc: Allocation) -> None:
         """Run the job on `alloc`, already taken from the pool; its overhead depends
@@ -147,16 +161,23 @@ class JobRuns:
         self.table.touch(job)
 
     def stop(
-        self, job: SimJob, status: JobStatus, *, failed: bool = False, moving: bool = False
+        self,
+        job: SimJob,
+        status: JobStatus,
+        *,
+        failed: bool = False,
+        moving: bool = False,
+        release: bool = True,
     ) -> None:
         """End the job's run with `status`. `failed`: its node died, it rolls back to its
         last checkpoint; `moving`: it restarts at once elsewhere (no new wait, no
-        preemption counted)."""
+        preemption counted); `release` False: its GPUs stay out of the pool, for the
+        job that starts on them (`carry_out`)."""
         now = self.clock.now_s
         job.advance(now)
         if failed and job.allocation is not None:
             job.done_iters = job.checkpoint_iters(now, self.config.checkpoint_interval_s)
-        self._end_run(job)
+        self._end_run(job, release)
         job.status = status
         job.rate_ips = 0.0
         job.version += 1
@@ -176,13 +197,15 @@ class JobRuns:
         self.table.touch(job)
         del self.table.active[job.spec.job_id]
 
-    def _end_run(self, job: SimJob) -> None:
-        """Give back the GPUs and close the run's accounts (status still RUNNING)."""
+    def _end_run(self, job: SimJob, release: bool = True) -> None:
+        """Give back the GPUs (unless not to `release` them) and close the run's
+        accounts (status still RUNNING)."""
         now = self.clock.now_s
         alloc = job.allocation
         job_id = job.spec.job_id
         if alloc is not None:
-            self.pool.release(alloc, job.spec.gpu_mem_mib)
+            if release:
+                self.pool.release(alloc, job.spec.gpu_mem_mib)
             self.accounts.allocated_gpus -= alloc.gpu_weight
             self.accounts.overhead_until_s.pop(job_id, None)
             if alloc.shared:
@@ -195,3 +218,17 @@ class JobRuns:
         del self.table.allocations[job_id]
         self.network.leave(job_id)
         job.allocation = None
+
+
+def _handed_over(stops: list[JobAction], starts: list[JobAction]) -> set[int]:
+    """The ids of the whole-GPU allocations that a stop gives up and a start takes,
+    the very object (compile_plan let each GPU be claimed once)."""
+    if not stops or not starts:
+        return set()
+    given = {id(a.job.allocation) for a in stops}
+    handed = set()
+    for a in starts:
+        alloc = a.allocation
+        if id(alloc) in given and alloc is not None and not alloc.shared:
+            handed.add(id(alloc))
+    return handed

@@ -54,30 +54,35 @@ class Speeds:
 
     def rerate(self, job: SimJob) -> None:
         """Recompute a running job's speed and busy GPUs, and schedule its finish."""
-        assert job.allocation is not None
+        alloc = job.allocation
+        assert alloc is not None
         now = self.clock.now_s
         job.advance(now)
         rates = self.rates
-        load = self._load(job)
-        gbps = self.network.gbps_of(job.spec.job_id)
-        rate = rates.rate_ips(
-            job.spec, job.allocation, batch_size=job.batch_size, gpu_load=load, inter_node_gbps=gbps
-        )
-        adaptive = job.batch_size is not None and job.batch_size != rates.reference_batch(job.spec)
+        spec = job.spec
+        load = self._load(job) if alloc.shared else 0.0
+        gbps = self.network.gbps_of(spec.job_id)
+        batch = job.batch_size
+        rate = rates.rate_ips(spec, alloc, batch_size=batch, gpu_load=load, inter_node_gbps=gbps)
+        adaptive = batch is not None and batch != rates.reference_batch(spec)
         if adaptive:
             # Progress is counted in reference-batch iterations (see RateModel).
-            rate *= rates.goodput_factor(job.spec, job.batch_size, job.done_iters / job.total_iters)
+            rate *= rates.goodput_factor(spec, batch, job.done_iters / job.total_iters)
         job.rate_ips = rate
-        self.accounts.set_busy(job, self._busy_gpus(job, load, gbps), now)
+        if alloc.shared or load > 0 or gbps is not None:
+            busy = self._busy_gpus(job, load, gbps)
+        else:  # alone on whole GPUs: its model's utilisation on each (`_busy_gpus`)
+            busy = alloc.num_gpus * rates.utilization(spec)
+        self.accounts.set_busy(job, busy, now)
         job.version += 1
         self.table.touch(job)
         finish = job.finish_time_s()
-        self.events.push(finish, FINISH, (job.spec.job_id, job.version))
+        self.events.push(finish, FINISH, (spec.job_id, job.version))
         if adaptive:
             step_s = GAIN_STEP * job.total_iters / rate
             at = max(now, job.resume_s) + step_s
             if at < finish:
-                self.events.push(at, RERATE, (job.spec.job_id, job.version))
+                self.events.push(at, RERATE, (spec.job_id, job.version))
 
     def iteration_s(self, job_id: str, gbps: float) -> float:
         """Seconds per iteration of a running job at `gbps` between its nodes."""

@@ -271,3 +271,20 @@ def _placements(cluster: object, gpus: int) -> list[object]:
     alloc = packed_allocation(cluster, gpus)  # type: ignore[arg-type]
     assert alloc is not None
     return [alloc]
+
+
+def test_time_slice_swaps_keep_the_pool_to_the_gpus_nobody_runs_on() -> None:
+    """A swap hands the GPUs of the job it suspends straight to the job it resumes
+    (controller.sim.runs), past the pool: the free GPUs must still be exactly those
+    that no running job holds."""
+    cluster = make_cluster(nodes=2, gpus=4)
+    jobs = [make_job(f"j{i}", 1 + i % 2, submit_s=i * 5.0, duration_s=900.0) for i in range(16)]
+    config = SimConfig(round_interval_s=0.0, check_plans=True)
+    sim = Simulator(cluster, jobs, make_policy("gandiva"), ConsolidatedPlacer(cluster), config)
+    for t_s in range(0, 6000, 30):
+        sim.advance(float(t_s))
+        held = [(s.node, s.gpu) for u in sim.running_usage() for s in u.allocation.shares]
+        assert len(set(held)) == len(held)
+        assert sim.free_gpus == cluster.num_gpus - len(held)
+    result = sim.run()
+    assert sum(o.preemptions for o in result.jobs) > 10  # jobs were time-sliced
