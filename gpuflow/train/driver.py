@@ -17,7 +17,9 @@ At each boundary the ranks make one all-reduce of eight scalars: this rank's |g_
 0's newly read batch size and rank 0's newly read comm slot (commslot: changed,
 period, offset); so every rank stops at the same step, adopts the same batch at the
 same step and holds its all-reduces to the same slot. Rank 0 alone reports metrics
-and writes checkpoints.
+and writes checkpoints. A gang member's process ends with its session: exit 0 when the
+`with` block ends normally, 75 on SIGTERM (checkpointed), so code after the block runs
+only in a single-process run.
 """
 
 from __future__ import annotations
@@ -202,7 +204,23 @@ class Session:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is None and self._runtime.backend is not None:
+            # A gang member that ran to its end (checkpointed and reported) ends its
+            # process here with exit 0, as one stopped by SIGTERM does with 75: the
+            # interpreter's teardown of gloo's threads aborted a rank after its last
+            # step now and then (exit -6; CI's DDP test). Code after the `with` block
+            # of a distributed run does not run.
+            self._end_process(0)
         self.close()
+
+    def _end_process(self, code: int) -> None:
+        """Close the session and leave the process with `code` at once, logs flushed,
+        skipping the interpreter's teardown (distributed.stop says why)."""
+        self.close()
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
     # -- boundaries ------------------------------------------------------------------
 
@@ -266,11 +284,7 @@ class Session:
                 # A gang member ends here, checkpointed and reported: the interpreter's
                 # exit tears down gloo's threads, which hung or aborted a rank now and
                 # then (distributed.stop), and the exit code is all the operator reads.
-                self.close()
-                logging.shutdown()
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(EXIT_CHECKPOINTED)
+                self._end_process(EXIT_CHECKPOINTED)
             raise SystemExit(EXIT_CHECKPOINTED)
         if changed:
             self._apply_batch(batch)
