@@ -141,17 +141,15 @@ def compile_plan(snapshot: Snapshot, plan: Plan, pool: GpuPool | None = None) ->
     changed_ids, stopped_ids = plan_diff(plan.run, snapshot.current)
     candidates = set(changed_ids)
     candidates.update(k for k in plan.batch_sizes if k in plan.run)
-    # The index's own lookup, one call fewer per job than `Snapshot.job`.
-    lookup = snapshot.index.get if snapshot.index is not None else snapshot.job
     out: list[JobAction] = []
     for job_id in stopped_ids:
-        job = _known(lookup(job_id), job_id)
+        job = _known(snapshot.job(job_id), job_id)
         action = classify_change(job, None, None, job_id in plan.suspend)
         assert action is not None
         out.append(_job_action(job, action, None, None))
     run, batch_sizes = plan.run, plan.batch_sizes
     for job_id in sorted(candidates):
-        job = _known(lookup(job_id), job_id)
+        job = _known(snapshot.job(job_id), job_id)
         target = run[job_id]
         batch = batch_sizes.get(job_id, job.batch_size)
         action = classify_change(job, target, batch, False)

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from types import MappingProxyType
 from typing import Any
 
@@ -200,24 +199,12 @@ def _expired(
     """Running jobs on whole GPUs whose slice has lasted a quantum, longest first:
     by gang size, and (single-node ones) by node. Lists are popped from the end."""
     expired: list[tuple[float, str, JobView]] = []
-    now, run, touched = work.now, work.run, work.touched
-    cutoff = now - quantum_s
+    cutoff = work.now - quantum_s
     for job in work.snapshot.running():
-        job_id = job.job_id
-        start = slices.get(job_id, job.mark_s)  # unknown to the state: last change
-        # Read every round for every running job: the cheap test first, then
-        # `work.settled(job)` and not `_shared(job)`, written out.
-        if start > cutoff:
-            continue
-        alloc = job.allocation
-        if (
-            alloc is not None
-            and run.get(job_id) is alloc
-            and job_id not in touched
-            and job.resume_s <= now
-            and not alloc.shared
-        ):
-            expired.append((start, job_id, job))
+        start = slices.get(job.job_id, job.mark_s)  # unknown to the state: last change
+        # Read every round for every running job: the cheap test first.
+        if start <= cutoff and work.settled(job) and not _shared(job):
+            expired.append((start, job.job_id, job))
     expired.sort(reverse=True)
     by_size: dict[int, list[JobView]] = {}
     by_node: dict[int, list[JobView]] = {}
@@ -270,14 +257,10 @@ def _clear_node(
 
 
 def _sliced_out(victim: JobView, by: JobView, quantum_s: float) -> Reason:
-    return Reason("Suspended", _slice_text(quantum_s) + by.job_id + " runs on its GPUs")
-
-
-@cache
-def _slice_text(quantum_s: float) -> str:
-    """The start of a time-sliced job's reason, formatted once per quantum rather than
-    once per swap."""
-    return f"time-sliced out after a {quantum_s:g} s slice; job "
+    return Reason(
+        "Suspended",
+        f"time-sliced out after a {quantum_s:g} s slice; job {by.job_id} runs on its GPUs",
+    )
 
 
 def _explain(work: Work, queue: RoundRobin, waiting: int) -> Reason:

@@ -62,20 +62,19 @@ class Work:
     def swap(self, victim: JobView, job: JobView, reason: Reason) -> None:
         """Time-slice `victim` out and start `job` on the GPUs it held (whole GPUs:
         they go from one to the other, the pool stays as it is)."""
-        run = self.run
-        alloc = run.pop(victim.job_id)
-        self.suspend[victim.job_id] = None
-        self.touched[victim.job_id] = None
-        self.reasons[victim.job_id] = reason
-        run[job.job_id] = alloc
+        self.run[job.job_id] = self._suspended(victim, reason)
         self.touched[job.job_id] = None
 
     def suspend_job(self, job: JobView, reason: Reason) -> None:
         """Time-slice a running job out: its state stays in host memory."""
-        self.pool.release(self.run.pop(job.job_id), job.spec.gpu_mem_mib)
+        self.pool.release(self._suspended(job, reason), job.spec.gpu_mem_mib)
+
+    def _suspended(self, job: JobView, reason: Reason) -> Allocation:
+        """Mark a running job suspended for `reason`; the GPUs it gave up."""
         self.suspend[job.job_id] = None
         self.touched[job.job_id] = None
         self.reasons[job.job_id] = reason
+        return self.run.pop(job.job_id)
 
 
 def gpu_util(spec: JobSpec) -> float:

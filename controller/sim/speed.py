@@ -60,7 +60,7 @@ class Speeds:
         job.advance(now)
         rates = self.rates
         spec = job.spec
-        load = self._load(job) if alloc.shared else 0.0
+        load = self._load(job)
         gbps = self.network.gbps_of(spec.job_id)
         batch = job.batch_size
         rate = rates.rate_ips(spec, alloc, batch_size=batch, gpu_load=load, inter_node_gbps=gbps)
@@ -69,11 +69,7 @@ class Speeds:
             # Progress is counted in reference-batch iterations (see RateModel).
             rate *= rates.goodput_factor(spec, batch, job.done_iters / job.total_iters)
         job.rate_ips = rate
-        if alloc.shared or load > 0 or gbps is not None:
-            busy = self._busy_gpus(job, load, gbps)
-        else:  # alone on whole GPUs: its model's utilisation on each (`_busy_gpus`)
-            busy = alloc.num_gpus * rates.utilization(spec)
-        self.accounts.set_busy(job, busy, now)
+        self.accounts.set_busy(job, self._busy_gpus(job, load, gbps), now)
         job.version += 1
         self.table.touch(job)
         finish = job.finish_time_s()
