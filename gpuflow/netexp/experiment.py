@@ -57,10 +57,13 @@ class SyntheticJob:
 
 @dataclass(frozen=True)
 class JobRun:
-    """What one job did inside the measuring window."""
+    """What one job did inside the measuring window, and every communication it made
+    (for another job's overlap near the window's edges, where the jobs' own
+    iterations in the window differ by one)."""
 
     iteration_s: tuple[float, ...]
     comm_s: tuple[tuple[float, float], ...]  # (start, end) wall times, slot wait excluded
+    all_comm_s: tuple[tuple[float, float], ...]  # the same, window or not
 
     @property
     def transfer_s(self) -> tuple[float, ...]:
@@ -230,13 +233,16 @@ def _measure(
     return JobRun(
         iteration_s=tuple(ends[k] - starts[k] for k in inside),
         comm_s=tuple((comm_starts[k], ends[k]) for k in inside),
+        all_comm_s=tuple(zip(comm_starts, ends, strict=True)),
     )
 
 
 def overlap_fraction(run: JobRun, others: list[JobRun]) -> float:
     """The fraction of `run`'s communication time during which another job
-    communicated too (0: perfectly interleaved)."""
-    busy = sorted(span for other in others for span in other.comm_s)
+    communicated too (0: perfectly interleaved). The others' communications count
+    whether in their own window or not: they ran on past it, so `run` never
+    communicated alone at the window's edges."""
+    busy = sorted(span for other in others for span in other.all_comm_s)
     shared = 0.0
     for start, end in run.comm_s:
         covered_to = start
