@@ -120,18 +120,8 @@ class Lifecycle:
         """Preempt a running job gracefully for an admin's drain of `node`
         (operators/drain.py): as a policy's preemption, with the drain as the reason."""
         why = Reasoned("PreemptedByDrain", f"preempted: node {node} drained by {by}")
-        self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
         pending = Reasoned("NodeDrained", why.message)
-        mutate = status_mutator(
-            PREEMPTED,
-            why,
-            pending=pending,
-            fields={"nodes": ""},
-            add=self._service(rec, now),
-            now_s=now,
-        )
-        self.writer.status(rec.obj, mutate)
-        self.writer.event(rec.obj, why.reason, why.message)
+        self._teardown(rec, why, now, pending=pending, event_kind="Normal")
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -222,8 +212,15 @@ class Lifecycle:
         self.writer.status(rec.obj, _clear_restart_after(mutate))
 
     def _teardown(
-        self, rec: JobRecord, why: Reasoned, now: float, pending: Reasoned | None = None
+        self,
+        rec: JobRecord,
+        why: Reasoned,
+        now: float,
+        pending: Reasoned | None = None,
+        event_kind: str = "Warning",
     ) -> None:
+        """Delete `rec`'s pods and mark it preempted (its service so far added), to
+        restart as `pending` says; an event of `event_kind` tells why."""
         self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
         pending = pending or Reasoned("Restarting", "waits to restart from its checkpoint")
         mutate = status_mutator(
@@ -235,7 +232,7 @@ class Lifecycle:
             now_s=now,
         )
         self.writer.status(rec.obj, mutate)
-        self.writer.event(rec.obj, why.reason, why.message, "Warning")
+        self.writer.event(rec.obj, why.reason, why.message, event_kind)
 
     def _running(self, rec: JobRecord, now: float) -> None:
         waiting = [p for p in rec.live if pod_phase(p) not in ("Running", "Succeeded")]

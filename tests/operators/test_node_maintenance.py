@@ -114,6 +114,7 @@ def test_a_drain_preempts_gracefully_and_places_the_job_elsewhere(
     assert status["attempt"] == 2 and not status.get("failures")  # checkpointed, not counted
     (drained,) = _events(gpu_cluster, "mover", "PreemptedByDrain")
     assert drained.message == "preempted: node node-0 drained by root"
+    assert drained.type == "Normal"  # an admin's drain, not a fault: no Warning
     assert not _events(gpu_cluster, "mover", "WorkerFailed")
     assert not first_pods & {p["metadata"]["name"] for p in job_pods(api, "mover")}
     node = api.get_node("node-0")
