@@ -27,7 +27,7 @@ APPROXIMATIONS = (
     " in the replay",
     "the remaining work runs at the performance model's rate, not at a job's measured one",
     "running jobs keep their GPUs with no restart overhead; no arrivals and no node"
-    " changes after now",
+    " changes after now (cordons stay, drains preempt at once)",
 )
 
 

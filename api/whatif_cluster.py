@@ -97,6 +97,8 @@ def live_state(
         cluster=view.cluster,
         jobs=tuple(jobs),
         down_nodes=frozenset(view.down_nodes),
+        cordoned_nodes=view.cordoned_nodes,
+        draining_nodes=frozenset(view.draining),
         round_interval_s=OPERATOR_DEFAULTS.interval_s,
         placement=OPERATOR_DEFAULTS.placement,
     )

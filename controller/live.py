@@ -311,6 +311,7 @@ class LiveCluster:
                 cluster=self.cluster,
                 jobs=jobs,
                 down_nodes=sim.down_nodes,
+                cordoned_nodes=sim.cordoned_nodes,
                 round_interval_s=sim.config.round_interval_s,
             )
 

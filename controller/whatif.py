@@ -3,12 +3,12 @@
 Called by the API's what-if endpoint (api/whatif.py), in local mode with the state
 `controller.live.LiveCluster.live_state()` reads and in cluster mode with one built
 from the DLJobs the API follows. `forecast(state, names)` takes that state (the
-cluster, its down nodes, every active job with its progress, service and, if it runs,
-its GPUs), starts one simulator per policy from it (`Simulator.resume`: the same
-simulator, placement and policies as a replay, see api/replay_run.py) and runs each
-to the end. Each forecast gives every job's predicted finish, in seconds from now,
-and the mean, median and 95th percentile of the jobs' completion times measured from
-their original submit times.
+cluster, its down, cordoned and draining nodes, every active job with its progress,
+service and, if it runs, its GPUs), starts one simulator per policy from it
+(`Simulator.resume`: the same simulator, placement and policies as a replay, see
+api/replay_run.py) and runs each to the end. Each forecast gives every job's
+predicted finish, in seconds from now, and the mean, median and 95th percentile of
+the jobs' completion times measured from their original submit times.
 
 The frame: the simulator's clock starts at 0, so times are shifted by a `base` at or
 before the earliest submit; `now` lands on a round boundary of the live cluster's
@@ -34,7 +34,9 @@ apply in its response):
   even if it was inside one.
 - The remaining work runs at the performance model's rate, so a job whose live rate
   differs finishes at a different time than predicted.
-- No new arrivals and no node failures or recoveries after now.
+- No new arrivals and no node failures, recoveries or uncordons after now. A
+  cordoned node keeps its running jobs and takes no new ones; a draining node's jobs
+  are preempted at once (gracefully, progress kept), as the operator's drain does.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from controller.maintenance import NodeAction
 from controller.model import Cluster, JobStatus, Plan, Policy, Snapshot
 from controller.placement import make_placer
 from controller.sim import NodeEvent, ResumedJob, SimConfig, Simulator
@@ -75,6 +78,8 @@ class LiveState:
     cluster: Cluster
     jobs: tuple[ResumedJob, ...]
     down_nodes: frozenset[int] = frozenset()
+    cordoned_nodes: frozenset[int] = frozenset()  # no new GPUs there
+    draining_nodes: frozenset[int] = frozenset()  # being drained: cordoned, jobs to move
     round_interval_s: float = 5.0
     placement: str = "consolidated"
 
@@ -165,6 +170,7 @@ def _forecast_one(state: LiveState, policy: Policy, horizon_s: float, wall_s: fl
     try:
         sim.advance(frame.now)  # down nodes go down at 0
         _resume_all(sim, state.jobs, frame, notes)
+        _maintain_all(sim, state)
         result = sim.run()
         outcomes = result.jobs
         if any(o.finish_s is None for o in outcomes) and sim.now_s >= frame.now + horizon_s:
@@ -246,3 +252,11 @@ def _distribution(values: Sequence[float]) -> tuple[float | None, float | None, 
     x = np.asarray(values, dtype=float)
     median, p95 = np.percentile(x, [50.0, 95.0], method="linear")
     return float(np.mean(x)), float(median), float(p95)
+
+
+def _maintain_all(sim: Simulator, state: LiveState) -> None:
+    """Cordon and drain as the live cluster does, once its running jobs hold their GPUs
+    (a cordon fences only free GPUs: the jobs on the node run on)."""
+    for node in sorted((state.cordoned_nodes | state.draining_nodes) - state.down_nodes):
+        action = NodeAction.DRAIN if node in state.draining_nodes else NodeAction.CORDON
+        sim.maintain(node, action, by="what-if")

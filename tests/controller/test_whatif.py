@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.live import LiveCluster
+from controller.maintenance import NodeAction
 from controller.model import Allocation, JobStatus
 from controller.placement import ConsolidatedPlacer
 from controller.sim import ResumedJob, SimConfig, Simulator
@@ -118,6 +119,63 @@ def test_a_running_job_on_a_down_node_waits_instead() -> None:
     out = forecast(down, ["fifo"], Limits(horizon_s=10_000))["fifo"]
     assert out.unfinished == 3 and out.stopped == "horizon"
     assert any("its GPUs are not free" in note for note in out.notes)
+
+
+def _two_nodes(
+    *, cordoned: frozenset[int] = frozenset(), draining: frozenset[int] = frozenset()
+) -> LiveState:
+    """Two 4-GPU nodes at live time 1000: `long` holds node 0 (500 s left), `half`
+    two GPUs of node 1 (100 s left); `w` waits for two GPUs, which node 1 has free."""
+    at_s = 1000.0
+    long = ResumedJob(
+        spec=make_job("long", 4, submit_s=0.0, duration_s=1000),
+        status=JobStatus.RUNNING,
+        done_fraction=0.5,
+        allocation=Allocation.whole((0, g) for g in range(4)),
+    )
+    half = ResumedJob(
+        spec=make_job("half", 2, submit_s=0.0, duration_s=200),
+        status=JobStatus.RUNNING,
+        done_fraction=0.5,
+        allocation=Allocation.whole([(1, 0), (1, 1)]),
+    )
+    waiting = ResumedJob(spec=make_job("w", 2, submit_s=at_s - 10, duration_s=50))
+    return LiveState(
+        now_s=at_s,
+        cluster=make_cluster(nodes=2, gpus=4),
+        jobs=(long, half, waiting),
+        cordoned_nodes=cordoned,
+        draining_nodes=draining,
+        round_interval_s=0,
+    )
+
+
+def test_a_cordoned_node_runs_its_jobs_on_and_takes_no_new_one() -> None:
+    free = forecast(_two_nodes(), ["fifo"])["fifo"].finish_s
+    assert free["w"] == pytest.approx(50.0, rel=0.02)  # node 1's free GPUs, at once
+    cordoned = forecast(_two_nodes(cordoned=frozenset({1})), ["fifo"])["fifo"].finish_s
+    assert cordoned["half"] == pytest.approx(100.0, rel=0.02)  # runs on, not preempted
+    # `w` waits for node 0, which `long` frees after 500 s
+    assert cordoned["w"] == pytest.approx(550.0, rel=0.02)
+
+
+def test_a_draining_nodes_jobs_are_preempted_and_wait_elsewhere() -> None:
+    out = forecast(_two_nodes(draining=frozenset({1})), ["fifo"])["fifo"].finish_s
+    # `half` leaves node 1 at once (its progress kept) and restarts on node 0 beside
+    # `w` once `long` ends: its 100 s left plus a restart's overhead
+    half = out["half"]
+    assert half is not None and 500.0 + 100.0 < half < 500.0 + 200.0
+    assert out["w"] == pytest.approx(550.0, rel=0.02)
+
+
+def test_the_live_state_names_the_cordoned_nodes() -> None:
+    cluster = make_cluster(nodes=2, gpus=4)
+    live = LiveCluster(
+        cluster, make_policy("fifo"), ConsolidatedPlacer(cluster), clock=ManualClock()
+    )
+    live.maintain(cluster.nodes[1].name, NodeAction.CORDON, "root")
+    state = live.live_state()
+    assert state.cordoned_nodes == frozenset({1}) and state.down_nodes == frozenset()
 
 
 def test_caps_refuse_or_flag() -> None:
