@@ -19,7 +19,8 @@ place that deletes them:
 
 Done means Kubernetes has the DLJob gone or marked for deletion (its finalizer lets
 the operator stop the pods first), or the name now belongs to another DLJob (a uid
-other than the row's): that one is not ours to delete.
+other than the row's, or than the one read just before the delete, which the delete
+names as its precondition): that one is not ours to delete.
 """
 
 from __future__ import annotations
@@ -159,7 +160,9 @@ class Reaper:
                 and ref.uid in (None, obj["metadata"]["uid"])
                 and not obj["metadata"].get("deletionTimestamp")
             ):
-                self.api.delete_dljob(ref.namespace, ref.name)
+                # The uid read, as a precondition: a DLJob of the same name created
+                # since the read is another's and stays.
+                self.api.delete_dljob(ref.namespace, ref.name, uid=obj["metadata"]["uid"])
         except API_ERRORS as exc:
             log.warning(
                 "DLJob %s/%s of a cancelled job: %s", ref.namespace, ref.name, error_message(exc)

@@ -45,16 +45,30 @@ class DLJobCalls(KubeCalls):
                 fn(**crd_args(), namespace=namespace, body=body, _preload_content=False)
             )
 
-    def delete_dljob(self, namespace: str, name: str) -> bool:
+    def delete_dljob(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete a DLJob (its finalizer lets the operator clean up first); False if it
-        was gone already."""
+        was gone already or, given `uid`, the name belongs to another DLJob now (the
+        API server checks the uid as it deletes: a precondition, 409 if it differs)."""
         fn = self.custom.delete_namespaced_custom_object
+        body = None
+        if uid is not None:
+            body = kubernetes.client.V1DeleteOptions(
+                preconditions=kubernetes.client.V1Preconditions(uid=uid)
+            )
         try:
             # Read to the end, so that the connection goes back to the pool.
             with self._call("delete", crd.PLURAL):
-                read_json(fn(**crd_args(), namespace=namespace, name=name, _preload_content=False))
+                read_json(
+                    fn(
+                        **crd_args(),
+                        namespace=namespace,
+                        name=name,
+                        body=body,
+                        _preload_content=False,
+                    )
+                )
         except ApiException as exc:
-            if exc.status == NOT_FOUND:
+            if exc.status == NOT_FOUND or (uid is not None and exc.status == CONFLICT):
                 return False
             raise
         return True

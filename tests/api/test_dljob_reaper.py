@@ -1,0 +1,57 @@
+"""The reaper deletes only the DLJob it read: a DLJob created under the same name
+since then (another job's) stays. Against the strict Kubernetes API test server,
+which checks a delete's uid precondition as the real one does (409 if it differs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.dljob_reaper import DLJobRef, Reaper
+from operators.kube import KubeApi, Obj
+from tests.kube.fixtures import KubeServer, kube_server
+from tests.operators.builders import install_crd, make_dljob
+
+__all__ = ["kube_server"]
+
+
+class ReplacedAfterRead(KubeApi):
+    """A KubeApi whose every DLJob read is followed, before the caller acts on it, by
+    another client deleting that DLJob and creating a new one of the same name."""
+
+    def get_dljob(self, namespace: str, name: str) -> Obj:
+        read = super().get_dljob(namespace, name)
+        super().delete_dljob(namespace, name)
+        self.create_dljob(namespace, make_dljob(name))
+        return read
+
+
+def _uid(api: KubeApi, name: str) -> str:
+    return str(api.get_dljob("default", name)["metadata"]["uid"])
+
+
+def test_a_dljob_replaced_between_read_and_delete_is_left_alone(kube_server: KubeServer) -> None:
+    kube: Any = kube_server.api_client()
+    install_crd(kube)
+    api = KubeApi(kube)
+    api.create_dljob("default", make_dljob("a"))
+    first = _uid(api, "a")
+    racing = ReplacedAfterRead(kube)
+    reaper = Reaper(racing)
+    assert reaper.delete_now(DLJobRef("default", "a", uid=None))  # done: not ours any more
+    second = _uid(api, "a")
+    assert second != first  # the new DLJob of the same name is still there
+
+
+def test_delete_with_a_uid_deletes_only_that_dljob(kube_server: KubeServer) -> None:
+    kube: Any = kube_server.api_client()
+    install_crd(kube)
+    api = KubeApi(kube)
+    api.create_dljob("default", make_dljob("b"))
+    old = _uid(api, "b")
+    assert api.delete_dljob("default", "b", uid=old)
+    api.create_dljob("default", make_dljob("b"))
+    assert not api.delete_dljob("default", "b", uid=old)  # another DLJob's name now
+    new = _uid(api, "b")
+    assert new != old
+    assert api.delete_dljob("default", "b", uid=new)
+    assert not api.delete_dljob("default", "b")  # gone
