@@ -137,20 +137,25 @@ class Node:
 class Rack:
     """A top-of-rack switch; `uplink_gbps` is its capacity towards the spine (the
     aggregation layer of a three-tier Clos, summed over its equal-cost uplinks);
-    `group` its aggregation group in `Cluster.groups` (unused when there are none)."""
+    `group` its aggregation group in `Cluster.groups` (unused when there are none);
+    `uplinks` how many equal-cost links that capacity is split into, each flow on
+    one of them (ECMP: controller.network.ecmp); 1 models ideal spreading."""
 
     name: str
     uplink_gbps: float
     group: int = 0
+    uplinks: int = 1
 
 
 @dataclass(frozen=True, slots=True)
 class Group:
     """An aggregation group of a three-tier Clos (racks under common aggregation
-    switches); `uplink_gbps` is its capacity towards the core."""
+    switches); `uplink_gbps` is its capacity towards the core, over `uplinks`
+    equal-cost links (as `Rack.uplinks`)."""
 
     name: str
     uplink_gbps: float
+    uplinks: int = 1
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,10 @@ class Cluster:
         for rack in self.racks if self.groups else ():
             if not 0 <= rack.group < len(self.groups):
                 raise ValueError(f"rack {rack.name}: group index {rack.group} out of range")
+        tiers: list[Rack | Group] = [*self.racks, *self.groups]
+        for tier in tiers:
+            if tier.uplinks < 1:
+                raise ValueError(f"{tier.name}: uplinks must be >= 1, got {tier.uplinks}")
 
     def node_index(self, name: str) -> int:
         return self._index[name]

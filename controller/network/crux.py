@@ -20,12 +20,12 @@ phase) rather than FLOPs; the correction k_j of Eq. 3 (for jobs whose iteration
 time the priority itself changes) is 1; priority compression (§4.3, a search that
 keeps apart the jobs that contend most) is replaced by equal-count bands over the
 intensity order (jobs of equal intensity share a level: Crux's order cannot tell
-them apart); path selection is left to the topology: the clusters gpuflow
-models give each pair of nodes one path (NIC, ToR uplink; a Clos tier's ECMP
-uplinks are summed into one link, i.e. ideal spreading), so there is no choice to
-make (docs/network.md). Strict priority starves a level whose link the higher
-levels keep busy (their bursts together never end on an overloaded uplink); each
-job keeps `PRIORITY_FLOOR` of its rate alone, as the live enforcement does.
+them apart); path selection (§4.1) is controller.network.crux_paths, and has a choice
+to make only where a tier has ECMP lanes (controller.network.ecmp; a tier of one lane
+is ideal spreading, which no choice beats). Strict priority starves a level whose
+link the higher levels keep busy (their bursts together never end on an overloaded
+uplink); each job keeps `PRIORITY_FLOOR` of its rate alone, as the live enforcement
+does.
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ def bottleneck_s(comm_mb: float, capacities_gbps: Sequence[float]) -> float:
     return max((comm_mb / 125.0 / c for c in capacities_gbps), default=0.0)
 
 
+def intensity_order(jobs: Sequence[Intensity]) -> list[Intensity]:
+    """Most intense first (ties: by id): the order of priorities and of path selection."""
+    return sorted(jobs, key=lambda j: (-j.value, j.job_id))
+
+
 def priorities(jobs: Sequence[Intensity], levels: int = PRIORITY_LEVELS) -> dict[str, int]:
     """Priority level per job, `levels - 1` (highest) for the most intense band.
 
@@ -71,7 +76,7 @@ def priorities(jobs: Sequence[Intensity], levels: int = PRIORITY_LEVELS) -> dict
     it joins that one's band."""
     if levels < 1:
         raise ValueError(f"levels must be >= 1, got {levels}")
-    order = sorted(jobs, key=lambda j: (-j.value, j.job_id))
+    order = intensity_order(jobs)
     out: dict[str, int] = {}
     n = len(order)
     band = 0

@@ -36,17 +36,8 @@ from dataclasses import dataclass
 
 from controller.model import Cluster
 from controller.network.allocators import POLICIES, allocate
-from controller.network.model import (
-    Coflow,
-    Flow,
-    LinkId,
-    group_down,
-    group_up,
-    nic_down,
-    nic_up,
-    rack_down,
-    rack_up,
-)
+from controller.network.ecmp import Path, hashed_path, hop_links, lane_capacity
+from controller.network.model import Coflow, Flow, LinkId, nic_down, nic_up
 
 # The perf model's default: every job all-reduces at its own links' speed, no sharing.
 DEDICATED = "dedicated"
@@ -91,27 +82,31 @@ class NetJob:
         return 2.0 * (n - 1) / n * self.grad_mib * _MB_PER_MIB
 
 
-def ring_flows(cluster: Cluster, job: NetJob) -> list[Flow]:
-    """The job's iteration coflow: one flow per hop of its inter-node ring.
-
-    In a three-tier Clos (`cluster.groups`) the ring is ordered by group too, and a hop
-    between groups also crosses both groups' core links."""
+def ring_hops(cluster: Cluster, job: NetJob) -> list[tuple[int, int]]:
+    """The (source, destination) nodes of each hop of the job's inter-node ring, in
+    ring order: by group (three-tier Clos), rack and node, so that the ring leaves
+    and enters each rack and group once."""
     grouped = bool(cluster.groups)
 
     def group(i: int) -> int:
         return cluster.racks[cluster.nodes[i].rack].group if grouped else 0
 
     ring = sorted(set(job.nodes), key=lambda i: (group(i), cluster.nodes[i].rack, i))
+    return [(src, ring[(k + 1) % len(ring)]) for k, src in enumerate(ring)]
+
+
+def ring_flows(cluster: Cluster, job: NetJob, paths: Sequence[Path] | None = None) -> list[Flow]:
+    """The job's iteration coflow: one flow per hop of its inter-node ring.
+
+    A hop between racks also crosses the racks' links, and between groups the groups'
+    core links; where a tier has several lanes, hop k takes `paths[k]` (Crux's
+    choice, controller.network.crux_paths) or, without `paths`, the one ECMP hashing
+    gives it (controller.network.ecmp)."""
     size = job.flow_mb
     flows = []
-    for k, src in enumerate(ring):
-        dst = ring[(k + 1) % len(ring)]
-        a, b = cluster.nodes[src], cluster.nodes[dst]
-        links: tuple[LinkId, ...] = (nic_up(src), nic_down(dst))
-        if a.rack != b.rack:
-            links += (rack_up(a.rack), rack_down(b.rack))
-        if group(src) != group(dst):
-            links += (group_up(group(src)), group_down(group(dst)))
+    for k, (src, dst) in enumerate(ring_hops(cluster, job)):
+        path = paths[k] if paths is not None else hashed_path(job.job_id, src, dst)
+        links = (nic_up(src), nic_down(dst), *hop_links(cluster, src, dst, path))
         flows.append(Flow(f"{job.job_id}/{k}", job.job_id, links, size))
     return flows
 
@@ -120,9 +115,7 @@ def link_capacity(cluster: Cluster, link: LinkId) -> float:
     kind, where = link
     if kind in ("nic-up", "nic-down"):
         return cluster.nodes[int(where)].nic_gbps
-    if kind in ("group-up", "group-down"):
-        return cluster.groups[int(where)].uplink_gbps
-    return cluster.racks[int(where)].uplink_gbps
+    return lane_capacity(cluster, kind, where)
 
 
 def job_rates(

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller.model import Cluster
+from controller.network.ecmp import site
 from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.model import LinkId
 
@@ -26,7 +27,8 @@ LINK_KINDS = ("nic-up", "nic-down", "rack-up", "rack-down", "group-up", "group-d
 @dataclass(frozen=True, slots=True)
 class LinkLoad:
     """One direction of one NIC, rack uplink or group uplink: what crosses it and what
-    it holds. `where` is the node's name for a NIC, else the rack's or group's name."""
+    it holds. `where` is the node's name for a NIC, else the rack's or group's name,
+    and "/lane" for one of a tier's ECMP lanes (controller.network.ecmp)."""
 
     kind: str
     where: str
@@ -57,19 +59,22 @@ def link_loads(cluster: Cluster, traffic: Iterable[JobTraffic]) -> list[LinkLoad
                 load[link] = load.get(link, 0.0) + job.gbps
                 users.setdefault(link, set()).add(job.job_id)
 
-    def order(link: LinkId) -> tuple[int, int]:
-        return LINK_KINDS.index(link[0]), int(link[1])
+    def order(link: LinkId) -> tuple[int, int, int]:
+        index, lane = site(link[1])
+        return LINK_KINDS.index(link[0]), index, -1 if lane is None else lane
 
     out = []
     for link in sorted(load, key=order):
         kind, where = link
-        index = int(where)
+        index, lane = site(where)
         if kind.startswith("nic"):
             named = cluster.nodes[index].name
         elif kind.startswith("group"):
             named = cluster.groups[index].name
         else:
             named = cluster.racks[index].name
+        if lane is not None:
+            named = f"{named}/{lane}"
         out.append(
             LinkLoad(
                 kind=kind,

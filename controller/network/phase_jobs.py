@@ -24,6 +24,10 @@ The network policy sets the phases' offsets and the sharing rule:
 | fair    | each job's own phase: iterations from its (re)start, uncoordinated | max-min |
 | mltcp   | as fair | bytes-weighted (MLTCP) |
 | crux    | as fair | strict priority by GPU intensity (controller.network.crux) |
+
+Links are the ring's (`jobs.ring_flows`): where a tier has ECMP lanes
+(controller.network.ecmp) each hop takes the lane hashing gives it, or under crux
+the one Crux's path selection chooses (controller.network.crux_paths).
 | cassini | time-shifts from the affinity graph (controller.network.cassini) | max-min |
 
 Under crux each job keeps `crux.PRIORITY_FLOOR` of its rate alone whatever the
@@ -38,6 +42,8 @@ from dataclasses import dataclass
 
 from controller.model import Cluster
 from controller.network import cassini, crux
+from controller.network.crux_paths import select_paths
+from controller.network.ecmp import Path, has_lanes
 from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.model import MB_PER_S_PER_GBPS, LinkId
 from controller.network.phases import PhaseJob, periodic_iterations
@@ -66,8 +72,14 @@ class _Split:
     burst_mb: float
 
 
-def _split(cluster: Cluster, job: NetJob, iteration_s: Callable[[str, float], float]) -> _Split:
-    links = tuple(dict.fromkeys(link for f in ring_flows(cluster, job) for link in f.links))
+def _split(
+    cluster: Cluster,
+    job: NetJob,
+    iteration_s: Callable[[str, float], float],
+    paths: Sequence[Path] | None = None,
+) -> _Split:
+    flows = ring_flows(cluster, job, paths)
+    links = tuple(dict.fromkeys(link for f in flows for link in f.links))
     d = min(link_capacity(cluster, link) for link in links)
     alone = iteration_s(job.job_id, d)
     burst_mb = min(job.flow_mb, alone * MB_PER_S_PER_GBPS * d)
@@ -125,14 +137,29 @@ def _offsets(group: Sequence[_Split], network: str, now_s: float) -> dict[str, f
     return {s.job.job_id: (s.job.started_s - now_s) % s.alone_s for s in group}
 
 
-def _priorities(cluster: Cluster, group: Sequence[_Split]) -> dict[str, int]:
-    records = crux.intensities(
-        {s.job.job_id: s.job.gpus for s in group},
-        {s.job.job_id: s.compute_s for s in group},
-        {s.job.job_id: s.burst_mb for s in group},
-        {s.job.job_id: [link_capacity(cluster, link) for link in s.links] for s in group},
+def _intensities(cluster: Cluster, splits: Sequence[_Split]) -> list[crux.Intensity]:
+    return crux.intensities(
+        {s.job.job_id: s.job.gpus for s in splits},
+        {s.job.job_id: s.compute_s for s in splits},
+        {s.job.job_id: s.burst_mb for s in splits},
+        {s.job.job_id: [link_capacity(cluster, link) for link in s.links] for s in splits},
     )
-    return crux.priorities(records)
+
+
+def _priorities(cluster: Cluster, group: Sequence[_Split]) -> dict[str, int]:
+    return crux.priorities(_intensities(cluster, group))
+
+
+def _routed(
+    cluster: Cluster, splits: Sequence[_Split], iteration_s: Callable[[str, float], float]
+) -> list[_Split]:
+    """The jobs again, on the ECMP paths Crux's path selection gives them (their
+    intensities do not depend on the path: a tier's lanes are equal)."""
+    order = [record.job_id for record in crux.intensity_order(_intensities(cluster, splits))]
+    paths = select_paths(
+        cluster, [s.job for s in splits], order, {s.job.job_id: s.burst_mb for s in splits}
+    )
+    return [_split(cluster, s.job, iteration_s, paths[s.job.job_id]) for s in splits]
 
 
 def phase_job_rates(
@@ -149,6 +176,8 @@ def phase_job_rates(
     if network not in SHARING:
         raise PhaseNetworkError(network)
     splits = [_split(cluster, job, iteration_s) for job in jobs]
+    if network == "crux" and has_lanes(cluster):
+        splits = _routed(cluster, splits, iteration_s)
     out: dict[str, float] = {}
     capacities: dict[Hashable, float] = {
         link: link_capacity(cluster, link) for s in splits for link in s.links

@@ -10,7 +10,8 @@ on; `describe` gives the CLI its one-paragraph summary. See docs/clusters.md.
   one rack of 4 such nodes, `PRESET:N` means N of them (`dgx-a100:32`);
 - `lingjun`: the Alibaba Lingjun production topology (847 8-GPU hosts, 119 ToRs, 3
   aggregation groups; `controller.spec.clos`), and `clos:GxTxH`, a three-tier Clos of
-  G groups x T ToRs x H `pcie4` hosts;
+  G groups x T ToRs x H `pcie4` hosts; either with `/ecmpK` has every uplink in K
+  equal-cost lanes (`lingjun/ecmp8`, controller.network.ecmp);
 - `NODESxGPUS` (`16x4`, `256x8`): generic PCIe servers of V100-PCIe GPUs
   (`pcie_topology`), with one `GENERIC_NIC_GBPS` NIC each;
 - a Tiresias simulator `cluster_spec.csv`
@@ -135,8 +136,9 @@ def named_cluster(name: str) -> Cluster:
 
 
 def _named(arg: str, *, files: bool) -> Cluster:
-    if arg == clos.LINGJUN:
-        return clos.lingjun_cluster(presets()[1][clos.LINGJUN_NODE_TYPE])
+    if m := clos.LINGJUN_NAME.fullmatch(arg):
+        node_type = presets()[1][clos.LINGJUN_NODE_TYPE]
+        return clos.lingjun_cluster(node_type, lanes=int(m[1] or 1))
     if arg.startswith("clos:"):
         return clos.shorthand_cluster(arg, presets()[1][clos.CLOS_NODE_TYPE])
     if m := SHORTHAND.fullmatch(arg):
@@ -193,24 +195,28 @@ def describe(cluster: Cluster) -> str:
     members: dict[int, list[Node]] = {}
     for node in cluster.nodes:
         members.setdefault(node.rack, []).append(node)
-    racks: Counter[tuple[int, float, float]] = Counter()
+    racks: Counter[tuple[int, float, float, int]] = Counter()
     for i, rack in enumerate(cluster.racks):
         nodes = members.get(i, [])
         nic = sum(n.nic_gbps for n in nodes)
-        racks[(len(nodes), rack.uplink_gbps, nic / rack.uplink_gbps)] += 1
-    for (n, uplink, ratio), count in sorted(racks.items(), reverse=True):
+        racks[(len(nodes), rack.uplink_gbps, nic / rack.uplink_gbps, rack.uplinks)] += 1
+    for (n, uplink, ratio, lanes), count in sorted(racks.items(), reverse=True):
         lines.append(
-            f"  {_count(count, 'rack')} x {_count(n, 'node')}, uplink {uplink:g} Gbit/s "
-            f"(oversubscription {ratio:.3g}:1)"
+            f"  {_count(count, 'rack')} x {_count(n, 'node')}, uplink {uplink:g} Gbit/s"
+            f"{_lanes(uplink, lanes)} (oversubscription {ratio:.3g}:1)"
         )
     for g, group in enumerate(cluster.groups):
         under = sum(r.uplink_gbps for r in cluster.racks if r.group == g)
         lines.append(
             f"  group {group.name}: {_count(sum(r.group == g for r in cluster.racks), 'rack')}, "
-            f"core uplink {group.uplink_gbps:g} Gbit/s (oversubscription "
-            f"{under / group.uplink_gbps:.3g}:1)"
+            f"core uplink {group.uplink_gbps:g} Gbit/s{_lanes(group.uplink_gbps, group.uplinks)}"
+            f" (oversubscription {under / group.uplink_gbps:.3g}:1)"
         )
     return "\n".join(lines)
+
+
+def _lanes(gbps: float, lanes: int) -> str:
+    return "" if lanes == 1 else f" in {lanes} ECMP lanes of {gbps / lanes:g}"
 
 
 def _count(n: int, noun: str) -> str:

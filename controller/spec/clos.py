@@ -2,15 +2,17 @@
 
 Called by `controller.spec.load_cluster` / `named_cluster` for the names
 `clos:GxTxH` (G aggregation groups of T ToRs of H hosts, `pcie4` hosts, for tests
-and benchmarks) and `lingjun`, and by anyone building such a cluster in code
-(`clos_cluster`).
+and benchmarks) and `lingjun` (each optionally `/ecmpK`), and by anyone building
+such a cluster in code (`clos_cluster`).
 
 Links: each host's NIC; each ToR's uplinks to its group's aggregation switches,
 summed into one capacity (hosts' NICs / `tor_oversubscription`); each group's uplinks
 to the core (its ToRs' uplinks / `group_oversubscription`). ECMP is taken as ideal
 spreading over the equal-cost uplinks of a tier, so a tier is one link per direction
-of the summed capacity: hash collisions of single flows are not modelled, and so
-Crux's path selection has no choice to make here (docs/network.md).
+of the summed capacity, unless the name asks for lanes: `clos:GxTxH/ecmpK` and
+`lingjun/ecmpK` split every ToR and group uplink into K equal-cost links, each flow
+on the one ECMP hashing gives it, or Crux's path selection under `--network crux`
+(controller.network.ecmp, controller.network.crux_paths; docs/network.md).
 
 `lingjun` is the topology of the Alibaba production cluster released with Crux (Cao
 et al., SIGCOMM 2024; github.com/alibaba/alibaba-lingjun-dataset-2023, `topo.csv`,
@@ -34,8 +36,11 @@ from importlib import resources
 from controller.model.cluster import Cluster, Group
 from controller.spec.types import ClusterSpecError, NodeType, RackPlan, assemble
 
-CLOS_SHORTHAND = re.compile(r"clos:(\d+)x(\d+)x(\d+)")
+CLOS_SHORTHAND = re.compile(r"clos:(\d+)x(\d+)x(\d+)(?:/ecmp(\d+))?")
 LINGJUN = "lingjun"
+LINGJUN_NAME = re.compile(r"lingjun(?:/ecmp(\d+))?")
+# Equal-cost links per tier that a name may ask for (a switch's radix is about this).
+MAX_LANES = 64
 LINGJUN_FILE = "lingjun-topo.csv"
 # Assumptions for the Lingjun cluster (the dataset has no link speeds): see above.
 LINGJUN_NODE_TYPE = "dgx-a100"
@@ -65,14 +70,19 @@ def clos_cluster(
     *,
     tor_oversubscription: float,
     group_oversubscription: float,
+    lanes: int = 1,
 ) -> Cluster:
-    """A cluster of `tors` (racks) in `group_names` groups, every host of `node_type`."""
+    """A cluster of `tors` (racks) in `group_names` groups, every host of `node_type`;
+    `lanes` equal-cost links per ToR uplink and per group uplink (ECMP; 1: each tier
+    one summed link)."""
     for label, ratio in (
         ("tor_oversubscription", tor_oversubscription),
         ("group_oversubscription", group_oversubscription),
     ):
         if not ratio >= 1.0:
             raise ClusterSpecError(f"{label} must be >= 1, got {ratio}", source=name)
+    if not 1 <= lanes <= MAX_LANES:
+        raise ClusterSpecError(f"lanes must be in 1..{MAX_LANES}, got {lanes}", source=name)
     for tor in tors:
         if not 0 <= tor.group < len(group_names):
             raise ClusterSpecError(f"ToR {tor.name}: group {tor.group} out of range", source=name)
@@ -82,13 +92,14 @@ def clos_cluster(
     ]
     flat = assemble(name, plans)
     racks = tuple(
-        dataclasses.replace(rack, group=tor.group)
+        dataclasses.replace(rack, group=tor.group, uplinks=lanes)
         for rack, tor in zip(flat.racks, tors, strict=True)
     )
     groups = tuple(
         Group(
             g,
             sum(r.uplink_gbps for r in racks if r.group == index) / group_oversubscription,
+            uplinks=lanes,
         )
         for index, g in enumerate(group_names)
     )
@@ -96,10 +107,13 @@ def clos_cluster(
 
 
 def shorthand_cluster(arg: str, node_type: NodeType) -> Cluster:
-    """`clos:GxTxH`: G groups x T ToRs x H hosts named g<i>-t<j>-<k>."""
+    """`clos:GxTxH[/ecmpK]`: G groups x T ToRs x H hosts named g<i>-t<j>-<k>, K lanes
+    per uplink."""
     m = CLOS_SHORTHAND.fullmatch(arg)
     if m is None:
-        raise ClusterSpecError("expected clos:GROUPSxTORSxHOSTS, e.g. clos:2x4x8", source=arg)
+        raise ClusterSpecError(
+            "expected clos:GROUPSxTORSxHOSTS[/ecmpLANES], e.g. clos:2x4x8", source=arg
+        )
     groups, per_group, hosts = int(m[1]), int(m[2]), int(m[3])
     if min(groups, per_group, hosts) < 1:
         raise ClusterSpecError("clos:GxTxH needs at least 1 of each", source=arg)
@@ -115,6 +129,7 @@ def shorthand_cluster(arg: str, node_type: NodeType) -> Cluster:
         tors,
         tor_oversubscription=CLOS_TOR_OVERSUBSCRIPTION,
         group_oversubscription=CLOS_GROUP_OVERSUBSCRIPTION,
+        lanes=int(m[4] or 1),
     )
 
 
@@ -143,14 +158,17 @@ def lingjun_cluster(
     *,
     tor_oversubscription: float = LINGJUN_TOR_OVERSUBSCRIPTION,
     group_oversubscription: float = LINGJUN_GROUP_OVERSUBSCRIPTION,
+    lanes: int = 1,
 ) -> Cluster:
-    """The Lingjun cluster (module docstring) with hosts of `node_type`."""
+    """The Lingjun cluster (module docstring) with hosts of `node_type`, its uplinks
+    in `lanes` equal-cost links each (named `lingjun/ecmp<lanes>` when more than 1)."""
     groups, tors = lingjun_tors()
     return clos_cluster(
-        LINGJUN,
+        LINGJUN if lanes == 1 else f"{LINGJUN}/ecmp{lanes}",
         node_type,
         groups,
         tors,
         tor_oversubscription=tor_oversubscription,
         group_oversubscription=group_oversubscription,
+        lanes=lanes,
     )
