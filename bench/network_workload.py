@@ -8,6 +8,7 @@ they run on. bench/network.py's docstring describes the workloads and clusters.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,10 +56,23 @@ def _lingjun_25g() -> Cluster:
     return lingjun_cluster(presets()[1]["pcie4"], tor_oversubscription=4.0)
 
 
+def _comm_heavy_ecmp2() -> Cluster:
+    """comm-heavy-25g with each rack's 50 Gbit/s uplink as two 25 Gbit/s ECMP lanes:
+    a lane as fast as a NIC, so a ring alone runs as on the summed uplink, and two
+    rings hashed onto one lane share it."""
+    cluster = load_cluster(CLUSTER)
+    racks = tuple(dataclasses.replace(rack, uplinks=2) for rack in cluster.racks)
+    return dataclasses.replace(cluster, name="comm-heavy-25g-ecmp2", racks=racks)
+
+
 CLUSTERS: dict[str, Callable[[], Cluster]] = {
     "comm-heavy-25g": lambda: load_cluster(CLUSTER),
+    "comm-heavy-25g-ecmp2": _comm_heavy_ecmp2,
     "lingjun": lambda: load_cluster("lingjun"),
     "lingjun-25g": _lingjun_25g,
+    "lingjun-25g-ecmp2": lambda: lingjun_cluster(
+        presets()[1]["pcie4"], tor_oversubscription=4.0, lanes=2
+    ),
 }
 
 

@@ -34,13 +34,11 @@ from collections.abc import Sequence
 from importlib import resources
 
 from controller.model.cluster import Cluster, Group
-from controller.spec.types import ClusterSpecError, NodeType, RackPlan, assemble
+from controller.spec.types import MAX_LANES, ClusterSpecError, NodeType, RackPlan, assemble
 
 CLOS_SHORTHAND = re.compile(r"clos:(\d+)x(\d+)x(\d+)(?:/ecmp(\d+))?")
 LINGJUN = "lingjun"
 LINGJUN_NAME = re.compile(r"lingjun(?:/ecmp(\d+))?")
-# Equal-cost links per tier that a name may ask for (a switch's radix is about this).
-MAX_LANES = 64
 LINGJUN_FILE = "lingjun-topo.csv"
 # Assumptions for the Lingjun cluster (the dataset has no link speeds): see above.
 LINGJUN_NODE_TYPE = "dgx-a100"

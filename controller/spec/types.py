@@ -25,6 +25,8 @@ RACK_SIZE = 16  # nodes per rack for PRESET:N, NODESxGPUS and CSV clusters
 # tens of thousands of nodes; an NVLink domain at most a few hundred GPUs.
 MAX_NODES = 100_000
 MAX_GPUS_PER_NODE = 512
+# Equal-cost links per rack or group uplink (ECMP lanes): about a switch's radix.
+MAX_LANES = 64
 # In all, 100,000 GPUs: the largest training clusters built today, 15 times the
 # largest public trace's (Alibaba PAI, ~6,500). A replay holds its thread for the
 # cluster's size: 200 jobs under FIFO take 4 s on 12500x8 but 27 s on 62500x16 (1M
@@ -93,6 +95,7 @@ class RackPlan:
     name: str
     oversubscription: float
     nodes: tuple[tuple[str, NodeType], ...]  # (node name, type)
+    uplinks: int = 1  # equal-cost links the uplink is split into (Rack.uplinks)
 
 
 # --- node types and assembly --------------------------------------------------------------
@@ -156,7 +159,7 @@ def assemble(name: str, racks: Sequence[RackPlan], source: str | None = None) ->
                 )
             )
             nic_total += t.nic_gbps
-        out_racks.append(Rack(plan.name, nic_total / plan.oversubscription))
+        out_racks.append(Rack(plan.name, nic_total / plan.oversubscription, uplinks=plan.uplinks))
     return Cluster(name, tuple(nodes), tuple(out_racks))
 
 

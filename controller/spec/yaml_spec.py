@@ -23,6 +23,7 @@ from controller.spec.types import (
     GENERIC_NIC_GBPS,
     GPU_FIELDS,
     MAX_GPUS_PER_NODE,
+    MAX_LANES,
     MAX_NODES,
     ClusterSpecError,
     NodeType,
@@ -230,12 +231,13 @@ def _racks(f: _Field, node_types: dict[str, NodeType]) -> list[RackPlan]:
     if not items:
         raise f.error("no racks")
     for r, item in enumerate(items):
-        m = item.mapping(["nodes"], ["name", "oversubscription"])
+        m = item.mapping(["nodes"], ["name", "oversubscription", "uplinks"])
         name = m["name"].text() if "name" in m else f"r{r}"
         if name in rack_names:
             raise (m.get("name") or item).error(f"duplicate rack name '{name}'")
         rack_names.add(name)
         ratio = m["oversubscription"].number(1) if "oversubscription" in m else 1.0
+        uplinks = m["uplinks"].integer(1, MAX_LANES) if "uplinks" in m else 1
         members: list[tuple[str, NodeType]] = []
         groups = m["nodes"].sequence()
         if not groups:
@@ -256,7 +258,7 @@ def _racks(f: _Field, node_types: dict[str, NodeType]) -> list[RackPlan]:
                 # before the last one.
                 members.append((f"{prefix}-{next_k[prefix]}", node_types[type_name]))
                 next_k[prefix] += 1
-        plans.append(RackPlan(name, ratio, tuple(members)))
+        plans.append(RackPlan(name, ratio, tuple(members), uplinks))
     return plans
 
 

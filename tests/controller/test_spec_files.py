@@ -60,6 +60,16 @@ def test_uplink_is_sum_of_nics_over_oversubscription(tmp_path: Path) -> None:
     assert cluster.racks[1].uplink_gbps == pytest.approx(25)
 
 
+def test_a_racks_uplinks_are_its_ecmp_lanes(tmp_path: Path) -> None:
+    body = (
+        "racks:\n  - {oversubscription: 4, uplinks: 2, nodes: [{type: pcie4, count: 8}]}\n"
+        "  - {nodes: [{type: pcie4, name_prefix: b}]}\n"
+    )
+    cluster = load_cluster(write(tmp_path, body))
+    assert [r.uplinks for r in cluster.racks] == [2, 1]
+    assert cluster.racks[0].uplink_gbps == pytest.approx(8 * 25 / 4)  # in all, not a lane
+
+
 def test_yaml_name_defaults_to_file_stem(tmp_path: Path) -> None:
     path = write(tmp_path, "racks: [{nodes: [{type: pcie4}]}]\n", name="tiny.yml")
     assert load_cluster(path).name == "tiny"
@@ -172,6 +182,12 @@ def test_yaml_bad_field_reports_line_and_field(tmp_path: Path) -> None:
             2,
             "racks[0].oversubscription",
             "expected a finite number",
+        ),
+        (
+            "racks:\n  - uplinks: 65\n    nodes: [{type: pcie4}]\n",
+            2,
+            "racks[0].uplinks",
+            "must be <= 64",
         ),
         (
             "racks: [{nodes: [{type: pcie4, count: 100000000}]}]\n",
