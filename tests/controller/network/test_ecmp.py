@@ -16,9 +16,13 @@ from controller.network.ecmp import has_lanes, hashed_path
 from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.loads import JobTraffic, link_loads
 from controller.network.phase_jobs import phase_job_rates
+from controller.placement import FirstFitPlacer
+from controller.sim import SimConfig, Simulator
 from controller.spec import ClusterSpecError, load_cluster, named_cluster
 from controller.spec.clos import Tor, clos_cluster
 from controller.spec.yaml_spec import presets
+from policies.registry import make_policy
+from tests.builders import make_job
 
 NIC_GBPS = 25.0  # pcie4 hosts
 
@@ -131,3 +135,17 @@ def test_lanes_are_named_and_checked() -> None:
             named_cluster(bad)
     with pytest.raises(ValueError, match="uplinks must be >= 1"):
         Cluster("bad", (), (Rack("r", 10.0, uplinks=0),))
+
+
+@pytest.mark.parametrize("network", ["fair", "crux", "cassini"])
+def test_a_lone_job_on_lanes_gets_the_steady_models_time(network: str) -> None:
+    cluster = _two_racks(2)  # a 16-GPU ring crosses both ToRs, one lane each way
+    jobs = [make_job("a", 16, duration_s=700, model="vgg16")]
+
+    def finish(net: str, model: str) -> float | None:
+        cfg = SimConfig(round_interval_s=0.0, check_plans=True, network=net, network_model=model)
+        sim = Simulator(cluster, jobs, make_policy("fifo"), FirstFitPlacer(cluster), cfg)
+        (outcome,) = sim.run().jobs
+        return outcome.finish_s
+
+    assert finish(network, "phases") == finish("fair", "steady") == pytest.approx(700.0)
