@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from controller.model import Cluster
-from controller.network.ecmp import Path, hop_links, lane_capacity, path_choices
+from controller.network.ecmp import EcmpPath, hop_links, lane_capacity, path_choices
 from controller.network.jobs import NetJob, ring_hops
 from controller.network.model import MB_PER_S_PER_GBPS, LinkId
 
@@ -34,14 +34,14 @@ def select_paths(
     jobs: Sequence[NetJob],
     order: Sequence[str],
     burst_mb: Mapping[str, float],
-) -> dict[str, list[Path]]:
+) -> dict[str, list[EcmpPath]]:
     """Each job's path per hop of its ring (`jobs.ring_hops` order), routing the jobs
     in `order` (most intense first; every job of `jobs` named once)."""
     by_id = {job.job_id: job for job in jobs}
     wire_s: dict[LinkId, float] = {}
-    out: dict[str, list[Path]] = {}
+    out: dict[str, list[EcmpPath]] = {}
     for job_id in order:
-        chosen: list[Path] = []
+        chosen: list[EcmpPath] = []
         for src, dst in ring_hops(cluster, by_id[job_id]):
             paths = path_choices(cluster, src, dst)
             options = [(p, hop_links(cluster, src, dst, p)) for p in paths]

@@ -32,10 +32,10 @@ from controller.model import Cluster
 from controller.network.model import LinkId, group_down, group_up, rack_down, rack_up
 
 # (aggregation switch, core switch) of a flow; each taken modulo the tier's lanes.
-Path = tuple[int, int]
+EcmpPath = tuple[int, int]
 
 
-def hashed_path(job_id: str, src: int, dst: int) -> Path:
+def hashed_path(job_id: str, src: int, dst: int) -> EcmpPath:
     """The path ECMP hashing gives the flow of `job_id` from node `src` to `dst`."""
     key = f"{job_id}/{src}/{dst}".encode()
     return zlib.crc32(b"agg/" + key), zlib.crc32(b"core/" + key)
@@ -61,7 +61,7 @@ def lane_capacity(cluster: Cluster, kind: str, where: str | int) -> float:
     return tier.uplink_gbps / (tier.uplinks if lane is not None else 1)
 
 
-def hop_links(cluster: Cluster, src: int, dst: int, path: Path) -> tuple[LinkId, ...]:
+def hop_links(cluster: Cluster, src: int, dst: int, path: EcmpPath) -> tuple[LinkId, ...]:
     """The rack and group links a flow from node `src` to `dst` crosses on `path`
     (none within a rack; the NICs are the caller's)."""
     a, b = cluster.nodes[src].rack, cluster.nodes[dst].rack
@@ -81,7 +81,7 @@ def hop_links(cluster: Cluster, src: int, dst: int, path: Path) -> tuple[LinkId,
     return links
 
 
-def path_choices(cluster: Cluster, src: int, dst: int) -> list[Path]:
+def path_choices(cluster: Cluster, src: int, dst: int) -> list[EcmpPath]:
     """The paths a flow from `src` to `dst` may take that differ in some lane, in
     order; one when it crosses no tier of several lanes."""
     a, b = cluster.nodes[src].rack, cluster.nodes[dst].rack

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from controller.model import Cluster
 from controller.network.allocators import POLICIES, allocate
-from controller.network.ecmp import Path, hashed_path, hop_links, lane_capacity
+from controller.network.ecmp import EcmpPath, hashed_path, hop_links, lane_capacity
 from controller.network.model import Coflow, Flow, LinkId, nic_down, nic_up
 
 # The perf model's default: every job all-reduces at its own links' speed, no sharing.
@@ -95,7 +95,9 @@ def ring_hops(cluster: Cluster, job: NetJob) -> list[tuple[int, int]]:
     return [(src, ring[(k + 1) % len(ring)]) for k, src in enumerate(ring)]
 
 
-def ring_flows(cluster: Cluster, job: NetJob, paths: Sequence[Path] | None = None) -> list[Flow]:
+def ring_flows(
+    cluster: Cluster, job: NetJob, paths: Sequence[EcmpPath] | None = None
+) -> list[Flow]:
     """The job's iteration coflow: one flow per hop of its inter-node ring.
 
     A hop between racks also crosses the racks' links, and between groups the groups'

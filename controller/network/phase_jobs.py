@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from controller.model import Cluster
 from controller.network import cassini, crux
 from controller.network.crux_paths import select_paths
-from controller.network.ecmp import Path, has_lanes
+from controller.network.ecmp import EcmpPath, has_lanes
 from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.model import MB_PER_S_PER_GBPS, LinkId
 from controller.network.phases import PhaseJob, periodic_iterations
@@ -76,7 +76,7 @@ def _split(
     cluster: Cluster,
     job: NetJob,
     iteration_s: Callable[[str, float], float],
-    paths: Sequence[Path] | None = None,
+    paths: Sequence[EcmpPath] | None = None,
 ) -> _Split:
     flows = ring_flows(cluster, job, paths)
     links = tuple(dict.fromkeys(link for f in flows for link in f.links))
