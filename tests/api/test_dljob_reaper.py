@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from api.dljob_reaper import DLJobRef, Reaper
 from operators.kube import KubeApi, Obj
 from tests.kube.fixtures import KubeServer, kube_server
@@ -29,29 +31,31 @@ def _uid(api: KubeApi, name: str) -> str:
     return str(api.get_dljob("default", name)["metadata"]["uid"])
 
 
-def test_a_dljob_replaced_between_read_and_delete_is_left_alone(kube_server: KubeServer) -> None:
-    kube: Any = kube_server.api_client()
-    install_crd(kube)
+@pytest.fixture
+def kube(kube_server: KubeServer) -> Any:
+    """An API client of a server with the DLJob CRD and one DLJob, "a"."""
+    client = kube_server.api_client()
+    install_crd(client)
+    KubeApi(client).create_dljob("default", make_dljob("a"))
+    return client
+
+
+def test_a_dljob_replaced_between_read_and_delete_is_left_alone(kube: Any) -> None:
     api = KubeApi(kube)
-    api.create_dljob("default", make_dljob("a"))
     first = _uid(api, "a")
-    racing = ReplacedAfterRead(kube)
-    reaper = Reaper(racing)
+    reaper = Reaper(ReplacedAfterRead(kube))
     assert reaper.delete_now(DLJobRef("default", "a", uid=None))  # done: not ours any more
     second = _uid(api, "a")
     assert second != first  # the new DLJob of the same name is still there
 
 
-def test_delete_with_a_uid_deletes_only_that_dljob(kube_server: KubeServer) -> None:
-    kube: Any = kube_server.api_client()
-    install_crd(kube)
+def test_delete_with_a_uid_deletes_only_that_dljob(kube: Any) -> None:
     api = KubeApi(kube)
-    api.create_dljob("default", make_dljob("b"))
-    old = _uid(api, "b")
-    assert api.delete_dljob("default", "b", uid=old)
-    api.create_dljob("default", make_dljob("b"))
-    assert not api.delete_dljob("default", "b", uid=old)  # another DLJob's name now
-    new = _uid(api, "b")
+    old = _uid(api, "a")
+    assert api.delete_dljob("default", "a", uid=old)
+    api.create_dljob("default", make_dljob("a"))
+    assert not api.delete_dljob("default", "a", uid=old)  # another DLJob's name now
+    new = _uid(api, "a")
     assert new != old
-    assert api.delete_dljob("default", "b", uid=new)
-    assert not api.delete_dljob("default", "b")  # gone
+    assert api.delete_dljob("default", "a", uid=new)
+    assert not api.delete_dljob("default", "a")  # gone
