@@ -24,11 +24,11 @@ The network policy sets the phases' offsets and the sharing rule:
 | fair    | each job's own phase: iterations from its (re)start, uncoordinated | max-min |
 | mltcp   | as fair | bytes-weighted (MLTCP) |
 | crux    | as fair | strict priority by GPU intensity (controller.network.crux) |
+| cassini | time-shifts from the affinity graph (controller.network.cassini) | max-min |
 
 Links are the ring's (`jobs.ring_flows`): where a tier has ECMP lanes
 (controller.network.ecmp) each hop takes the lane hashing gives it, or under crux
 the one Crux's path selection chooses (controller.network.crux_paths).
-| cassini | time-shifts from the affinity graph (controller.network.cassini) | max-min |
 
 Under crux each job keeps `crux.PRIORITY_FLOOR` of its rate alone whatever the
 higher levels send (the floor the operator enforces live).
