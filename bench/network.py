@@ -14,7 +14,9 @@ topology-aware + coflow-aware (sebf, sincronia) beats topology-unaware + fair sh
 
 `--phases` (issue 19) replays the same kind of workload, on comm-heavy-25g, on the
 Lingjun topology (`lingjun`: 8-GPU A100 hosts, 1.6 Tbit/s each) and on Lingjun's
-topology with comm-heavy-25g's servers (`lingjun-25g`), under the phase-level network
+topology with comm-heavy-25g's servers (`lingjun-25g`; `comm-heavy-25g-ecmp2` and
+`lingjun-25g-ecmp2` are the same with every uplink as two ECMP lanes, where crux also
+selects paths: docs/network.md, "ECMP lanes"), under the phase-level network
 model (`network_model="phases"`) with Tiresias, Pollux and FIFO, each with one placer
 (`--placement`, topology-aware by default) and the networks fair, cassini, crux and
 mltcp, and prints average JCT, makespan and GPU utilisation (compute only: time a job
