@@ -10,11 +10,12 @@ Job ids here are every tenant's: api.redaction hides the others' before a user s
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, cast
+from typing import cast
 
 from api.schemas.cluster import (
     GpuPublic,
     GpuSharePublic,
+    LinkKind,
     LinkLoadPublic,
     NodeTypePublic,
     RackPublic,
@@ -23,7 +24,6 @@ from api.schemas.cluster import (
 from controller.model import Cluster, Node
 from controller.network.loads import LinkLoad
 
-LinkKind = Literal["nic-up", "nic-down", "rack-up", "rack-down"]
 # Shares and utilisation go over the wire rounded: a thousandth of a GPU is finer than
 # any MPS thread percentage (whole percent) and keeps the JSON short at 8,000 GPUs.
 DIGITS = 3

@@ -48,9 +48,16 @@ class NodesPublic(BaseModel):
     count: int
 
 
+# controller.network.loads.LINK_KINDS, for the schema.
+LinkKind = Literal["nic-up", "nic-down", "rack-up", "rack-down", "group-up", "group-down"]
+
+
 class LinkLoadPublic(BaseModel):
-    kind: Literal["nic-up", "nic-down", "rack-up", "rack-down"]
-    where: str = Field(description="the node (NICs) or rack (uplinks) it belongs to")
+    kind: LinkKind
+    where: str = Field(
+        description="the node (NICs), rack or aggregation group (uplinks) it belongs to;"
+        " '<rack or group>/<lane>' for one of an uplink's ECMP lanes"
+    )
     load_gbps: float = Field(description="the rates the network allocator gives the flows on it")
     capacity_gbps: float
     jobs: int = Field(description="running jobs whose ring crosses it")

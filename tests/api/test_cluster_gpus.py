@@ -165,3 +165,30 @@ def test_topology_gives_each_node_types_link_matrix(any_topology_client: TestCli
 @pytest.fixture()
 def any_topology_client(base_settings: Settings) -> Iterator[TestClient]:
     yield from _client(base_settings)
+
+
+@pytest.fixture()
+def clos_client(base_settings: Settings) -> Iterator[TestClient]:
+    # two groups of one ToR of one 4-GPU host, every uplink in two ECMP lanes
+    yield from _client(base_settings, network="fair", cluster="clos:2x1x1/ecmp2")
+
+
+def test_link_loads_name_group_links_and_lanes(clos_client: TestClient) -> None:
+    client = clos_client
+    alice = auth(client, "alice", "vision")
+    submit(client, alice, num_gpus=8, duration_s=1e6)  # both hosts: across ToRs and groups
+    wait_for(lambda: _running(client, alice, 1))
+
+    def link_loads() -> list[dict[str, Any]] | None:
+        r = client.get(f"{API}/cluster", headers=alice)
+        assert r.status_code == 200, r.text  # a group link was once a 500
+        loads: list[dict[str, Any]] | None = r.json()["link_loads"]
+        return loads
+
+    loads = wait_for(link_loads)
+    kinds = {x["kind"] for x in loads}
+    assert kinds == {"nic-up", "nic-down", "rack-up", "rack-down", "group-up", "group-down"}
+    for x in loads:
+        if not x["kind"].startswith("nic"):  # "<rack or group>/<lane>", half the uplink
+            name, lane = x["where"].rsplit("/", 1)
+            assert name in ("g0-t0", "g1-t0", "g0", "g1") and lane in ("0", "1")

@@ -47,7 +47,7 @@ const NODE_STATE_TEXT = { ready: "ready", cordoned: "cordoned", draining: "drain
 const SUMMARY = ["Policy", "Nodes", "GPUs allocated", "GPUs free", "Fragmented GPUs", "Running", "Waiting",
   "Finished", "Simulated clock"];
 const LINK_TEXT = { "nic-up": "NIC, sending", "nic-down": "NIC, receiving", "rack-up": "rack uplink",
-  "rack-down": "rack downlink" };
+  "rack-down": "rack downlink", "group-up": "group uplink (to the core)", "group-down": "group downlink" };
 
 /**
  * The GPUs of one node, from its `gpu_list`: a GPU with no share is free; one whole
