@@ -11,13 +11,17 @@ is nothing, and each team's share is exactly its guarantee.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
+from kubernetes import watch  # type: ignore[import-untyped]
 
 from operators import crd
 from operators.failure_policy import EXIT_CHECKPOINTED
+from operators.kube import KubeApi
+from operators.kube_calls import crd_args
 from operators.queue_api import QueueApi
 from operators.resources import DEFAULT_GRACE_S
 from tests.operators.builders import dljob_status, make_dljob
@@ -29,6 +33,43 @@ from tests.waiting import wait_for
 GUARANTEES = {"team-a": 8, "team-b": 5, "team-c": 3}
 WEIGHTS = {"team-a": 1.0, "team-b": 2.0, "team-c": 1.0}
 INTERVAL_S = 0.5  # the operator's round interval in these tests
+
+
+class StatusReasons:
+    """The status reasons each of `names` takes while inside, as a watch on the DLJobs
+    delivers every version (a poll would miss one that lasts a round). The watch is
+    renewed every second from the last version seen, so that it ends soon after."""
+
+    def __init__(self, api: KubeApi, names: list[str]) -> None:
+        self.api = api
+        self.reasons: dict[str, set[str]] = {n: set() for n in names}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._since = ""
+
+    def __enter__(self) -> dict[str, set[str]]:
+        _, self._since = self.api.list_dljobs("default")
+        self._thread.start()
+        return self.reasons
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the watch did not end"
+
+    def _follow(self) -> None:
+        list_fn = self.api.custom.list_namespaced_custom_object
+        while not self._stop.is_set():
+            events = watch.Watch().stream(
+                list_fn, **crd_args(), namespace="default", resource_version=self._since,
+                timeout_seconds=1,
+            )  # fmt: skip
+            for event in events:
+                obj = event["object"]
+                self._since = obj["metadata"]["resourceVersion"]
+                seen = self.reasons.get(obj["metadata"]["name"])
+                if seen is not None:
+                    seen.add((obj.get("status") or {}).get("reason", ""))
 
 
 def queue(name: str, **spec: Any) -> dict[str, Any]:
@@ -147,18 +188,12 @@ def test_owed_jobs_wait_reclaim_pending_through_a_slow_checkpoint(gpu_cluster: G
                 api.create_dljob("default", team_job("team-a", k))
             wait_phases(api, "Running", flood)
             owed = [f"team-b-{k:02d}" for k in range(4)]
-            for k in range(4):
-                api.create_dljob("default", team_job("team-b", k))
-
-            seen: dict[str, set[str]] = {n: set() for n in owed}
-
-            def all_running() -> bool:
-                got = {n: dljob_status(api, n) for n in owed}
-                for n, status in got.items():
-                    seen[n].add(status.get("reason", ""))
-                return all(status.get("phase") == "Running" for status in got.values())
-
-            wait_for("team-b's jobs to run", all_running, 60, 0.05)
+            # Every status the owed jobs go through, from a watch: the reclaiming
+            # round's reason lasts one round, shorter than a poll on a busy machine.
+            with StatusReasons(api, owed) as seen:
+                for k in range(4):
+                    api.create_dljob("default", team_job("team-b", k))
+                wait_phases(api, "Running", owed, timeout_s=60)
             # The round that reclaims says why the owed jobs wait (later rounds, while
             # the victims still checkpoint, give the policy's reason: see the report).
             assert any("ReclaimPending" in reasons for reasons in seen.values()), seen
