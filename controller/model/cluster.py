@@ -186,6 +186,12 @@ class Cluster:
         return self._index[name]
 
     @cached_property
+    def has_lanes(self) -> bool:
+        """Whether some rack or group uplink is several ECMP lanes, so that a flow's
+        path matters (controller.network.ecmp)."""
+        return any(r.uplinks > 1 for r in self.racks) or any(g.uplinks > 1 for g in self.groups)
+
+    @cached_property
     def num_gpus(self) -> int:
         return sum(n.num_gpus for n in self.nodes)
 

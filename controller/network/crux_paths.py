@@ -16,7 +16,7 @@ intensity-weighted contention, so a lane is judged by how busy it already is, wh
 keeps it busy. Only the rack and group tiers have lanes (NICs are single links).
 
 Called by controller.network.phase_jobs under `--network crux`, when the cluster
-has a tier of several lanes (`ecmp.has_lanes`).
+has a tier of several lanes (`Cluster.has_lanes`).
 """
 
 from __future__ import annotations

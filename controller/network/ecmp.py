@@ -33,6 +33,9 @@ from controller.network.model import LinkId, group_down, group_up, rack_down, ra
 
 # (aggregation switch, core switch) of a flow; each taken modulo the tier's lanes.
 EcmpPath = tuple[int, int]
+# The path of every flow in a cluster without lanes (`Cluster.has_lanes` false),
+# where there is nothing to hash.
+NO_PATH: EcmpPath = (0, 0)
 
 
 def hashed_path(job_id: str, src: int, dst: int) -> EcmpPath:
@@ -93,8 +96,3 @@ def path_choices(cluster: Cluster, src: int, dst: int) -> list[EcmpPath]:
     if cluster.groups and ra.group != rb.group:
         cores = max(cluster.groups[ra.group].uplinks, cluster.groups[rb.group].uplinks)
     return list(itertools.product(range(aggs), range(cores)))
-
-
-def has_lanes(cluster: Cluster) -> bool:
-    """Whether some rack or group has more than one lane (so paths differ)."""
-    return any(r.uplinks > 1 for r in cluster.racks) or any(g.uplinks > 1 for g in cluster.groups)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from controller.model import Cluster
 from controller.network.allocators import POLICIES, allocate
-from controller.network.ecmp import EcmpPath, hashed_path, hop_links, lane_capacity
+from controller.network.ecmp import NO_PATH, EcmpPath, hashed_path, hop_links, lane_capacity
 from controller.network.model import Coflow, Flow, LinkId, nic_down, nic_up
 
 # The perf model's default: every job all-reduces at its own links' speed, no sharing.
@@ -106,8 +106,12 @@ def ring_flows(
     gives it (controller.network.ecmp)."""
     size = job.flow_mb
     flows = []
+    hashed = paths is None and cluster.has_lanes
     for k, (src, dst) in enumerate(ring_hops(cluster, job)):
-        path = paths[k] if paths is not None else hashed_path(job.job_id, src, dst)
+        if paths is not None:
+            path = paths[k]
+        else:
+            path = hashed_path(job.job_id, src, dst) if hashed else NO_PATH
         links = (nic_up(src), nic_down(dst), *hop_links(cluster, src, dst, path))
         flows.append(Flow(f"{job.job_id}/{k}", job.job_id, links, size))
     return flows

@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.model import Cluster
 from controller.network import cassini, crux
 from controller.network.crux_paths import select_paths
-from controller.network.ecmp import EcmpPath, has_lanes
+from controller.network.ecmp import EcmpPath
 from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.model import MB_PER_S_PER_GBPS, LinkId
 from controller.network.phases import PhaseJob, periodic_iterations
@@ -72,14 +72,15 @@ class _Split:
     burst_mb: float
 
 
-def _split(
-    cluster: Cluster,
-    job: NetJob,
-    iteration_s: Callable[[str, float], float],
-    paths: Sequence[EcmpPath] | None = None,
-) -> _Split:
-    flows = ring_flows(cluster, job, paths)
-    links = tuple(dict.fromkeys(link for f in flows for link in f.links))
+def _links(
+    cluster: Cluster, job: NetJob, paths: Sequence[EcmpPath] | None = None
+) -> tuple[LinkId, ...]:
+    """Every link the job's ring crosses, once each, in ring order."""
+    return tuple(dict.fromkeys(link for f in ring_flows(cluster, job, paths) for link in f.links))
+
+
+def _split(cluster: Cluster, job: NetJob, iteration_s: Callable[[str, float], float]) -> _Split:
+    links = _links(cluster, job)
     d = min(link_capacity(cluster, link) for link in links)
     alone = iteration_s(job.job_id, d)
     burst_mb = min(job.flow_mb, alone * MB_PER_S_PER_GBPS * d)
@@ -150,16 +151,15 @@ def _priorities(cluster: Cluster, group: Sequence[_Split]) -> dict[str, int]:
     return crux.priorities(_intensities(cluster, group))
 
 
-def _routed(
-    cluster: Cluster, splits: Sequence[_Split], iteration_s: Callable[[str, float], float]
-) -> list[_Split]:
-    """The jobs again, on the ECMP paths Crux's path selection gives them (their
-    intensities do not depend on the path: a tier's lanes are equal)."""
+def _routed(cluster: Cluster, splits: Sequence[_Split]) -> list[_Split]:
+    """The jobs on the ECMP paths Crux's path selection gives them. Only their links
+    change: a hop's lanes, whichever it takes, are its two racks' (groups'), all of
+    one capacity, so the rate alone, the burst and the intensity stay as hashed."""
     order = [record.job_id for record in crux.intensity_order(_intensities(cluster, splits))]
     paths = select_paths(
         cluster, [s.job for s in splits], order, {s.job.job_id: s.burst_mb for s in splits}
     )
-    return [_split(cluster, s.job, iteration_s, paths[s.job.job_id]) for s in splits]
+    return [replace(s, links=_links(cluster, s.job, paths[s.job.job_id])) for s in splits]
 
 
 def phase_job_rates(
@@ -176,8 +176,8 @@ def phase_job_rates(
     if network not in SHARING:
         raise PhaseNetworkError(network)
     splits = [_split(cluster, job, iteration_s) for job in jobs]
-    if network == "crux" and has_lanes(cluster):
-        splits = _routed(cluster, splits, iteration_s)
+    if network == "crux" and cluster.has_lanes:
+        splits = _routed(cluster, splits)
     out: dict[str, float] = {}
     capacities: dict[Hashable, float] = {
         link: link_capacity(cluster, link) for s in splits for link in s.links

@@ -12,7 +12,7 @@ from controller.model import Allocation, Cluster, Rack
 from controller.model.catalog import resolve
 from controller.model.perf import iteration_time_s
 from controller.network.crux_paths import select_paths
-from controller.network.ecmp import has_lanes, hashed_path
+from controller.network.ecmp import hashed_path
 from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.loads import JobTraffic, link_loads
 from controller.network.phase_jobs import phase_job_rates
@@ -48,7 +48,7 @@ def _lanes_of(cluster: Cluster, job: NetJob) -> list[object]:
 
 def test_a_tier_of_lanes_splits_its_capacity_and_names_each_lane() -> None:
     cluster = _two_racks(2)
-    assert has_lanes(cluster) and not has_lanes(_two_racks(1))
+    assert cluster.has_lanes and not _two_racks(1).has_lanes
     links = {link for f in ring_flows(cluster, NetJob("j", (0, 2), 10.0)) for link in f.links}
     racks = sorted(link for link in links if link[0].startswith("rack"))
     assert [kind for kind, _ in racks] == ["rack-down", "rack-down", "rack-up", "rack-up"]
