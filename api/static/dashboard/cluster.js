@@ -124,7 +124,7 @@ function linkLoadView(loads) {
     el("td", { class: "num" }, String(x.jobs))));
   return [el("table", {},
     el("caption", {}, "Load the network allocator assigns on each link multi-node jobs cross"),
-    head(["Node or rack", "Link", "Load (Gbit/s)", "Capacity (Gbit/s)", "Used", "Jobs"], [2, 3, 4, 5]),
+    head(["Node, rack or group", "Link", "Load (Gbit/s)", "Capacity (Gbit/s)", "Used", "Jobs"], [2, 3, 4, 5]),
     el("tbody", {}, ...rows))];
 }
 
