@@ -6,13 +6,19 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# The exact torch first (the CPU wheel): a looser requirement can pull a CUDA build.
+	# The exact torch first, PyPI's build: a looser requirement lets pip pick another
+	# version to suit an extra, and the job library's tests ran with this one.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: install demo test lint bench
+.PHONY: install demo test lint bench services
 install: $(BIN)/.installed
+
+# PostgreSQL (127.0.0.1:5432, database test) and Redis (127.0.0.1:6379), started when
+# nothing answers there (installed from Debian's packages when root).
+services:
+	bash .ci/services.sh
 
 demo: $(BIN)/.installed
 	$(BIN)/gpuflow demo --out out/demo
@@ -22,7 +28,7 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+test: lint services
 	$(BIN)/pytest
 
 bench: $(BIN)/.installed
