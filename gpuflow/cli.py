@@ -107,6 +107,12 @@ def _parser() -> argparse.ArgumentParser:
 
     cl = sub.add_parser("cluster", help="describe a cluster spec, preset or NODESxGPUS")
     cl.add_argument("cluster")
+    cl.add_argument(
+        "--json",
+        action="store_true",
+        help="the built cluster as JSON: node types (GPU model, memory, speed, links, "
+        "sharing), racks, groups",
+    )
     cl.set_defaults(func=_cmd_cluster)
 
     from gpuflow import (
@@ -176,10 +182,11 @@ def _cmd_trace_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
-    from controller.spec import describe, load_cluster
+    from controller.spec import cluster_summary, describe, load_cluster
 
     regular_file("cluster", args.cluster)
-    print(describe(load_cluster(args.cluster)))
+    cluster = load_cluster(args.cluster)
+    print(json.dumps(cluster_summary(cluster)) if args.json else describe(cluster))
     return 0
 
 

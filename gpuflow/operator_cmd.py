@@ -21,6 +21,7 @@ import socket
 import sys
 from typing import Any
 
+from controller.model.sharing import DEFAULT_SHARING, SharingMode
 from gpuflow import options
 
 
@@ -79,6 +80,14 @@ def add_parsers(sub: Any) -> None:
         "--interval", type=options.wait_s, default=30.0, help="seconds between reports"
     )
     arun.add_argument("--once", action="store_true", help="publish once and exit")
+    arun.add_argument(
+        "--sharing",
+        choices=[m.value for m in SharingMode],
+        default=DEFAULT_SHARING.value,
+        help="how this node runs jobs that share a GPU: mps (an MPS control daemon serves"
+        f" its GPUs) or time-slicing (default {DEFAULT_SHARING.value}); the scheduler"
+        " rates shared jobs by it",
+    )
     arun.add_argument(
         "--enforce-bandwidth",
         action=argparse.BooleanOptionalAction,
@@ -165,6 +174,7 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
         interface=args.interface,
         netns=args.netns,
         leaf_qdisc=args.leaf_qdisc,
+        sharing=SharingMode(args.sharing),
     )
     return run_agent(options)
 

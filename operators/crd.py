@@ -75,6 +75,11 @@ ANN_NODE_EGRESS_CLASSES = f"{GROUP}/egress-classes"
 # An admin's drain (who and when): the operator preempts the node's jobs gracefully and
 # removes it once none is left; the Node stays cordoned (spec.unschedulable).
 ANN_NODE_DRAIN = f"{GROUP}/drain"
+# The Node condition the agent sets: True when its GPU is not in gpuflow's GPU
+# catalogue and the published speed was derived from what NVML reports
+# (operators/agent/discovery.py), False when the catalogue has it. Named as
+# node-problem-detector's conditions are: the problem is the type, True means present.
+CONDITION_GPU_UNKNOWN = "GpuModelUnknown"
 LABEL_RACK = f"{GROUP}/rack"
 LABEL_GPU_COUNT = "nvidia.com/gpu.count"  # GPU Feature Discovery's label names
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"

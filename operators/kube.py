@@ -179,6 +179,12 @@ class KubeApi(DLJobCalls):
         with self._call("patch", "nodes"):
             return read_json(self.core.patch_node(name, patch, _preload_content=False))
 
+    def patch_node_status(self, name: str, patch: Obj) -> Obj:
+        """Strategic-merge-patch a Node's status: conditions merge by type, so the
+        kubelet's stay."""
+        with self._call("patch", "nodes/status"):
+            return read_json(self.core.patch_node_status(name, patch, _preload_content=False))
+
     def create_node(self, body: Obj) -> Obj:
         with self._call("create", "nodes"):
             return read_json(self.core.create_node(body, _preload_content=False))

@@ -2,8 +2,8 @@
 
 The agent (operators/agent) discovers a `NodeGpus` and writes it on its Node as the
 JSON annotation `gpuflow.dev/gpus` (static: model, UUIDs, NUMA, the pair matrix in
-`nvidia-smi topo -m` labels), GPU-Feature-Discovery-like labels, and a changing
-`gpuflow.dev/gpu-status` annotation (health, utilisation). The backend turns the
+`nvidia-smi topo -m` labels, the sharing mode), GPU-Feature-Discovery-like labels,
+and a changing `gpuflow.dev/gpu-status` annotation (health, utilisation). The backend turns the
 Nodes that carry the annotation into a `Cluster`, nodes sorted by name, racks from
 the `gpuflow.dev/rack` label (else the zone label), rack uplinks non-blocking, and
 each node's allocatable CPU and memory (`status.allocatable`) beside it.
@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from controller.model import Cluster, Gpu, GpuType, Node, PairLink, Rack
 from controller.model.cluster import parse_topology_matrix
+from controller.model.gpus import PCIE_X16_GBPS
+from controller.model.sharing import DEFAULT_SHARING, SharingMode
 from operators import crd
 from operators.kube import Obj
 from operators.requests import Requests, node_allocatable
@@ -27,22 +29,29 @@ Links = tuple[tuple[PairLink | None, ...], ...]
 SCHEMA_VERSION = 1
 DEFAULT_RACK = "default"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-# PCIe Gen3 x16, one direction (controller/presets/gpus.yaml): for unknown GPU models.
-DEFAULT_PCIE_GBPS = 126.0
-DEFAULT_NVLINK_GBPS = 200.0  # one NVLink2-4 lane, one direction (same file)
+# PCIe Gen3 x16, one direction (controller.model.gpus): for a GPU whose NVML gives no
+# PCIe generation.
+DEFAULT_PCIE_GBPS = PCIE_X16_GBPS[3]
+# One NVLink 2-4 lane, one direction (controller/model/gpus/entries.py): for a GPU the
+# catalogue lacks that has NVLink pairs.
+DEFAULT_NVLINK_GBPS = 200.0
 DEFAULT_NIC_GBPS = 100.0
 NodeState = Literal["ready", "cordoned", "draining", "down"]
 
 
 @dataclass(frozen=True)
 class NodeGpus:
-    """One node's GPUs: what the agent publishes and the operator reads."""
+    """One node's GPUs: what the agent publishes and the operator reads. `unknown`
+    says why the model's figures are not the GPU catalogue's (None: they are); it is
+    the agent's, published as a Node condition, not in the annotation."""
 
     gpu_type: GpuType
     gpus: tuple[Gpu, ...]
     links: Links
     nic_gbps: float
     product: str  # the name NVML reports, e.g. "Tesla V100-SXM2-16GB"
+    unknown: str | None = None
+    sharing: SharingMode = DEFAULT_SHARING
 
     def to_annotation(self) -> str:
         t = self.gpu_type
@@ -55,6 +64,7 @@ class NodeGpus:
             "pcieGbps": t.pcie_gbps,
             "speed": t.speed,
             "nicGbps": self.nic_gbps,
+            "sharing": str(self.sharing),
             "gpus": [{"index": g.index, "uuid": g.uuid, "numa": g.numa} for g in self.gpus],
             "topology": [
                 " ".join("X" if c is None else c.label() for c in row) for row in self.links
@@ -78,7 +88,9 @@ class NodeGpus:
         links = _links(tuple(doc["topology"]))
         if len(links) != len(gpus):
             raise ValueError(f"{len(gpus)} GPUs but a {len(links)}-row topology")
-        return cls(t, gpus, links, float(doc["nicGbps"]), str(doc.get("product", t.name)))
+        sharing = SharingMode(doc.get("sharing", DEFAULT_SHARING))
+        product = str(doc.get("product", t.name))
+        return cls(t, gpus, links, float(doc["nicGbps"]), product, sharing=sharing)
 
     def labels(self) -> dict[str, str]:
         """GPU Feature Discovery's labels (count, product, memory in MiB)."""
@@ -208,7 +220,15 @@ def _assemble(signature: Sequence[tuple[str, str, str]]) -> Cluster:
     for name, text, rack in signature:
         info = NodeGpus.from_annotation(text)
         nodes.append(
-            Node(name, rack_index[rack], info.gpu_type, info.gpus, info.links, info.nic_gbps)
+            Node(
+                name,
+                rack_index[rack],
+                info.gpu_type,
+                info.gpus,
+                info.links,
+                info.nic_gbps,
+                sharing=info.sharing,
+            )
         )
         nic_by_rack[rack] += info.nic_gbps
     racks = tuple(Rack(r, nic_by_rack[r]) for r in rack_names)

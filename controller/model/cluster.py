@@ -14,6 +14,8 @@ from enum import IntEnum
 from functools import cached_property
 from typing import NamedTuple
 
+from controller.model.sharing import DEFAULT_SHARING, SharingMode
+
 
 class PcieLevel(IntEnum):
     """NVML's GPU topology levels (`nvmlGpuTopologyLevel_t`), nearest first.
@@ -91,7 +93,8 @@ UNCONSTRAINED = 2**62
 class Node:
     """A server: its GPUs, their pair links (`links[i][j]`) and its NIC, and the CPU
     (milli-cores) and host memory (MiB) its pods may request; None for a node that
-    states none, whose CPU and memory never run short (every cluster before them)."""
+    states none, whose CPU and memory never run short (every cluster before them).
+    `sharing` is how jobs that share one of its GPUs run (controller.model.sharing)."""
 
     name: str
     rack: int
@@ -101,6 +104,7 @@ class Node:
     nic_gbps: float
     cpu_milli: int | None = None
     host_mem_mib: int | None = None
+    sharing: SharingMode = DEFAULT_SHARING
 
     def __post_init__(self) -> None:
         for name in ("cpu_milli", "host_mem_mib"):

@@ -39,15 +39,10 @@ Pollux testbed (PCIe between a node's T4s, 50 Gbit/s between nodes). That is, gp
 assumes the measured synchronisation time scales with the analytic all-reduce time;
 gamma is the fitted one.
 
-Packing: `gpu_load` is the summed utilisation u_o of the other jobs on this job's most
-loaded GPU, u the job's own (`gpu_util`). T_comp is multiplied by
-
-    (1 + 0.19·min(1, u_o / (1 - u))) · max(1, u + u_o)
-
-an interference of up to 19% while the GPU has room (Gandiva, Xiao et al. OSDI'18 §3:
-two co-located language-model jobs each slowed by 19%), and time-sharing in proportion
-to the demand beyond one GPU. A GPU share whose fraction f is below u (an MPS cap) slows
-compute by u/f.
+Sharing: `gpu_load` is the summed utilisation of the other jobs on this job's most
+loaded GPU. T_comp is multiplied by `controller.model.sharing.slowdown` for the sharing
+mode of the job's nodes (time-slicing if any of them time-slices), the job's own
+utilisation (`gpu_util`) and its smallest GPU share (an MPS client's cap of the SMs).
 """
 
 from __future__ import annotations
@@ -65,6 +60,7 @@ from controller.model.profile import (
     PROFILED_NIC_GBPS,
     ModelProfile,
 )
+from controller.model.sharing import SharingMode, slowdown
 
 MIB_GBIT = 2**20 * 8 / 1e9
 
@@ -76,9 +72,6 @@ BUCKET_MIB = 25.0
 INTRA_LATENCY_S = 5e-6
 INTER_LATENCY_S = 30e-6
 
-# Gandiva (OSDI'18 §3): two packed language-model jobs each ran 19% slower.
-PACK_INTERFERENCE = 0.19
-
 # Above this many GPUs on one node the best ring is not searched exhaustively.
 _EXACT_RING_MAX_GPUS = 9
 
@@ -89,7 +82,8 @@ class PlacementSignature(NamedTuple):
     `nodes` holds (GPUs, best intra-node ring Gbit/s) per node, sorted; `nic_gbps` the
     slowest NIC; `uplink_gbps` the smallest per-node rack-uplink share when the job
     spans racks (inf otherwise); `speed` the slowest GPU's; `min_fraction` the smallest
-    GPU share held.
+    GPU share held; `sharing` how its GPUs are shared (time-slicing if any of its
+    nodes time-slices).
     """
 
     nodes: tuple[tuple[int, float], ...]
@@ -97,6 +91,7 @@ class PlacementSignature(NamedTuple):
     uplink_gbps: float
     speed: float
     min_fraction: float
+    sharing: SharingMode = SharingMode.MPS
 
     @property
     def num_gpus(self) -> int:
@@ -183,20 +178,10 @@ def signature_time_s(
             testbed = tuple((c, PROFILED_INTRA_GBPS) for c, _ in signature.nodes)
             reference = allreduce_s(profile.grad_mib, testbed, PROFILED_NIC_GBPS)
             comm *= fit.sync_s(len(signature.nodes), num_gpus) / reference
-    compute *= packing_slowdown(profile.gpu_util, gpu_load, signature.min_fraction)
+    compute *= slowdown(signature.sharing, profile.gpu_util, gpu_load, signature.min_fraction)
     if comm <= 0.0:
         return compute
     return float((compute**gamma + comm**gamma) ** (1.0 / gamma))
-
-
-def packing_slowdown(own_util: float, gpu_load: float, fraction: float = 1.0) -> float:
-    """Factor on compute time from co-located jobs and from an MPS share below need."""
-    factor = own_util / fraction if fraction < own_util else 1.0
-    if gpu_load <= 0.0:
-        return factor
-    room = 1.0 - own_util
-    pressure = min(1.0, gpu_load / room) if room > 0.0 else 1.0
-    return factor * (1.0 + PACK_INTERFERENCE * pressure) * max(1.0, own_util + gpu_load)
 
 
 def allreduce_s(grad_mib: float, nodes: tuple[tuple[int, float], ...], inter_gbps: float) -> float:
@@ -228,17 +213,20 @@ def packed_gpu_signature(cluster: Cluster, alloc: Allocation) -> PlacementSignat
     nic = math.inf
     speed = math.inf
     racks: set[int] = set()
+    sharing = SharingMode.MPS
     for index, gpus in per_node.items():
         node = cluster.nodes[index]
         nodes.append((len(gpus), best_ring_gbps(node, tuple(gpus))))
         nic = min(nic, node.nic_gbps)
         speed = min(speed, node.gpu_type.speed)
         racks.add(node.rack)
+        if node.sharing is SharingMode.TIME_SLICING:
+            sharing = SharingMode.TIME_SLICING
     uplink = math.inf
     if len(racks) > 1:
         per_rack = _nodes_per_rack(cluster)
         uplink = min(cluster.racks[r].uplink_gbps / per_rack[r] for r in racks)
-    return PlacementSignature(tuple(sorted(nodes)), nic, uplink, speed, min_fraction)
+    return PlacementSignature(tuple(sorted(nodes)), nic, uplink, speed, min_fraction, sharing)
 
 
 # Caches keyed by object id; the object is kept with its entry so the id is not reused.

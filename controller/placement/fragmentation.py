@@ -30,8 +30,9 @@ Deviations from FGD, which places single-node pods of a CPU/GPU cluster:
   GPU) is its dominant share of the GPU: max(gpu_mem_mib / GPU memory, the model's
   GPU utilisation), rounded up to whole percent (MPS active-thread percentages are
   whole percent); at 1 or more it takes a whole GPU. Taking at least its
-  utilisation spares it the MPS cap slowdown of the performance model; taking at
-  least its memory share keeps F honest about memory-bound GPUs.
+  utilisation bounds the MPS cap's slowdown (controller.model.sharing: at f = u,
+  under 5 % for u >= 0.9, 32 % at u = 0.3); taking at least its memory share keeps
+  F honest about memory-bound GPUs.
 - The mix: pinned by the `mix` argument, or else learned from the requests the
   placer is asked for: the last `MIX_WINDOW_JOBS` distinct jobs, re-read every
   `MIX_REFRESH_JOBS` new jobs (the snapshot is not passed to a placer).

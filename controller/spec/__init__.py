@@ -1,7 +1,8 @@
 """Cluster specs: build a `Cluster` from a YAML file, a preset, a shorthand or a CSV.
 
 Called by the CLI (`--cluster`) and by anything that needs a cluster to replay
-on; `describe` gives the CLI its one-paragraph summary. See docs/clusters.md.
+on; `describe` and `cluster_summary` (controller.spec.summary) give `gpuflow
+cluster` what it prints. See docs/clusters.md.
 
 `load_cluster(arg)` accepts:
 
@@ -26,13 +27,19 @@ non-blocking (oversubscription 1).
 The YAML schema (bandwidths unidirectional, Gbit/s)::
 
     name: my-cluster                 # optional; default: the file name
-    gpu_types:                       # optional; presets/gpus.yaml models are known
+    sharing: mps                     # optional: mps (default) or time-slicing, how
+                                     # jobs sharing a GPU run (controller.model.sharing)
+    gpu_types:                       # optional; the GPU catalogue's models
+                                     # (controller.model.gpus) and presets/gpus.yaml's
+                                     # are known
       MyGPU: {mem_mib: 24576, nvlink_gbps: 0, pcie_gbps: 252, speed: 0.8}
     node_types:                      # optional; preset node types are known
       mybox:
-        gpu: V100-SXM2-16GB          # a known model, or a mapping: model plus any
-                                     # of mem_mib, nvlink_gbps, pcie_gbps, speed
-                                     # (all but speed needed for an unknown model)
+        gpu: V100-SXM2-16GB          # a known model (gpuflow's name or NVML's,
+                                     # "Tesla V100-SXM2-16GB"), or a mapping: model
+                                     # plus any of mem_mib, nvlink_gbps, pcie_gbps,
+                                     # speed (all but speed for an unknown model)
+        sharing: time-slicing        # optional; default: the cluster's
         nic_gbps: 100
         gpus: 8                      # optional with a topology, else required
         numa: [0,0,0,0,1,1,1,1]      # optional; default per socket or all 0
@@ -55,12 +62,12 @@ from __future__ import annotations
 import csv
 import os
 import stat
-from collections import Counter
 from pathlib import Path
 
-from controller.model.cluster import Cluster, Node
+from controller.model.cluster import Cluster
 from controller.spec import clos
 from controller.spec.csv_spec import load_csv
+from controller.spec.summary import cluster_summary, describe
 from controller.spec.types import (
     GENERIC_NIC_GBPS,
     MAX_GPUS,
@@ -86,6 +93,7 @@ __all__ = [
     "RACK_SIZE",
     "ClusterSpecError",
     "NodeType",
+    "cluster_summary",
     "describe",
     "generic_node_type",
     "load_cluster",
@@ -174,57 +182,3 @@ def _named(arg: str, *, files: bool) -> Cluster:
 
 def preset_names() -> list[str]:
     return sorted(presets()[1])
-
-
-def describe(cluster: Cluster) -> str:
-    """A few lines for people: nodes by kind, racks by size and uplink."""
-    lines = [
-        f"cluster {cluster.name}: {_count(len(cluster.nodes), 'node')}, "
-        f"{_count(cluster.num_gpus, 'GPU')}, {_count(len(cluster.racks), 'rack')}"
-    ]
-    kinds: Counter[tuple[str, int, int, float, str, float]] = Counter()
-    for node in cluster.nodes:
-        t = node.gpu_type
-        kinds[(t.name, node.num_gpus, t.mem_mib, t.speed, _pair_kinds(node), node.nic_gbps)] += 1
-    for (gpu, n, mem_mib, speed, pairs, nic), count in sorted(kinds.items()):
-        inside = f", GPU pairs {pairs}" if pairs else ""
-        lines.append(
-            f"  {_count(count, 'node')} x {n} {gpu} ({mem_mib // 1024} GiB, speed {speed:g}x V100)"
-            f"{inside}, NIC {nic:g} Gbit/s"
-        )
-    members: dict[int, list[Node]] = {}
-    for node in cluster.nodes:
-        members.setdefault(node.rack, []).append(node)
-    racks: Counter[tuple[int, float, float, int]] = Counter()
-    for i, rack in enumerate(cluster.racks):
-        nodes = members.get(i, [])
-        nic = sum(n.nic_gbps for n in nodes)
-        racks[(len(nodes), rack.uplink_gbps, nic / rack.uplink_gbps, rack.uplinks)] += 1
-    for (n, uplink, ratio, lanes), count in sorted(racks.items(), reverse=True):
-        lines.append(
-            f"  {_count(count, 'rack')} x {_count(n, 'node')}, uplink {uplink:g} Gbit/s"
-            f"{_lanes(uplink, lanes)} (oversubscription {ratio:.3g}:1)"
-        )
-    for g, group in enumerate(cluster.groups):
-        under = sum(r.uplink_gbps for r in cluster.racks if r.group == g)
-        lines.append(
-            f"  group {group.name}: {_count(sum(r.group == g for r in cluster.racks), 'rack')}, "
-            f"core uplink {group.uplink_gbps:g} Gbit/s{_lanes(group.uplink_gbps, group.uplinks)}"
-            f" (oversubscription {under / group.uplink_gbps:.3g}:1)"
-        )
-    return "\n".join(lines)
-
-
-def _lanes(gbps: float, lanes: int) -> str:
-    return "" if lanes == 1 else f" in {lanes} ECMP lanes of {gbps / lanes:g}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _pair_kinds(node: Node) -> str:
-    """The node's kinds of GPU pair link, nearest first: `NV2/NV1/SYS`."""
-    links = {link for row in node.links for link in row if link is not None}
-    nearest = sorted(links, key=lambda link: (-link.nvlinks, link.pcie))
-    return "/".join(dict.fromkeys(link.label() for link in nearest))

@@ -16,6 +16,7 @@ from controller.model.cluster import (
     PcieLevel,
     Rack,
 )
+from controller.model.sharing import DEFAULT_SHARING, SharingMode
 
 Links = tuple[tuple[PairLink | None, ...], ...]
 
@@ -52,6 +53,7 @@ OPENB_MODELS = {
 TIRESIAS_FIELDS = ("num_switch", "num_node_p_switch", "num_gpu_p_node")
 OPENB_FIELDS = ("sn", "gpu", "model")
 GPU_FIELDS = ("mem_mib", "nvlink_gbps", "pcie_gbps", "speed")
+SHARING_MODES = tuple(m.value for m in SharingMode)
 SHORTHAND = re.compile(r"(\d+)x(\d+)")
 PRESET_COUNT = re.compile(r"(.+):(\d+)")
 
@@ -88,6 +90,8 @@ class NodeType:
     # Allocatable CPU (milli-cores) and host memory (MiB); None: not stated, unlimited.
     cpu_milli: int | None = None
     host_mem_mib: int | None = None
+    # How jobs sharing a GPU run (controller.model.sharing); None: the cluster's mode.
+    sharing: SharingMode | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +137,14 @@ def uniform_cluster(name: str, node_type: NodeType, count: int, prefix: str = "n
     return assemble(name, racks)
 
 
-def assemble(name: str, racks: Sequence[RackPlan], source: str | None = None) -> Cluster:
-    """The cluster of `racks`; `source` (default `name`) is what an error names."""
+def assemble(
+    name: str,
+    racks: Sequence[RackPlan],
+    source: str | None = None,
+    sharing: SharingMode = DEFAULT_SHARING,
+) -> Cluster:
+    """The cluster of `racks`; `source` (default `name`) is what an error names;
+    `sharing` the mode of nodes whose type states none."""
     total = sum(len(t.numa) for plan in racks for _, t in plan.nodes)
     if total > MAX_GPUS:
         raise ClusterSpecError(f"{total} GPUs in all: more than {MAX_GPUS}", source=source or name)
@@ -156,6 +166,7 @@ def assemble(name: str, racks: Sequence[RackPlan], source: str | None = None) ->
                     t.nic_gbps,
                     t.cpu_milli,
                     t.host_mem_mib,
+                    t.sharing or sharing,
                 )
             )
             nic_total += t.nic_gbps

@@ -1,4 +1,9 @@
-"""YAML cluster specs and the presets (controller/presets/*.yaml); schema in controller.spec."""
+"""YAML cluster specs and the presets (controller/presets/*.yaml); schema in controller.spec.
+
+GPU models come from the GPU catalogue (controller.model.gpus), by gpuflow's name or
+the product name NVML reports; presets/gpus.yaml adds models no datasheet describes
+(the openb trace's undisclosed ones), and a spec's own `gpu_types` shadow both.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from controller.model.cluster import (
     GpuType,
     parse_topology_matrix,
 )
+from controller.model.gpus import GPU_CATALOG
+from controller.model.sharing import DEFAULT_SHARING, SharingMode
 from controller.spec.types import (
     GENERIC_GPU,
     GENERIC_NIC_GBPS,
@@ -25,6 +32,7 @@ from controller.spec.types import (
     MAX_GPUS_PER_NODE,
     MAX_LANES,
     MAX_NODES,
+    SHARING_MODES,
     ClusterSpecError,
     NodeType,
     RackPlan,
@@ -106,6 +114,12 @@ class _Field:
             raise self.error(f"must be <= {maximum}, got {value}")
         return value
 
+    def sharing(self) -> SharingMode:
+        value = self.text()
+        if value not in SHARING_MODES:
+            raise self.error(f"unknown sharing mode {value!r} (known: {', '.join(SHARING_MODES)})")
+        return SharingMode(value)
+
     def number(self, minimum: float, *, strict: bool = False) -> float:
         value = self._scalar()
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -179,19 +193,35 @@ def _gpu_fields(f: _Field, m: dict[str, _Field], name: str, base: GpuType | None
     )
 
 
+def known_gpu(model: str, known: dict[str, GpuType] | None = None) -> GpuType | None:
+    """The GPU type `model` names among `known` (default: the presets' GPU types) or
+    in the GPU catalogue under any spelling of an NVML product name; None if neither."""
+    found = (presets()[0] if known is None else known).get(model)
+    if found is None and (spec := GPU_CATALOG.find(model)) is not None:
+        found = spec.gpu_type()
+    return found
+
+
 def _gpu_type(f: _Field, known: dict[str, GpuType]) -> GpuType:
     if isinstance(f.node, yaml.ScalarNode):
         model = f.text()
-        if model not in known:
-            raise f.error(f"unknown GPU model '{model}' (known: {', '.join(sorted(known))})")
-        return known[model]
+        found = known_gpu(model, known)
+        if found is None:
+            products = {p for e in GPU_CATALOG.entries for p in e.products}
+            names = ", ".join(sorted(k for k in known if k not in products))
+            raise f.error(
+                f"unknown GPU model '{model}' (known: {names}; "
+                "or the product name NVML reports, e.g. 'NVIDIA H100 80GB HBM3')"
+            )
+        return found
     m = f.mapping(["model"], GPU_FIELDS)
     model = m["model"].text()
-    return _gpu_fields(f, m, model, known.get(model))
+    base = known_gpu(model, known)
+    return _gpu_fields(f, m, base.name if base else model, base)
 
 
 def _node_type(f: _Field, name: str, gpu_types: dict[str, GpuType]) -> NodeType:
-    m = f.mapping(["gpu", "nic_gbps"], ["gpus", "numa", "topology"])
+    m = f.mapping(["gpu", "nic_gbps"], ["gpus", "numa", "topology", "sharing"])
     gpu = _gpu_type(m["gpu"], gpu_types)
     nic_gbps = m["nic_gbps"].number(0, strict=True)
     if "topology" in m:
@@ -219,7 +249,8 @@ def _node_type(f: _Field, name: str, gpu_types: dict[str, GpuType]) -> NodeType:
         if len(items) != len(links):
             raise m["numa"].error(f"{len(items)} entries for {len(links)} GPUs")
         numa = tuple(item.integer(0) for item in items)
-    return NodeType(name, gpu, links, numa, nic_gbps)
+    sharing = m["sharing"].sharing() if "sharing" in m else None
+    return NodeType(name, gpu, links, numa, nic_gbps, sharing=sharing)
 
 
 def _racks(f: _Field, node_types: dict[str, NodeType]) -> list[RackPlan]:
@@ -264,21 +295,24 @@ def _racks(f: _Field, node_types: dict[str, NodeType]) -> list[RackPlan]:
 
 def load_yaml(path: Path) -> Cluster:
     root = _compose(path, str(path))
-    doc = root.mapping(["racks"], ["name", "gpu_types", "node_types"])
+    doc = root.mapping(["racks"], ["name", "gpu_types", "node_types", "sharing"])
     catalog = _read_types(doc, _Catalog(*presets()))
     name = doc["name"].text() if "name" in doc else path.stem
-    return assemble(name, _racks(doc["racks"], catalog.node_types), source=str(path))
+    sharing = doc["sharing"].sharing() if "sharing" in doc else DEFAULT_SHARING
+    racks = _racks(doc["racks"], catalog.node_types)
+    return assemble(name, racks, source=str(path), sharing=sharing)
 
 
 @cache
 def presets() -> tuple[dict[str, GpuType], dict[str, NodeType]]:
-    """GPU and node types from controller/presets/*.yaml (gpus.yaml first)."""
+    """GPU and node types: the GPU catalogue's models under each of their names, then
+    controller/presets/*.yaml (gpus.yaml first)."""
     folder = resources.files("controller").joinpath("presets")
     files = sorted(
         (p for p in folder.iterdir() if p.name.endswith(".yaml")),
         key=lambda p: (p.name != "gpus.yaml", p.name),
     )
-    catalog = _Catalog({}, {})
+    catalog = _Catalog({name: e.gpu_type() for name, e in GPU_CATALOG.names().items()}, {})
     for item in files:
         with resources.as_file(item) as path:
             doc = _compose(path, f"presets/{item.name}").mapping(

@@ -4,6 +4,14 @@
 (NVLink lanes counted per peer from nvmlDeviceGetNvLinkRemotePciInfo, NVSwitch
 ports shared by all GPUs on the switch; otherwise nvmlDeviceGetTopologyCommonAncestor's
 PCIe level) and each GPU's NUMA node; `gpu_status(nvml)` reads health and use.
+
+The GPU model is the GPU catalogue's entry for the product name NVML reports
+(controller.model.gpus). A product the catalogue lacks is published with what NVML
+says about it: its memory, its PCIe generation, and a speed derived from its FP32
+throughput (CUDA cores x maximum SM clock) and memory bandwidth (maximum memory
+clock x bus width, double data rate) against the catalogued part nearest in compute
+capability (`relative_speed`); `NodeGpus.unknown` then says so, and the agent logs it
+and sets the Node condition `crd.CONDITION_GPU_UNKNOWN`.
 `nvml` is the `pynvml` module (package nvidia-ml-py) or, in tests, a fake with the
 same functions: this is the one place gpuflow touches NVML. Callers (agent/main.py)
 must call nvmlInit first; a missing library raises NVMLError_LibraryNotFound there.
@@ -12,18 +20,25 @@ must call nvmlInit first; a missing library raises NVMLError_LibraryNotFound the
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 from controller.model import Gpu, GpuType, PairLink, PcieLevel
-from controller.spec.yaml_spec import presets
+from controller.model.gpus import GPU_CATALOG, PCIE_X16_GBPS, relative_speed
+from controller.model.sharing import DEFAULT_SHARING, SharingMode
 from operators.nodes import DEFAULT_NVLINK_GBPS, DEFAULT_PCIE_GBPS, NodeGpus
 
 MIB = 1024 * 1024
 NVSWITCH = "nvswitch"
+# Memory transfers twice per memory clock (DDR, and as NVML reports HBM and GDDR6X
+# clocks): an H100 SXM's 2,619 MHz x 5,120 bits x 2 / 8 = 3.35 TB/s, its datasheet
+# figure; a V100's 877 MHz x 4,096 bits gives 898 GB/s (900).
+TRANSFERS_PER_CLOCK = 2
 
 
-def discover(nvml: Any, nic_gbps: float) -> NodeGpus:
+def discover(nvml: Any, nic_gbps: float, sharing: SharingMode = DEFAULT_SHARING) -> NodeGpus:
+    """The node's GPUs as NVML sees them; `sharing` is how the node runs shared GPUs
+    (the agent's --sharing: whether an MPS control daemon serves them)."""
     count = nvml.nvmlDeviceGetCount()
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
     product = _text(nvml.nvmlDeviceGetName(handles[0])) if handles else "none"
@@ -40,7 +55,11 @@ def discover(nvml: Any, nic_gbps: float) -> NodeGpus:
         for i in range(count)
     )
     has_nvlink = any(lanes.values())
-    return NodeGpus(_gpu_type(product, mem_mib, has_nvlink), gpus, links, nic_gbps, product)
+    spec = GPU_CATALOG.find(product)
+    if spec is not None:
+        return NodeGpus(spec.gpu_type(), gpus, links, nic_gbps, product, sharing=sharing)
+    gpu_type, why = _derived_type(nvml, handles[0], product, mem_mib, has_nvlink)
+    return NodeGpus(gpu_type, gpus, links, nic_gbps, product, unknown=why, sharing=sharing)
 
 
 def gpu_status(nvml: Any) -> list[dict[str, Any]]:
@@ -128,13 +147,45 @@ def _pair(nvml: Any, a: Any, b: Any, lanes: int) -> PairLink:
     )
 
 
-def _gpu_type(product: str, mem_mib: int, has_nvlink: bool) -> GpuType:
-    """The catalogue's GPU type for an NVML name ("Tesla V100-SXM2-16GB"), else one
-    built from what NVML says, with default link speeds."""
-    name = product.removeprefix("NVIDIA ").removeprefix("Tesla ").replace(" ", "-")
-    known = presets()[0]
-    for key in sorted(known, key=len, reverse=True):
-        if name.upper().startswith(key.upper()):
-            return known[key]
+def _derived_type(
+    nvml: Any, handle: Any, product: str, mem_mib: int, has_nvlink: bool
+) -> tuple[GpuType, str]:
+    """A GPU type for a product the catalogue lacks, from what NVML reports, and the
+    sentence that says how its speed was derived."""
+    cc = _ask(nvml, lambda: tuple(nvml.nvmlDeviceGetCudaComputeCapability(handle)))
+    capability = (int(cc[0]), int(cc[1])) if cc else None
+    ref = GPU_CATALOG.reference_for(capability)
+    cores = _ask(nvml, lambda: int(nvml.nvmlDeviceGetNumGpuCores(handle)))
+    sm_mhz = _ask(nvml, lambda: int(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)))
+    mem_mhz = _ask(nvml, lambda: int(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)))
+    bus_bits = _ask(nvml, lambda: int(nvml.nvmlDeviceGetMemoryBusWidth(handle)))
+    gen = _ask(nvml, lambda: int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)))
+    said: list[str] = []
+    compute = None
+    if cores and sm_mhz:
+        fp32_tflops = 2 * cores * sm_mhz / 1e6
+        compute = fp32_tflops / ref.fp32_tflops
+        said.append(f"FP32 {fp32_tflops:.1f} TFLOPS ({cores} cores at {sm_mhz} MHz)")
+    memory = None
+    if mem_mhz and bus_bits:
+        mem_gbs = TRANSFERS_PER_CLOCK * mem_mhz * bus_bits / 8 / 1e3
+        memory = mem_gbs / ref.mem_gbs
+        said.append(f"memory {mem_gbs:.0f} GB/s")
+    speed = round(relative_speed(ref.speed, compute, memory), 2)
+    basis = " and ".join(said) if said else "no clocks or bandwidth from NVML"
+    why = (
+        f"GPU {product!r} is not in gpuflow's GPU catalogue: speed {speed:g} derived from "
+        f"{basis} against {ref.name} (speed {ref.speed:g})"
+    )
+    pcie = PCIE_X16_GBPS.get(gen or 0, DEFAULT_PCIE_GBPS)
     nvlink = DEFAULT_NVLINK_GBPS if has_nvlink else 0.0
-    return replace(GpuType(name, mem_mib, nvlink, DEFAULT_PCIE_GBPS), mem_mib=mem_mib)
+    name = product.removeprefix("NVIDIA ").removeprefix("Tesla ").replace(" ", "-")
+    return GpuType(name, mem_mib, nvlink, pcie, speed), why
+
+
+def _ask(nvml: Any, read: Callable[[], Any]) -> Any:
+    """What `read` returns, None when this GPU, driver or pynvml cannot say."""
+    try:
+        return read()
+    except (nvml.NVMLError, AttributeError):
+        return None

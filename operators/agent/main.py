@@ -1,8 +1,10 @@
 """The node agent's loop (`gpuflow agent run`): publish this node's GPUs on its Node,
 and enforce the egress rates the operator gives the pods on it.
 
-Once at start: the static GPU annotation (`gpuflow.dev/gpus`) and the GPU Feature
-Discovery labels; then every `interval_s` the health and utilisation annotation.
+Once at start: the static GPU annotation (`gpuflow.dev/gpus`), the GPU Feature
+Discovery labels and the Node condition `GpuModelUnknown` (True, with a warning in
+the log, when the GPU is not in gpuflow's catalogue and its speed was derived from
+NVML's figures); then every `interval_s` the health and utilisation annotation.
 GPUs come from NVML (pynvml, package nvidia-ml-py) or from `--topology-file`. Where
 NVML is absent the agent says so in one line and exits with EXIT_NO_NVML.
 
@@ -23,9 +25,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from controller.model.sharing import DEFAULT_SHARING, SharingMode
 from operators import crd
 from operators.agent.bandwidth import DEFAULT_LEAF_QDISC, BandwidthEnforcer
 from operators.agent.discovery import discover, gpu_status
@@ -71,6 +75,7 @@ class AgentOptions:
     interface: str | None = None  # None: the default route's device
     netns: str | None = None  # the interface's network namespace; None: the agent's
     leaf_qdisc: str = DEFAULT_LEAF_QDISC  # each pod class's queue ("pfifo" everywhere)
+    sharing: SharingMode = DEFAULT_SHARING  # how the node runs shared GPUs (MPS or not)
 
 
 class NvmlMissing(RuntimeError):
@@ -111,12 +116,12 @@ def run_agent(
     try:
         if options.topology_file:
             info = load_topology_file(
-                Path(options.topology_file), options.node_name, options.node_type
+                Path(options.topology_file), options.node_name, options.node_type, options.sharing
             )
             nvml = None
         else:
             nvml = nvml if nvml is not None else load_nvml()
-            info = discover(nvml, options.nic_gbps)
+            info = discover(nvml, options.nic_gbps, options.sharing)
     except NvmlMissing as exc:
         sys.stderr.write(f"gpuflow agent: error: {exc}; use --topology-file without GPUs\n")
         return EXIT_NO_NVML
@@ -132,6 +137,9 @@ def run_agent(
     missing = _node_missing(api, options.node_name)
     if missing is not None:
         return missing
+    if info.unknown:
+        log.warning("%s", info.unknown)
+    _report_model(api, options.node_name, info)
     stop = stop or threading.Event()
     egress = EgressAgent(api, options.node_name, _enforcer_factory(options, info.nic_gbps))
     wake = threading.Event()
@@ -185,6 +193,39 @@ def _publish(api: KubeApi, node_name: str, info: NodeGpus, nvml: Any) -> None:
     status = gpu_status(nvml) if nvml is not None else _all_healthy(info)
     api.patch_node(node_name, node_patch(info, status))
     log.info("published %d GPU(s) on node %s", len(info.gpus), node_name)
+
+
+def gpu_model_condition(info: NodeGpus, now: datetime) -> dict[str, Any]:
+    """The `GpuModelUnknown` condition for the node's GPUs, as Node.status holds it."""
+    when = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if info.unknown:
+        status, reason, message = "True", "NotInCatalogue", info.unknown
+    else:
+        status, reason = "False", "InCatalogue"
+        message = f"GPU {info.product!r} is {info.gpu_type.name} in gpuflow's GPU catalogue"
+    return {
+        "type": crd.CONDITION_GPU_UNKNOWN,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": when,
+        "lastTransitionTime": when,
+    }
+
+
+def _report_model(api: KubeApi, node_name: str, info: NodeGpus) -> None:
+    """Set the node's GpuModelUnknown condition; a refusal is logged, not fatal (the
+    GPUs are published all the same)."""
+    condition = gpu_model_condition(info, datetime.now(UTC))
+    try:
+        api.patch_node_status(node_name, {"status": {"conditions": [condition]}})
+    except API_ERRORS as exc:
+        log.warning(
+            "cannot set condition %s on node %s: %s",
+            condition["type"],
+            node_name,
+            error_message(exc),
+        )
 
 
 def _enforcer_factory(

@@ -14,6 +14,7 @@ from controller.spec import (
     GENERIC_NIC_GBPS,
     RACK_SIZE,
     ClusterSpecError,
+    cluster_summary,
     describe,
     load_cluster,
     pcie_topology,
@@ -230,3 +231,25 @@ def test_describe_summarises() -> None:
     assert "NIC 400 Gbit/s" in text
     assert "1 rack x 16 nodes, uplink 6400 Gbit/s" in text
     assert "1 rack x 4 nodes, uplink 1600 Gbit/s" in text
+    assert "sharing mps" in text
+
+
+def test_the_summary_holds_what_the_scheduler_believes() -> None:
+    summary = cluster_summary(load_cluster("lingjun"))
+    assert (summary["nodes"], summary["gpus"]) == (847, 6776)
+    (kind,) = summary["node_types"]
+    assert kind["count"] == 847 and kind["gpus_per_node"] == 8
+    assert kind["gpu"] == {
+        "model": "A100-SXM4-40GB",
+        "products": ["NVIDIA A100-SXM4-40GB"],
+        "catalogued": True,
+        "mem_mib": 40960,
+        "speed": 2.5,
+        "nvlink_gbps": 200.0,
+        "pcie_gbps": 252.0,
+    }
+    assert kind["gpu_pairs"] == ["NV12"] and kind["sharing"] == "mps"
+    assert len(summary["racks"]) == 119 and len(summary["groups"]) == 3
+    rack = summary["racks"][0]
+    assert rack["group"] in {g["name"] for g in summary["groups"]}
+    assert rack["uplink_gbps"] == rack["nodes"] * 1600 / rack["oversubscription"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.model.sharing import DEFAULT_SHARING, SharingMode
 from controller.spec import GENERIC_NIC_GBPS, ClusterSpecError, load_cluster
 from tests.controller.conftest import rack_nic_gbps, write
 
@@ -70,6 +71,40 @@ def test_a_racks_uplinks_are_its_ecmp_lanes(tmp_path: Path) -> None:
     assert cluster.racks[0].uplink_gbps == pytest.approx(8 * 25 / 4)  # in all, not a lane
 
 
+NVML_NAMED = """
+    sharing: time-slicing
+    node_types:
+      hgx:
+        gpu: NVIDIA H200
+        nic_gbps: 400
+        gpus: 8
+      l4box:
+        gpu: {model: NVIDIA-L4, speed: 0.6}
+        nic_gbps: 25
+        gpus: 4
+        sharing: mps
+    racks:
+      - nodes: [{type: hgx}, {type: l4box}, {type: pcie4}]
+"""
+
+
+def test_gpu_models_by_the_names_nvml_reports_and_sharing_modes(tmp_path: Path) -> None:
+    hgx, l4box, pcie4 = load_cluster(write(tmp_path, NVML_NAMED)).nodes
+    assert hgx.gpu_type.name == "H200-SXM-141GB" and hgx.gpu_type.mem_mib == 141 * 1024
+    assert hgx.gpu_type.pcie_gbps == 504 and hgx.gpu_type.speed == pytest.approx(7.18)
+    assert (l4box.gpu_type.name, l4box.gpu_type.speed) == ("L4-24GB", 0.6)
+    # The cluster's mode, unless the node type states its own.
+    assert [n.sharing for n in (hgx, l4box, pcie4)] == [
+        SharingMode.TIME_SLICING,
+        SharingMode.MPS,
+        SharingMode.TIME_SLICING,
+    ]
+    assert (
+        load_cluster(write(tmp_path, "racks: [{nodes: [{type: pcie4}]}]\n")).nodes[0].sharing
+        is DEFAULT_SHARING
+    )
+
+
 def test_yaml_name_defaults_to_file_stem(tmp_path: Path) -> None:
     path = write(tmp_path, "racks: [{nodes: [{type: pcie4}]}]\n", name="tiny.yml")
     assert load_cluster(path).name == "tiny"
@@ -110,6 +145,19 @@ def test_yaml_bad_field_reports_line_and_field(tmp_path: Path) -> None:
         ),
         ("racks:\n  - nodes: [{type: dgx-b200}]\n", 2, "racks[0].nodes[0].type", "unknown node"),
         ("name: x\nrack: []\n", 2, "rack", "unknown field"),
+        (
+            "sharing: mig\nracks: [{nodes: [{type: pcie4}]}]\n",
+            1,
+            "sharing",
+            "unknown sharing mode 'mig' (known: time-slicing, mps)",
+        ),
+        (
+            "node_types:\n  b:\n    gpu: NVIDIA H100\n    nic_gbps: 1\n    gpus: 1\n"
+            "racks: [{nodes: [{type: b}]}]\n",
+            3,
+            "node_types.b.gpu",
+            "unknown GPU model 'NVIDIA H100'",
+        ),
         ("name: x\n", 1, None, "missing required field 'racks'"),
         (
             "node_types:\n  b:\n    gpu: V100-SXM2-16GB\n    nic_gbps: 0\n    gpus: 2\n"

@@ -141,9 +141,10 @@ def test_agent_daemonset(render: Render) -> None:
     assert spec["serviceAccountName"] == name("agent")
     assert rules_of(bound_role(m, name("agent"))) == {
         ("", "nodes"): ["get", "patch"],
+        ("", "nodes/status"): ["patch"],  # its GpuModelUnknown condition
         ("", "pods"): ["list", "watch"],  # the pods on its node, to shape their egress
     }
-    assert {"--enforce-bandwidth", "--leaf-qdisc=fq_codel"} <= set(c["args"])
+    assert {"--enforce-bandwidth", "--leaf-qdisc=fq_codel", "--sharing=mps"} <= set(c["args"])
     assert not any(a.startswith("--interface") for a in c["args"])  # the default route's
     args = container(render(agent__enforceBandwidth=False, agent__interface="ens5").component(
         "DaemonSet", "agent"))["args"]  # fmt: skip

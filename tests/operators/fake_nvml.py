@@ -3,7 +3,10 @@
 The NVML boundary is the one place a fake stands in (no GPU on CI). The topology is
 NVIDIA's DGX-1 V100 hybrid cube-mesh (controller/presets/dgx1-v100.yaml): six NVLink
 lanes per GPU, GPUs 0-3 on CPU 0 and 4-7 on CPU 1, pairs behind one PCIe switch.
-`FakeNvml(missing=True)` behaves as a node without the driver.
+`FakeNvml(missing=True)` behaves as a node without the driver; `product` and
+`figures` make its GPUs another model (the name NVML reports, and what it says of the
+GPU's compute capability, cores, clocks, memory bus and PCIe generation; a figure
+left out raises NVMLError_NotSupported, as on drivers that cannot say).
 """
 
 from __future__ import annotations
@@ -29,6 +32,25 @@ DGX1_LANES = {
     (6, 7): 2,
 }  # fmt: skip
 V100_MEM = 16 * 1024**3  # 16 GiB (NVML reports 16945512448 bytes on a real board)
+NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """What NVML says of a GPU beside its name (None: not supported)."""
+
+    compute_capability: tuple[int, int] | None = None
+    cores: int | None = None
+    sm_mhz: int | None = None
+    mem_mhz: int | None = None
+    bus_bits: int | None = None
+    pcie_gen: int | None = None
+    mem_bytes: int = V100_MEM
+
+
+# A Tesla V100-SXM2-16GB as nvidia-smi -q reports it: 5,120 cores, 1,530 MHz SM and
+# 877 MHz memory maximum clocks, a 4,096-bit HBM2 bus, PCIe Gen3.
+V100_FIGURES = GpuFigures((7, 0), 5120, 1530, 877, 4096, 3)
 
 
 class NVMLError(Exception):
@@ -70,10 +92,21 @@ class FakeNvml:
     NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = NVML_MEMORY_ERROR_TYPE_UNCORRECTED
     NVML_VOLATILE_ECC = NVML_VOLATILE_ECC
+    NVML_CLOCK_SM = NVML_CLOCK_SM
+    NVML_CLOCK_MEM = NVML_CLOCK_MEM
 
-    def __init__(self, *, missing: bool = False, ecc_errors: dict[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        missing: bool = False,
+        ecc_errors: dict[int, int] | None = None,
+        product: str = "Tesla V100-SXM2-16GB",
+        figures: GpuFigures = V100_FIGURES,
+    ) -> None:
         self.missing = missing
         self.ecc_errors = ecc_errors or {}
+        self.product = product
+        self.figures = figures
         self.initialised = False
         self.calls: list[str] = []
         self._peers: dict[int, list[int]] = {i: [] for i in range(8)}
@@ -103,13 +136,36 @@ class FakeNvml:
         return i
 
     def nvmlDeviceGetName(self, h: int) -> bytes:
-        return b"Tesla V100-SXM2-16GB"
+        return self.product.encode()
+
+    def _figure(self, value: Any) -> Any:
+        if value is None:
+            raise NVMLError_NotSupported("Not Supported")
+        return value
+
+    def nvmlDeviceGetCudaComputeCapability(self, h: int) -> tuple[int, int]:
+        value: tuple[int, int] = self._figure(self.figures.compute_capability)
+        return value
+
+    def nvmlDeviceGetNumGpuCores(self, h: int) -> int:
+        return int(self._figure(self.figures.cores))
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock: int) -> int:
+        f = self.figures
+        return int(self._figure(f.sm_mhz if clock == NVML_CLOCK_SM else f.mem_mhz))
+
+    def nvmlDeviceGetMemoryBusWidth(self, h: int) -> int:
+        return int(self._figure(self.figures.bus_bits))
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: int) -> int:
+        return int(self._figure(self.figures.pcie_gen))
 
     def nvmlDeviceGetUUID(self, h: int) -> str:
         return f"GPU-fake0000-0000-0000-0000-00000000000{h}"
 
     def nvmlDeviceGetMemoryInfo(self, h: int) -> _Mem:
-        return _Mem(V100_MEM, 512 * 1024**2, V100_MEM - 512 * 1024**2)
+        total = self.figures.mem_bytes
+        return _Mem(total, 512 * 1024**2, total - 512 * 1024**2)
 
     def nvmlDeviceGetNumaNodeId(self, h: int) -> int:
         return 0 if h < 4 else 1

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controller.model import PcieLevel
+from controller.model.gpus import GPU_CATALOG
+from controller.model.sharing import SharingMode
 from controller.spec.yaml_spec import presets
 from gpuflow.operator_cmd import main as operator_main
 from operators import crd
@@ -17,13 +21,18 @@ from operators.agent.topology_file import load_topology_file
 from operators.kube import KubeApi
 from operators.nodes import NodeGpus, build_cluster
 from tests.kube.fixtures import KubeServer
-from tests.operators.fake_nvml import FakeNvml
+from tests.nvml_names import NVML_NAMES
+from tests.operators.fake_nvml import FakeNvml, GpuFigures
 
 PRESETS = Path(__file__).resolve().parents[2] / "controller" / "presets"
+# An H100 SXM as NVML reports it (nvidia-smi -q: 16,896 cores, 1,980 MHz SM and 2,619
+# MHz memory maximum clocks, a 5,120-bit HBM3 bus, PCIe Gen5), under a product name
+# the catalogue does not have.
+H100_FIGURES = GpuFigures((9, 0), 16896, 1980, 2619, 5120, 5, mem_bytes=80 * 1024**3)
 
 
-def initialised(ecc_errors: dict[int, int] | None = None) -> FakeNvml:
-    nvml = FakeNvml(ecc_errors=ecc_errors)
+def initialised(ecc_errors: dict[int, int] | None = None, **kwargs: Any) -> FakeNvml:
+    nvml = FakeNvml(ecc_errors=ecc_errors, **kwargs)
     nvml.nvmlInit()
     return nvml
 
@@ -108,3 +117,72 @@ def test_agent_publishes_on_its_node(kube_server: KubeServer) -> None:
     assert crd.ANN_NODE_GPU_STATUS in node["metadata"]["annotations"]
     view = build_cluster([node])
     assert view.cluster.num_gpus == 8 and not view.unhealthy
+
+
+@pytest.mark.parametrize(("product", "name"), sorted(NVML_NAMES.items()))
+def test_every_nvml_product_is_published_as_its_catalogue_entry(product: str, name: str) -> None:
+    info = discover(initialised(product=product), nic_gbps=100)
+    assert info.gpu_type == GPU_CATALOG.by_name[name].gpu_type() and info.unknown is None
+    assert info.product == product
+
+
+def test_an_unknown_gpu_gets_a_speed_derived_from_what_nvml_says() -> None:
+    nvml = initialised(product="NVIDIA H100 Next", figures=H100_FIGURES)
+    info = discover(nvml, nic_gbps=100)
+    assert info.gpu_type.name == "H100-Next"
+    # The same figures as the catalogue's H100: the same speed, not 1.0.
+    assert info.gpu_type.speed == pytest.approx(6.0, abs=0.01)
+    assert info.gpu_type.mem_mib == 80 * 1024 and info.gpu_type.pcie_gbps == 504
+    assert info.unknown is not None
+    assert "'NVIDIA H100 Next' is not in gpuflow's GPU catalogue" in info.unknown
+    assert "FP32 66.9 TFLOPS" in info.unknown and "memory 3352 GB/s" in info.unknown
+    assert "against H100-SXM5-80GB" in info.unknown
+
+
+def test_an_unknown_gpu_nvml_says_nothing_of_is_said_to_be_the_unit() -> None:
+    info = discover(initialised(product="Mystery GPU", figures=GpuFigures()), nic_gbps=100)
+    assert info.gpu_type.speed == 1.0 and info.gpu_type.pcie_gbps == 126
+    assert info.unknown is not None and "no clocks or bandwidth from NVML" in info.unknown
+    assert "against V100-SXM2-16GB" in info.unknown
+
+
+def conditions(node: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in node.get("status", {}).get("conditions", [])}
+
+
+def test_the_agent_says_an_unknown_gpu_is_unknown_on_its_node(
+    kube_server: KubeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = KubeApi(kube_server.api_client())
+    api.create_node({"metadata": {"name": "n0"}})
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"}
+    api.patch_node_status("n0", {"status": {"conditions": [ready]}})
+    nvml = initialised(product="NVIDIA H100 Next", figures=H100_FIGURES)
+    with caplog.at_level(logging.WARNING, logger="operators.agent.main"):
+        assert run_agent(AgentOptions(node_name="n0", once=True), nvml=nvml, api=api) == 0
+    assert any("not in gpuflow's GPU catalogue" in r.message for r in caplog.records)
+    node = api.get_node("n0")
+    cond = conditions(node)[crd.CONDITION_GPU_UNKNOWN]
+    assert (cond["status"], cond["reason"]) == ("True", "NotInCatalogue")
+    assert "speed 6 derived from" in cond["message"]
+    assert conditions(node)["Ready"]["status"] == "True"  # the kubelet's condition stays
+    published = build_cluster([node]).cluster.nodes[0].gpu_type
+    assert published.speed == pytest.approx(6.0, abs=0.01)
+
+
+def test_a_known_gpu_clears_the_condition(kube_server: KubeServer) -> None:
+    api = KubeApi(kube_server.api_client())
+    api.create_node({"metadata": {"name": "n0"}})
+    assert run_agent(AgentOptions(node_name="n0", once=True), nvml=initialised(), api=api) == 0
+    cond = conditions(api.get_node("n0"))[crd.CONDITION_GPU_UNKNOWN]
+    assert (cond["status"], cond["reason"]) == ("False", "InCatalogue")
+    assert "V100-SXM2-16GB" in cond["message"]
+
+
+def test_the_sharing_mode_travels_from_the_agent_to_the_cluster() -> None:
+    info = discover(initialised(), nic_gbps=100, sharing=SharingMode.TIME_SLICING)
+    node = {"metadata": {"name": "n0", "annotations": {crd.ANN_NODE_GPUS: info.to_annotation()}}}
+    assert build_cluster([node]).cluster.nodes[0].sharing is SharingMode.TIME_SLICING
+    # An annotation from an agent before the field: MPS, what the operator sets up.
+    old = NodeGpus.from_annotation(info.to_annotation().replace('"sharing":"time-slicing",', ""))
+    assert old.sharing is SharingMode.MPS

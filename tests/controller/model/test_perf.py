@@ -7,10 +7,10 @@ from controller.model.perf import (
     best_ring_gbps,
     iteration_time_s,
     packed_gpu_signature,
-    packing_slowdown,
     restart_s,
     throughput_ips,
 )
+from controller.model.sharing import SharingMode, cap_factor, slowdown
 from tests.controller.model.builders import PCIE4_TOPOLOGY, make_cluster, make_node
 
 VGG = CATALOG["vgg16"]
@@ -92,24 +92,36 @@ def test_spanning_racks_is_limited_by_the_uplink_share() -> None:
     )
 
 
-def test_packing_slows_and_overload_slows_more() -> None:
-    cluster = make_cluster(1)
-    alloc = on_node(0, 0)
-    alone = iteration_time_s(RESNET, cluster, alloc)
-    light = iteration_time_s(CATALOG["ncf"], cluster, alloc, gpu_load=0.3)
-    assert light > iteration_time_s(CATALOG["ncf"], cluster, alloc)
-    packed = iteration_time_s(RESNET, cluster, alloc, gpu_load=0.5)
-    assert packed > 1.4 * alone  # demand 1.45: time-shared
-    assert packing_slowdown(0.3, 0.0) == 1.0
-    assert 1.0 < packing_slowdown(0.3, 0.3) < packing_slowdown(0.3, 0.7) <= 1.19 + 1e-9
-    assert packing_slowdown(0.5, 1.5) == pytest.approx(1.19 * 2.0)
+def test_packing_slows_by_the_sharing_model_of_the_nodes_mode() -> None:
+    for mode in SharingMode:
+        cluster = make_cluster(1, sharing=mode)
+        alloc = on_node(0, 0)
+        alone = iteration_time_s(RESNET, cluster, alloc)
+        packed = iteration_time_s(RESNET, cluster, alloc, gpu_load=0.5)
+        assert packed == pytest.approx(alone * slowdown(mode, RESNET.gpu_util, 0.5))
+        assert packed > 1.4 * alone  # demand 1.45: the GPU is saturated
+    sliced = make_cluster(1, sharing=SharingMode.TIME_SLICING)
+    ts = iteration_time_s(RESNET, sliced, alloc, gpu_load=0.95)
+    mps = iteration_time_s(RESNET, make_cluster(1), alloc, gpu_load=0.95)
+    assert ts > mps  # two saturating jobs: context switches against overlapped kernels
 
 
-def test_an_mps_share_below_the_need_slows_compute() -> None:
+def test_a_job_spanning_a_time_sliced_node_is_rated_time_sliced() -> None:
+    nodes = (make_node("a"), make_node("b", sharing=SharingMode.TIME_SLICING))
+    cluster = Cluster("mixed", nodes, (Rack("r0", 400.0),))
+    assert packed_gpu_signature(cluster, on_node(0, 0)).sharing is SharingMode.MPS
+    assert packed_gpu_signature(cluster, gpus((0, 0), (1, 0))).sharing is SharingMode.TIME_SLICING
+
+
+def test_an_mps_share_below_a_whole_gpu_slows_compute() -> None:
     cluster = make_cluster(1)
     whole = iteration_time_s(RESNET, cluster, on_node(0, 0))
     half = iteration_time_s(RESNET, cluster, Allocation((GpuShare(0, 0, 0.5),)))
-    assert half == pytest.approx(whole * 0.95 / 0.5)
+    u = RESNET.gpu_util
+    assert half == pytest.approx(whole * ((1 - u) + u * cap_factor(0.5)))
+    # Time-slicing enforces no share: alone, a half share runs as a whole GPU.
+    sliced = make_cluster(1, sharing=SharingMode.TIME_SLICING)
+    assert iteration_time_s(RESNET, sliced, Allocation((GpuShare(0, 0, 0.5),))) == whole
 
 
 def test_equal_signatures_mean_equal_times() -> None:
