@@ -12,13 +12,18 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: install demo test lint bench services
+.PHONY: install demo test lint bench services controlplane
 install: $(BIN)/.installed
 
 # PostgreSQL (127.0.0.1:5432, database test) and Redis (127.0.0.1:6379), started when
 # nothing answers there (installed from Debian's packages when root).
 services:
 	bash .ci/services.sh
+
+# etcd, kube-apiserver and kube-controller-manager from Go modules into .cache/controlplane/bin
+# (docs/controlplane.md); a no-op while they are up to date.
+controlplane:
+	bash controlplane/build.sh
 
 demo: $(BIN)/.installed
 	$(BIN)/gpuflow demo --out out/demo

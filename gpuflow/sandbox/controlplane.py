@@ -1,0 +1,403 @@
+"""A real Kubernetes control plane on one machine: etcd, kube-apiserver and
+kube-controller-manager as subprocesses, from the binaries controlplane/build.sh builds.
+
+`ControlPlane(directory).start()` runs the three on 127.0.0.1 and free ports with
+everything under `directory`: the store's data, a service-account key pair, the static
+tokens of the admin (group system:masters) and of the controller manager, the API
+server's self-signed serving certificate (its --cert-dir), the kubeconfigs and one log
+per process. start() returns once the API server's /readyz answers and the controller
+manager has made the `default` ServiceAccount of namespace `default` (the ServiceAccount
+admission plugin refuses pods before then); stop() ends them in the reverse order.
+tests/controlplane drives it; docs/controlplane.md says what is built and why.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import os
+import re
+import secrets
+import signal
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from gpuflow.sandbox.service import free_port
+
+BIN_ENV = "GPUFLOW_CONTROLPLANE_BIN"  # overrides where the binaries are looked for
+# Where controlplane/build.sh puts them: .cache/controlplane/bin at the repository root.
+DEFAULT_BIN_DIR = Path(__file__).resolve().parents[2] / ".cache" / "controlplane" / "bin"
+BUILD_HINT = "build them with `make controlplane` (bash controlplane/build.sh)"
+
+HOST = "127.0.0.1"
+SERVICE_CIDR = "10.96.0.0/16"  # kubeadm's default service subnet
+SA_ISSUER = "https://kubernetes.default.svc.cluster.local"  # kubeadm's default issuer
+ADMIN_USER = "admin"
+ADMIN_GROUP = "system:masters"  # bound to cluster-admin by the bootstrap RBAC policy
+# The user the bootstrap RBAC policy binds the system:kube-controller-manager role to.
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+SA_KEY_BITS = 2048  # RSA size kubeadm generates for sa.key
+START_TIMEOUT_S = 180.0  # a cold API server on a busy 2-core machine is ready in ~20 s
+STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL: all three shut down in about a second
+POLL_S = 0.2
+
+
+class ControlPlaneError(RuntimeError):
+    """A process exited or was not ready in time; the message ends with its log's tail."""
+
+
+class BinariesMissing(ControlPlaneError):
+    """The binaries are not built; the message says how to build them."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """The folder holding etcd, kube-apiserver and kube-controller-manager."""
+
+    directory: Path
+
+    NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
+
+    @classmethod
+    def find(cls, directory: Path | None = None) -> Binaries:
+        """The binaries in `directory`, else $GPUFLOW_CONTROLPLANE_BIN, else build.sh's
+        folder; BinariesMissing naming the first one absent and how to build them."""
+        env = os.environ.get(BIN_ENV)
+        found = cls(directory or (Path(env) if env else DEFAULT_BIN_DIR))
+        for name in cls.NAMES:
+            if not os.access(found.directory / name, os.X_OK):
+                raise BinariesMissing(f"no {name} in {found.directory}: {BUILD_HINT}")
+        return found
+
+    @property
+    def etcd(self) -> Path:
+        return self.directory / "etcd"
+
+    @property
+    def kube_apiserver(self) -> Path:
+        return self.directory / "kube-apiserver"
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.directory / "kube-controller-manager"
+
+    @functools.cached_property
+    def kubernetes_version(self) -> str:
+        """The release the Kubernetes binaries were built from, as "v1.34.4"."""
+        return _version_of([str(self.kube_apiserver), "--version"], r"Kubernetes (v\S+)")
+
+    @functools.cached_property
+    def etcd_version(self) -> str:
+        """etcd's release, as "3.6.4"."""
+        return _version_of([str(self.etcd), "--version"], r"etcd Version: (\S+)")
+
+
+def _version_of(cmd: Sequence[str], pattern: str) -> str:
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout
+    found = re.search(pattern, out)
+    if found is None:
+        raise ControlPlaneError(f"`{' '.join(cmd)}` printed no version: {out.strip()!r}")
+    return found.group(1)
+
+
+@dataclass
+class _Process:
+    """One control-plane process and its log."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @classmethod
+    def start(cls, name: str, cmd: Sequence[str], directory: Path) -> _Process:
+        log_path = directory / f"{name}.log"
+        with log_path.open("ab") as log_file:
+            # Its own session: Ctrl-C in a terminal reaches the caller, which stops the
+            # control plane in order, not all three at once.
+            process = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return cls(name, process, log_path)
+
+    def check_running(self) -> None:
+        if self.process.poll() is not None:
+            raise ControlPlaneError(f"{self.name} exited ({self.process.returncode}){self.tail()}")
+
+    def stop(self) -> None:
+        """SIGTERM, SIGKILL after STOP_GRACE_S; only this process."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        last = text.strip().splitlines()[-lines:]
+        return (": " + " | ".join(last)) if last else ""
+
+
+@dataclass(frozen=True)
+class _Credentials:
+    """What the API server and the controller manager authenticate with."""
+
+    sa_key: Path  # signs service-account tokens (API server, controller manager)
+    sa_pub: Path  # verifies them (API server)
+    token_file: Path  # --token-auth-file
+    admin_token: str
+    controller_manager_token: str
+
+    @classmethod
+    def write(cls, directory: Path) -> _Credentials:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=SA_KEY_BITS)
+        sa_key = directory / "sa.key"
+        sa_key.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption(),
+            )
+        )
+        sa_key.chmod(0o600)
+        sa_pub = directory / "sa.pub"
+        sa_pub.write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        admin, controller_manager = secrets.token_hex(16), secrets.token_hex(16)
+        token_file = directory / "tokens.csv"
+        with token_file.open("w", newline="") as f:
+            # token,user,uid,"group,..." as kube-apiserver's --token-auth-file reads it
+            rows = csv.writer(f)
+            rows.writerow([admin, ADMIN_USER, ADMIN_USER, ADMIN_GROUP])
+            rows.writerow([controller_manager, CONTROLLER_MANAGER_USER, CONTROLLER_MANAGER_USER])
+        token_file.chmod(0o600)
+        return cls(sa_key, sa_pub, token_file, admin, controller_manager)
+
+
+def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> Path:
+    """A kubeconfig for `user` with a bearer `token` on `server`, trusting `ca_file`."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": user,
+        "clusters": [
+            {
+                "name": "gpuflow",
+                "cluster": {"server": server, "certificate-authority": str(ca_file)},
+            }
+        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": user,
+                "context": {"cluster": "gpuflow", "user": user, "namespace": "default"},
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+class ControlPlane:
+    """etcd, kube-apiserver and kube-controller-manager under one directory."""
+
+    def __init__(self, directory: Path, binaries: Binaries | None = None) -> None:
+        self.directory = directory
+        self.binaries = binaries or Binaries.find()
+        self.etcd_url = ""  # http://127.0.0.1:<port>, once started
+        self.url = ""  # https://127.0.0.1:<port>: the API server, once started
+        self._processes: list[_Process] = []
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin's kubeconfig (group system:masters), written by start()."""
+        return self.directory / "admin.kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        """The API server's self-signed serving certificate and the CA that signed it."""
+        return self.directory / "pki" / "apiserver.crt"
+
+    @property
+    def version(self) -> str:
+        """The Kubernetes release, as "v1.34.4" (what /version's gitVersion says)."""
+        return self.binaries.kubernetes_version
+
+    @property
+    def store(self) -> str:
+        """The store and its release, as "etcd 3.6.4"."""
+        return f"etcd {self.binaries.etcd_version}"
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start the three and return once the control plane serves; on any failure stop
+        what started and raise ControlPlaneError."""
+        deadline = time.monotonic() + timeout_s
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            credentials = _Credentials.write(self.directory)
+            self._start_etcd(deadline)
+            self._start_apiserver(credentials, deadline)
+            write_kubeconfig(
+                self.kubeconfig, self.url, self.ca_file, ADMIN_USER, credentials.admin_token
+            )
+            self._start_controller_manager(credentials, deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the processes, newest first (the store last)."""
+        while self._processes:
+            self._processes.pop().stop()
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _start_etcd(self, deadline: float) -> None:
+        client, peer = (f"http://{HOST}:{free_port(HOST)}" for _ in range(2))
+        cmd = [
+            str(self.binaries.etcd),
+            "--name=gpuflow",
+            f"--data-dir={self.directory / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=gpuflow={peer}",
+            # The data lives as long as the directory, a test's or a sandbox's: no
+            # fsync makes every write several times faster and loses nothing that matters.
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ]
+        self.etcd_url = client
+        etcd = self._run("etcd", cmd)
+        health = urllib.request.Request(f"{client}/health")
+        self._wait("etcd to answer /health", lambda: _answers(health, None), [etcd], deadline)
+
+    def _start_apiserver(self, credentials: _Credentials, deadline: float) -> None:
+        port = free_port(HOST)
+        cmd = [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers={self.etcd_url}",
+            f"--bind-address={HOST}",
+            f"--advertise-address={HOST}",
+            f"--secure-port={port}",
+            f"--cert-dir={self.ca_file.parent}",
+            "--authorization-mode=Node,RBAC",
+            f"--token-auth-file={credentials.token_file}",
+            f"--service-account-issuer={SA_ISSUER}",
+            f"--service-account-key-file={credentials.sa_pub}",
+            f"--service-account-signing-key-file={credentials.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # The `kubernetes` Service's endpoints would be the advertise address, and
+            # validation refuses a loopback one: no pod reaches the API through it here.
+            "--endpoint-reconciler-type=none",
+        ]
+        self.url = f"https://{HOST}:{port}"
+        apiserver = self._run("kube-apiserver", cmd)
+        ready = urllib.request.Request(
+            f"{self.url}/readyz", headers={"Authorization": f"Bearer {credentials.admin_token}"}
+        )
+        self._wait(
+            "kube-apiserver to answer /readyz",
+            lambda: self.ca_file.exists() and _answers(ready, self._tls()),
+            [apiserver],
+            deadline,
+        )
+
+    def _start_controller_manager(self, credentials: _Credentials, deadline: float) -> None:
+        kubeconfig = write_kubeconfig(
+            self.directory / "controller-manager.kubeconfig",
+            self.url,
+            self.ca_file,
+            CONTROLLER_MANAGER_USER,
+            credentials.controller_manager_token,
+        )
+        cmd = [
+            str(self.binaries.kube_controller_manager),
+            f"--kubeconfig={kubeconfig}",
+            "--controllers=*",
+            "--use-service-account-credentials",
+            f"--service-account-private-key-file={credentials.sa_key}",
+            f"--root-ca-file={self.ca_file}",
+            "--leader-elect=false",
+            "--secure-port=0",  # its own health and metrics server: nothing reads them
+        ]
+        self._run("kube-controller-manager", cmd)
+        default_sa = urllib.request.Request(
+            f"{self.url}/api/v1/namespaces/default/serviceaccounts/default",
+            headers={"Authorization": f"Bearer {credentials.admin_token}"},
+        )
+        self._wait(
+            "kube-controller-manager to create the default ServiceAccount",
+            lambda: _answers(default_sa, self._tls()),
+            self._processes,
+            deadline,
+        )
+
+    def _run(self, name: str, cmd: Sequence[str]) -> _Process:
+        process = _Process.start(name, cmd, self.directory)
+        self._processes.append(process)
+        return process
+
+    def _tls(self) -> ssl.SSLContext:
+        """Trusts the API server's certificate (which exists once it listens)."""
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def _wait(
+        self,
+        what: str,
+        ready: Callable[[], bool],
+        processes: Sequence[_Process],
+        deadline: float,
+    ) -> None:
+        """Poll `ready` until true; ControlPlaneError if one of `processes` exits or the
+        deadline passes first."""
+        while not ready():
+            for process in processes:
+                process.check_running()
+            if time.monotonic() > deadline:
+                tails = "".join(f"\n{p.name}{p.tail()}" for p in processes)
+                raise ControlPlaneError(f"timed out waiting for {what}{tails}")
+            time.sleep(POLL_S)
+
+
+def _answers(request: urllib.request.Request, tls: ssl.SSLContext | None) -> bool:
+    """Whether `request` is answered 200 now."""
+    try:
+        with urllib.request.urlopen(request, timeout=2.0, context=tls) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False  # not listening yet, not ready yet, or refused

@@ -1,0 +1,1 @@
+"""The control plane built from Go modules (controlplane/, docs/controlplane.md)."""
