@@ -1,4 +1,4 @@
-"""The `gpuflow` command line: replays, comparisons, traces, clusters, policies.
+"""The `gpuflow` command line: replays, comparisons, traces, clusters, policies, packing.
 
 This module holds the parser, the error handling every command shares, and the
 `trace` and `cluster` commands; each other command lives in a `*_cmd` module that
@@ -117,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
 
     from gpuflow import (
         coflow_cmd,
+        colocate_cmd,
         operator_cmd,
         placement_cmd,
         policies_cmd,
@@ -125,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     policies_cmd.add_parser(sub)
+    colocate_cmd.add_parser(sub)
     coflow_cmd.add_parser(sub)
     placement_cmd.add_parser(sub)
     serve_cmd.add_parsers(sub)
