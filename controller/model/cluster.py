@@ -57,14 +57,16 @@ class PairLink:
 
 @dataclass(frozen=True, slots=True)
 class GpuType:
-    """A GPU model. `nvlink_gbps` is one NVLink lane, one direction."""
+    """A GPU model as the scheduler plans with it (the GPU catalogue's figures,
+    controller.model.gpus, or a spec's own). `nvlink_gbps` is one NVLink lane, one
+    direction."""
 
     name: str
     mem_mib: int
     nvlink_gbps: float
     pcie_gbps: float
-    # Relative compute speed against a V100 (profiles are measured on V100s or
-    # scaled to them); 1.0 when unknown.
+    # Training throughput relative to a V100 (profiles are measured on V100s or
+    # scaled to them); 1.0 where a spec gives none.
     speed: float = 1.0
 
 

@@ -40,7 +40,7 @@ GENERIC_GPU = "V100-PCIE-16GB"
 # gpuflow's choice for generic servers: one 100 Gbit/s port (EDR InfiniBand or
 # 100 GbE), the common fabric of V100-era GPU clusters.
 GENERIC_NIC_GBPS = 100.0
-# openb `model` column -> gpuflow GPU type (presets/gpus.yaml).
+# openb `model` column -> gpuflow GPU type (the GPU catalogue; G2/G3: presets/gpus.yaml).
 OPENB_MODELS = {
     "V100M16": "V100-PCIE-16GB",
     "V100M32": "V100-PCIE-32GB",
