@@ -1,7 +1,10 @@
 """The controller: one scheduling decision over any backend.
 
 The simulator (controller.sim) calls `Controller.decide` at each scheduling round;
-the Kubernetes operator (operators/) will call it from its reconcile loop. Both
+the Kubernetes operator (operators/) calls it from its reconcile loop, far more
+often, so it makes its Controller `paced` (controller.pace): the policy is asked
+only when the world moved as it does at a replay's rounds, and the last plan is
+kept in between. Both
 backends implement `Backend`: `observe()` builds the immutable snapshot of what is
 running and waiting, `apply(plan)` carries the plan out gang by gang (or raises
 PlanError for a plan that breaks the rules). The policy, and the explicit state it
@@ -16,6 +19,7 @@ from typing import Any, Protocol
 from controller.maintenance import fence_plan
 from controller.model import Plan, Policy, Snapshot, validate_plan
 from controller.model.queue import queue_order
+from controller.pace import Pace
 from controller.queues.admission import Quotas
 
 
@@ -33,7 +37,12 @@ class Controller:
     """Holds the policy and its state; `decide` runs one round on a backend."""
 
     def __init__(
-        self, policy: Policy, *, check_plans: bool = False, quotas: Quotas | None = None
+        self,
+        policy: Policy,
+        *,
+        check_plans: bool = False,
+        quotas: Quotas | None = None,
+        paced: bool = False,
     ) -> None:
         self.policy = policy
         # Queues' admission and reclaim around the policy (controller.queues), if any.
@@ -44,14 +53,23 @@ class Controller:
         # (a backend may change what the snapshot refers to as it applies), e.g. to run
         # controller.decisions.record_round; None in replays.
         self.on_round: Callable[[Snapshot, Plan], None] | None = None
+        # Live: decide only when a replay would (controller.pace); None decides always.
+        self.pace = Pace() if paced else None
+        self.last_plan: Plan | None = None
 
     def set_policy(self, policy: Policy) -> None:
         """Switch policy; it starts from a fresh state at the next round."""
         self.policy = policy
         self.state = None
+        if self.pace is not None:
+            self.pace.forget()
 
     def decide(self, backend: Backend) -> Plan:
         snapshot = backend.observe()
+        kept = self._kept(snapshot)
+        if kept is not None:
+            backend.apply(kept)
+            return kept
         if self.quotas is None:
             plan = fence_plan(snapshot, self.policy.schedule(snapshot, self.state))
         else:
@@ -64,4 +82,21 @@ class Controller:
             self.on_round(snapshot, plan)
         backend.apply(plan)
         self.state = plan.state
+        self.last_plan = plan
+        if self.pace is not None:
+            self.pace.decided(snapshot, plan, self.policy, self.quotas)
         return plan
+
+    def _kept(self, snapshot: Snapshot) -> Plan | None:
+        """The last plan, kept as it is (nothing starts, stops or changes), when the
+        controller is paced and the snapshot does not call for the policy; else None."""
+        last, pace = self.last_plan, self.pace
+        if last is None or pace is None or pace.due(snapshot, self.policy, self.quotas):
+            return None
+        return Plan(
+            run=snapshot.allocations(),
+            reasons=last.reasons,
+            default_reason=last.default_reason,
+            state=self.state,
+            wake_s=last.wake_s,
+        )

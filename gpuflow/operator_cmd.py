@@ -32,6 +32,14 @@ def add_parsers(sub: Any) -> None:
     _common(run)
     run.add_argument("--policy", "-p", default="fifo", help="scheduling policy (default fifo)")
     run.add_argument("--placement", default="consolidated", help="placement (default consolidated)")
+    run.add_argument(
+        "--policy-opt",
+        action="append",
+        default=[],
+        metavar="[POLICY:]KEY=VALUE",
+        help="a policy option, as replay takes it (repeatable); with POLICY: only while that"
+        " policy is active (after a switch too)",
+    )
     run.add_argument("--namespace", help="watch DLJobs of this namespace only (default: all)")
     run.add_argument(
         "--network",
@@ -129,6 +137,11 @@ def cmd_operator_run(args: argparse.Namespace) -> int:
         renew_deadline_s=args.renew_deadline,
         retry_s=args.retry_period,
     )
+    try:
+        scoped = options.parsed_policy_options(args.policy_opt)
+    except options.CliError as exc:
+        sys.stderr.write(f"gpuflow: error: {exc}\n")
+        return 2
     config = OperatorConfig(
         identity=args.identity or f"{socket.gethostname()}:{os.getpid()}",
         policy=args.policy,
@@ -139,6 +152,7 @@ def cmd_operator_run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port or None,
         api_url=args.api_url,
         network=args.network,
+        policy_options=scoped,
     )
     try:
         api = KubeApi(api_client(args.kubeconfig, args.context))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuflow import options
-from gpuflow.options import CliError, regular_file
+from gpuflow.options import CliError, option_values, policy_options, regular_file
 
 __all__ = ["ReplayArgs", "add_parsers", "run_replay"]
 
@@ -137,47 +137,23 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         seed=args.seed,
         failures=args.failures,
         max_time_s=args.max_time,
-        policy_options=_policy_options(args.policy_opt, policy),
+        policy_options=policy_options(args.policy_opt, policy),
         network=args.network,
         network_model=args.network_model,
         queues=args.queues,
     )
 
 
-def _policy_options(raw: list[str], policy: str) -> tuple[tuple[str, str], ...]:
-    """`[POLICY:]KEY=VALUE` items that apply to `policy`."""
-    out: list[tuple[str, str]] = []
-    for item in raw:
-        scope, _, rest = item.rpartition(":") if ":" in item.split("=", 1)[0] else ("", "", item)
-        key, sep, value = rest.partition("=")
-        if not sep or not key:
-            raise CliError(f"--policy-opt {item!r}: expected [POLICY:]KEY=VALUE")
-        if scope in ("", policy):
-            out.append((key.strip(), value.strip()))
-    return tuple(out)
-
-
 def _option_values(options: tuple[tuple[str, str], ...], jobs: Sequence[Any]) -> dict[str, Any]:
+    """The options' values; `KEY_samples_gpu_s=trace` takes the trace's own job sizes."""
     values: dict[str, Any] = {}
+    rest = []
     for key, raw in options:
         if raw == "trace" and key.endswith("_samples_gpu_s"):
             values[key] = tuple(j.duration_s * j.num_gpus for j in jobs if j.duration_s is not None)
-            continue
-        try:
-            # NaN and infinities are left to the policy's own checks of its options.
-            values[key] = json.loads(raw, parse_int=_json_integer)
-        except json.JSONDecodeError:
-            values[key] = raw
-        except (ValueError, RecursionError) as exc:
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-            raise CliError(f"--policy-opt {key}: {reason}") from None
-    return values
-
-
-def _json_integer(text: str) -> int:
-    if len(text.lstrip("-")) > options.MAX_INTEGER_DIGITS:
-        raise ValueError(f"an integer of more than {options.MAX_INTEGER_DIGITS} digits")
-    return int(text)
+        else:
+            rest.append((key, raw))
+    return {**values, **option_values(tuple(rest))}
 
 
 def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = None) -> Any:

@@ -46,6 +46,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", default="1x4", help="NODESxGPUS (default 1x4)")
     p.add_argument("--policy", "-p", default="fifo", help="scheduling policy (default fifo)")
     p.add_argument(
+        "--policy-opt",
+        action="append",
+        default=[],
+        metavar="[POLICY:]KEY=VALUE",
+        help="a policy option for the operator, as replay takes it (repeatable)",
+    )
+    p.add_argument(
         "--port", type=options.port, default=0, help="API server port (default: any free)"
     )
     p.add_argument("--dir", help="keep the sandbox's files (logs, volumes) here")
@@ -59,8 +66,10 @@ def _config(args: argparse.Namespace) -> Any:
 
     nodes, gpus = parse_nodes(args.nodes)
     try:
-        make_policy(args.policy)
-    except UnknownPolicyError as exc:
+        scoped = options.parsed_policy_options(args.policy_opt)
+        opts = {k: v for scope, k, v in scoped if scope in ("", args.policy)}
+        make_policy(args.policy, **opts)
+    except (UnknownPolicyError, options.CliError) as exc:
         raise SandboxError(str(exc)) from None
     if not 0 <= args.port < 65536:
         raise SandboxError(f"--port {args.port}: expected 0..65535")
@@ -68,6 +77,7 @@ def _config(args: argparse.Namespace) -> Any:
         nodes=nodes,
         gpus_per_node=gpus,
         policy=args.policy,
+        policy_options=scoped,
         port=args.port,
         directory=Path(args.dir).resolve() if args.dir else None,
         workdir=Path(args.workdir).resolve() if args.workdir else None,

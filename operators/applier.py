@@ -4,9 +4,12 @@ why each waiting job waits.
 Called by KubeBackend.apply (operators/backend.py) with the `Round` its observe()
 saw and the actions controller.actions.compile_plan made of the plan. Every stop
 goes before every start (operators/lifecycle.py stops the pods); a new batch size is
-written in place; a start makes pods only if their GPU shares fit next to every
-unfinished pod in the pod cache (`Occupancy`), else the job keeps waiting and its
-reason says what it waits for. Then the queue positions due
+written in place; a start makes pods only once the job's own previous pods are gone
+(their SIGTERM checkpoint written) and its GPU shares fit next to every unfinished
+pod in the pod cache (`Occupancy`). Until then the job is starting: its GPUs are
+reserved in `status.pendingStart`, the policy sees it running on them (resuming after
+its restart cost, as a replay's restarted job), and each round retries its start
+while the plan keeps it there. Then the queue positions due
 (operators/queue_status.py) are staged and each waiting job's reason written, all
 through the operator's Writer.
 """
@@ -20,7 +23,7 @@ from controller.actions import JobAction
 from controller.decisions import RoundRecord
 from controller.model import Action, Allocation, GpuPool, Plan, Reason, Snapshot
 from operators import crd
-from operators.jobs import JobRecord
+from operators.jobs import JobRecord, State
 from operators.lifecycle import Lifecycle
 from operators.nodes import ClusterView
 from operators.pods import Occupancy, ShareRecord, WorkerSpec
@@ -35,6 +38,8 @@ from operators.queue_status import (
 )
 from operators.resources import (
     ADMITTED,
+    ALLOCATED_GPUS,
+    PENDING_START,
     PREEMPTED,
     QUEUED,
     SUSPENDED,
@@ -48,6 +53,9 @@ from operators.resources import (
 from operators.template import pod_requests
 from operators.writer import Writer
 
+# Why an admitted job has no pods yet while its previous attempt's pods are still
+# stopping (writing their SIGTERM checkpoint): a new attempt never overlaps the last.
+WAITING_CHECKPOINT = "WaitingForCheckpoint"
 # The reason controller.queues.reclaim gives a job it preempts for another queue's
 # guarantee: its Event says so (PreemptedForReclaim), not that the policy chose it.
 RECLAIMED = "Reclaimed"
@@ -101,6 +109,11 @@ class PlanApplier:
             if a.starts:
                 assert a.allocation is not None
                 self._start(rnd, rnd.records[a.job_id], a.allocation, a.batch_size, now)
+        acted = {a.job_id for a in actions}
+        for key, rec in rnd.records.items():
+            if rec.state is State.STARTING and key not in acted and key in plan.run:
+                batch = plan.batch_sizes.get(key, rec.pending_batch)
+                self._start(rnd, rec, plan.run[key], batch, now)
         started = {a.job_id for a in actions if a.starts}
         if record is not None:
             # Staged: each goes out with the job's reason to wait, in one request.
@@ -152,17 +165,22 @@ class PlanApplier:
         )
         mem = (rec.spec.gpu_mem_mib or 0) if rec.spec else 0
         requests = pod_requests(rec.obj)
+        leaving = rec.unfinished_pods()
         busy = rnd.occupancy.conflict(shares, mem, rnd.uuid_mem, requests)
+        if leaving:
+            n = len(leaving)
+            busy = Reasoned(
+                WAITING_CHECKPOINT, f"its previous attempt's {n} pod(s) have not exited yet"
+            )
         if busy is not None:
-            pending = Reasoned(busy.reason, f"admitted; waits: {busy.message}")
-            phase = phase_of(rec.obj) if phase_of(rec.obj) in (PREEMPTED, SUSPENDED) else QUEUED
-            self.writer.status(rec.obj, status_mutator(phase, pending, pending=pending, now_s=now))
+            self._reserve(rec, shares, batch, busy, now)
             return
         rnd.occupancy.add(shares, mem, rec.name, requests)
         attempt = rec.attempt + 1
         self.writer.start(rec, WorkerSpec(rec.obj, shares, attempt, batch, format_time(now)))
         nodes = sorted({s.node for s in shares})
         fields = {
+            ALLOCATED_GPUS: round(sum(s.fraction for s in shares), 3),
             "attempt": attempt,
             "restarts": attempt - 1,
             "nodes": ",".join(nodes),
@@ -180,6 +198,26 @@ class PlanApplier:
         mutate = status_mutator(ADMITTED, why, fields=fields, now_s=now)
         self.writer.status(rec.obj, without_position(mutate))
         self.writer.event(rec.obj, "Scheduled", f"attempt {attempt}: {why.message}")
+
+    def _reserve(
+        self,
+        rec: JobRecord,
+        shares: tuple[ShareRecord, ...],
+        batch: int | None,
+        busy: Reasoned,
+        now: float,
+    ) -> None:
+        """Admit the job on `shares` without pods yet: status.pendingStart holds them
+        (its `since` kept while the shares stay the same) until `busy` is over."""
+        held = [s.to_json() for s in shares]
+        old = (rec.obj.get("status") or {}).get(PENDING_START) or {}
+        since = old.get("since") if old.get("shares") == held else None
+        reservation = {"since": since or micro_time(now), "shares": held}
+        if batch is not None:
+            reservation["batchSize"] = batch
+        why = Reasoned(busy.reason, f"admitted; waits: {busy.message}")
+        fields = {PENDING_START: reservation}
+        self.writer.status(rec.obj, status_mutator(ADMITTED, why, fields=fields, now_s=now))
 
     def _report_waiting(self, rec: JobRecord, plan: Plan, now: float) -> None:
         reason = plan.reason_for(rec.key)

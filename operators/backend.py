@@ -214,10 +214,11 @@ class KubeBackend:
         records: Mapping[str, JobRecord],
         running: set[str],
     ) -> None:
-        """Take out of the pool the GPUs held by unfinished pods of jobs that do not
-        run (terminating after a stop, orphans, deleted jobs)."""
+        """Take out of the pool the GPUs held by unfinished pods other than the live
+        ones of running jobs (terminating after a stop, orphans, deleted jobs), where
+        no job holds or was given them: a starting job's GPUs are its own already."""
         index = view.uuid_index()
-        skip = {name for key in running for p in records[key].pods for name in [_name(p)]}
+        skip = {_name(p) for key in running for p in records[key].live}
         for pod in self.caches.pods.items():
             if finished(pod) or _name(pod) in skip:
                 continue

@@ -81,9 +81,11 @@ ANN_NODE_DRAIN = f"{GROUP}/drain"
 # node-problem-detector's conditions are: the problem is the type, True means present.
 CONDITION_GPU_UNKNOWN = "GpuModelUnknown"
 LABEL_RACK = f"{GROUP}/rack"
-LABEL_GPU_COUNT = "nvidia.com/gpu.count"  # GPU Feature Discovery's label names
-LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
-LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
+# The agent's labels: GPU Feature Discovery's names under gpuflow's own prefix, so
+# that the two can run side by side without overwriting each other's labels.
+LABEL_GPU_COUNT = f"{GROUP}/gpu.count"
+LABEL_GPU_PRODUCT = f"{GROUP}/gpu.product"
+LABEL_GPU_MEMORY = f"{GROUP}/gpu.memory"
 
 CRD_PATH = Path(__file__).resolve().parent.parent / "helm" / "gpuflow" / "crds" / "dljob.yaml"
 

@@ -43,14 +43,15 @@ class Drainer:
         if not view.draining:
             return
         names = {view.cluster.nodes[i].name: by for i, by in view.draining.items()}
+        holding = (State.RUNNING, State.STARTING)  # a starting job was given GPUs there
         for rec in sorted(records.values(), key=lambda r: r.key):
-            if rec.state is not State.RUNNING:
+            if rec.state not in holding:
                 continue
             on = sorted({s.node for s in rec.shares} & names.keys())
             if on:
                 self.lifecycle.drain(rec, on[0], _who(names[on[0]]), now)
         busy = {_node_of(p) for p in pods if _job_pod(p) and not finished(p)}
-        busy.update(s.node for r in records.values() if r.state is State.RUNNING for s in r.shares)
+        busy.update(s.node for r in records.values() if r.state in holding for s in r.shares)
         for name in sorted(names.keys() - busy):
             if leading:
                 self._done(name)

@@ -8,7 +8,9 @@ runs (every rank there and alive), is finished, failed, or lost part of its gang
 A failed pod is a failure only if the operator did not delete it (a worker stopped by
 the operator may exit with any code) and only until the lifecycle has settled its
 attempt (`status.failedAttempt`): the failed pod stays, for its logs, and is never
-counted twice. A job whose `status.restartAfter` is set waits out a back-off.
+counted twice. A job whose `status.restartAfter` is set waits out a back-off. A job
+with no live pods and a `status.pendingStart` is starting: the policy gave it GPUs that
+leaving pods still hold, and its pods are made once those are gone.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from operators.pods import (
     pod_phase,
     terminating,
 )
-from operators.resources import TERMINAL_PHASES, job_id, job_spec, parse_time, phase_of
+from operators.resources import (
+    PENDING_START,
+    TERMINAL_PHASES,
+    job_id,
+    job_spec,
+    parse_time,
+    phase_of,
+)
 
 # How long a started attempt's pods may take to all run (image pulls included) before
 # the operator frees their GPUs and requeues the job: spec.startTimeoutSeconds. Five
@@ -42,6 +51,8 @@ DEFAULT_START_TIMEOUT_S = 300
 class State(Enum):
     WAITING = "waiting"  # no pods of a live attempt: queued, preempted or suspended
     RUNNING = "running"  # every rank of the attempt exists and is alive (or done)
+    # Given GPUs (status.pendingStart) that leaving pods still hold; no pods yet.
+    STARTING = "starting"
     SUCCEEDED = "succeeded"  # every rank of the attempt succeeded
     WORKER_FAILED = "worker-failed"  # a rank of the attempt failed, not yet settled
     BACKOFF = "backoff"  # waits for status.restartAfter after a failure
@@ -69,6 +80,7 @@ class JobRecord:
     restart_after_s: float | None = None  # status.restartAfter, the back-off's end
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     rules: tuple[Rule, ...] = ()  # spec.podFailurePolicy
+    pending_batch: int | None = None  # STARTING: the batch size its pods will get
     live: list[Obj] = field(default_factory=list)
     failed: list[Obj] = field(default_factory=list)  # failures not yet settled
 
@@ -156,7 +168,28 @@ def classify(obj: Obj, pods: list[Obj]) -> JobRecord:
     rec.state = _state(rec, current, settled=int(status.get("failedAttempt") or 0) >= attempt)
     if rec.state is State.WAITING and rec.restart_after_s is not None:
         rec.state = State.BACKOFF
+    elif rec.state is State.WAITING and status.get(PENDING_START):
+        _pending_start(rec, status[PENDING_START])
     return rec
+
+
+def _pending_start(rec: JobRecord, pending: object) -> None:
+    """Mark a waiting job STARTING on the shares `status.pendingStart` reserves; a
+    malformed one (never written by the operator) leaves it waiting."""
+    if not isinstance(pending, dict):
+        return
+    try:
+        shares = tuple(
+            ShareRecord(str(d["node"]), int(d["gpu"]), str(d["uuid"]), float(d["fraction"]))
+            for d in pending["shares"]
+        )
+        since = parse_time(str(pending["since"]))
+        batch = pending.get("batchSize")
+        rec.pending_batch = None if batch is None else int(batch)
+    except (KeyError, TypeError, ValueError):
+        return
+    if shares:
+        rec.state, rec.shares, rec.started_s = State.STARTING, shares, since
 
 
 def _state(rec: JobRecord, current: list[Obj], settled: bool) -> State:

@@ -9,8 +9,10 @@ workers can checkpoint; failed pods stay, for their logs) and the job restarts f
 its checkpoint, after a back-off if the failure counts, or fails (podFailurePolicy
 FailJob, or past `backoffLimit`). A lost rank or node, or pods not all running
 within the start timeout, tear the gang down and requeue the job without counting.
-`next_check_s` says when a back-off or a start timeout ends, so that the operator's
-loop looks again then.
+A starting job (GPUs reserved in status.pendingStart while leaving pods hold them)
+is requeued if a node of its reservation leaves or the pods are not gone within its
+start timeout. `next_check_s` says when a back-off or a start timeout ends, so that
+the operator's loop looks again then.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from operators.resources import (
     FAILED,
     INVALID,
     PREEMPTED,
+    QUEUED,
     RUNNING,
     SUCCEEDED,
     SUSPENDED,
@@ -89,6 +92,8 @@ class Lifecycle:
             elif rec.state is State.BROKEN:
                 why = Reasoned("GangBroken", "a worker pod is missing or was stopped")
                 self._teardown(rec, why, now)
+            elif rec.state is State.STARTING:
+                self._starting(rec, present, now)
             elif rec.state is State.RUNNING:
                 lost = sorted({s.node for s in rec.shares} - present)
                 if lost:
@@ -258,6 +263,23 @@ class Lifecycle:
         self.writer.status(rec.obj, _clear_restart_after(mutate))
         if phase_of(rec.obj) != PREEMPTED:
             self.writer.event(rec.obj, why.reason, why.message)
+
+    def _starting(self, rec: JobRecord, present: set[str], now: float) -> None:
+        """Requeue a starting job whose reserved GPUs left, or were not freed within
+        its start timeout (a pod stuck terminating); else look again at the timeout."""
+        lost = sorted({s.node for s in rec.shares} - present)
+        assert rec.started_s is not None
+        deadline = rec.started_s + rec.start_timeout_s
+        if lost:
+            why = Reasoned("NodeLost", f"reserved GPUs on node(s) {', '.join(lost)}, down or gone")
+        elif now >= deadline:
+            msg = f"its GPUs were not freed within {rec.start_timeout_s:g} s; requeued"
+            why = Reasoned("StartTimeout", msg)
+        else:
+            self._wake_at(deadline, now)
+            return
+        phase = phase_of(rec.obj) if phase_of(rec.obj) in (PREEMPTED, SUSPENDED) else QUEUED
+        self._write(rec, status_mutator(phase, why, now_s=now), why, "Warning")
 
     def _start_timeout(self, rec: JobRecord, waiting: list[Obj], now: float) -> None:
         """Free the GPUs of an attempt whose pods did not all run in time; requeue it."""

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from controller.decisions import record_round
@@ -73,6 +74,12 @@ class OperatorConfig:
     # phase network whose slots or priorities reach the pods (cassini, crux:
     # operators/network_phases.py), or "dedicated": none.
     network: str = "fair"
+    # Policy options as (policy, key, value), "" for any policy: each applies whenever
+    # its policy is the active one (at start or after a switch), as replay's --policy-opt.
+    policy_options: tuple[tuple[str, str, Any], ...] = ()
+
+    def options_for(self, policy: str) -> dict[str, Any]:
+        return {k: v for scope, k, v in self.policy_options if scope in ("", policy)}
 
 
 class Operator:
@@ -100,7 +107,10 @@ class Operator:
         self.elector = LeaderElector(
             api, config.identity, config.lease, on_change=self._leading_changed
         )
-        self.controller = Controller(make_policy(config.policy))
+        # Paced: the policy decides at a replay's moments (controller.pace), not at
+        # every informer event; rounds in between carry out what it decided.
+        policy = make_policy(config.policy, **config.options_for(config.policy))
+        self.controller = Controller(policy, paced=True)
         # An admin's choice (PUT /policies/active) in ConfigMap gpuflow-policy of the
         # operator's namespace (its Lease's) overrides --policy: operators/policy_config.
         self.policy_watch = PolicyWatch(api, config.lease.namespace, every_s=POLICY_READ_S)
@@ -266,7 +276,7 @@ class Operator:
         if name is None or name == self.controller.policy.name:
             return
         try:
-            policy = make_policy(name)
+            policy = make_policy(name, **self.config.options_for(name))
         except UnknownPolicyError as exc:
             emit(log, logging.WARNING, "policy not switched", policy=name, error=one_line(exc))
             return

@@ -54,6 +54,13 @@ TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
 # Phases in which a job waits in the queue: entering one from any other sets
 # status.waitingSince (the policies' `waiting_since_s`).
 WAITING_PHASES = frozenset({QUEUED, PREEMPTED, SUSPENDED})
+# status.pendingStart: the GPUs an admitted job waits for, while pods that are leaving
+# (its own previous attempt's, or other jobs') still hold them (operators/applier.py).
+PENDING_START = "pendingStart"
+# status.allocatedGpus: the GPUs its pods hold (`kubectl get dljobs` ALLOCATED), kept
+# only in the phases in which it holds them.
+ALLOCATED_GPUS = "allocatedGpus"
+HOLDING_PHASES = frozenset({ADMITTED, RUNNING})
 CONDITION_TYPES = (
     QUEUED,
     ADMITTED,
@@ -225,6 +232,11 @@ def status_mutator(
         if phase_of(obj) in TERMINAL_PHASES and phase not in TERMINAL_PHASES:
             return None  # a finished job stays finished
         status = dict(old)
+        # A reservation lasts only until the job's next status change that does not
+        # restate it: its pods made, or the job stopped, requeued or finished.
+        status.pop(PENDING_START, None)
+        if phase not in HOLDING_PHASES:
+            status.pop(ALLOCATED_GPUS, None)
         status.update(fields or {})
         for name, delta in (add or {}).items():
             status[name] = round(float(old.get(name) or 0.0) + delta, 3)

@@ -4,7 +4,10 @@ Called by operators.backend.KubeBackend.observe() each round. Everything here is
 from what happened (the DLJob's status, its pods' states), never from the spec's
 hints alone: a job's arrival is the time the operator first saw it, its attained
 service counts from when its whole gang was Running, its waiting time from when it
-last entered the queue. Pure functions: the backend writes what they decide.
+last entered the queue. A job whose gang does not run yet (its pods starting, or its
+GPUs still held by leaving pods) is shown running on its GPUs but resuming only after
+its restart cost, as the simulator shows a job it (re)started: no policy judges it
+settled before it ran. Pure functions: the backend writes what they decide.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from operators.resources import PREEMPTED, SUSPENDED, parse_time, phase_of
 from operators.template import pod_requests
 
 WAITING_STATUS = {PREEMPTED: JobStatus.PREEMPTED, SUSPENDED: JobStatus.SUSPENDED}
+# The jobs a policy sees: waiting ones, and those holding (or given) GPUs.
+SEEN = (State.WAITING, State.RUNNING, State.STARTING)
 # Jobs first seen in the same round arrive this far apart, in creation order.
 ARRIVAL_TIE_S = 1e-6
 # A running job's measured rate counts while its last report is this recent: a few of
@@ -40,7 +45,7 @@ def arrival_times(
     out: dict[str, float] = {}
     new: list[JobRecord] = []
     for rec in records:
-        if rec.state not in (State.WAITING, State.RUNNING) or rec.spec is None:
+        if rec.state not in SEEN or rec.spec is None:
             continue
         recorded = (rec.obj.get("status") or {}).get("arrivalTime")
         if recorded:
@@ -93,10 +98,10 @@ def job_view(
 ) -> JobView | None:
     """The policy's view of a waiting or running job (None: not the policy's to see,
     or running on a node that left, which the lifecycle settles)."""
-    if rec.spec is None or rec.state not in (State.WAITING, State.RUNNING):
+    if rec.spec is None or rec.state not in SEEN:
         return None
     status = rec.obj.get("status") or {}
-    batch = status.get("batchSize") or rec.spec.batch_size
+    batch = rec.pending_batch or status.get("batchSize") or rec.spec.batch_size
     spec = replace(rec.spec, submit_s=arrival_s)
     try:
         nominal = rates.nominal_rate_ips(spec)
@@ -106,7 +111,8 @@ def job_view(
     job_status = WAITING_STATUS.get(phase_of(rec.obj), JobStatus.QUEUED)
     mark = now
     rate = 0.0
-    if rec.state is State.RUNNING:
+    resume = now
+    if rec.state is not State.WAITING:
         alloc = allocation_of(rec.shares, view)
         if alloc is None:
             return None
@@ -115,6 +121,7 @@ def job_view(
         # Service and progress count from when the whole gang ran (pods still starting
         # have given nothing yet).
         mark = min(now, rec.running_s) if rec.running_s is not None else now
+        resume = mark if rec.running_s is not None else now + rates.restart_s(spec)
         rate = rates.rate_ips(spec, alloc, batch_size=batch)
     executed = float(status.get("executedSeconds") or 0.0)
     attained = float(status.get("attainedGpuSeconds") or 0.0)
@@ -149,7 +156,7 @@ def job_view(
         done_iters=done,
         total_iters=total,
         rate_ips=rate,
-        resume_s=mark,
+        resume_s=max(resume, mark),
         nominal_rate_ips=nominal,
         first_start_s=parse_time(first) if first else None,
         waiting_since_s=max(arrival_s, parse_time(waiting)) if waiting else arrival_s,

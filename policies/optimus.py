@@ -66,6 +66,11 @@ Deviations:
   Optimus+Oracle (the baseline of the Pollux paper) does. `admission="remaining"`
   (least estimated remaining time first) is gpuflow's extension.
 - Profiling costs nothing in replay (the paper runs each job for a few minutes first).
+- Rounds: in replay, at arrivals and completions (the simulator's); live, the operator
+  asks the policy at the same moments (controller.pace), and while a running job
+  reports losses the plan asks to be woken `refit_s` (5 s) later, so that the fit
+  follows the reports, as the paper's estimator refits as samples arrive; the
+  switching cost above keeps such rounds from resizing jobs for small gains.
 """
 
 from __future__ import annotations
@@ -110,6 +115,11 @@ _MIN_REMAINING_FRACTION = 0.02
 # paper starts every job as it arrives; the Pollux artifact's Optimus+Oracle admits
 # in submission order) or least estimated remaining time first (gpuflow's extension).
 ADMISSION = ("arrival", "remaining")
+# How soon a live round that saw jobs reporting losses asks for the next one: the
+# API's default summary interval (api/settings.py: a job's reports reach its DLJob at
+# most that often), so that each fit has new losses to take in; gpuflow's choice (the
+# paper refits as samples arrive and gives no period).
+REFIT_S = 5.0
 # A gain per GPU must beat this fraction of the job's remaining time to count as one
 # (float noise, not a policy knob).
 _GAIN_EPS = 1e-9
@@ -155,6 +165,9 @@ class Optimus:
     resize_hysteresis: float = 1.0
     admission: str = "arrival"  # or "remaining": who gets a minimum when not all fit
     loss_source: LossSource = reported_loss
+    # While a running job reports its own losses (live), decide again this often so
+    # that the fit takes them in; gpuflow's choice (see the deviations).
+    refit_s: float = REFIT_S
     name: str = "optimus"
 
     def __post_init__(self) -> None:
@@ -182,7 +195,9 @@ class Optimus:
         sizes, reasons = self._allocate(estimates, budget)
         run, placed_reasons = place(snapshot, sizes, [(e.job, int(e.sizes[0])) for e in estimates])
         reasons.update(placed_reasons)
-        return Plan(run=run, reasons=reasons, state=OptimusState(memory))
+        reporting = any(j.running and j.measured and j.measured.losses for j in snapshot.jobs)
+        wake = now + self.refit_s if reporting and self.refit_s > 0 else None
+        return Plan(run=run, reasons=reasons, state=OptimusState(memory), wake_s=wake)
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
         """Who gets a minimum first (§4.1 admission): submission order, or with

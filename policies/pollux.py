@@ -48,6 +48,10 @@ Deviations
   other models it is gpuflow's analytic model. T_sync depends on (nodes, GPUs) only,
   evaluated on a packed placement of the largest nodes (Pollux's model has the same
   inputs); heterogeneous GPU types are not modelled beyond the slowest GPU.
+- Batch hysteresis: a running job that keeps its GPUs changes its batch only for a
+  goodput gain above `batch_margin` (5 %); AdaptDL changes it whenever the optimum
+  moves, which live, with noisy measured statistics, moved one job's batch 12 times in
+  two minutes (issue 25).
 - A job without measured gradient statistics keeps its batch size: Pollux would
   measure them; gpuflow has none to use.
 - Accumulation follows perf's model (alpha once per accumulation step, one
@@ -82,8 +86,10 @@ Deviations
 - Rounds: gpuflow's simulator runs a round after each arrival or completion; between
   them the plan asks to be woken (`wake_s`) when a running job's efficiency reaches
   its next progress bucket (at once for a job whose speed on new GPUs is not yet
-  known), but never sooner than `interval_s` (60 s) after this round, rather than
-  every 60 s whatever happens.
+  known, or one judged on gradient statistics it reports live, which may move at any
+  report), but never sooner than `interval_s` (60 s) after this round, rather than
+  every 60 s whatever happens. Live, the operator asks the policy only at those
+  moments (controller.pace), so a decision stands for an interval as in replay.
 - A live job that reports its gradient statistics (gpuflow.train, `JobView.measured`)
   is judged on them (`pollux_goodput.live_ratio`), as PolluxAgent's own reports; the
   batch range and smallest local batch still come from its application's profile, so
@@ -109,6 +115,7 @@ from controller.model.catalog import ModelProfile, resolve
 from policies.pollux_goodput import (
     AppKey,
     app_key,
+    goodput_at_batch,
     goodput_table,
     live_ratio,
     max_useful_gpus,
@@ -128,6 +135,10 @@ from policies.pollux_partition import (
 from policies.pollux_place import gpu_ids, node_capacity
 from policies.pollux_search import Problem, States, fitness, greedy_seed, search
 
+# The goodput gain a new batch must bring a running job that keeps its GPUs: 5 %, so
+# that the noise in a job's measured gradient statistics does not move its batch (and
+# learning rate) to and fro; gpuflow's choice (AdaptDL re-optimises it continuously).
+BATCH_MARGIN = 0.05
 NO_GAIN = Reason(
     "NoGoodputGain", "the allocation search found a higher p-norm of speedups without it"
 )
@@ -168,6 +179,10 @@ class Pollux:
     growth_factor: float = 2.0  # 0: no exploration cap
     max_batch_sizes: Mapping[str, int] | None = field(default=None, hash=False)
     interval_s: float = 60.0
+    # A running job keeps its batch on the same GPUs unless the best one's goodput is
+    # this much higher (hysteresis: each change is a learning-rate change for the
+    # training script); gpuflow's choice, see the deviations.
+    batch_margin: float = BATCH_MARGIN
     cells_per_part: int = CELLS_PER_PART  # 0: never split the search (`pollux_partition`)
     name: str = "pollux"
 
@@ -375,9 +390,11 @@ class Pollux:
             if job.key.adaptive:
                 gpus = int(counts[row].sum())
                 nodes = int(np.count_nonzero(counts[row]))
-                batch_sizes[job_id] = int(batches[row][nodes, gpus])
+                batch_sizes[job_id] = self._batch(snapshot, job, alloc, (nodes, gpus), batches[row])
                 kept = alloc is job.view.allocation and batch_sizes[job_id] == job.view.batch_size
-                drift.append(next_bucket_s(job.view, now) if kept else now)
+                # A job judged on its own gradient statistics may move any time.
+                live = job.view.measured is not None and job.view.measured.grad_sqr is not None
+                drift.append(next_bucket_s(job.view, now) if kept and not live else now)
         for job_id in list(run):
             if job_id in reasons:
                 del run[job_id]
@@ -388,6 +405,20 @@ class Pollux:
             state=replace(state, max_held=held),
             wake_s=self._wake(now, drift),
         )
+
+    def _batch(
+        self, snapshot: Snapshot, job: _Job, alloc: Allocation, where: tuple[int, int], best: Any
+    ) -> int:
+        """The batch for a job on `alloc`: the best one, unless the job keeps its GPUs
+        and its current batch is within `batch_margin` of the best one's goodput."""
+        chosen = int(best[where])
+        current = job.view.batch_size
+        if alloc is not job.view.allocation or not current or current == chosen:
+            return chosen
+        args = (snapshot.cluster, job.profile, job.key, job.bucket, job.stats_batch, job.ratio)
+        now_gp = goodput_at_batch(*args, where, current)
+        best_gp = goodput_at_batch(*args, where, chosen)
+        return current if best_gp <= now_gp * (1.0 + self.batch_margin) else chosen
 
     def _wake(self, now: float, drift: list[float]) -> float | None:
         """The next round: when a running job's efficiency moves to its next progress

@@ -194,14 +194,7 @@ def goodput_table(
         cache.goodput.move_to_end(entry_key)
         return entry
     table = _throughput(cache, profile, key, max_gpus)
-    scale = table.batches / key.ref_batch
-    if key.adaptive:
-        if ratio is None:
-            ratio = noise_ratio(profile, key, bucket / PROGRESS_BUCKETS, stats_batch)
-        gain = scale * efficiency_at(scale, ratio)
-    else:
-        gain = scale
-    weighted = table.rate * gain
+    weighted = table.rate * _gain(table, profile, key, bucket, stats_batch, ratio)
     best = np.argmax(weighted, axis=2)
     goodput = np.take_along_axis(weighted, best[:, :, None], axis=2)[:, :, 0]
     entry = (goodput, table.batches.astype(np.int64)[best])
@@ -209,6 +202,47 @@ def goodput_table(
     if len(cache.goodput) > GOODPUT_CACHE_ENTRIES:
         cache.goodput.popitem(last=False)
     return entry
+
+
+def goodput_at_batch(
+    cluster: Cluster,
+    profile: ModelProfile,
+    key: AppKey,
+    bucket: int,
+    stats_batch: int,
+    ratio: float | None,
+    where: tuple[int, int],
+    batch: int,
+) -> float:
+    """Goodput on (nodes, GPUs) `where` at the global batch of the table's grid
+    nearest `batch` (what a running job's current batch is worth), with the same
+    statistics as `goodput_table`; 0 where that batch is not allowed there."""
+    nodes, gpus = where
+    table = _throughput(_cache(cluster), profile, key, gpus)
+    if ratio is not None:
+        ratio = float(f"{ratio:.2g}")  # as goodput_table rounds it
+    gain = _gain(table, profile, key, bucket, stats_batch, ratio)
+    b = int(np.argmin(np.abs(table.batches - batch)))
+    return float(table.rate[nodes, gpus, b] * gain[b])
+
+
+def _gain(
+    table: ThroughputTable,
+    profile: ModelProfile,
+    key: AppKey,
+    bucket: int,
+    stats_batch: int,
+    ratio: float | None,
+) -> FloatArray:
+    """Reference-batch iterations one step at each of the table's batches is worth:
+    M/M_ref times EFFICIENCY(M) for an adaptive job, M/M_ref otherwise."""
+    scale: FloatArray = table.batches / key.ref_batch
+    if not key.adaptive:
+        return scale
+    if ratio is None:
+        ratio = noise_ratio(profile, key, bucket / PROGRESS_BUCKETS, stats_batch)
+    gain: FloatArray = scale * efficiency_at(scale, ratio)
+    return gain
 
 
 def efficiency_at(scale: FloatArray, ratio: float) -> FloatArray:

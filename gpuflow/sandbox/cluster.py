@@ -83,6 +83,8 @@ class SandboxConfig:
     # shares and each agent shapes its eth0 to as root (a few 100 Mbit/s: measurable).
     nic_gbps: tuple[float, ...] = (GENERIC_NIC_GBPS,)
     network: str = "fair"  # the operator's --network
+    # The operator's --policy-opt items, as (policy or "" for any, key, value).
+    policy_options: tuple[tuple[str, str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.nic_gbps) not in (1, self.nodes) or min(self.nic_gbps, default=0) <= 0:
@@ -180,6 +182,7 @@ class Sandbox:
             lease=LeaseConfig(retry_s=0.5),
             api_url=self.service.url,
             network=self.config.network,
+            policy_options=self.config.policy_options,
         )
         self.operator = Operator(self.client(), config)
         self._thread("operator", self.operator.run)

@@ -52,6 +52,9 @@ WORKER = "worker"
 DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds default
 CONFIG_RETRY_S = 2.0  # how soon a pod that could not be configured is tried again
 STATUS_RETRIES = 5
+# How old an address reserved for a pod this kubelet never saw must be before it is
+# freed: far longer than a pod takes to reach the kubelet's cache after its creation.
+RESERVATION_S = 60.0
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -174,6 +177,12 @@ class ProcessKubelet:
                 run.log_file.close()
                 del self._runs[uid]
                 self.network.release_pod(uid)
+        # Reserved for a pod that never ran here (a peer's MASTER_ADDR asked, then the
+        # pod was deleted before it started): its address goes back too, once the
+        # reservation is old enough that the pod would be in the cache were it alive.
+        for uid in self.network.reserved_on(self.node, time.monotonic() - RESERVATION_S):
+            if uid not in live and uid not in self._runs:
+                self.network.release_pod(uid)
 
     def _sync_pod(self, uid: str, pod: Obj) -> None:
         meta = pod["metadata"]
@@ -215,6 +224,13 @@ class ProcessKubelet:
                 resolve=self._pod_ip,
             )
             argv = command_line(container, env)
+            interface = self.network.pod_interface(uid)
+            if interface is not None:
+                # A real pod's hostname resolves to its own address (the kubelet's
+                # /etc/hosts); a process here resolves it to loopback, which gloo and
+                # NCCL would then advertise to their peers: name the interface instead.
+                env.setdefault("GLOO_SOCKET_IFNAME", interface)
+                env.setdefault("NCCL_SOCKET_IFNAME", interface)
         except (EnvError, NetworkError) as exc:
             self._retry_at[uid] = time.monotonic() + CONFIG_RETRY_S
             waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}

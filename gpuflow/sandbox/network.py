@@ -33,6 +33,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -97,6 +98,7 @@ class PodSlot:
     node: str
     address: str
     netns: str = ""
+    reserved_s: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -225,6 +227,22 @@ class NodeNetwork:
         slot = self.pods.get(uid) if uid is not None else None
         ns = slot.netns if slot is not None else self.namespaces.get(node)
         return ["ip", "netns", "exec", ns] if ns else []
+
+    def pod_interface(self, uid: str) -> str | None:
+        """The interface a pod's peers reach it on: `eth0` in its own namespace
+        (`attach_pod` first), None when it shares the host's loopback."""
+        slot = self.pods.get(uid)
+        return "eth0" if slot is not None and slot.netns else None
+
+    def reserved_on(self, node: str, before_s: float) -> list[str]:
+        """The uids of the pods holding an address on `node` reserved before
+        `before_s` (time.monotonic)."""
+        with self._lock:
+            return [
+                uid
+                for uid, slot in self.pods.items()
+                if slot.node == node and slot.reserved_s < before_s
+            ]
 
     def release_pod(self, uid: str) -> None:
         """Remove the pod's namespace and veth and free its address (no-op if none)."""

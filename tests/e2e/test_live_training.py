@@ -62,8 +62,11 @@ def example_job(
 
 @pytest.fixture
 def sandbox(tmp_path: Path, request: Any) -> Iterator[Sandbox]:
-    policy, gpus = getattr(request, "param", ("fifo", 2))
-    config = SandboxConfig(nodes=1, gpus_per_node=gpus, policy=policy, directory=tmp_path)
+    policy, gpus, *opts = getattr(request, "param", ("fifo", 2))
+    options = tuple(("", k, v) for k, v in (opts[0] if opts else {}).items())
+    config = SandboxConfig(
+        nodes=1, gpus_per_node=gpus, policy=policy, directory=tmp_path, policy_options=options
+    )
     with Sandbox(config) as sb:
         yield sb
 
@@ -154,7 +157,9 @@ def step_rate_from_log(text: str, batch: int) -> float:
     return (s1 - s0) / (t1 - t0)
 
 
-@pytest.mark.parametrize("sandbox", [("pollux", 4)], indirect=True)
+# Pollux re-allocates every 10 s here (the paper's 60 s would leave the test two rounds
+# while the jobs run): the operator's --policy-opt interval_s=10.
+@pytest.mark.parametrize("sandbox", [("pollux", 4, {"interval_s": 10.0})], indirect=True)
 def test_pollux_decides_on_what_the_processes_measure(sandbox: Sandbox) -> None:
     sb = sandbox
     assert sb.operator is not None
@@ -209,7 +214,9 @@ def test_pollux_decides_on_what_the_processes_measure(sandbox: Sandbox) -> None:
     assert any(e.involved_object.name == changed and e.reason == "Rebatched" for e in events)
 
 
-@pytest.mark.parametrize("sandbox", [("optimus", 2)], indirect=True)
+# Optimus refits every second here (5 s by default): the test judges the fit, and a
+# job of a minute leaves few 5-s refits before half-way.
+@pytest.mark.parametrize("sandbox", [("optimus", 2, {"refit_s": 1.0})], indirect=True)
 def test_optimus_predicts_the_remaining_time_from_the_losses_a_job_reports(
     sandbox: Sandbox,
 ) -> None:

@@ -52,4 +52,4 @@ def test_an_agent_for_a_node_that_exists_publishes(kube: KubeServer) -> None:
     proc = _agent(kube, "n0")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert api.get_node("n0")["metadata"]["labels"]["nvidia.com/gpu.count"] == "8"
+    assert api.get_node("n0")["metadata"]["labels"]["gpuflow.dev/gpu.count"] == "8"

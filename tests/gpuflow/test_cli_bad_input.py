@@ -237,3 +237,29 @@ def test_the_service_resolves_no_cluster_past_the_cap() -> None:
     with pytest.raises(ClusterSpecError, match=f"1000000 GPUs in all: more than {MAX_GPUS}"):
         named_cluster("62500x16")
     assert named_cluster("12500x8").num_gpus == MAX_GPUS
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([*OP, "--policy-opt", "no-equals-sign"], "expected [POLICY:]KEY=VALUE"),
+        ([*OP, "--policy-opt", f"k={HUGE_INT}"], "--policy-opt k: "),
+        ([*OP, "--policy", "pollux", "--policy-opt", "no_such_option=1"], "no_such_option"),
+        ([*OP, "--policy", "pollux", "--policy-opt", "interval_s=soon"], "interval_s"),
+    ],
+)
+def test_a_bad_operator_policy_option_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """The operator's --policy-opt, as replay's: refused before it talks to a cluster
+    (a kubeconfig that names none is given, never read for a bad option)."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+        "users: [{name: u, user: {}}]\n"
+    )
+    assert main([*argv, "--kubeconfig", str(kubeconfig)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.startswith("gpuflow: error: ") and err.count("\n") == 1

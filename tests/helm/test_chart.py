@@ -41,13 +41,13 @@ WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 # What the operator calls (operators/kube.py, kube_dljobs.py, docs/operator.md), exactly.
 OPERATOR_RULES = {
     ("gpuflow.dev", "dljobs"): ["get", "list", "update", "watch"],
-    ("gpuflow.dev", "dljobs/status"): ["get", "update"],
+    ("gpuflow.dev", "dljobs/status"): ["update"],
     ("gpuflow.dev", "queues"): ["list"],
     ("gpuflow.dev", "queues/status"): ["update"],
-    ("", "pods"): ["create", "delete", "get", "list", "watch"],
+    ("", "pods"): ["create", "delete", "list", "patch", "watch"],
     ("", "services"): ["create"],
     ("", "events"): ["create"],
-    ("", "nodes"): ["get", "list", "patch", "watch"],
+    ("", "nodes"): ["list", "patch", "watch"],
     ("coordination.k8s.io", "leases"): ["create", "get", "update"],
     ("", "configmaps"): ["get"],
 }
@@ -354,3 +354,10 @@ def test_references_resolve(render: Render, variant: str) -> None:
 def test_values_that_cannot_work_fail(helm: Helm, values: dict[str, object], message: str) -> None:
     with pytest.raises(HelmError, match=message):
         helm.template(values)
+
+
+def test_policy_options_reach_the_operator(render: Render) -> None:
+    m = render(operator__policyOptions={"pollux:interval_s": 30, "quantum_s": 120.5})
+    args = container(m.component("Deployment", "operator"))["args"]
+    assert "--policy-opt=pollux:interval_s=30" in args
+    assert "--policy-opt=quantum_s=120.5" in args

@@ -54,10 +54,11 @@ def test_kubectl_apply_get_describe_delete(gpu_cluster: GpuCluster) -> None:
             wait_phases(api, "Unschedulable", ["huge"])
             table = kubectl(gpu_cluster, "get", "dljobs")
             header, *rows = table.splitlines()
-            assert header.split() == ["NAME", "GPUS", "STATUS", "NODES", "AGE"]
+            assert header.split() == ["NAME", "GPUS", "ALLOCATED", "STATUS", "NODES", "AGE"]
+            # ALLOCATED is blank while a job holds no GPUs.
             assert rows[0].split()[:3] == ["big", "8", "Queued"]
             assert rows[1].split()[:3] == ["huge", "16", "Unschedulable"]
-            assert rows[2].split()[:4] == ["resnet50", "4", "Running", "node-0"]
+            assert rows[2].split()[:5] == ["resnet50", "4", "4", "Running", "node-0"]
             assert "resnet50" in kubectl(gpu_cluster, "get", "dlj")  # the short name
             described = kubectl(gpu_cluster, "describe", "dljob", "big")
             assert "InsufficientGpus" in described

@@ -17,7 +17,13 @@ from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
 from policies.pollux import Pollux, PolluxState
-from policies.pollux_goodput import app_key, goodput_table, noise_ratio, progress_bucket
+from policies.pollux_goodput import (
+    app_key,
+    goodput_at_batch,
+    goodput_table,
+    noise_ratio,
+    progress_bucket,
+)
 from policies.pollux_search import Problem, fitness, search
 from tests.builders import make_cluster, make_job, make_view
 from tests.policies.invariants import check_round, random_snapshot
@@ -399,3 +405,30 @@ def test_a_zero_gradient_norm_frees_the_batch_instead_of_pinning_it() -> None:
     snapshot = Snapshot(now_s=3600.0, cluster=cluster, jobs=(view,), placer=placer)
     plan = Pollux().schedule(snapshot, None)
     assert plan.batch_sizes["d"] > 20
+
+
+def test_a_running_job_keeps_a_batch_within_the_margin_and_leaves_one_far_below() -> None:
+    """Hysteresis (issue 25): on the same GPUs, a batch whose goodput is within
+    `batch_margin` of the best one's stays (each change is a learning-rate change);
+    one far below it is replaced by the best."""
+    alloc = Allocation.whole((0, g) for g in range(4))
+    spec = make_job("c", 4, model="cifar10", duration_s=3600.0)
+    view = _running(spec, alloc, 0.95)
+    best = Pollux().schedule(_snapshot([view], nodes=1), None).batch_sizes["c"]
+    profile = resolve("cifar10")
+    key = app_key(profile, None, None)
+    bucket = progress_bucket(0.95)
+    cluster = make_cluster(nodes=1, gpus=4)
+    goodput, _ = goodput_table(cluster, profile, key, bucket, 4)
+    top = float(goodput[1, 4])
+
+    def worth(batch: int) -> float:
+        return goodput_at_batch(cluster, profile, key, bucket, key.ref_batch, None, (1, 4), batch)
+
+    near = next(b for b in range(best - 1, 0, -1) if 0.97 * top <= worth(b) < top)
+    far = resolve("cifar10").batch_size
+    assert worth(far) < top / 1.05  # the profile's batch is far below the best late on
+    for current, expected in ((near, near), (far, best)):
+        plan = Pollux().schedule(_snapshot([replace(view, batch_size=current)], nodes=1), None)
+        assert plan.run["c"] is alloc
+        assert plan.batch_sizes["c"] == expected, (current, plan.batch_sizes["c"])
