@@ -33,7 +33,7 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint services
+test: lint services controlplane
 	$(BIN)/pytest
 
 bench: $(BIN)/.installed
