@@ -180,7 +180,7 @@ class Optimus:
         now = snapshot.now_s
         known = state.jobs if isinstance(state, OptimusState) else {}
         cluster = snapshot.cluster
-        budget = cluster.num_gpus - sum(cluster.nodes[n].num_gpus for n in snapshot.down_nodes)
+        budget = sum(snapshot.usable_gpus())  # none new on a down or cordoned node
         profiler = Profiler(cluster)
         memory: dict[str, JobMemory] = {}
         estimates: list[_Estimate] = []

@@ -15,10 +15,10 @@ from policies.pollux_search import States
 
 
 def node_capacity(snapshot: Snapshot) -> States:
-    """GPUs per node, 0 for a node that is down."""
-    nodes = snapshot.cluster.nodes
-    down = snapshot.down_nodes
-    return np.array([0 if i in down else n.num_gpus for i, n in enumerate(nodes)], np.float32)
+    """GPUs per node that a plan may use: 0 on a node that is down, and on a cordoned
+    one only what its running jobs hold (`Snapshot.usable_gpus`), so that the search
+    never plans a start there that the cordon fence would refuse."""
+    return np.array(snapshot.usable_gpus(), np.float32)
 
 
 def gpu_ids(snapshot: Snapshot, views: list[JobView], counts: States) -> list[Allocation | None]:

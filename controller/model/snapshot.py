@@ -129,6 +129,21 @@ class Snapshot:
         assert self.running_jobs is not None
         return self.running_jobs
 
+    def usable_gpus(self) -> list[int]:
+        """How many GPUs a plan may give out on each node: none on a down node, and on
+        a cordoned one only those its running jobs hold (they keep them; no job gets a
+        new one there). For policies that size jobs from counts (Pollux, Optimus)."""
+        down, cordoned = self.down_nodes, self.cordoned_nodes
+        held = [0] * len(self.cluster.nodes)
+        if cordoned:
+            for job in self.running():
+                for node, count in job.allocation.per_node if job.allocation else ():
+                    held[node] += count
+        return [
+            0 if i in down else held[i] if i in cordoned else node.num_gpus
+            for i, node in enumerate(self.cluster.nodes)
+        ]
+
     def waiting(self) -> tuple[JobView, ...]:
         if self.waiting_jobs is None:  # a deferred snapshot's, read for the first time
             object.__setattr__(self, "waiting_jobs", self.__dict__["_waiting_source"]())
