@@ -18,7 +18,6 @@ import functools
 import os
 import re
 import secrets
-import signal
 import ssl
 import subprocess
 import time
@@ -33,6 +32,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from gpuflow.sandbox.processes import log_tail, stop_process
 from gpuflow.sandbox.service import free_port
 
 BIN_ENV = "GPUFLOW_CONTROLPLANE_BIN"  # overrides where the binaries are looked for
@@ -139,22 +139,10 @@ class _Process:
             raise ControlPlaneError(f"{self.name} exited ({self.process.returncode}){self.tail()}")
 
     def stop(self) -> None:
-        """SIGTERM, SIGKILL after STOP_GRACE_S; only this process."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, STOP_GRACE_S)
 
-    def tail(self, lines: int = 5) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        last = text.strip().splitlines()[-lines:]
-        return (": " + " | ".join(last)) if last else ""
+    def tail(self) -> str:
+        return log_tail(self.log_path)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ GPUFLOW_BROKER_URL never points a sandbox at a real database or broker.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpuflow.sandbox.processes import log_tail, stop_process
 
 API_PREFIX = "/api/v1"  # api.app's router prefix: the REST root the pods are given
 HEALTH_PATH = "/healthz"  # api.app: answers once uvicorn serves (after the backend started)
@@ -130,19 +131,7 @@ class ApiService:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        """SIGTERM, SIGKILL after STOP_GRACE_S; only this process."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, STOP_GRACE_S)
 
-    def _tail(self, lines: int = 5) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        tail = text.strip().splitlines()[-lines:]
-        return (": " + " | ".join(tail)) if tail else ""
+    def _tail(self) -> str:
+        return log_tail(self.log_path)
