@@ -8,11 +8,13 @@ succeeded makes the job Succeeded. A failed rank is judged once per attempt
 workers can checkpoint; failed pods stay, for their logs) and the job restarts from
 its checkpoint, after a back-off if the failure counts, or fails (podFailurePolicy
 FailJob, or past `backoffLimit`). A lost rank or node, or pods not all running
-within the start timeout, tear the gang down and requeue the job without counting.
-A starting job (GPUs reserved in status.pendingStart while leaving pods hold them)
-is requeued if a node of its reservation leaves or the pods are not gone within its
-start timeout. `next_check_s` says when a back-off or a start timeout ends, so that
-the operator's loop looks again then.
+within the start timeout, tear the gang down and requeue the job without counting;
+a worker the kubelet cannot create for its configuration (a missing Secret, a bad
+image name) counts as a failure after CONFIG_ERROR_S. A starting job (GPUs reserved
+in status.pendingStart while leaving pods hold them) is requeued if a node of its
+reservation leaves or the pods are not gone within its start timeout. `next_check_s`
+says when a back-off or a start timeout ends, so that the operator's loop looks again
+then.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from operators.failure_policy import RestartPolicy, RuleAction, judge
 from operators.jobs import JobRecord, State
 from operators.kube import Obj
 from operators.nodes import ClusterView
-from operators.pod_status import waiting_reason
+from operators.pod_status import waiting_reason, worker_waiting
 from operators.pods import finished, pod_phase, terminating
 from operators.resources import (
     FAILED,
@@ -49,6 +51,14 @@ from operators.resources import (
 from operators.writer import Writer
 
 Mutator = Callable[[Obj], Obj | None]
+# Waiting reasons a kubelet gives a container it cannot create for the pod's own
+# configuration (a missing Secret or ConfigMap key, a bad image name): retrying the
+# same pod does not help, so after CONFIG_ERROR_S they count as a failed attempt.
+CONFIG_ERRORS = frozenset(
+    {"CreateContainerConfigError", "CreateContainerError", "InvalidImageName"}
+)
+# Long enough for a Secret made just after the pod (the API's metrics token) to land.
+CONFIG_ERROR_S = 30.0
 
 
 class Lifecycle:
@@ -61,6 +71,7 @@ class Lifecycle:
         self.writer = writer
         self.clock = clock
         self.restart = restart or RestartPolicy()
+        self.config_error_s = CONFIG_ERROR_S
         # The earliest moment (wall-clock s) settle() must look again although nothing
         # changes: a back-off or a start timeout ending. None: no such moment.
         self.next_check_s: float | None = None
@@ -174,7 +185,6 @@ class Lifecycle:
         fields: dict[str, object] = {"failedAttempt": rec.attempt, "nodes": ""}
         add = self._service(rec, now)
         restarting = Reasoned("Restarting", "waits to restart from its checkpoint")
-        failures = int((rec.obj.get("status") or {}).get("failures") or 0)
         if verdict.action is RuleAction.FAIL_JOB:
             why = Reasoned("PodFailurePolicy", f"{verdict.describe()}: FailJob")
             mutate = status_mutator(FAILED, why, fields=fields, add=add, now_s=now)
@@ -185,24 +195,50 @@ class Lifecycle:
                 PREEMPTED, why, pending=restarting, fields=fields, add=add, now_s=now
             )
         else:
-            failures += 1
-            fields["failures"] = failures
-            limit = backoff_limit(rec.obj)
-            msg = f"{verdict.describe()}: failure {failures} (backoffLimit {limit})"
-            if failures > limit:
-                why = Reasoned("BackoffLimitExceeded", msg)
-                mutate = status_mutator(FAILED, why, fields=fields, add=add, now_s=now)
-            else:
-                until = now + self.restart.delay_s(failures)
-                fields["restartAfter"] = micro_time(until)
-                why = Reasoned("WorkerFailed", f"{msg}; restarts from its checkpoint")
-                wait = Reasoned("BackOff", f"back-off: restarts after {micro_time(until)}")
-                mutate = status_mutator(
-                    PREEMPTED, why, pending=wait, fields=fields, add=add, now_s=now
-                )
-                self._wake_at(until, now)
+            why, mutate = self._counted(rec, verdict.describe(), fields, add, now)
         kind = "Normal" if verdict.checkpointed else "Warning"
         self._write(rec, _once(rec.attempt, mutate), why, kind)
+
+    def _counted(
+        self,
+        rec: JobRecord,
+        what: str,
+        fields: dict[str, object],
+        add: Mapping[str, float],
+        now: float,
+        fail_reason: str = "BackoffLimitExceeded",
+        retry: str = "restarts from its checkpoint",
+    ) -> tuple[Reasoned, Mutator]:
+        """A failure that counts against spec.backoffLimit: the job Failed past it
+        (`fail_reason`), else Preempted to restart after the back-off."""
+        failures = int((rec.obj.get("status") or {}).get("failures") or 0) + 1
+        fields["failures"] = failures
+        limit = backoff_limit(rec.obj)
+        msg = f"{what}: failure {failures} (backoffLimit {limit})"
+        if failures > limit:
+            why = Reasoned(fail_reason, msg)
+            return why, status_mutator(FAILED, why, fields=fields, add=add, now_s=now)
+        until = now + self.restart.delay_s(failures)
+        fields["restartAfter"] = micro_time(until)
+        why = Reasoned("WorkerFailed", f"{msg}; {retry}")
+        wait = Reasoned("BackOff", f"back-off: restarts after {micro_time(until)}")
+        self._wake_at(until, now)
+        return why, status_mutator(PREEMPTED, why, pending=wait, fields=fields, add=add, now_s=now)
+
+    def _config_error(self, rec: JobRecord, pod: Obj, now: float) -> None:
+        """A worker that cannot start for its configuration (a missing Secret or
+        ConfigMap, a bad image name) counts as a failed attempt: the gang torn down,
+        the job retried after the back-off and Failed past spec.backoffLimit, with
+        the kubelet's reason, instead of holding its GPUs and being requeued for ever."""
+        state = worker_waiting(pod)
+        reason = str(state.get("reason") or "CreateContainerConfigError")
+        name = pod["metadata"]["name"]
+        what = f"pod {name} cannot start: {reason}: {state.get('message') or 'no message'}"
+        self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
+        fields: dict[str, object] = {"failedAttempt": rec.attempt, "nodes": ""}
+        retry = "tried again after the back-off"
+        why, mutate = self._counted(rec, what, fields, {}, now, fail_reason=reason, retry=retry)
+        self._write(rec, _once(rec.attempt, mutate), why, "Warning")
 
     def _backoff(self, rec: JobRecord, now: float) -> None:
         """Wait out status.restartAfter; then clear it, which requeues the job."""
@@ -243,6 +279,10 @@ class Lifecycle:
         waiting = [p for p in rec.live if pod_phase(p) not in ("Running", "Succeeded")]
         if waiting:
             created = [_created_s(p, rec, now) for p in waiting]
+            broken = [p for p in waiting if waiting_reason(p) in CONFIG_ERRORS]
+            if broken and now >= min(created) + self.config_error_s:
+                self._config_error(rec, broken[0], now)
+                return
             deadline = min(created) + rec.start_timeout_s
             if now >= deadline:
                 self._start_timeout(rec, waiting, now)

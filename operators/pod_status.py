@@ -54,6 +54,11 @@ def finished_at_s(pod: Obj) -> float | None:
     return parse_time(finished) if finished else None
 
 
+def worker_waiting(pod: Obj) -> Obj:
+    """The worker container's `waiting` state ({"reason", "message"}), or {}."""
+    return dict(worker_state(pod).get("waiting") or {})
+
+
 def waiting_reason(pod: Obj) -> str:
     """Why the worker container waits (ImagePullBackOff, ContainerCreating), or ""."""
     return str((worker_state(pod).get("waiting") or {}).get("reason") or "")

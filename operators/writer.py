@@ -57,6 +57,9 @@ ACTIONS = {
     "NodeLost": "restart",
     "StartTimeout": "requeue",
     "BackoffLimitExceeded": "fail",
+    "CreateContainerConfigError": "fail",  # past backoffLimit (operators/lifecycle.py)
+    "CreateContainerError": "fail",
+    "InvalidImageName": "fail",
     "PodFailurePolicy": "fail",
     "InvalidSpec": "invalid",
     "Unschedulable": "unschedulable",

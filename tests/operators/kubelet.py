@@ -14,7 +14,8 @@ finishedAt; `waiting` with a reason), times at the API's one-second resolution.
 A running pod gets an address of its own, `status.podIP` (and `podIPs`), from
 POD_SUBNET in start order, as a CNI would hand out. Tests can fail a pod with an
 exit code (`fail`), leave the pods of chosen jobs Pending for ever as if their image
-never pulled (`never_start`; their deletion still completes), and make a SIGTERMed
+never pulled (`never_start`; their deletion still completes) or with a configuration
+error (`config_error`: CreateContainerConfigError), and make a SIGTERMed
 worker exit with a code first (`sigterm_exit`, e.g. the checkpoint exit code), as a
 job library that checkpoints on SIGTERM does.
 """
@@ -56,6 +57,7 @@ class Kubelet:
         sigterm_s: float = 0.05,
         sigterm_exit: int | None = None,
         never_start: Iterable[str] = (),
+        config_error: Iterable[str] = (),
     ) -> None:
         self.api = KubeApi(client)
         self.core = kubernetes.client.CoreV1Api(client)
@@ -63,6 +65,8 @@ class Kubelet:
         self.sigterm_s = sigterm_s
         self.sigterm_exit = sigterm_exit  # None: a SIGTERMed pod is removed at once
         self.never_start = set(never_start)  # jobs whose pods stay Pending
+        # Jobs whose pods stay Pending with CreateContainerConfigError (a Secret missing).
+        self.config_error = set(config_error)
         self._failures: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.pods = Informer(self.api, Resource("pods"), self.wake.set, watch_timeout_s=5)
@@ -152,9 +156,13 @@ class Kubelet:
             kind = "kill-running" if phase == "Running" else "kill"
             heapq.heappush(self._timers, (at, kind, meta["namespace"], meta["name"]))
             return
-        if phase == "Pending" and job in self.never_start:
+        if phase == "Pending" and job in self.never_start | self.config_error:
             if not (pod.get("status") or {}).get("containerStatuses"):
                 waiting = {"waiting": {"reason": "ImagePullBackOff"}}
+                if job in self.config_error:
+                    message = f'secret "{job}-token" not found'
+                    waiting = {"waiting": {"reason": "CreateContainerConfigError",
+                                           "message": message}}  # fmt: skip
                 self._set_status(meta["namespace"], meta["name"], _phase("Pending", waiting))
             return
         if phase == "Pending" and uid not in self._started:

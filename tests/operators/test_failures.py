@@ -268,3 +268,31 @@ def test_node_loss_reschedules_without_counting(gpu_cluster: GpuCluster, policy:
     assert lost not in status["nodes"]
     assert len(events(gpu_cluster, "n", "NodeLost")) == 1
     assert not events(gpu_cluster, "n", "WorkerFailed")
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_a_worker_that_cannot_be_configured_fails_the_job_past_its_backoff_limit(
+    gpu_cluster: GpuCluster,
+) -> None:
+    """CreateContainerConfigError (a Secret the pod names is missing) is a failed
+    attempt, not a start timeout: retried after the back-off, then Failed with the
+    kubelet's reason and message (issue 25: such a job held its GPUs and was requeued
+    every 300 s for ever)."""
+    api = gpu_cluster.api
+    broken = make_dljob("broken", 2, duration_s=1)
+    broken["spec"]["backoffLimit"] = 1
+    kubelet = Kubelet(gpu_cluster.client, config_error={"broken"}).start()
+    try:
+        with running_operator(gpu_cluster.client) as op:
+            op.backend.lifecycle.config_error_s = 0.5
+            op.backend.lifecycle.restart = RestartPolicy(base_s=0.2)
+            api.create_dljob("default", broken)
+            wait_phases(api, "Failed", ["broken"], timeout_s=30)
+    finally:
+        kubelet.stop()
+    status = dljob_status(api, "broken")
+    assert status["reason"] == "CreateContainerConfigError"
+    assert 'secret "broken-token" not found' in status["message"]
+    assert status["failures"] == 2 and status["attempt"] == 2
+    (first, *_) = events(gpu_cluster, "broken", "WorkerFailed")
+    assert "failure 1 (backoffLimit 1); tried again after the back-off" in first.message
