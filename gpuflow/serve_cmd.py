@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -44,6 +45,14 @@ def add_parsers(sub: Any) -> None:
     submit.add_argument("--model", "-m", default="generic")
     submit.add_argument("--name", "-n", default="job")
     submit.add_argument("--priority", type=options.integer, default=0)
+    submit.add_argument(
+        "--image", help="cluster mode: the worker's image (default: GPUFLOW_KUBE_IMAGE's)"
+    )
+    submit.add_argument(
+        "--command",
+        help="cluster mode: the worker's command line, split as a shell would"
+        " (e.g. 'python -m examples.train.train --steps=2000')",
+    )
     submit.set_defaults(func=cmd_submit)
 
     jobs = sub.add_parser("jobs", help="list jobs on a running server")
@@ -184,6 +193,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     }
     if args.duration is None and args.iterations is None:
         return _fail("give --duration or --iterations", 2)
+    spec["image"] = args.image
+    if args.command is not None:
+        try:
+            spec["command"] = shlex.split(args.command)
+        except ValueError as exc:  # an unclosed quote
+            return _fail(f"--command: {exc}", 2)
+        if not spec["command"]:
+            return _fail("--command: empty", 2)
     return _with_client(
         args, lambda c: c.submit_job({k: v for k, v in spec.items() if v is not None})
     )
