@@ -81,6 +81,9 @@ class JobRecord:
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     rules: tuple[Rule, ...] = ()  # spec.podFailurePolicy
     pending_batch: int | None = None  # STARTING: the batch size its pods will get
+    # The DLJob's resourceVersion when the operator first saw it (RecordCache), before
+    # its own writes: creation order within a second (views.arrival_times).
+    first_version: str = ""
     live: list[Obj] = field(default_factory=list)
     failed: list[Obj] = field(default_factory=list)  # failures not yet settled
 
@@ -121,10 +124,12 @@ class RecordCache:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], tuple[Obj, list[Obj], JobRecord]] = {}
+        self._first: dict[str, str] = {}  # uid -> the resourceVersion first seen
 
     def records(self, jobs: Iterable[Obj], pods: Iterable[Obj]) -> dict[str, JobRecord]:
         by_job = pods_by_job(pods)
         entries = {}
+        first: dict[str, str] = {}
         out = {}
         for obj in jobs:
             meta = obj["metadata"]
@@ -135,9 +140,13 @@ class RecordCache:
                 rec = last[2]
             else:
                 rec = classify(obj, mine)
+            uid = str(meta.get("uid"))
+            first[uid] = self._first.get(uid) or str(meta.get("resourceVersion") or "")
+            rec.first_version = first[uid]
             entries[key] = (obj, mine, rec)
             out[rec.key] = rec
         self._entries = entries
+        self._first = first
         return out
 
 

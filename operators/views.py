@@ -12,6 +12,7 @@ settled before it ran. Pure functions: the backend writes what they decide.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -41,7 +42,10 @@ def arrival_times(
 
     A recorded arrival is kept; a new job arrives now (sub-second: creationTimestamp
     has whole seconds). Jobs first seen in one round arrive a microsecond apart, in
-    the order of their creation, then uid."""
+    the order of their creation: creationTimestamp, then the resourceVersion the
+    operator first saw (the store's revision, which grows with every write: within a
+    second the one created first has the lower, unless another writer changed it
+    before the operator saw it), then uid."""
     out: dict[str, float] = {}
     new: list[JobRecord] = []
     for rec in records:
@@ -52,10 +56,16 @@ def arrival_times(
             out[rec.key] = parse_time(recorded)
         else:
             new.append(rec)
-    new.sort(key=lambda r: (r.spec.submit_s if r.spec else 0.0, r.obj["metadata"]["uid"]))
+    new.sort(key=_creation_order)
     for i, rec in enumerate(new):
         out[rec.key] = now + i * ARRIVAL_TIE_S
     return out, new
+
+
+def _creation_order(rec: JobRecord) -> tuple[float, float, str]:
+    version = rec.first_version
+    revision = float(version) if version.isdigit() else math.inf  # opaque elsewhere
+    return (rec.spec.submit_s if rec.spec else 0.0, revision, str(rec.obj["metadata"]["uid"]))
 
 
 def never_fits(spec: JobSpec, cluster: Cluster) -> str | None:

@@ -9,10 +9,11 @@ import pytest
 from operators import crd
 from operators.resources import parse_time
 from policies.registry import policy_names
-from tests.operators.builders import make_dljob, make_node_body
+from tests.operators.builders import dljob_status, make_dljob, make_node_body
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize("policy", policy_names())
@@ -179,3 +180,20 @@ def test_a_new_operator_rebuilds_allocations_from_pods(gpu_cluster: GpuCluster) 
         assert after == before  # nothing restarted, nothing placed twice
     finally:
         kubelet.stop()
+
+
+def test_jobs_first_seen_together_arrive_in_creation_order(gpu_cluster: GpuCluster) -> None:
+    """Created within a second before the operator starts, they are first seen in one
+    round: arrival follows creation (the store's revision), not uid or name."""
+    api = gpu_cluster.api
+    names = [f"j{k}-{'zyxwvu'[k]}" for k in range(6)]
+    for name in reversed(names):  # created last to first
+        api.create_dljob("default", make_dljob(name, 8, duration_s=600))
+    with running_operator(gpu_cluster.client):
+        wait_for(
+            "every arrival recorded",
+            lambda: all(dljob_status(api, n).get("arrivalTime") for n in names),
+            30,
+        )
+    arrivals = {n: parse_time(dljob_status(api, n)["arrivalTime"]) for n in names}
+    assert sorted(names, key=arrivals.__getitem__) == list(reversed(names))
