@@ -108,7 +108,8 @@ def test_served_kinds_apply_and_the_crd_takes_a_dljob(
     job = kubectl(tmp_path, "apply", "-f", str(ROOT / "examples" / "dljob.yaml"), kubeconfig=kc)
     assert job.stdout.strip() == "dljob.gpuflow.dev/resnet50 created"
     table = kubectl(tmp_path, "get", "dlj", kubeconfig=kc).stdout.split()
-    assert table[:5] == ["NAME", "GPUS", "STATUS", "NODES", "AGE"] and "resnet50" in table
+    header = ["NAME", "GPUS", "ALLOCATED", "STATUS", "NODES", "AGE"]
+    assert table[:6] == header and "resnet50" in table
     queues = kubectl(tmp_path, "apply", "-f", str(ROOT / "examples" / "queues.yaml"), kubeconfig=kc)
     assert queues.stdout.count(" created") == 4, queues.stdout
 
