@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from controller.actions import JobAction
 from controller.decisions import RoundRecord
 from controller.model import Action, Allocation, GpuPool, Plan, Reason, Snapshot
+from controller.model.sharing import SharingMode
 from operators import crd
 from operators.jobs import JobRecord, State
 from operators.lifecycle import Lifecycle
@@ -177,7 +178,11 @@ class PlanApplier:
             return
         rnd.occupancy.add(shares, mem, rec.name, requests)
         attempt = rec.attempt + 1
-        self.writer.start(rec, WorkerSpec(rec.obj, shares, attempt, batch, format_time(now)))
+        sliced = frozenset(
+            n.name for n in cluster.nodes if n.sharing is SharingMode.TIME_SLICING
+        ) & {s.node for s in shares}
+        worker = WorkerSpec(rec.obj, shares, attempt, batch, format_time(now), sliced)
+        self.writer.start(rec, worker)
         nodes = sorted({s.node for s in shares})
         fields = {
             ALLOCATED_GPUS: round(sum(s.fraction for s in shares), 3),

@@ -2,7 +2,8 @@
 
 A job runs as one pod per node of its allocation (rank = the node's place in the
 allocation), pinned with `nodeName` and given its GPUs by UUID in
-NVIDIA_VISIBLE_DEVICES; shared GPUs add the MPS limits. Every pod carries the whole
+NVIDIA_VISIBLE_DEVICES; shared GPUs add the MPS limits (not on a node whose GPUs are
+time-sliced). Every pod carries the whole
 allocation in an annotation, which is all the operator needs to rebuild its state
 after a restart. `Occupancy` sums what the pods that are not finished hold on each
 GPU, terminating ones included: the backend creates a pod only where it fits.
@@ -167,6 +168,9 @@ class WorkerSpec:
     attempt: int
     batch_size: int | None
     started_at: str
+    # Nodes whose GPUs are time-sliced (their agent's --sharing): no MPS daemon there,
+    # so a shared GPU's pod gets no CUDA_MPS_* limits (controller.model.sharing).
+    time_sliced: frozenset[str] = frozenset()
 
 
 def node_order(shares: Iterable[ShareRecord]) -> list[str]:
@@ -316,7 +320,7 @@ def _env(
     if w.batch_size is not None:
         env["GPUFLOW_BATCH_SIZE"] = str(w.batch_size)
     shared = [s for s in mine if s.fraction < 1.0]
-    if shared:
+    if shared and mine[0].node not in w.time_sliced:
         # One MPS client per pod: the smallest share bounds its threads everywhere.
         pct = max(1, int(min(s.fraction for s in shared) * 100))
         env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(pct)

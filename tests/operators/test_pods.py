@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from operators import crd
 from operators.pods import Occupancy, ShareRecord, WorkerSpec, worker_pods
 from operators.requests import Requests, spec_requests
@@ -174,3 +176,20 @@ def test_occupancy_counts_pod_requests_with_init_containers() -> None:
     pod["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {"cpu": "3"}}}]
     occ = Occupancy([pod], {"n0": Requests(4000, 10)})
     assert occ.requested["n0"] == spec_requests(pod["spec"]) == Requests(3000, 0)
+
+
+@pytest.mark.parametrize("time_sliced", [False, True])
+def test_a_shared_gpu_gets_mps_limits_unless_its_node_time_slices(time_sliced: bool) -> None:
+    """What a replay assumes follows what the pod gets (issue 27): MPS limits (threads
+    from the share, memory from gpuMemMib) on an MPS node, none on a time-sliced one."""
+    job = _job({"template": _full_template(), "gpuMemMib": 4096})
+    shares = (ShareRecord("n0", 0, "GPU-a", 0.5),)
+    sliced = frozenset({"n0"}) if time_sliced else frozenset()
+    (pod,) = worker_pods(WorkerSpec(job, shares, 1, None, "2026-01-01T00:00:00Z", sliced))
+    env = _env(pod["spec"]["containers"][1])
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "GPU-a"
+    if time_sliced:
+        assert not any(k.startswith("CUDA_MPS_") for k in env)
+    else:
+        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+        assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
