@@ -32,7 +32,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gpuflow.sandbox.processes import log_tail, stop_process
+from gpuflow.sandbox.processes import log_tail, start_process, stop_process
 from gpuflow.sandbox.service import free_port
 
 BIN_ENV = "GPUFLOW_CONTROLPLANE_BIN"  # overrides where the binaries are looked for
@@ -122,17 +122,7 @@ class _Process:
     @classmethod
     def start(cls, name: str, cmd: Sequence[str], directory: Path) -> _Process:
         log_path = directory / f"{name}.log"
-        with log_path.open("ab") as log_file:
-            # Its own session: Ctrl-C in a terminal reaches the caller, which stops the
-            # control plane in order, not all three at once.
-            process = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return cls(name, process, log_path)
+        return cls(name, start_process(cmd, log_path), log_path)
 
     def check_running(self) -> None:
         if self.process.poll() is not None:

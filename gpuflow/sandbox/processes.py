@@ -1,13 +1,32 @@
 """The sandbox's own server processes (the API service in service.py, the control
 plane's etcd, kube-apiserver and kube-controller-manager in controlplane.py): how one
-is stopped, and the end of its log that an error message quotes."""
+is started with its log, how it is stopped, and the end of its log that an error
+message quotes."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def start_process(
+    cmd: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `cmd` with stdout and stderr appended to `log_path`, no stdin, in a session
+    of its own: Ctrl-C in a terminal reaches the sandbox, which stops its servers in
+    order, not all at once."""
+    with log_path.open("ab") as log_file:
+        return subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+        )
 
 
 def stop_process(process: subprocess.Popen[Any], grace_s: float) -> None:

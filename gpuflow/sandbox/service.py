@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuflow.sandbox.processes import log_tail, stop_process
+from gpuflow.sandbox.processes import log_tail, start_process, stop_process
 
 API_PREFIX = "/api/v1"  # api.app's router prefix: the REST root the pods are given
 HEALTH_PATH = "/healthz"  # api.app: answers once uvicorn serves (after the backend started)
@@ -99,17 +99,8 @@ class ApiService:
         log_path = directory / "api.log"
         cmd = [sys.executable, "-m", "gpuflow.cli", "serve", "--host", host, "--port", str(port)]
         env = service_env(os.environ, data_dir, kubeconfig, summary_interval_s)
-        with log_path.open("ab") as log_file:
-            # Its own session: Ctrl-C on `sandbox up` reaches the sandbox, which stops
-            # the service in its turn, after the operator.
-            process = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
+        # Stopped by the sandbox in its turn, after the operator.
+        process = start_process(cmd, log_path, env)
         return cls(host, port, data_dir, log_path, process)
 
     def wait_healthy(self, timeout_s: float) -> None:
