@@ -57,8 +57,11 @@ def arrival_times(
         else:
             new.append(rec)
     new.sort(key=_creation_order)
+    # Whole microseconds, as status.arrivalTime keeps them: now + i * 1e-6 in floats
+    # could round two neighbours to the same microsecond, a tie broken by name later.
+    base_us = math.floor(now / ARRIVAL_TIE_S)
     for i, rec in enumerate(new):
-        out[rec.key] = now + i * ARRIVAL_TIE_S
+        out[rec.key] = (base_us + i) * ARRIVAL_TIE_S
     return out, new
 
 
