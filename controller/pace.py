@@ -59,14 +59,6 @@ def _gpus(allocs: Iterable[Allocation]) -> set[Gpu]:
     return {(s.node, s.gpu) for a in allocs for s in a.shares}
 
 
-def free_gpus(snapshot: Snapshot) -> frozenset[Gpu]:
-    """The whole GPUs free in the snapshot's pool (what the policy may place on)."""
-    pool = snapshot.free_pool()
-    return frozenset(
-        (node, gpu) for node in range(len(snapshot.cluster.nodes)) for gpu in pool.free_gpus(node)
-    )
-
-
 class Pace:
     """Remembers what the last decided round left (`decided`) and says whether a new
     snapshot needs the policy (`due`); `forget` makes the next round decide."""
@@ -80,7 +72,7 @@ class Pace:
     def decided(self, snapshot: Snapshot, plan: Plan, policy: object, quotas: object) -> None:
         before = snapshot.allocations()
         after = plan.run
-        free = (set(free_gpus(snapshot)) | _gpus(before.values())) - _gpus(after.values())
+        free = (set(snapshot.free_gpu_set()) | _gpus(before.values())) - _gpus(after.values())
         self._left = Left(
             cluster=snapshot.cluster,
             down=snapshot.down_nodes,
@@ -116,4 +108,4 @@ class Pace:
                 return True
             if job.measured is not None and not was[2]:
                 return True
-        return not free_gpus(snapshot) <= left.free
+        return not snapshot.free_gpu_set() <= left.free

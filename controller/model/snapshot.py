@@ -103,9 +103,13 @@ class Snapshot:
 
     def free_gpu_count(self) -> int:
         """Whole GPUs free on nodes that are up (no copy of the pool)."""
-        if self.pool is None:
-            return self.free_pool().total_free
-        return self.pool.total_free
+        return self._free().total_free
+
+    def free_gpu_set(self) -> frozenset[tuple[int, int]]:
+        """The whole GPUs free, as (node, gpu), where a policy may place (no copy of
+        the pool): what controller/pace.py compares between rounds."""
+        pool = self._free()
+        return frozenset((n, g) for n in range(pool.num_nodes) for g in pool.free_gpus(n))
 
     def allocations(self) -> dict[str, Allocation]:
         """A fresh dict of the running jobs' allocations: the "keep everything" plan
@@ -116,6 +120,11 @@ class Snapshot:
 
     def free_pool(self) -> GpuPool:
         """A fresh scratch copy of the capacity not held by running jobs."""
+        return self._free().copy()
+
+    def _free(self) -> GpuPool:
+        """The capacity not held by running jobs, built once per snapshot; callers
+        read it and never change it (free_pool hands out copies to change)."""
         if self.pool is None:
             pool = GpuPool.of_cluster(self.cluster, self.down_nodes, self.cordoned_nodes)
             for job in self.running():
@@ -123,7 +132,7 @@ class Snapshot:
                     pool.take(job.allocation, job.spec.gpu_mem_mib)
             object.__setattr__(self, "pool", pool)
             assert self.pool is not None
-        return self.pool.copy()
+        return self.pool
 
     def running(self) -> tuple[JobView, ...]:
         assert self.running_jobs is not None
