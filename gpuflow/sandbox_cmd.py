@@ -62,13 +62,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace) -> Any:
     from gpuflow.sandbox.cluster import SandboxConfig, SandboxError, parse_nodes
+    from operators.operator import options_for
     from policies.registry import UnknownPolicyError, make_policy
 
     nodes, gpus = parse_nodes(args.nodes)
     try:
         scoped = options.parsed_policy_options(args.policy_opt)
-        opts = {k: v for scope, k, v in scoped if scope in ("", args.policy)}
-        make_policy(args.policy, **opts)
+        make_policy(args.policy, **options_for(scoped, args.policy))
     except (UnknownPolicyError, options.CliError) as exc:
         raise SandboxError(str(exc)) from None
     if not 0 <= args.port < 65536:

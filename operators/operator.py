@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -58,6 +59,12 @@ STOP_JOIN_S = 5.0
 POLICY_READ_S = 2.0
 
 
+def options_for(scoped: Iterable[tuple[str, str, Any]], policy: str) -> dict[str, Any]:
+    """The (scope, key, value) policy options that apply to `policy`: those for any
+    policy (scope "") and those scoped to it, as its keyword arguments."""
+    return {k: v for scope, k, v in scoped if scope in ("", policy)}
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     identity: str
@@ -79,7 +86,7 @@ class OperatorConfig:
     policy_options: tuple[tuple[str, str, Any], ...] = ()
 
     def options_for(self, policy: str) -> dict[str, Any]:
-        return {k: v for scope, k, v in self.policy_options if scope in ("", policy)}
+        return options_for(self.policy_options, policy)
 
 
 class Operator:
