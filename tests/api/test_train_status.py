@@ -30,7 +30,9 @@ from tests.operators.builders import install_crd
 __all__ = ["kube_server"]
 
 JOBS = "/api/v1/jobs"
-INTERVAL_S = 3.0  # wide enough that a burst of five reports fits in half of it on a loaded 2-core CI machine (0.64 s measured there)
+# Wide enough that a burst of five reports fits in half of it on a loaded 2-core CI
+# machine (0.64 s measured there).
+INTERVAL_S = 3.0
 
 
 @pytest.fixture
