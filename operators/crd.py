@@ -87,6 +87,14 @@ LABEL_GPU_COUNT = f"{GROUP}/gpu.count"
 LABEL_GPU_PRODUCT = f"{GROUP}/gpu.product"
 LABEL_GPU_MEMORY = f"{GROUP}/gpu.memory"
 
+# The extended resources a worker pod requests for its GPUs (docs/helm.md, "GPUs as
+# the kubelet counts them"): whole GPUs as the NVIDIA device plugin publishes them, and
+# shares of GPUs, which no device plugin can express, in hundredths of a GPU (the
+# unit of MPS' CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), published by the node agent.
+RESOURCE_GPU = "nvidia.com/gpu"
+RESOURCE_GPU_SHARE = f"{GROUP}/gpu-share"
+GPU_SHARE_UNITS = 100  # RESOURCE_GPU_SHARE per GPU
+
 CRD_PATH = Path(__file__).resolve().parent.parent / "helm" / "gpuflow" / "crds" / "dljob.yaml"
 
 # The cluster-scoped Queue (the quota tree: operators/quota_queues.py, docs/queues.md).

@@ -77,9 +77,14 @@ class Verdict:
     code: int | None
     rule: int | None = None  # index of the rule that matched
     checkpointed: bool = False
+    # The pod's status.reason: with no exit code, why (a kubelet's rejection of a pod
+    # it never ran, OutOfnvidia.com/gpu; an eviction)
+    pod_reason: str = ""
 
     def describe(self) -> str:
         code = "no exit code" if self.code is None else f"exit code {self.code}"
+        if self.code is None and self.pod_reason:
+            code += f" ({self.pod_reason})"
         rule = "" if self.rule is None else f" (podFailurePolicy rule {self.rule})"
         return f"pod {self.pod} failed with {code}{rule}"
 
@@ -144,7 +149,8 @@ def judge(failed: Iterable[Obj], rules: tuple[Rule, ...]) -> Verdict:
             verdicts.append(Verdict(RuleAction.IGNORE, name, code, checkpointed=True))
             continue
         action, rule = action_for(rules, code)
-        verdicts.append(Verdict(action, name, code, rule))
+        reason = str((pod.get("status") or {}).get("reason") or "")
+        verdicts.append(Verdict(action, name, code, rule, pod_reason=reason))
     if not verdicts:
         raise ValueError("judge: no failed pod")
     for action in (RuleAction.FAIL_JOB, RuleAction.COUNT):

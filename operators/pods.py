@@ -3,7 +3,8 @@
 A job runs as one pod per node of its allocation (rank = the node's place in the
 allocation), pinned with `nodeName` and given its GPUs by UUID in
 NVIDIA_VISIBLE_DEVICES; shared GPUs add the MPS limits (not on a node whose GPUs are
-time-sliced). Every pod carries the whole
+time-sliced). Its worker container requests what it holds as the kubelet counts GPUs
+(`gpu_requests`: nvidia.com/gpu, gpuflow.dev/gpu-share). Every pod carries the whole
 allocation in an annotation, which is all the operator needs to rebuild its state
 after a restart. `Occupancy` sums what the pods that are not finished hold on each
 GPU, terminating ones included: the backend creates a pod only where it fits.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -243,6 +245,7 @@ def worker_pods(w: WorkerSpec, api_url: str = "") -> list[Obj]:
         worker = containers[worker_index(containers)]
         ours = _env(w, mine, mem, master, rank, len(nodes)) + _metrics_env(w.job, api_url)
         worker["env"] = _merge_env(worker.get("env") or [], ours)
+        _request_gpus(worker, gpu_requests(mine))
         _mount_podinfo(pod_spec, worker)
         pod_spec.update(
             {
@@ -273,6 +276,39 @@ def worker_pods(w: WorkerSpec, api_url: str = "") -> list[Obj]:
             }
         )
     return pods
+
+
+def gpu_requests(mine: Iterable[ShareRecord]) -> dict[str, int]:
+    """The extended resources a pod holding the shares `mine` requests: its whole GPUs
+    as nvidia.com/gpu, its shares of GPUs in gpuflow.dev/gpu-share hundredths (each
+    rounded down, at least 1: shares that fill a GPU never ask more than it has);
+    a resource the pod needs none of is left out."""
+    whole = shared = 0
+    for s in mine:
+        if s.fraction >= 1.0 - SHARE_EPS:
+            whole += 1
+        else:
+            shared += max(1, math.floor(s.fraction * crd.GPU_SHARE_UNITS + SHARE_EPS))
+    out = {crd.RESOURCE_GPU: whole, crd.RESOURCE_GPU_SHARE: shared}
+    return {name: n for name, n in out.items() if n}
+
+
+def _request_gpus(worker: Obj, amounts: Mapping[str, int]) -> None:
+    """Set the worker's GPU resources to `amounts`, limits and requests alike (an
+    extended resource cannot be overcommitted), replacing any the template gave."""
+    resources = dict(worker.get("resources") or {})
+    for kind in ("limits", "requests"):
+        values = {
+            k: v
+            for k, v in (resources.get(kind) or {}).items()
+            if k not in (crd.RESOURCE_GPU, crd.RESOURCE_GPU_SHARE)
+        }
+        values.update({name: str(n) for name, n in amounts.items()})
+        if values:
+            resources[kind] = values
+        else:
+            resources.pop(kind, None)
+    worker["resources"] = resources
 
 
 def _merge_env(user: list[Obj], ours: list[Obj]) -> list[Obj]:

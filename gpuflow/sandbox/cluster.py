@@ -210,8 +210,9 @@ class Sandbox:
         )
 
     def _node_body(self, name: str) -> Obj:
-        """A Node as a kubelet registers it: Ready, its address; no allocatable, so the
-        operator does not count CPU and memory (the processes share this machine)."""
+        """A Node as a kubelet registers it: Ready, its address, its GPUs as the NVIDIA
+        device plugin publishes them; no CPU or memory allocatable, so the operator
+        does not count them (the processes share this machine)."""
         assert self.network is not None
         address = self.network.address(name)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -232,6 +233,7 @@ class Sandbox:
                     {"type": "InternalIP", "address": address},
                     {"type": "Hostname", "address": name},
                 ],
+                **_device_plugin_gpus(self.config.gpus_per_node),
             },
         }
 
@@ -288,3 +290,11 @@ class Sandbox:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+def _device_plugin_gpus(gpus: int) -> Obj:
+    """A node's `nvidia.com/gpu` capacity and allocatable, as the NVIDIA device plugin
+    has the kubelet publish them on a real node (there is none here): what worker
+    pods holding whole GPUs request (docs/helm.md, "GPUs as the kubelet counts them")."""
+    values = {crd.RESOURCE_GPU: str(gpus)}
+    return {"capacity": dict(values), "allocatable": dict(values)}

@@ -6,7 +6,9 @@ tests' `tests/operators/kubelet.py` is another thing: a double that plays worklo
 without processes.)
 
 It watches the pods whose spec.nodeName is its node. A Pending pod's worker container
-(named `worker`, else the first; other and init containers are not run) starts as a
+(named `worker`, else the first; other and init containers are not run), once
+admitted (admission.py: its extended resources fit the node's allocatable, else it
+goes Failed with reason OutOf<resource>), starts as a
 process group: its command and args (podenv.py: env, `$(VAR)`, the venv's python),
 in the repository root or `workdir`, as root inside a network namespace of the pod's
 own with an address of its own on the node's bridge (network.py `attach_pod`; freed
@@ -40,6 +42,7 @@ from typing import IO, Any
 
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from gpuflow.sandbox.admission import refusal
 from gpuflow.sandbox.network import NetworkError, NodeNetwork
 from gpuflow.sandbox.podenv import EnvError, command_line, process_env
 from gpuflow.sandbox.volumes import PodVolumes
@@ -203,8 +206,23 @@ class ProcessKubelet:
             return
         phase = (pod.get("status") or {}).get("phase", "Pending")
         retry_at = self._retry_at.get(uid, 0.0)
-        if phase == "Pending" and uid not in self._done and time.monotonic() >= retry_at:
+        pending = phase == "Pending" and uid not in self._done
+        if pending and time.monotonic() >= retry_at and self._admit(uid, pod):
             self._start(uid, pod)
+
+    def _admit(self, uid: str, pod: Obj) -> bool:
+        """Whether the pod's extended resources fit what the node has left beside the
+        processes running (admission.py); if not, it fails as a kubelet rejects it."""
+        runs = {uid for uid, run in self._runs.items() if not run.exited}
+        running = [p for p in self.pods.items() if p["metadata"]["uid"] in runs]
+        refused = refusal(pod, lambda: self.api.get_node(self.node), running)
+        if refused is None:
+            return True
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        log.info("rejected pod=%s/%s: %s", ns, name, refused.message)
+        self._done.add(uid)
+        self._write_status(ns, name, refused.status())
+        return False
 
     def _start(self, uid: str, pod: Obj) -> None:
         meta = pod["metadata"]

@@ -294,7 +294,7 @@ class Session:
 
     def _emit(self, now: float) -> None:
         """Report the window that ends at this boundary (rank 0's reporter; a no-op
-        elsewhere) and open the next."""
+        elsewhere), log its step and loss on every rank, and open the next."""
         w, step = self._window, self.step
         elapsed = max(now - w.start, 1e-9)
         add = self._reporter.add
@@ -310,7 +310,7 @@ class Session:
         if smoothed is not None:
             add(reporter.GRAD_SQR, smoothed.grad_sqr, step)
             add(reporter.GRAD_VAR, smoothed.grad_var, step)
-        if w.loss_count and self.rank == 0:
+        if w.loss_count:  # the gang's mean loss, alike on every rank
             log.info("step %d loss %.5f batch %d", step, w.loss_sum / w.loss_count, self.batch_size)
         self._window = _Window(now)
 

@@ -2,9 +2,10 @@
 and enforce the egress rates the operator gives the pods on it.
 
 Once at start: the static GPU annotation (`gpuflow.dev/gpus`), the GPU Feature
-Discovery labels and the Node condition `GpuModelUnknown` (True, with a warning in
+Discovery labels, the Node condition `GpuModelUnknown` (True, with a warning in
 the log, when the GPU is not in gpuflow's catalogue and its speed was derived from
-NVML's figures); then every `interval_s` the health and utilisation annotation.
+NVML's figures) and the extended resource `gpuflow.dev/gpu-share` (100 per GPU) in
+the Node's capacity and allocatable; then every `interval_s` the health and utilisation annotation.
 GPUs come from NVML (pynvml, package nvidia-ml-py) or from `--topology-file`. Where
 NVML is absent the agent says so in one line and exits with EXIT_NO_NVML.
 
@@ -213,16 +214,28 @@ def gpu_model_condition(info: NodeGpus, now: datetime) -> dict[str, Any]:
     }
 
 
+def share_capacity(info: NodeGpus) -> dict[str, str]:
+    """The node's GPU shares as an extended resource (gpuflow.dev/gpu-share, hundredths
+    of a GPU): what a worker pod holding a share of a GPU requests (operators/pods.py
+    `gpu_requests`), which no device plugin publishes."""
+    return {crd.RESOURCE_GPU_SHARE: str(len(info.gpus) * crd.GPU_SHARE_UNITS)}
+
+
 def _report_model(api: KubeApi, node_name: str, info: NodeGpus) -> None:
-    """Set the node's GpuModelUnknown condition; a refusal is logged, not fatal (the
-    GPUs are published all the same)."""
+    """Set the node's GpuModelUnknown condition and its GPU shares' capacity and
+    allocatable (as Kubernetes' "advertise extended resources for a node" does; the
+    kubelet keeps both); a refusal is logged, not fatal (the GPUs are published all
+    the same)."""
     condition = gpu_model_condition(info, datetime.now(UTC))
+    shares = share_capacity(info)
+    status = {"conditions": [condition], "capacity": shares, "allocatable": shares}
     try:
-        api.patch_node_status(node_name, {"status": {"conditions": [condition]}})
+        api.patch_node_status(node_name, {"status": status})
     except API_ERRORS as exc:
         log.warning(
-            "cannot set condition %s on node %s: %s",
+            "cannot set condition %s and %s on node %s: %s",
             condition["type"],
+            crd.RESOURCE_GPU_SHARE,
             node_name,
             error_message(exc),
         )

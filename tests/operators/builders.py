@@ -1,6 +1,7 @@
 """Builders for operator tests: Nodes as the node agent publishes them, DLJobs, the CRD.
 
-`make_node_body("n0")` is a DGX-1 V100 Node with its GPU annotation and GFD labels;
+`make_node_body("n0")` is a DGX-1 V100 Node with its GPU annotation, GFD labels and
+GPU extended resources;
 `make_dljob("j1", gpus=4, duration_s=0.5)` a DLJob whose simulated workload (see
 kubelet.py) runs 0.5 s.
 """
@@ -38,7 +39,15 @@ def make_node_body(name: str, node_type: str = "dgx1-v100", rack: str = "r0") ->
             "labels": {**info.labels(), crd.LABEL_RACK: rack},
             "annotations": {crd.ANN_NODE_GPUS: info.to_annotation()},
         },
+        "status": gpu_resources(len(info.gpus)),
     }
+
+
+def gpu_resources(gpus: int) -> dict[str, Any]:
+    """A GPU node's extended resources as its device plugin (nvidia.com/gpu) and the
+    node agent (gpuflow.dev/gpu-share) publish them, capacity and allocatable."""
+    values = {crd.RESOURCE_GPU: str(gpus), crd.RESOURCE_GPU_SHARE: str(gpus * crd.GPU_SHARE_UNITS)}
+    return {"capacity": dict(values), "allocatable": dict(values)}
 
 
 def make_dljob(

@@ -12,12 +12,16 @@ It reports what a real kubelet does: `status.startTime`, and the worker containe
 state (`running.startedAt`; `terminated` with exitCode, reason, startedAt,
 finishedAt; `waiting` with a reason), times at the API's one-second resolution.
 A running pod gets an address of its own, `status.podIP` (and `podIPs`), from
-POD_SUBNET in start order, as a CNI would hand out. Tests can fail a pod with an
-exit code (`fail`), leave the pods of chosen jobs Pending for ever as if their image
-never pulled (`never_start`; their deletion still completes) or with a configuration
-error (`config_error`: CreateContainerConfigError), and make a SIGTERMed
-worker exit with a code first (`sigterm_exit`, e.g. the checkpoint exit code), as a
-job library that checkpoints on SIGTERM does.
+POD_SUBNET in start order, as a CNI would hand out. A pod that requests more of an
+extended resource (nvidia.com/gpu, gpuflow.dev/gpu-share) than its node's allocatable
+has left beside the pods running there is rejected as a kubelet rejects it
+(gpuflow/sandbox/admission.py): Failed, reason OutOf<resource>, never run.
+Tests can fail a pod with an exit code (`fail`), leave the pods of chosen jobs
+Pending for ever as if their image never pulled (`never_start`; their deletion still
+completes) or with a configuration error (`config_error`:
+CreateContainerConfigError), and make a SIGTERMed worker exit with a code first
+(`sigterm_exit`, e.g. the checkpoint exit code), as a job library that checkpoints on
+SIGTERM does.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
 
+from gpuflow.sandbox.admission import Refusal, refusal
 from operators import crd
 from operators.informer import Informer
 from operators.kube import KubeApi, Resource
@@ -166,6 +171,11 @@ class Kubelet:
                 self._set_status(meta["namespace"], meta["name"], _phase("Pending", waiting))
             return
         if phase == "Pending" and uid not in self._started:
+            refused = self._refusal(pod)
+            if refused is not None:  # as a kubelet rejects a pod: Failed, no containers
+                self._done.add(uid)
+                self._set_status(meta["namespace"], meta["name"], _rejected(refused.status()))
+                return
             self._started[uid] = now
             running = {"running": {"startedAt": _now()}}
             ip = str(next(self._ips))
@@ -173,6 +183,19 @@ class Kubelet:
             left = max(0.0, _duration(pod) - self.progress_s.get(job, 0.0))
             at = now + left * self.time_scale
             heapq.heappush(self._timers, (at, "finish", meta["namespace"], meta["name"]))
+
+    def _refusal(self, pod: dict[str, Any]) -> Refusal | None:
+        """The node's refusal of the pod's extended resources beside the pods started
+        on it that have not finished (admission.py), or None."""
+        node = pod["spec"]["nodeName"]
+        running = [
+            p
+            for p in self.pods.items()
+            if (p.get("spec") or {}).get("nodeName") == node
+            and p["metadata"]["uid"] in self._started
+            and (p.get("status") or {}).get("phase") not in FINISHED
+        ]
+        return refusal(pod, lambda: self.api.get_node(node), running)
 
     def _finish(self, ns: str, name: str) -> None:
         pod = self.pods.get((ns, name))
@@ -245,6 +268,14 @@ def _phase(
                 "state": state,
             }
         ]
+
+    return change
+
+
+def _rejected(status: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def change(current: dict[str, Any]) -> None:
+        current.clear()
+        current.update(status)
 
     return change
 

@@ -117,6 +117,9 @@ def test_agent_publishes_on_its_node(kube_server: KubeServer) -> None:
     assert crd.ANN_NODE_GPU_STATUS in node["metadata"]["annotations"]
     view = build_cluster([node])
     assert view.cluster.num_gpus == 8 and not view.unhealthy
+    # the GPU shares pods request (no device plugin publishes them): 100 per GPU
+    assert node["status"]["capacity"][crd.RESOURCE_GPU_SHARE] == "800"
+    assert node["status"]["allocatable"][crd.RESOURCE_GPU_SHARE] == "800"
 
 
 @pytest.mark.parametrize(("product", "name"), sorted(NVML_NAMES.items()))

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from operators.crd import RESOURCE_GPU
 from operators.failure_policy import EXIT_CHECKPOINTED, RestartPolicy
 from operators.resources import parse_time
 from policies.registry import policy_names
@@ -296,3 +297,50 @@ def test_a_worker_that_cannot_be_configured_fails_the_job_past_its_backoff_limit
     assert status["failures"] == 2 and status["attempt"] == 2
     (first, *_) = events(gpu_cluster, "broken", "WorkerFailed")
     assert "failure 1 (backoffLimit 1); tried again after the back-off" in first.message
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_a_pod_the_kubelet_rejects_for_gpus_taken_outside_gpuflow_counts_as_a_failure(
+    gpu_cluster: GpuCluster,
+) -> None:
+    # A pod the default scheduler and the device plugin gave 6 of node-0's 8 GPUs, which
+    # gpuflow does not see: its 4-GPU pod is refused by the kubelet, never run beside.
+    api = gpu_cluster.api
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "elsewhere", "namespace": "default"},
+        "spec": {
+            "nodeName": "node-0",
+            "containers": [
+                {"name": "worker", "image": "cuda", "resources": {"limits": {RESOURCE_GPU: "6"}}}
+            ],
+        },
+    }
+    kubelet = Kubelet(gpu_cluster.client, time_scale=1000).start()
+    try:
+        api.create_pod("default", foreign)
+        wait_for("the foreign pod running", lambda: running_pod(gpu_cluster, "elsewhere"))
+        with running_operator(gpu_cluster.client):
+            api.create_dljob("default", make_dljob("j", 4))
+            pod = wait_for("pod j-1-0 rejected", lambda: _failed_pod(gpu_cluster, "j-1-0"))
+            failed = wait_for(
+                "the job's WorkerFailed condition",
+                lambda: _with_reason(dljob_status(api, "j"), "WorkerFailed"),
+            )
+    finally:
+        kubelet.stop()
+    assert pod["status"]["reason"] == "OutOfnvidia.com/gpu"
+    assert pod["status"]["message"].endswith("requested: 4, used: 6, capacity: 8")
+    assert not pod["status"].get("containerStatuses")  # never run
+    assert failed["message"].startswith("pod j-1-0 failed with no exit code (OutOfnvidia.com/gpu)")
+
+
+def _failed_pod(cluster: GpuCluster, name: str) -> dict[str, Any] | None:
+    pods = job_pods(cluster.api, name.split("-")[0])
+    pod = next((p for p in pods if p["metadata"]["name"] == name), None)
+    return pod if pod is not None and pod.get("status", {}).get("phase") == "Failed" else None
+
+
+def _with_reason(status: dict[str, Any], reason: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("reason") == reason), None)

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 
 from operators import crd
-from operators.pods import Occupancy, ShareRecord, WorkerSpec, worker_pods
+from operators.pods import Occupancy, ShareRecord, WorkerSpec, gpu_requests, worker_pods
 from operators.requests import Requests, spec_requests
 from operators.template import pod_requests
 
+SHARE = crd.RESOURCE_GPU_SHARE
 SIDECAR = {"name": "log-shipper", "image": "fluent-bit:3", "resources": {"requests": {"cpu": "1"}}}
 
 
@@ -79,7 +80,11 @@ def test_worker_pods_keep_the_template_and_inject_only_placement() -> None:
     assert spec["hostname"] == "bert-2-1" and spec["subdomain"] == "bert"
     sidecar, worker = spec["containers"]
     assert sidecar == SIDECAR  # no GPUs, env or mounts for the other containers
-    assert worker["resources"] == _full_template()["spec"]["containers"][1]["resources"]
+    # the user's CPU and memory kept; its one whole GPU requested as the plugin counts
+    assert worker["resources"] == {
+        "requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"},
+        "limits": {"memory": "40Gi", "nvidia.com/gpu": "1"},
+    }
     assert worker["securityContext"] == {"runAsNonRoot": True}
     env = _env(worker)
     assert env["RANK"] == "1" and env["WORLD_SIZE"] == "2"
@@ -95,6 +100,41 @@ def test_worker_pods_keep_the_template_and_inject_only_placement() -> None:
     assert meta["annotations"][crd.ANN_BATCH_SIZE] == "512"
     assert meta["annotations"][crd.ANN_RANK] == "1"
     assert meta["ownerReferences"][0]["uid"] == "u-1"
+
+
+def _resources(shares: tuple[ShareRecord, ...], spec: dict[str, Any]) -> list[Any]:
+    job = _job(spec)
+    pods = worker_pods(WorkerSpec(job, shares, 1, None, "2026-01-01T00:00:00Z"))
+    return [p["spec"]["containers"][-1]["resources"] for p in pods]
+
+
+def test_a_pod_on_whole_gpus_requests_them_as_the_device_plugin_counts() -> None:
+    shares = tuple(ShareRecord("n0", i, f"GPU-{i}") for i in (0, 2, 3))
+    shares += (ShareRecord("n1", 0, "GPU-x"),)
+    # a user's own count of GPUs is replaced by what the pod holds on its node
+    template = _full_template()
+    template["spec"]["containers"][1]["resources"]["limits"]["nvidia.com/gpu"] = "8"
+    first, second = _resources(shares, {"template": template})
+    assert first["limits"] == {"memory": "40Gi", "nvidia.com/gpu": "3"}
+    assert first["requests"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "3"}
+    assert second["limits"]["nvidia.com/gpu"] == second["requests"]["nvidia.com/gpu"] == "1"
+    assert crd.RESOURCE_GPU_SHARE not in first["limits"]
+    (shorthand,) = _resources(shares[:1], {"image": "busybox"})
+    assert shorthand == {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
+
+
+def test_a_pod_on_shared_gpus_requests_hundredths_of_gpus_not_device_plugin_gpus() -> None:
+    # a third of GPU 0 and half of GPU 1: 33 + 50 hundredths; three thirds fill a GPU
+    shares = (ShareRecord("n0", 0, "GPU-0", 1 / 3), ShareRecord("n0", 1, "GPU-1", 0.5))
+    (res,) = _resources(shares, {"image": "busybox", "gpuMemMib": 4096})
+    assert res == {"limits": {SHARE: "83"}, "requests": {SHARE: "83"}}
+    assert crd.GPU_SHARE_UNITS == 100
+    assert 3 * gpu_requests([ShareRecord("n0", 0, "GPU-0", 1 / 3)])[crd.RESOURCE_GPU_SHARE] <= 100
+    # 0.29 * 100 is 28.999999999999996 in floats: still 29 hundredths
+    assert gpu_requests([ShareRecord("n0", 0, "GPU-0", 0.29)]) == {crd.RESOURCE_GPU_SHARE: 29}
+    # a pod with a whole GPU and a share of another asks for both
+    mixed = [ShareRecord("n0", 0, "GPU-0"), ShareRecord("n0", 1, "GPU-1", 0.25)]
+    assert gpu_requests(mixed) == {crd.RESOURCE_GPU: 1, crd.RESOURCE_GPU_SHARE: 25}
 
 
 def test_every_worker_pod_mounts_its_annotations_read_only() -> None:

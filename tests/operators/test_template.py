@@ -9,6 +9,7 @@ from typing import Any
 import kubernetes  # type: ignore[import-untyped]
 import pytest
 
+from operators import crd
 from operators.kube import KubeApi
 from operators.resources import job_spec
 from tests.operators.builders import dljob_status, make_dljob, make_node_body
@@ -88,7 +89,7 @@ def test_a_template_job_and_an_elastic_one_are_valid() -> None:
 
 def _node_with_cpus(name: str, cpus: str) -> dict[str, Any]:
     body = make_node_body(name)
-    body["status"] = {"allocatable": {"cpu": cpus, "memory": "512Gi", "pods": "110"}}
+    body["status"]["allocatable"].update({"cpu": cpus, "memory": "512Gi", "pods": "110"})
     return body
 
 
@@ -112,7 +113,8 @@ def test_a_job_waits_for_cpus_and_runs_once_the_other_finishes(gpu_cluster: GpuC
     first, second = dljob_status(api, "first"), dljob_status(api, "second")
     assert second["startTime"] >= first["completionTime"]
     (pod,) = job_pods(api, "second")
-    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "6"}
+    requests = pod["spec"]["containers"][0]["resources"]["requests"]
+    assert requests == {"cpu": "6", crd.RESOURCE_GPU: "2"}  # its 2 GPUs as the plugin counts
     assert pod["metadata"]["labels"]["team"] == "test"  # the template's label kept
 
 
