@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuflow.options import CliError, parsed_policy_options
 from operators.kube import CONFLICT, ApiException, KubeApi, Obj
+from policies.option_text import parse_item, parse_value
 
 CONFIGMAP = "gpuflow-policy"
 KEY = "policy"
@@ -45,12 +45,10 @@ def parse_options(text: str, name: str = CONFIGMAP) -> tuple[tuple[str, str, Any
         if not item or item.startswith("#"):
             continue
         try:
-            out.extend(parsed_policy_options([item]))
-        except CliError as exc:
-            detail = str(exc).removeprefix("--policy-opt ")
-            raise ValueError(
-                f"ConfigMap {name} data.{OPTIONS_KEY} line {number}: {detail}"
-            ) from None
+            scope, key, raw = parse_item(item)
+            out.append((scope, key, parse_value(key, raw)))
+        except ValueError as exc:
+            raise ValueError(f"ConfigMap {name} data.{OPTIONS_KEY} line {number}: {exc}") from None
     return tuple(out)
 
 
