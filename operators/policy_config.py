@@ -4,10 +4,10 @@ options in `data.options`.
 The API writes the name (PUT /api/v1/policies/active in cluster mode,
 api/routes/policies.py) with `write_policy`; an admin writes the options with kubectl,
 one `[POLICY:]KEY=VALUE` a line as `gpuflow operator run --policy-opt` takes them
-(gpuflow/options.py: the same syntax and value parsing; blank lines and `#` comments
-skipped). The operator reads both with `PolicyWatch.changed` at the start of each
-round, at most every `every_s`, parses the options with `parse_options`, and swaps its
-policy when the name or the options in effect changed (operators/operator.py). A
+(policies/option_text.py: the same syntax and value parsing; blank lines and `#`
+comments skipped). The operator reads both with `PolicyWatch.changed` at the start of
+each round, at most every `every_s`, parses the options with `parse_options`, and
+swaps its policy when the name or the options in effect changed (operators/operator.py). A
 missing ConfigMap, a name the registry does not know, or options that do not parse or
 that the policy refuses, leave the policy the operator runs (its --policy flag's, or
 the last one read).
@@ -26,6 +26,7 @@ from policies.option_text import parse_item, parse_value
 CONFIGMAP = "gpuflow-policy"
 KEY = "policy"
 OPTIONS_KEY = "options"
+CONFLICT_TRIES = 3  # a replace refused because another writer changed it: read again
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class PolicyChoice:
 
 def parse_options(text: str, name: str = CONFIGMAP) -> tuple[tuple[str, str, Any], ...]:
     """`data.options` as (policy or "" for any, key, value), each value parsed as
-    --policy-opt's; ValueError naming the ConfigMap, the key and the line."""
+    --policy-opt's; ValueError naming the ConfigMap, data.options and the line."""
     out: list[tuple[str, str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         item = line.strip()
@@ -63,9 +64,6 @@ def read_choice(api: KubeApi, namespace: str, name: str = CONFIGMAP) -> PolicyCh
     if not policy:
         return None
     return PolicyChoice(str(policy), str(data.get(OPTIONS_KEY) or ""))
-
-
-CONFLICT_TRIES = 3  # a replace refused because another writer changed it: read again
 
 
 def read_policy(api: KubeApi, namespace: str, name: str = CONFIGMAP) -> str | None:
