@@ -22,8 +22,9 @@ from typing import Any
 from policies import option_text
 
 # 18 digits hold any count, seed or priority a user means and still fit an int64
-# (a database column or a numpy seed); more is a typo or an attack.
-MAX_INTEGER_DIGITS = 18
+# (a database column or a numpy seed); more is a typo or an attack. The same bound
+# as a policy option's integers.
+MAX_INTEGER_DIGITS = option_text.MAX_INTEGER_DIGITS
 # The longest wall-clock wait an option may ask for (a week): longer is a typo, and
 # threading's waits refuse timeouts past threading.TIMEOUT_MAX with an OverflowError.
 MAX_WAIT_S = 7 * 24 * 3600.0

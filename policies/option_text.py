@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 # 18 digits hold any count, seed or threshold a user means and still fit an int64;
-# more is a typo or an attack (the CLI's bound on integers, gpuflow/options.py).
+# more is a typo or an attack (also the CLI's bound on integers, gpuflow/options.py).
 MAX_INTEGER_DIGITS = 18
 
 
