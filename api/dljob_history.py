@@ -23,6 +23,7 @@ from api.history import EventRecord
 from operators.kube import Obj
 from operators.resources import (
     ADMITTED,
+    BACKOFF,
     DEFAULT_DURATION_S,
     FAILED,
     PREEMPTED,
@@ -39,6 +40,7 @@ EVENTS = {
     ADMITTED: "admitted",
     RUNNING: "started",
     PREEMPTED: "preempted",
+    BACKOFF: "preempted",  # stopped by a failure, to restart: the timeline's stop
     SUSPENDED: "suspended",
     SUCCEEDED: "finished",
     FAILED: "failed",

@@ -31,6 +31,7 @@ from operators.nodes import ClusterView
 from operators.requests import Requests
 from operators.resources import (
     ADMITTED,
+    BACKOFF,
     INVALID,
     PREEMPTED,
     QUEUED,
@@ -42,7 +43,7 @@ from operators.resources import (
 )
 from operators.template import pod_requests
 
-UNPLACED_PHASES = (QUEUED, PREEMPTED, SUSPENDED, UNSCHEDULABLE, INVALID)
+UNPLACED_PHASES = (QUEUED, PREEMPTED, SUSPENDED, BACKOFF, UNSCHEDULABLE, INVALID)
 
 
 def describe_kube(

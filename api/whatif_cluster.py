@@ -30,6 +30,7 @@ from operators.nodes import ClusterView, build_cluster
 from operators.operator import OperatorConfig
 from operators.resources import (
     ADMITTED,
+    BACKOFF,
     PREEMPTED,
     RUNNING,
     SUSPENDED,
@@ -40,7 +41,11 @@ from operators.resources import (
     phase_of,
 )
 
-STATUS_OF_WAITING_PHASE = {PREEMPTED: JobStatus.PREEMPTED, SUSPENDED: JobStatus.SUSPENDED}
+STATUS_OF_WAITING_PHASE = {
+    PREEMPTED: JobStatus.PREEMPTED,
+    SUSPENDED: JobStatus.SUSPENDED,
+    BACKOFF: JobStatus.PREEMPTED,  # ran and stopped, as operators/views.py sees it
+}
 OPERATOR_DEFAULTS = OperatorConfig(identity="")
 
 

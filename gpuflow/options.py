@@ -1,7 +1,7 @@
 """argparse types for the CLI's number options (bounded integers and finite floats),
 the one-line error of bad input (`CliError`), the check of a file argument
-(`regular_file`) and policy options (`--policy-opt [POLICY:]KEY=VALUE`, on replay,
-compare and operator run).
+(`regular_file`) and policy options (`--policy-opt [POLICY:]KEY=VALUE`, parsed by
+policies/option_text.py, on replay, compare, sandbox and operator run).
 
 Used by every command module (gpuflow.cli, serve_cmd, operator_cmd, sandbox_cmd,
 coflow_cmd) in place of `type=int` and `type=float`, so that a negative count, a zero
@@ -13,16 +13,18 @@ loop, an OverflowError or a traceback further on.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import stat
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from policies import option_text
+
 # 18 digits hold any count, seed or priority a user means and still fit an int64
-# (a database column or a numpy seed); more is a typo or an attack.
-MAX_INTEGER_DIGITS = 18
+# (a database column or a numpy seed); more is a typo or an attack. The same bound
+# as a policy option's integers.
+MAX_INTEGER_DIGITS = option_text.MAX_INTEGER_DIGITS
 # The longest wall-clock wait an option may ask for (a week): longer is a typo, and
 # threading's waits refuse timeouts past threading.TIMEOUT_MAX with an OverflowError.
 MAX_WAIT_S = 7 * 24 * 3600.0
@@ -121,15 +123,11 @@ def regular_file(option: str, name: str | None) -> None:
 
 def scoped_policy_options(raw: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
     """`[POLICY:]KEY=VALUE` items as (policy or "" for any, key, value); CliError
-    naming the item when one is not of that form."""
-    out: list[tuple[str, str, str]] = []
-    for item in raw:
-        scope, _, rest = item.rpartition(":") if ":" in item.split("=", 1)[0] else ("", "", item)
-        key, sep, value = rest.partition("=")
-        if not sep or not key:
-            raise CliError(f"--policy-opt {item!r}: expected [POLICY:]KEY=VALUE")
-        out.append((scope.strip(), key.strip(), value.strip()))
-    return tuple(out)
+    naming the item when one is not of that form (policies/option_text.py)."""
+    try:
+        return tuple(option_text.parse_item(item) for item in raw)
+    except ValueError as exc:
+        raise CliError(f"--policy-opt {exc}") from None
 
 
 def parsed_policy_options(raw: Sequence[str]) -> tuple[tuple[str, str, Any], ...]:
@@ -149,20 +147,12 @@ def policy_options(raw: Sequence[str], policy: str) -> tuple[tuple[str, str], ..
 def option_values(options: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """Each option's value: JSON where it parses (numbers, lists, booleans), else the
     text itself; CliError naming the option for an integer past MAX_INTEGER_DIGITS or
-    a value nested too deeply. NaN and infinities are left to the policy's checks."""
+    a value nested too deeply (policies/option_text.py). NaN and infinities are left
+    to the policy's checks."""
     values: dict[str, Any] = {}
     for key, raw in options:
         try:
-            values[key] = json.loads(raw, parse_int=_json_integer)
-        except json.JSONDecodeError:
-            values[key] = raw
-        except (ValueError, RecursionError) as exc:
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-            raise CliError(f"--policy-opt {key}: {reason}") from None
+            values[key] = option_text.parse_value(key, raw)
+        except ValueError as exc:
+            raise CliError(f"--policy-opt {exc}") from None
     return values
-
-
-def _json_integer(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
-        raise ValueError(f"an integer of more than {MAX_INTEGER_DIGITS} digits")
-    return int(text)

@@ -43,6 +43,7 @@ from operators.resources import (
     PENDING_START,
     PREEMPTED,
     QUEUED,
+    STOPPED_PHASES,
     SUSPENDED,
     Reasoned,
     fields_mutator,
@@ -228,7 +229,7 @@ class PlanApplier:
         reason = plan.reason_for(rec.key)
         pending = Reasoned(reason.code, reason.message) if reason else Reasoned("Waiting", "")
         phase = phase_of(rec.obj)
-        if phase not in (PREEMPTED, SUSPENDED):
+        if phase not in STOPPED_PHASES:
             phase = QUEUED
         self.writer.status_throttled(rec.obj, pending.reason, phase, pending, now)
 

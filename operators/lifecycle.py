@@ -6,8 +6,9 @@ a deleted one once none of its pods is left unfinished; a gang whose every rank
 succeeded makes the job Succeeded. A failed rank is judged once per attempt
 (operators/failure_policy.py): the gang is torn down (graceful deletion, so the
 workers can checkpoint; failed pods stay, for their logs) and the job restarts from
-its checkpoint, after a back-off if the failure counts, or fails (podFailurePolicy
-FailJob, or past `backoffLimit`). A lost rank or node, or pods not all running
+its checkpoint (or from the beginning without one), in phase BackOff after a
+back-off if the failure counts, or fails (podFailurePolicy FailJob, or past
+`backoffLimit`). A lost rank or node, or pods not all running
 within the start timeout, tear the gang down and requeue the job without counting;
 a worker the kubelet cannot create for its configuration (a missing Secret, a bad
 image name) counts as a failure after CONFIG_ERROR_S. A starting job (GPUs reserved
@@ -32,13 +33,14 @@ from operators.nodes import ClusterView
 from operators.pod_status import waiting_reason, worker_waiting
 from operators.pods import finished, pod_phase, terminating
 from operators.resources import (
+    BACKOFF,
     FAILED,
     INVALID,
     PREEMPTED,
     QUEUED,
     RUNNING,
+    STOPPED_PHASES,
     SUCCEEDED,
-    SUSPENDED,
     Reasoned,
     backoff_limit,
     format_time,
@@ -46,6 +48,7 @@ from operators.resources import (
     micro_time,
     parse_time,
     phase_of,
+    restart_point,
     status_mutator,
 )
 from operators.writer import Writer
@@ -184,7 +187,7 @@ class Lifecycle:
         self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
         fields: dict[str, object] = {"failedAttempt": rec.attempt, "nodes": ""}
         add = self._service(rec, now)
-        restarting = Reasoned("Restarting", "waits to restart from its checkpoint")
+        restarting = Reasoned("Restarting", f"waits to restart {restart_point(rec.obj)}")
         if verdict.action is RuleAction.FAIL_JOB:
             why = Reasoned("PodFailurePolicy", f"{verdict.describe()}: FailJob")
             mutate = status_mutator(FAILED, why, fields=fields, add=add, now_s=now)
@@ -207,10 +210,11 @@ class Lifecycle:
         add: Mapping[str, float],
         now: float,
         fail_reason: str = "BackoffLimitExceeded",
-        retry: str = "restarts from its checkpoint",
+        retry: str = "",
     ) -> tuple[Reasoned, Mutator]:
         """A failure that counts against spec.backoffLimit: the job Failed past it
-        (`fail_reason`), else Preempted to restart after the back-off."""
+        (`fail_reason`), else in phase BackOff, to restart after the back-off (`retry`
+        says how; by default from where it resumes, restart_point)."""
         failures = int((rec.obj.get("status") or {}).get("failures") or 0) + 1
         fields["failures"] = failures
         limit = backoff_limit(rec.obj)
@@ -220,10 +224,11 @@ class Lifecycle:
             return why, status_mutator(FAILED, why, fields=fields, add=add, now_s=now)
         until = now + self.restart.delay_s(failures)
         fields["restartAfter"] = micro_time(until)
+        retry = retry or f"restarts {restart_point(rec.obj)}"
         why = Reasoned("WorkerFailed", f"{msg}; {retry}")
         wait = Reasoned("BackOff", f"back-off: restarts after {micro_time(until)}")
         self._wake_at(until, now)
-        return why, status_mutator(PREEMPTED, why, pending=wait, fields=fields, add=add, now_s=now)
+        return why, status_mutator(BACKOFF, why, pending=wait, fields=fields, add=add, now_s=now)
 
     def _config_error(self, rec: JobRecord, pod: Obj, now: float) -> None:
         """A worker that cannot start for its configuration (a missing Secret or
@@ -241,12 +246,13 @@ class Lifecycle:
         self._write(rec, _once(rec.attempt, mutate), why, "Warning")
 
     def _backoff(self, rec: JobRecord, now: float) -> None:
-        """Wait out status.restartAfter; then clear it, which requeues the job."""
+        """Wait out status.restartAfter; then clear it, which requeues the job (in
+        phase BackOff until it runs again: it waits because it failed)."""
         assert rec.restart_after_s is not None
         if now < rec.restart_after_s:
             self._wake_at(rec.restart_after_s, now)
             return
-        phase = phase_of(rec.obj) if phase_of(rec.obj) in (PREEMPTED, SUSPENDED) else PREEMPTED
+        phase = phase_of(rec.obj) if phase_of(rec.obj) in STOPPED_PHASES else BACKOFF
         why = _condition(rec.obj, phase) or Reasoned("WorkerFailed", "")
         ended = Reasoned("Restarting", f"back-off ended at {micro_time(rec.restart_after_s)}")
         mutate = status_mutator(phase, why, pending=ended, now_s=now)
@@ -263,7 +269,7 @@ class Lifecycle:
         """Delete `rec`'s pods and mark it preempted (its service so far added), to
         restart as `pending` says; an event of `event_kind` tells why."""
         self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)
-        pending = pending or Reasoned("Restarting", "waits to restart from its checkpoint")
+        pending = pending or Reasoned("Restarting", f"waits to restart {restart_point(rec.obj)}")
         mutate = status_mutator(
             PREEMPTED,
             why,
@@ -301,7 +307,7 @@ class Lifecycle:
         why = Reasoned("WorkersRunning", f"{len(rec.live)} worker pod(s) running")
         mutate = status_mutator(RUNNING, why, fields=fields, now_s=now)
         self.writer.status(rec.obj, _clear_restart_after(mutate))
-        if phase_of(rec.obj) != PREEMPTED:
+        if phase_of(rec.obj) not in (PREEMPTED, BACKOFF):
             self.writer.event(rec.obj, why.reason, why.message)
 
     def _starting(self, rec: JobRecord, present: set[str], now: float) -> None:
@@ -318,7 +324,7 @@ class Lifecycle:
         else:
             self._wake_at(deadline, now)
             return
-        phase = phase_of(rec.obj) if phase_of(rec.obj) in (PREEMPTED, SUSPENDED) else QUEUED
+        phase = phase_of(rec.obj) if phase_of(rec.obj) in STOPPED_PHASES else QUEUED
         self._write(rec, status_mutator(phase, why, now_s=now), why, "Warning")
 
     def _start_timeout(self, rec: JobRecord, waiting: list[Obj], now: float) -> None:

@@ -39,7 +39,7 @@ from operators.leader import LeaderElector, LeaseConfig
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
 from operators.network_phases import make_network_publisher
-from operators.policy_config import PolicyWatch
+from operators.policy_config import PolicyWatch, parse_options
 from operators.quota_queues import QueueReader, QueueStatusWriter, queue_statuses, reclaimed
 from operators.writer import Writer
 from policies.registry import UnknownPolicyError, make_policy
@@ -116,8 +116,12 @@ class Operator:
         )
         # Paced: the policy decides at a replay's moments (controller.pace), not at
         # every informer event; rounds in between carry out what it decided.
-        policy = make_policy(config.policy, **config.options_for(config.policy))
+        options = config.options_for(config.policy)
+        policy = make_policy(config.policy, **options)
         self.controller = Controller(policy, paced=True)
+        # The policy in effect and its options: a ConfigMap read that changes neither
+        # keeps the policy (and its state).
+        self._policy_in_effect: tuple[str, dict[str, Any]] = (config.policy, options)
         # An admin's choice (PUT /policies/active) in ConfigMap gpuflow-policy of the
         # operator's namespace (its Lease's) overrides --policy: operators/policy_config.
         self.policy_watch = PolicyWatch(api, config.lease.namespace, every_s=POLICY_READ_S)
@@ -274,22 +278,31 @@ class Operator:
         self.backend.round_record = record_round(policy, snapshot, plan, plan.state)
 
     def _reload_policy(self) -> None:
-        """Swap to the policy the ConfigMap names if it changed: a new policy object
-        from a fresh state; the jobs, their pods and the backend stay as they are."""
+        """Swap to the policy the ConfigMap names, with its options over --policy-opt's,
+        if either changed: a new policy object from a fresh state; the jobs, their pods
+        and the backend stay as they are. Options that do not parse or that the policy
+        refuses keep the policy in effect, with a WARNING saying why."""
         try:
-            name = self.policy_watch.changed()
+            choice = self.policy_watch.changed()
         except API_ERRORS:
             return  # KubeApi logged it; scheduling goes on with the current policy
-        if name is None or name == self.controller.policy.name:
+        if choice is None:
             return
+        name = choice.name
         try:
-            policy = make_policy(name, **self.config.options_for(name))
-        except UnknownPolicyError as exc:
+            scoped = parse_options(choice.options, self.policy_watch.name)
+            options = self.config.options_for(name)
+            options.update((k, v) for scope, k, v in scoped if scope in ("", name))
+            if (name, options) == self._policy_in_effect:
+                return
+            policy = make_policy(name, **options)
+        except (UnknownPolicyError, ValueError) as exc:  # a name or options refused
             emit(log, logging.WARNING, "policy not switched", policy=name, error=one_line(exc))
             return
         old = self.controller.policy.name
         self.controller.set_policy(policy)
-        emit(log, logging.INFO, "policy switched", old=old, new=policy.name)
+        self._policy_in_effect = (name, options)
+        emit(log, logging.INFO, "policy switched", old=old, new=policy.name, options=options)
 
     def stop(self) -> None:
         """Ask `run()` to stop (safe from a signal handler: it only sets events)."""

@@ -1,35 +1,80 @@
-"""The scheduling policy an admin chose, kept in a ConfigMap's `data.policy`.
+"""The scheduling policy an admin chose, kept in a ConfigMap's `data.policy`, and its
+options in `data.options`.
 
-The API writes it (PUT /api/v1/policies/active in cluster mode, api/routes/policies.py)
-with `write_policy`; the operator reads it with `PolicyWatch.changed` at the start of
-each round, at most every `every_s`, and swaps its policy when the name changed
-(operators/operator.py). A missing ConfigMap, or a name the registry does not know,
-leaves the policy the operator runs (its --policy flag's, or the last one read).
+The API writes the name (PUT /api/v1/policies/active in cluster mode,
+api/routes/policies.py) with `write_policy`; an admin writes the options with kubectl,
+one `[POLICY:]KEY=VALUE` a line as `gpuflow operator run --policy-opt` takes them
+(policies/option_text.py: the same syntax and value parsing; blank lines and `#`
+comments skipped). The operator reads both with `PolicyWatch.changed` at the start of
+each round, at most every `every_s`, parses the options with `parse_options`, and
+swaps its policy when the name or the options in effect changed (operators/operator.py). A
+missing ConfigMap, a name the registry does not know, or options that do not parse or
+that the policy refuses, leave the policy the operator runs (its --policy flag's, or
+the last one read).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from operators.kube import CONFLICT, ApiException, KubeApi, Obj
+from policies.option_text import parse_item, parse_value
 
 CONFIGMAP = "gpuflow-policy"
 KEY = "policy"
+OPTIONS_KEY = "options"
 CONFLICT_TRIES = 3  # a replace refused because another writer changed it: read again
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """What the ConfigMap holds: the policy's name and its options' text."""
+
+    name: str
+    options: str = ""
+
+
+def parse_options(text: str, name: str = CONFIGMAP) -> tuple[tuple[str, str, Any], ...]:
+    """`data.options` as (policy or "" for any, key, value), each value parsed as
+    --policy-opt's; ValueError naming the ConfigMap, data.options and the line."""
+    out: list[tuple[str, str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        item = line.strip()
+        if not item or item.startswith("#"):
+            continue
+        try:
+            scope, key, raw = parse_item(item)
+            out.append((scope, key, parse_value(key, raw)))
+        except ValueError as exc:
+            raise ValueError(f"ConfigMap {name} data.{OPTIONS_KEY} line {number}: {exc}") from None
+    return tuple(out)
+
+
+def read_choice(api: KubeApi, namespace: str, name: str = CONFIGMAP) -> PolicyChoice | None:
+    """The policy and options text the ConfigMap holds, or None (no ConfigMap, no
+    policy key)."""
+    obj = api.get_configmap(namespace, name)
+    if obj is None:
+        return None
+    data = obj.get("data") or {}
+    policy = data.get(KEY)
+    if not policy:
+        return None
+    return PolicyChoice(str(policy), str(data.get(OPTIONS_KEY) or ""))
 
 
 def read_policy(api: KubeApi, namespace: str, name: str = CONFIGMAP) -> str | None:
     """The policy name the ConfigMap holds, or None (no ConfigMap, no key)."""
-    obj = api.get_configmap(namespace, name)
-    if obj is None:
-        return None
-    value = (obj.get("data") or {}).get(KEY)
-    return str(value) if value else None
+    choice = read_choice(api, namespace, name)
+    return None if choice is None else choice.name
 
 
 def write_policy(api: KubeApi, namespace: str, policy: str, name: str = CONFIGMAP) -> None:
-    """Set the ConfigMap's policy, creating the ConfigMap if there is none."""
+    """Set the ConfigMap's policy (its options kept), creating the ConfigMap if there is
+    none."""
     for _ in range(CONFLICT_TRIES):
         obj = api.get_configmap(namespace, name)
         if obj is None:
@@ -53,7 +98,7 @@ def write_policy(api: KubeApi, namespace: str, policy: str, name: str = CONFIGMA
 
 
 class PolicyWatch:
-    """The operator's side: the ConfigMap's policy when it changed since last read."""
+    """The operator's side: the ConfigMap's choice when it changed since last read."""
 
     def __init__(
         self,
@@ -70,17 +115,22 @@ class PolicyWatch:
         self.every_s = every_s
         self._clock = clock
         self._last_read = -float("inf")
-        self._seen: str | None = None
+        self._seen: PolicyChoice | None = None
 
-    def changed(self) -> str | None:
-        """The policy named in the ConfigMap if it differs from the last one read
+    @property
+    def seen(self) -> PolicyChoice | None:
+        """The ConfigMap's choice at the last read that found one."""
+        return self._seen
+
+    def changed(self) -> PolicyChoice | None:
+        """The ConfigMap's policy and options if either differs from the last read
         (None: not time to read, no ConfigMap, or no change)."""
         now = self._clock()
         if now - self._last_read < self.every_s:
             return None
         self._last_read = now
-        policy = read_policy(self.api, self.namespace, self.name)
-        if policy is None or policy == self._seen:
+        choice = read_choice(self.api, self.namespace, self.name)
+        if choice is None or choice == self._seen:
             return None
-        self._seen = policy
-        return policy
+        self._seen = choice
+        return choice

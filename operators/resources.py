@@ -43,6 +43,10 @@ METRICS_SECRET_KEY = "token"
 
 QUEUED, ADMITTED, RUNNING = "Queued", "Admitted", "Running"
 PREEMPTED, SUSPENDED, SUCCEEDED, FAILED = "Preempted", "Suspended", "Succeeded", "Failed"
+# A counted failure of a worker: the job waits out its back-off (status.restartAfter),
+# then for GPUs, to restart; Preempted is for a job whose GPUs a policy or an admin's
+# drain took.
+BACKOFF = "BackOff"
 # Not terminal: the operator looks at the spec again every round, and a fixed spec
 # (kubectl apply) queues the job.
 INVALID = "Invalid"
@@ -53,7 +57,10 @@ UNSCHEDULABLE = "Unschedulable"
 TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
 # Phases in which a job waits in the queue: entering one from any other sets
 # status.waitingSince (the policies' `waiting_since_s`).
-WAITING_PHASES = frozenset({QUEUED, PREEMPTED, SUSPENDED})
+WAITING_PHASES = frozenset({QUEUED, PREEMPTED, SUSPENDED, BACKOFF})
+# Phases of a job that ran and was stopped, waiting to run again: its True Queued
+# condition says why it still waits.
+STOPPED_PHASES = frozenset({PREEMPTED, SUSPENDED, BACKOFF})
 # status.pendingStart: the GPUs an admitted job waits for, while pods that are leaving
 # (its own previous attempt's, or other jobs') still hold them (operators/applier.py).
 PENDING_START = "pendingStart"
@@ -67,6 +74,7 @@ CONDITION_TYPES = (
     RUNNING,
     PREEMPTED,
     SUSPENDED,
+    BACKOFF,
     SUCCEEDED,
     FAILED,
     INVALID,
@@ -181,6 +189,17 @@ def _check_gpus(spec: Obj) -> int:
     return gpus
 
 
+def restart_point(obj: Obj) -> str:
+    """Where a restarted job resumes, as status messages say it: the operator cannot
+    see the checkpoint volume, so a job with spec.checkpoint.path resumes from its
+    newest checkpoint if it wrote one (gpuflow.train keeps one per attempt), and one
+    without starts over."""
+    ckpt = (obj.get("spec") or {}).get("checkpoint") or {}
+    if ckpt.get("path"):
+        return "from its newest checkpoint (from the beginning if it wrote none)"
+    return "from the beginning (no spec.checkpoint.path)"
+
+
 def grace_period_s(obj: Obj) -> int:
     ckpt = (obj.get("spec") or {}).get("checkpoint") or {}
     return int(ckpt.get("gracePeriodSeconds", DEFAULT_GRACE_S))
@@ -205,7 +224,7 @@ def conditions_for(phase: str, why: Reasoned, pending: Reasoned | None) -> dict[
     Queued with the why-pending reason for a job that waits after a stop, and
     Admitted under Running."""
     true = {phase: why}
-    if phase in (PREEMPTED, SUSPENDED) and pending is not None:
+    if phase in STOPPED_PHASES and pending is not None:
         true[QUEUED] = pending
     if phase == RUNNING:
         true[ADMITTED] = Reasoned("Admitted", "the scheduler gave the job its GPUs")
@@ -243,7 +262,7 @@ def status_mutator(
         if phase in WAITING_PHASES and phase_of(obj) not in WAITING_PHASES:
             status["waitingSince"] = micro_time(now_s)
         status["phase"] = phase
-        shown = true.get(QUEUED, why) if phase in (PREEMPTED, SUSPENDED) else why
+        shown = true.get(QUEUED, why) if phase in STOPPED_PHASES else why
         status["reason"], status["message"] = shown.reason, shown.message
         status["conditions"] = _conditions(old.get("conditions") or [], true, now_s)
         if status == old:

@@ -21,10 +21,16 @@ from controller.rates import RateModel
 from operators.jobs import JobRecord, State
 from operators.nodes import ClusterView
 from operators.pods import ShareRecord
-from operators.resources import PREEMPTED, SUSPENDED, parse_time, phase_of
+from operators.resources import BACKOFF, PREEMPTED, SUSPENDED, parse_time, phase_of
 from operators.template import pod_requests
 
-WAITING_STATUS = {PREEMPTED: JobStatus.PREEMPTED, SUSPENDED: JobStatus.SUSPENDED}
+# A job in back-off ran and stopped as a preempted one did: to the policies it is one
+# (its attained service and restart cost count the same).
+WAITING_STATUS = {
+    PREEMPTED: JobStatus.PREEMPTED,
+    SUSPENDED: JobStatus.SUSPENDED,
+    BACKOFF: JobStatus.PREEMPTED,
+}
 # The jobs a policy sees: waiting ones, and those holding (or given) GPUs.
 SEEN = (State.WAITING, State.RUNNING, State.STARTING)
 # Jobs first seen in the same round arrive this far apart, in creation order.

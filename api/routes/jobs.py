@@ -35,19 +35,20 @@ from api.schemas.jobs import (
 )
 from api.security import JOB_ID, hash_token, new_token, token_matches
 from controller.model import JobStatus
-from operators.resources import ADMITTED, INVALID, UNSCHEDULABLE
+from operators.resources import ADMITTED, BACKOFF, INVALID, UNSCHEDULABLE
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 NOT_FOUND: Responses = {404: {"description": "no such job (or another tenant's)"}}
-# Statuses of a job that waits with a reason; the last two only in cluster mode, where
-# a job's status is its DLJob's phase.
+# Statuses of a job that waits with a reason; the last three only in cluster mode,
+# where a job's status is its DLJob's phase.
 WAITING = {s.value for s in (JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SUSPENDED)} | {
+    BACKOFF,
     UNSCHEDULABLE,
     INVALID,
 }
 CONTAINER_FIELDS = {"image", "command", "env"}  # cluster mode: the DLJob's container
 # What a job's status can be: the scheduler's, and in cluster mode its DLJob's phase.
-STATUSES = (*(s.value for s in JobStatus), ADMITTED, UNSCHEDULABLE, INVALID)
+STATUSES = (*(s.value for s in JobStatus), ADMITTED, BACKOFF, UNSCHEDULABLE, INVALID)
 STATUS_PATTERN = "^(" + "|".join(STATUSES) + ")$"
 
 

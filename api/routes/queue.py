@@ -32,12 +32,13 @@ from api.schemas.queue import (
 from api.security import JOB_ID
 from api.timeline import Event, intervals
 from controller.model import WAITING
-from operators.resources import INVALID, UNSCHEDULABLE
+from operators.resources import BACKOFF, INVALID, UNSCHEDULABLE
 
 router = APIRouter(tags=["queue"])
-# A waiting job's statuses; the last two only in cluster mode (its DLJob's phase), where
-# the policy does not consider the job, so it has no position.
-WAITING_STATUSES = [*sorted(s.value for s in WAITING), UNSCHEDULABLE, INVALID]
+# A waiting job's statuses; the last three only in cluster mode (its DLJob's phase):
+# BackOff, a failed job waiting to restart (the policy sees it as preempted), then two
+# in which the policy does not consider the job, so it has no position.
+WAITING_STATUSES = [*sorted(s.value for s in WAITING), BACKOFF, UNSCHEDULABLE, INVALID]
 WAITING_PATTERN = "^(" + "|".join(WAITING_STATUSES) + ")$"
 
 

@@ -115,6 +115,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report-interval-s", type=float, default=5.0)
     parser.add_argument("--checkpoint-interval-s", type=float, default=300.0)
     parser.add_argument(
+        "--checkpoint-write-s",
+        type=float,
+        default=0.0,
+        help="make every checkpoint take at least this long to write, as a large "
+        "model's does (to try spec.checkpoint.gracePeriodSeconds against)",
+    )
+    parser.add_argument(
         "--step-sleep-s", type=float, default=0.0, help="stretch each step (to watch it)"
     )
     args = parser.parse_args(argv)
@@ -131,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         batch_size=args.batch_size,
         report_interval_s=args.report_interval_s,
         checkpoint_interval_s=args.checkpoint_interval_s,
+        checkpoint_write_s=args.checkpoint_write_s,
         epoch_samples=args.epoch_samples,
     ) as s:
         for step in s.steps(args.steps):

@@ -2,11 +2,18 @@
 
 Called by `driver.Session`: on SIGTERM, every `checkpoint_interval_s`, at the end,
 and once at start to resume. GPUFLOW_CHECKPOINT_PATH names a directory (the DLJob's
-`spec.checkpoint.path`, usually on a shared volume); the state is the one file
-CHECKPOINT_FILE in it, written to a temporary file in the same directory, fsynced,
-then renamed over the old one with os.replace, so a reader (or a SIGKILL mid-write)
-sees either the previous checkpoint or the new one, never a torn file. With DDP only
-rank 0 writes; every rank reads the same file.
+`spec.checkpoint.path`, usually on a shared volume). Each attempt of the job
+(GPUFLOW_ATTEMPT) writes its own sub-directory, `attempt-<n>/CHECKPOINT_FILE`: an old
+attempt still writing its SIGTERM checkpoint after a new one started (a late writer)
+writes its own directory and can never replace a newer attempt's checkpoint. A file is
+written to a temporary file in the same directory, fsynced, then renamed over the old
+one with os.replace, so a reader (or a SIGKILL mid-write) sees either the previous
+checkpoint or the new one, never a torn file. An attempt resumes from the newest
+complete checkpoint: that of the highest attempt up to its own that has one (a file
+CHECKPOINT_FILE directly in the directory, the layout before attempts, counts as
+attempt 0). Once an attempt has written its own, the directories of the attempts
+before it are removed (`prune`). With DDP only rank 0 writes; every rank reads the
+same file.
 
 The RNG states saved are rank 0's (python, numpy when installed, torch, and CUDA's
 when available); they are restored on rank 0 only, and the other ranks keep the
@@ -19,7 +26,10 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,8 +57,50 @@ class TrainState:
     extra: dict[str, Any] = field(default_factory=dict)  # the script's own
 
 
-def checkpoint_file(directory: Path) -> Path:
-    return directory / CHECKPOINT_FILE
+ATTEMPT_DIR = re.compile(r"attempt-([1-9][0-9]*)")
+
+
+def attempt_dir(directory: Path, attempt: int) -> Path:
+    """Where attempt `attempt` (GPUFLOW_ATTEMPT, from 1) writes its checkpoint."""
+    return directory / f"attempt-{attempt}"
+
+
+def checkpoint_file(directory: Path, attempt: int) -> Path:
+    return attempt_dir(directory, attempt) / CHECKPOINT_FILE
+
+
+def _attempts(directory: Path) -> list[int]:
+    """The attempts that have a directory under `directory`, ascending."""
+    if not directory.is_dir():
+        return []
+    found = (ATTEMPT_DIR.fullmatch(p.name) for p in directory.iterdir() if p.is_dir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def newest(directory: Path, attempt: int) -> tuple[int, Path] | None:
+    """The newest complete checkpoint an attempt may resume from, with the attempt that
+    wrote it: the highest attempt <= `attempt` whose file exists (renamed into place,
+    so complete); 0 for a file of the layout before attempts. None if there is none."""
+    for n in reversed(_attempts(directory)):
+        path = checkpoint_file(directory, n)
+        if n <= attempt and path.is_file():
+            return n, path
+    legacy = directory / CHECKPOINT_FILE
+    return (0, legacy) if legacy.is_file() else None
+
+
+def prune(directory: Path, attempt: int) -> list[int]:
+    """Remove the checkpoints of the attempts before `attempt` (and the legacy file),
+    once `attempt` has written its own; returns the attempts removed. A late writer
+    whose directory goes mid-write fails or writes a directory of an older attempt,
+    which a resume never prefers to a newer one."""
+    if not checkpoint_file(directory, attempt).is_file():
+        return []
+    removed = [n for n in _attempts(directory) if n < attempt]
+    for n in removed:
+        shutil.rmtree(attempt_dir(directory, n), ignore_errors=True)
+    (directory / CHECKPOINT_FILE).unlink(missing_ok=True)
+    return removed
 
 
 def _rng_state() -> dict[str, Any]:
@@ -85,9 +137,16 @@ def save(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     state: TrainState,
+    *,
+    attempt: int,
+    write_s: float = 0.0,
 ) -> Path:
-    """Write the checkpoint atomically; returns its path."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write attempt `attempt`'s checkpoint atomically; returns its path. `write_s`:
+    the write takes at least this long, the rename coming last (a large model's
+    write, to try a grace period against; 0 in a real job)."""
+    started = time.monotonic()
+    target = checkpoint_file(directory, attempt)
+    target.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": FORMAT,
         "model": model.state_dict(),
@@ -103,19 +162,19 @@ def save(
         },
         "rng": _rng_state(),
     }
-    target = checkpoint_file(directory)
-    fd, tmp = tempfile.mkstemp(prefix=f".{CHECKPOINT_FILE}.", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{CHECKPOINT_FILE}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
             f.flush()
             os.fsync(f.fileno())
+        time.sleep(max(0.0, write_s - (time.monotonic() - started)))
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     # The rename is durable only once the directory entry is.
-    dir_fd = os.open(directory, os.O_RDONLY)
+    dir_fd = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -129,13 +188,16 @@ def load(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     *,
+    attempt: int,
     restore_rng: bool,
 ) -> TrainState | None:
-    """Load the checkpoint into `model` and `optimizer` when there is one; None
-    otherwise. A file of another format is an error, not a fresh start."""
-    path = checkpoint_file(directory)
-    if not path.exists():
+    """Load the newest checkpoint attempt `attempt` may resume from (`newest`) into
+    `model` and `optimizer`; None if there is none. A file of another format is an
+    error, not a fresh start."""
+    found = newest(directory, attempt)
+    if found is None:
         return None
+    path = found[1]
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if payload.get("format") != FORMAT:
         raise ValueError(f"{path}: checkpoint format {payload.get('format')!r}, expected {FORMAT}")

@@ -65,7 +65,9 @@ class Session:
     """A job's run: `optimizer`'s learning rates are those for the global
     `batch_size`, which GPUFLOW_BATCH_SIZE, the checkpoint or the podinfo annotation
     may replace (the square-root rule rescales the rates); `epoch_samples`, the size
-    of the job's data, makes it report its epoch length. Use it as a context."""
+    of the job's data, makes it report its epoch length; `checkpoint_write_s` makes
+    every checkpoint take at least that long to write (a large model's write, to try
+    a grace period against). Use it as a context."""
 
     def __init__(
         self,
@@ -77,6 +79,7 @@ class Session:
         report_interval_s: float = REPORT_INTERVAL_S,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
         epoch_samples: int | None = None,
+        checkpoint_write_s: float = 0.0,
     ) -> None:
         self.placement: Placement = read_placement(os.environ if env is None else env)
         p = self.placement
@@ -88,6 +91,8 @@ class Session:
         self._optimizer = optimizer
         self._report_interval_s = report_interval_s
         self._checkpoint_interval_s = checkpoint_interval_s
+        self._checkpoint_write_s = checkpoint_write_s
+        self._pruned = False  # the checkpoints of earlier attempts removed
         self._epoch_samples = epoch_samples
         self._lr_factor = 1.0  # the script's schedule on top of the square-root rule
         self.state = self._resume(batch_size)
@@ -340,7 +345,11 @@ class Session:
                 log.warning("GPUFLOW_RESUME=1 without GPUFLOW_CHECKPOINT_PATH: starting afresh")
             return fresh
         loaded = checkpoint.load(
-            p.checkpoint_path, self._module, self._optimizer, restore_rng=p.rank == 0
+            p.checkpoint_path,
+            self._module,
+            self._optimizer,
+            attempt=p.attempt,
+            restore_rng=p.rank == 0,
         )
         if loaded is None:
             if p.resume:
@@ -356,7 +365,20 @@ class Session:
         if path is None or self.rank != 0:
             return
         self.state.noise = asdict(self._noise)
-        checkpoint.save(path, self._module, self._optimizer, self.state)
+        attempt = self.placement.attempt
+        checkpoint.save(
+            path,
+            self._module,
+            self._optimizer,
+            self.state,
+            attempt=attempt,
+            write_s=self._checkpoint_write_s,
+        )
+        if not self._pruned:
+            self._pruned = True
+            removed = checkpoint.prune(path, attempt)
+            if removed:
+                log.info("removed the checkpoints of attempt(s) %s", removed)
 
 
 # `with gpuflow.train.session(model, optimizer, batch_size=64) as s:` reads as the

@@ -30,6 +30,7 @@ from operators import crd
 from operators.kube import KubeApi, Obj
 from operators.resources import (
     ADMITTED,
+    BACKOFF,
     LABEL_JOB_ID,
     LABEL_TENANT,
     PREEMPTED,
@@ -384,3 +385,23 @@ def test_a_restart_within_one_second_still_shows() -> None:
     change = record(prev, again)
     assert [e.kind for e in change.events] == ["started"]
     assert record(change.state, again).events == []
+
+
+def test_a_failure_s_back_off_is_its_own_status_and_a_stop_in_the_history() -> None:
+    """Phase BackOff (a worker failed; issue 25): the job's status is BackOff, a
+    waiting one with its queue position, and the history shows the stop."""
+    api_obj: Obj = {"metadata": {"name": "j"}, "spec": {}, "status": {}}
+    running = status_mutator(RUNNING, Reasoned("WorkersRunning", ""), now_s=T0)(api_obj)
+    assert running is not None
+    prev = record(None, running).state
+    why = Reasoned("WorkerFailed", "pod j-1-0 failed with exit code 137: failure 1")
+    wait = Reasoned("BackOff", "back-off: restarts after ...")
+    backoff = status_mutator(BACKOFF, why, pending=wait, now_s=T0 + 5)(running)
+    assert backoff is not None
+    backoff["status"]["queuePosition"] = 2
+    change = record(prev, backoff)
+    assert [(e.kind, e.detail) for e in change.events] == [
+        ("preempted", f"{why.reason}: {why.message}")
+    ]
+    assert change.values["status"] == "BackOff"
+    assert (change.values["reason_code"], change.values["queue_position"]) == ("BackOff", 2)

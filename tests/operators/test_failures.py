@@ -71,6 +71,12 @@ def test_a_worker_failing_once_restarts_once_after_the_backoff(
             restart_after = parse_time(status["restartAfter"])
             queued = next(c for c in status["conditions"] if c["type"] == "Queued")
             assert queued["reason"] == "BackOff" and status["restartAfter"] in queued["message"]
+            assert status["phase"] == "BackOff"  # a failure's back-off, not a preemption
+            backoff = next(c for c in status["conditions"] if c["type"] == "BackOff")
+            assert backoff["reason"] == "WorkerFailed"
+            assert backoff["message"].endswith(
+                "restarts from its newest checkpoint (from the beginning if it wrote none)"
+            )
             wait_phases(api, "Succeeded", ["w"])
     finally:
         kubelet.stop()
@@ -181,8 +187,47 @@ def test_a_checkpoint_exit_after_a_preemption_is_not_counted(gpu_cluster: GpuClu
     status = dljob_status(api, "long")
     assert status["attempt"] == 2 and not status.get("failures")
     assert events(gpu_cluster, "long", "PreemptedByPolicy")
+    # Preempted by the policy: never in a failure's back-off.
+    kinds = {c["type"] for c in status["conditions"]}
+    assert "Preempted" in kinds and "BackOff" not in kinds
     for reason in ("WorkerFailed", "WorkerCheckpointed", "GangBroken"):
         assert not events(gpu_cluster, "long", reason)
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_a_crash_without_a_checkpoint_backs_off_to_restart_from_the_beginning(
+    gpu_cluster: GpuCluster,
+) -> None:
+    """Issue 25: a killed worker (exit 137) of a job with no checkpoint showed phase
+    Preempted and "restarts from its checkpoint"."""
+    api = gpu_cluster.api
+    job = make_dljob("k", 8, duration_s=1.0)
+    del job["spec"]["checkpoint"]
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client) as op:
+            op.backend.lifecycle.restart = RestartPolicy(base_s=2.0, cap_s=2.0)
+            api.create_dljob("default", job)
+            fail_when_running(gpu_cluster, kubelet, "k-1-0", 137)
+            status = wait_for(
+                "the back-off",
+                lambda: (s := dljob_status(api, "k")).get("phase") == "BackOff" and s,
+            )
+            assert status["reason"] == "BackOff" and status["restartAfter"] in status["message"]
+            wait_phases(api, "Succeeded", ["k"])
+    finally:
+        kubelet.stop()
+    (failed,) = events(gpu_cluster, "k", "WorkerFailed")
+    assert failed.message == (
+        "pod k-1-0 failed with exit code 137: failure 1 (backoffLimit 3); "
+        "restarts from the beginning (no spec.checkpoint.path)"
+    )
+    status = dljob_status(api, "k")
+    assert (status["attempt"], status["failures"]) == (2, 1)
+    kinds = {c["type"]: c for c in status["conditions"]}
+    assert kinds["BackOff"]["status"] == "False" and "Preempted" not in kinds
+    env = env_of(next(p for p in job_pods(api, "k") if p["metadata"]["name"] == "k-2-0"))
+    assert "GPUFLOW_CHECKPOINT_PATH" not in env and env["GPUFLOW_ATTEMPT"] == "2"
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)

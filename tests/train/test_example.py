@@ -110,7 +110,7 @@ def test_ddp_adopts_a_batch_then_checkpoints_on_sigterm_and_resumes(
         for p in first:
             p.kill() if p.poll() is None else None
     assert codes == [EXIT_CHECKPOINTED, EXIT_CHECKPOINTED]
-    saved = torch.load(checkpoint.checkpoint_file(ckpt), weights_only=True)["train"]
+    saved = torch.load(checkpoint.checkpoint_file(ckpt, 1), weights_only=True)["train"]
     stopped_at = saved["step"]
     assert saved["batch_size"] == 64
     run1 = _losses(server)
@@ -138,7 +138,8 @@ def test_ddp_adopts_a_batch_then_checkpoints_on_sigterm_and_resumes(
     assert run2[0][1] < 3 * run1[-1][1] + 0.02
     log = (tmp_path / "rank0-2.log").read_text()
     assert f"at step {stopped_at}" in log
-    final = torch.load(checkpoint.checkpoint_file(ckpt), weights_only=True)["train"]
+    final = torch.load(checkpoint.checkpoint_file(ckpt, 2), weights_only=True)["train"]
+    assert not checkpoint.attempt_dir(ckpt, 1).exists()  # pruned once attempt 2 wrote
     assert final["step"] == stopped_at + 20
 
 

@@ -17,8 +17,8 @@
  */
 
 export const TOKEN_KEY = "gpuflow.token";
-// Statuses of a job that waits (api/routes/jobs.py WAITING; the last two cluster mode's).
-export const WAITING = ["Queued", "Preempted", "Suspended", "Unschedulable", "Invalid"];
+// Statuses of a job that waits (api/routes/jobs.py WAITING; the last three cluster mode's).
+export const WAITING = ["Queued", "Preempted", "Suspended", "BackOff", "Unschedulable", "Invalid"];
 export const FINISHED = ["Succeeded", "Failed", "Cancelled"];
 
 /** The signed-in user, set by dashboard.js on sign-in.

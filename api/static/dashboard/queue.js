@@ -22,8 +22,8 @@ import { api, byId, duration, el, report, session } from "./common.js";
  */
 
 const HEADINGS = ["Position", "Job", "Tenant", "GPUs", "Status", "Waiting for", "Why it waits"];
-// The statuses GET /queue filters on; the last two only in cluster mode.
-const STATUSES = ["Queued", "Preempted", "Suspended", "Unschedulable", "Invalid"];
+// The statuses GET /queue filters on; the last three only in cluster mode.
+const STATUSES = ["Queued", "Preempted", "Suspended", "BackOff", "Unschedulable", "Invalid"];
 const LIMIT = 1000; // the API's page size
 
 /** @type {Map<string, RowView>} */

@@ -1,0 +1,47 @@
+"""Policy options written as text: `[POLICY:]KEY=VALUE` items and their values.
+
+The one syntax every place that takes a policy's options as text shares: the CLI's
+`--policy-opt` (gpuflow/options.py, for replay, compare, sandbox and operator run) and
+the operator's policy ConfigMap (operators/policy_config.py, `data.options`). Here in
+policies/, beside the registry that checks the parsed values against each policy's
+fields, so that both callers import it downwards. Errors are ValueError; each caller
+puts its own prefix (the option, or the ConfigMap's line) before the message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# 18 digits hold any count, seed or threshold a user means and still fit an int64;
+# more is a typo or an attack (also the CLI's bound on integers, gpuflow/options.py).
+MAX_INTEGER_DIGITS = 18
+
+
+def parse_item(item: str) -> tuple[str, str, str]:
+    """`[POLICY:]KEY=VALUE` as (policy or "" for any, key, value text); ValueError
+    "'<item>': expected [POLICY:]KEY=VALUE" when it is not of that form."""
+    scope, _, rest = item.rpartition(":") if ":" in item.split("=", 1)[0] else ("", "", item)
+    key, sep, value = rest.partition("=")
+    if not sep or not key:
+        raise ValueError(f"{item!r}: expected [POLICY:]KEY=VALUE")
+    return scope.strip(), key.strip(), value.strip()
+
+
+def parse_value(key: str, raw: str) -> Any:
+    """An option's value: JSON where it parses (numbers, lists, booleans), else the
+    text itself; ValueError "<key>: <why>" for an integer past MAX_INTEGER_DIGITS or a
+    value nested too deeply. NaN and infinities are left to the policy's checks."""
+    try:
+        return json.loads(raw, parse_int=_json_integer)
+    except json.JSONDecodeError:
+        return raw
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ValueError(f"{key}: {reason}") from None
+
+
+def _json_integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise ValueError(f"an integer of more than {MAX_INTEGER_DIGITS} digits")
+    return int(text)
