@@ -72,9 +72,16 @@ def read_policy(api: KubeApi, namespace: str, name: str = CONFIGMAP) -> str | No
     return None if choice is None else choice.name
 
 
-def write_policy(api: KubeApi, namespace: str, policy: str, name: str = CONFIGMAP) -> None:
-    """Set the ConfigMap's policy (its options kept), creating the ConfigMap if there is
-    none."""
+def write_policy(
+    api: KubeApi,
+    namespace: str,
+    policy: str,
+    name: str = CONFIGMAP,
+    options: str | None = None,
+) -> None:
+    """Set the ConfigMap's policy, and its options where given (else kept), in one
+    write, creating the ConfigMap if there is none."""
+    choice = {KEY: policy} if options is None else {KEY: policy, OPTIONS_KEY: options}
     for _ in range(CONFLICT_TRIES):
         obj = api.get_configmap(namespace, name)
         if obj is None:
@@ -82,12 +89,12 @@ def write_policy(api: KubeApi, namespace: str, policy: str, name: str = CONFIGMA
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": namespace},
-                "data": {KEY: policy},
+                "data": choice,
             }
             if api.create_configmap(namespace, body) is not None:
                 return
             continue  # created meanwhile: replace it
-        obj["data"] = {**(obj.get("data") or {}), KEY: policy}
+        obj["data"] = {**(obj.get("data") or {}), **choice}
         try:
             api.replace_configmap(obj)
             return

@@ -12,8 +12,6 @@ import pytest
 from operators.kube import KubeApi
 from operators.operator import Operator
 from operators.policy_config import (
-    CONFIGMAP,
-    OPTIONS_KEY,
     PolicyChoice,
     parse_options,
     write_policy,
@@ -55,11 +53,7 @@ def test_a_bad_line_is_an_error_naming_the_configmap_and_the_line(text: str, mes
 
 
 def _set(api: KubeApi, policy: str, options: str) -> None:
-    write_policy(api, "default", policy)
-    obj = api.get_configmap("default", CONFIGMAP)
-    assert obj is not None
-    obj["data"][OPTIONS_KEY] = options
-    api.replace_configmap(obj)
+    write_policy(api, "default", policy, options=options)  # one write: read whole
 
 
 def _in_effect(op: Operator) -> tuple[str, float]:
