@@ -14,7 +14,7 @@ from typing import Any
 import kombu.exceptions
 import psycopg.errors
 import redis.exceptions
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -42,9 +42,15 @@ DB_DOWN_DETAIL = "database unavailable"
 DB_TIMEOUT_DETAIL = "database unavailable: no answer within the time limit"
 BROKER_DOWN_DETAIL = "task broker unavailable"
 RETRY_AFTER_S = 5  # a hint in 503s: a database or broker back up is seen at once
-# The database's own timeouts (statement_timeout, lock_timeout), ours on a silent
-# server (api.db), and SQLite's busy timeout ("database is locked").
-TIMED_OUT = (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable, DatabaseNotAnswering)
+RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_S)}  # on every 503 the service answers
+# The database's own timeouts (statement_timeout, lock_timeout), libpq's connect
+# timeout, ours on a silent server (api.db), and SQLite's busy timeout ("database is locked").
+TIMED_OUT = (
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.ConnectionTimeout,  # a server that accepts but never answers the startup
+    DatabaseNotAnswering,
+)
 
 
 def timed_out(exc: BaseException) -> bool:
@@ -58,13 +64,12 @@ def timed_out(exc: BaseException) -> bool:
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("database unavailable: %s", exc)
     detail = DB_TIMEOUT_DETAIL if timed_out(exc) else DB_DOWN_DETAIL
-    headers = {"Retry-After": str(RETRY_AFTER_S)}
-    return JSONResponse({"detail": detail}, status_code=503, headers=headers)
+    return JSONResponse({"detail": detail}, status_code=503, headers=RETRY_AFTER)
 
 
 async def broker_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("broker unavailable: %s", exc)
-    return JSONResponse({"detail": BROKER_DOWN_DETAIL}, status_code=503)
+    return JSONResponse({"detail": BROKER_DOWN_DETAIL}, status_code=503, headers=RETRY_AFTER)
 
 
 async def bad_value(request: Request, exc: Exception) -> JSONResponse:
@@ -114,7 +119,13 @@ def _json_safe(value: Any) -> Any:
 
 async def backend_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("job backend unavailable: %s", exc)
-    return JSONResponse({"detail": one_line(exc)}, status_code=503)
+    return JSONResponse({"detail": one_line(exc)}, status_code=503, headers=RETRY_AFTER)
+
+
+def unavailable(detail: str) -> HTTPException:
+    """A 503 a route raises itself (no backend, Kubernetes or the broker down), with
+    the same Retry-After as the handlers' 503s."""
+    return HTTPException(503, detail, headers=RETRY_AFTER)
 
 
 def install(app: FastAPI) -> None:

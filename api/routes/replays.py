@@ -19,7 +19,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
-from api.errors import BROKER_DOWN_DETAIL
+from api.errors import BROKER_DOWN_DETAIL, unavailable
 from api.idempotency import REPLAYS, SWEEPS, Once, key_header
 from api.models import Replay, Sweep, TraceFile, User
 from api.replay_series import DOWNLOADS, DownloadName, SeriesMissing, read_series
@@ -143,7 +143,7 @@ def _queue(
         once.release(session)
         session.commit()
         log.warning("replays %s not queued: %s", ids, exc)
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, BROKER_DOWN_DETAIL) from None
+        raise unavailable(BROKER_DOWN_DETAIL) from None
 
 
 def public(row: Replay) -> ReplayPublic:
