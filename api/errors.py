@@ -1,4 +1,5 @@
-"""Exception handlers: a dependency that is down is a 503 with a message, never a 500.
+"""Exception handlers: a dependency that is down is a 503 with a message, never a 500;
+a 405 lists every method its path takes.
 
 Installed by `create_app`. The database session is rolled back by its context
 manager before these run, so a failed request leaves nothing half-written.
@@ -16,9 +17,16 @@ import psycopg.errors
 import redis.exceptions
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from sqlalchemy import exc as sa
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.routing import Match
+from starlette.types import Scope
 
 from api.backends import BackendUnavailable
 from api.db import DatabaseNotAnswering
@@ -128,7 +136,31 @@ def unavailable(detail: str) -> HTTPException:
     return HTTPException(503, detail, headers=RETRY_AFTER)
 
 
+async def http_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's own answer, but a 405's `Allow` lists the methods of every route of
+    the path: Starlette names only those of the first route it tried, and FastAPI
+    makes a route per method."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        allow = ", ".join(sorted(allowed_methods(request.app, request.scope)))
+        exc = StarletteHTTPException(
+            405, exc.detail, headers={**(exc.headers or {}), "Allow": allow}
+        )
+    return await http_exception_handler(request, exc)
+
+
+def allowed_methods(app: Starlette, scope: Scope) -> set[str]:
+    methods: set[str] = set()
+    for route in iter_route_contexts(app.routes):
+        if route.methods:
+            match, _ = route.matches(scope)
+            if match != Match.NONE:
+                methods |= route.methods
+    return methods
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(BackendUnavailable, backend_down)
     for cls in DB_DOWN:
