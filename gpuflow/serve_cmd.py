@@ -113,27 +113,41 @@ def _database_unusable(settings: Any, exc: Exception) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import psycopg
     import uvicorn
     from pydantic import ValidationError
     from sqlalchemy.exc import OperationalError
 
+    from api import server_lock
     from api.app import create_app
     from api.db import make_engine
     from api.migrations import upgrade
 
     try:
         settings = _settings(args)
+    except (ValidationError, ValueError) as exc:
+        return _fail(" ".join(str(exc).split()), 2)
+    lock = None
+    try:
+        if settings.live and not settings.cluster_mode:
+            # One scheduler per database, checked before anything is migrated or read.
+            lock = server_lock.acquire(settings)
         engine = make_engine(settings)
         try:
             upgrade(engine)
-        except OperationalError as exc:
-            return _database_unusable(settings, exc)
         finally:
             engine.dispose()
         app = create_app(settings)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    except server_lock.ServerLockHeld as exc:
+        return _fail(str(exc), 2)
+    except (OperationalError, psycopg.OperationalError) as exc:
+        return _database_unusable(settings, exc)
     except (ValidationError, ValueError) as exc:
         return _fail(" ".join(str(exc).split()), 2)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    finally:
+        if lock is not None:
+            lock.release()
     return 0
 
 

@@ -78,7 +78,7 @@ def switch_policy(body: PolicySwitch, user: AdminUser, backend: BackendDep) -> P
             ]
         ) from None
     if isinstance(backend, LocalBackend):
-        backend.local.live.set_policy(policy)
+        backend.local.set_policy(policy, user.name)
         return _public(policy.name, backend.local.live.policy_name)
     from api.cluster import ClusterModeBackend
     from operators.kube import API_ERRORS
