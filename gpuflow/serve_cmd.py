@@ -4,7 +4,8 @@ gpuflow.cli registers them with `add_parsers(subparsers)`. `serve` runs the API 
 local mode (the simulator on the wall clock, no Kubernetes); the others talk to it
 through api.client (--url/--token or GPUFLOW_URL/GPUFLOW_TOKEN). Each handler
 returns an exit code: 0 ok, 1 the server or the database refused or could not be
-reached, 2 bad input.
+reached, 2 bad input or, for `serve` in local mode, a database another server holds
+(api.server_lock).
 """
 
 from __future__ import annotations
