@@ -107,9 +107,16 @@ class SilentProxy:
             sock.close()
         self.held.clear()
 
+    def close(self) -> None:
+        self.speak()
+        self.listener.close()
+
     def _accept(self) -> None:
         while True:
-            client, _ = self.listener.accept()
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
             self.held.append(client)
             if self.silent.is_set():
                 continue
@@ -177,6 +184,7 @@ def test_a_silent_postgresql_is_a_503_within_statement_timeout_plus_grace(
         back = answered(wait_for(listed, timeout_s=30.0, every_s=0.5))
         names = [j["name"] for j in back.json()["data"]]
         assert names == ["before"]
+    proxy.close()
 
 
 def answered(call: Response | None) -> Response:
