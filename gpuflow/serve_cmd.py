@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 from typing import Any
 
@@ -129,10 +130,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (ValidationError, ValueError) as exc:
         return _fail(" ".join(str(exc).split()), 2)
     lock = None
+    lost: list[str] = []
+
+    def stop_serving(message: str) -> None:
+        # Another server took the database while our lock's session was gone: stop
+        # scheduling (uvicorn shuts down on SIGTERM).
+        lost.append(message)
+        os.kill(os.getpid(), signal.SIGTERM)
+
     try:
         if settings.live and not settings.cluster_mode:
             # One scheduler per database, checked before anything is migrated or read.
-            lock = server_lock.acquire(settings)
+            lock = server_lock.acquire(settings, on_lost=stop_serving)
         engine = make_engine(settings)
         try:
             upgrade(engine)
@@ -149,6 +158,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         if lock is not None:
             lock.release()
+    if lost:
+        return _fail(f"stopped: {lost[0]}", 1)
     return 0
 
 
