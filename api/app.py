@@ -129,7 +129,8 @@ def _health_routes(app: FastAPI) -> None:
     @app.get("/readyz", tags=["health"], responses={503: {"description": "a dependency is down"}})
     def readyz(request: Request) -> JSONResponse:
         """The database answers and, if configured, the broker does."""
-        return JSONResponse(*_readiness(request.app.state.settings, request.app.state))
+        checks, code = _readiness(request.app.state.settings, request.app.state)
+        return JSONResponse(checks, code, headers=errors.RETRY_AFTER if code == 503 else None)
 
     @app.get(
         "/metrics", tags=["health"], response_class=Response, responses=UNAUTHORIZED_OR_FORBIDDEN

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
 from api.db import get_db
+from api.errors import unavailable
 from api.guard import UNAUTHORIZED_DETAIL, USER_KEY
 from api.local import LocalMode
 from api.models import User
@@ -91,7 +92,7 @@ UNAUTHORIZED_OR_FORBIDDEN: dict[int | str, dict[str, Any]] = {
 async def get_local(request: Request) -> LocalMode:
     local: LocalMode | None = request.app.state.local
     if local is None:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "no cluster backend running")
+        raise unavailable("no cluster backend running")
     return local
 
 
@@ -101,7 +102,7 @@ LocalDep = Annotated[LocalMode, Depends(get_local)]
 async def get_backend(request: Request) -> JobBackend:
     backend: JobBackend | None = request.app.state.backend
     if backend is None:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "no cluster backend running")
+        raise unavailable("no cluster backend running")
     return backend
 
 

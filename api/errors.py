@@ -1,4 +1,5 @@
-"""Exception handlers: a dependency that is down is a 503 with a message, never a 500.
+"""Exception handlers: a dependency that is down is a 503 with a message, never a 500;
+a 405 lists every method its path takes.
 
 Installed by `create_app`. The database session is rolled back by its context
 manager before these run, so a failed request leaves nothing half-written.
@@ -14,11 +15,18 @@ from typing import Any
 import kombu.exceptions
 import psycopg.errors
 import redis.exceptions
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from sqlalchemy import exc as sa
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.routing import Match
+from starlette.types import Scope
 
 from api.backends import BackendUnavailable
 from api.db import DatabaseNotAnswering
@@ -42,9 +50,15 @@ DB_DOWN_DETAIL = "database unavailable"
 DB_TIMEOUT_DETAIL = "database unavailable: no answer within the time limit"
 BROKER_DOWN_DETAIL = "task broker unavailable"
 RETRY_AFTER_S = 5  # a hint in 503s: a database or broker back up is seen at once
-# The database's own timeouts (statement_timeout, lock_timeout), ours on a silent
-# server (api.db), and SQLite's busy timeout ("database is locked").
-TIMED_OUT = (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable, DatabaseNotAnswering)
+RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_S)}  # on every 503 the service answers
+# The database's own timeouts (statement_timeout, lock_timeout), libpq's connect
+# timeout, ours on a silent server (api.db), and SQLite's busy timeout ("database is locked").
+TIMED_OUT = (
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.ConnectionTimeout,  # a server that accepts but never answers the startup
+    DatabaseNotAnswering,
+)
 
 
 def timed_out(exc: BaseException) -> bool:
@@ -58,13 +72,12 @@ def timed_out(exc: BaseException) -> bool:
 async def database_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("database unavailable: %s", exc)
     detail = DB_TIMEOUT_DETAIL if timed_out(exc) else DB_DOWN_DETAIL
-    headers = {"Retry-After": str(RETRY_AFTER_S)}
-    return JSONResponse({"detail": detail}, status_code=503, headers=headers)
+    return JSONResponse({"detail": detail}, status_code=503, headers=RETRY_AFTER)
 
 
 async def broker_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("broker unavailable: %s", exc)
-    return JSONResponse({"detail": BROKER_DOWN_DETAIL}, status_code=503)
+    return JSONResponse({"detail": BROKER_DOWN_DETAIL}, status_code=503, headers=RETRY_AFTER)
 
 
 async def bad_value(request: Request, exc: Exception) -> JSONResponse:
@@ -114,10 +127,40 @@ def _json_safe(value: Any) -> Any:
 
 async def backend_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("job backend unavailable: %s", exc)
-    return JSONResponse({"detail": one_line(exc)}, status_code=503)
+    return JSONResponse({"detail": one_line(exc)}, status_code=503, headers=RETRY_AFTER)
+
+
+def unavailable(detail: str) -> HTTPException:
+    """A 503 a route raises itself (no backend, Kubernetes or the broker down), with
+    the same Retry-After as the handlers' 503s."""
+    return HTTPException(503, detail, headers=RETRY_AFTER)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's own answer, but a 405's `Allow` lists the methods of every route of
+    the path: Starlette names only those of the first route it tried, and FastAPI
+    makes a route per method."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        allow = ", ".join(sorted(allowed_methods(request.app, request.scope)))
+        exc = StarletteHTTPException(
+            405, exc.detail, headers={**(exc.headers or {}), "Allow": allow}
+        )
+    return await http_exception_handler(request, exc)
+
+
+def allowed_methods(app: Starlette, scope: Scope) -> set[str]:
+    methods: set[str] = set()
+    for route in iter_route_contexts(app.routes):
+        if route.methods:
+            match, _ = route.matches(scope)
+            if match != Match.NONE:
+                methods |= route.methods
+    return methods
 
 
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(BackendUnavailable, backend_down)
     for cls in DB_DOWN:

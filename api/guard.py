@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import DB_DOWN, DB_DOWN_DETAIL
+from api.errors import DB_DOWN, DB_DOWN_DETAIL, RETRY_AFTER
 from api.security import authenticate, job_token_valid
 
 # POST /jobs/{id}/metrics: authenticated by the job's own token, not a user's.
@@ -145,7 +145,8 @@ class RequestGuard:
 
 def _refuse(status: int, detail: str) -> JSONResponse:
     # The client may still be sending: close the connection rather than read the rest.
-    return JSONResponse({"detail": detail}, status_code=status, headers={"Connection": "close"})
+    headers = {"Connection": "close", **(RETRY_AFTER if status == 503 else {})}
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

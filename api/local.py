@@ -12,7 +12,12 @@ The ticker looks at the active jobs and at those finished since its last tick
 (`LiveCluster.poll`), never at the whole history, and forgets finished jobs once
 recorded: a tick costs what the live jobs cost, however many ran before. Each tick
 also hands the LiveCluster the quota tree an admin keeps in the table `queues`
-(api/quota_tree.py) when it changed.
+(api/quota_tree.py) when it changed, and stores the simulated clock.
+
+What an admin sets at runtime (the policy, cordons and drains) is stored before it
+takes effect and restored at start with the clock (api.local_state), before the
+unfinished jobs are resubmitted, so a restart (a kill -9 included) keeps them and no
+job's timeline runs backwards.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import local_state
 from api.group_commit import SubmitWriter
 from api.history import EventRecord, Seen, row_values, transition_events
 from api.models import TERMINAL_STATUSES, Job, JobEvent
@@ -34,11 +40,11 @@ from api.settings import Settings
 from controller.decisions import Displacement
 from controller.live import JobState, LiveCluster
 from controller.maintenance import NodeAction
-from controller.model import JobSpec, JobStatus, Reason
+from controller.model import JobSpec, JobStatus, Policy, Reason
 from controller.placement import make_placer
 from controller.queues.admission import Quotas
 from controller.spec import load_cluster
-from policies.registry import make_policy
+from policies.registry import UnknownPolicyError, make_policy
 
 log = logging.getLogger(__name__)
 FINISHED = frozenset(JobStatus(s) for s in TERMINAL_STATUSES)
@@ -46,6 +52,9 @@ FINISHED = frozenset(JobStatus(s) for s in TERMINAL_STATUSES)
 # "3 are free") has its row rewritten at most this often, as the operator does
 # (operators/writer.py): every round would rewrite every waiting row as the queue moves.
 REASON_REFRESH_S = 10.0
+# The simulated clock is stored at most this often (a write of one row); a restart
+# resumes at the later of it and the last recorded event, so no timeline runs back.
+CLOCK_SAVE_EVERY_S = 1.0
 
 
 def job_spec(job: Job) -> JobSpec:
@@ -97,12 +106,14 @@ class LocalMode:
             network=settings.network,
         )
         self.node_names = [n.name for n in cluster.nodes]
+        self._settings = settings
         self._sessions = sessions
         self._interval_s = settings.sync_interval_s
         self._seen: dict[str, Seen] = {}  # unfinished jobs (finished ones are forgotten)
         self._cursor = 0  # LiveCluster.poll: finished jobs already recorded
         self._positions: dict[str, int] = {}  # queue positions as last written
         self._queues: list[Item] = []  # the quota tree's queues as last handed to the backend
+        self._clock_saved_at = -CLOCK_SAVE_EVERY_S  # time.monotonic() of the last save
         self.writer = SubmitWriter(sessions, self.live.submit_many)
         # Serialises recording: the ticker's diff-and-write against a cancel's.
         self.lock = threading.Lock()
@@ -110,6 +121,7 @@ class LocalMode:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        self._restore()
         self._resubmit_unfinished()
         self.writer.start()
         self._thread = threading.Thread(target=self._run, name="gpuflow-ticker", daemon=True)
@@ -120,6 +132,11 @@ class LocalMode:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        try:
+            with self.lock:
+                self._save_clock()  # a clean stop resumes exactly where it stopped
+        except SQLAlchemyError as exc:
+            log.warning("clock not stored at stop, database unavailable: %s", exc)
 
     def submit(self, job: Job) -> JobSpec:
         """Hand a committed job to the backend; returns the spec as placed (submit_s)."""
@@ -149,12 +166,24 @@ class LocalMode:
             self._seen[job.id] = Seen(JobStatus.CANCELLED, job.restarts)
             return True
 
+    def set_policy(self, policy: Policy, by: str) -> None:
+        """Switch to `policy` as admin `by`: stored first, so a restart keeps it."""
+        with self.lock, self._sessions() as session:
+            local_state.save_policy(session, policy.name, by)
+            session.commit()
+            self.live.set_policy(policy)
+
     def maintain(self, node: str, action: NodeAction, by: str) -> list[str]:
-        """Cordon, drain or uncordon `node` as admin `by`; a drain records a "preempted"
-        event naming the node and the admin for each job it stopped. KeyError if there
-        is no such node."""
+        """Cordon, drain or uncordon `node` as admin `by` (stored first, so a restart
+        keeps it); a drain records a "preempted" event naming the node and the admin
+        for each job it stopped. KeyError if there is no such node."""
+        self.live.cluster.node_index(node)  # KeyError before anything is stored
         with self.lock:
             self._record()  # a job started since the last tick gets its event first
+            with self._sessions() as session:
+                now = self.live.now_s()
+                local_state.save_maintenance(session, node, action, by, now)
+                session.commit()
             preempted = self.live.maintain(node, action, by)
             if not preempted:
                 return preempted
@@ -187,6 +216,37 @@ class LocalMode:
         with self.lock:
             self._sync_quotas()
             self._record()
+            if time.monotonic() - self._clock_saved_at >= CLOCK_SAVE_EVERY_S:
+                self._save_clock()
+
+    def _save_clock(self) -> None:
+        with self._sessions() as session:
+            local_state.save_clock(session, self.live.now_s())
+            session.commit()
+        self._clock_saved_at = time.monotonic()
+
+    def _restore(self) -> None:
+        """The clock, the policy and the cordons and drains a previous run stored."""
+        with self._sessions() as session:
+            saved = local_state.load(session)
+            explicit = "policy" in self._settings.model_fields_set
+            name = local_state.chosen_policy(self._settings.policy, explicit, saved.policy)
+            if explicit and saved.policy not in (None, name):
+                log.warning("--policy %s replaces the stored policy %s", name, saved.policy)
+            if explicit:
+                local_state.save_policy(session, name, "--policy")
+                session.commit()
+        self.live.resume_at(saved.clock_s)
+        if name != self.live.policy_name:
+            try:
+                self.live.set_policy(make_policy(name))
+            except UnknownPolicyError:
+                log.warning("stored policy %r is unknown, running %s", name, self.live.policy_name)
+        for m in saved.maintenance:
+            try:
+                self.live.maintain(m.node, m.action, m.by)
+            except KeyError:
+                log.warning("stored %s of node %s: no such node in this cluster", m.action, m.node)
 
     def _sync_quotas(self) -> None:
         """The table `queues` (REST, api/routes/quota_queues.py) as the backend's quotas,
@@ -281,7 +341,9 @@ class LocalMode:
 
     def _resubmit_unfinished(self) -> None:
         with self._sessions() as session:
-            jobs = session.scalars(select(Job).where(Job.status.not_in(TERMINAL_STATUSES))).all()
+            unfinished = select(Job).where(Job.status.not_in(TERMINAL_STATUSES))
+            # In submission order, as they first came (ties in the policy keep it).
+            jobs = session.scalars(unfinished.order_by(Job.created_at, Job.id)).all()
             for job in jobs:
                 placed = self.submit(job)
                 job.status, job.progress, job.nodes = JobStatus.QUEUED.value, 0.0, ""

@@ -252,3 +252,29 @@ class QueueRecord(Base):
     tenants: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class LocalSetting(Base):
+    """What an admin set at runtime in local mode that a restart must keep (api.local):
+    `policy` ({"name": ...}, the last PUT /policies/active) and `clock`
+    ({"sim_s": ...}, the simulated time of the ticker's last tick)."""
+
+    __tablename__ = "local_settings"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSON)
+    set_by: Mapped[str | None] = mapped_column(String(NAME_LEN))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class NodeMaintenance(Base):
+    """A node an admin cordoned or drained in local mode (api.local), restored at
+    start; an uncordon deletes its row."""
+
+    __tablename__ = "node_maintenance"
+
+    node: Mapped[str] = mapped_column(String(NAME_LEN), primary_key=True)
+    action: Mapped[str] = mapped_column(String(16))  # controller.maintenance.NodeAction
+    set_by: Mapped[str] = mapped_column(String(NAME_LEN))
+    sim_s: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)

@@ -98,6 +98,7 @@ class LiveCluster:
         self.time_scale = time_scale
         self._clock = clock
         self._t0 = clock()
+        self._start_s = 0.0  # the simulated time at _t0 (resume_at)
         self._lock = threading.Lock()
         self._sim = Simulator(
             cluster,
@@ -120,7 +121,16 @@ class LiveCluster:
         return self._sim.policy.name
 
     def now_s(self) -> float:
-        return (self._clock() - self._t0) * self.time_scale
+        return self._start_s + (self._clock() - self._t0) * self.time_scale
+
+    def resume_at(self, sim_s: float) -> None:
+        """Go on from simulated time `sim_s` (where a previous run of the service
+        stopped), so that times recorded after a restart never come before those
+        recorded before it. Called before any job is submitted; never goes back."""
+        with self._lock:
+            if sim_s > self.now_s():
+                self._start_s, self._t0 = sim_s, self._clock()
+            self._sync()
 
     def sync(self) -> float:
         """Advance the simulation to now; returns now (simulated seconds)."""

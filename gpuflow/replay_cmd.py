@@ -74,6 +74,17 @@ def add_parsers(sub: Any) -> None:
     demo.set_defaults(func=_cmd_demo)
 
 
+def round_interval(text: str) -> float:
+    """--interval: 0 or a number in the simulator's range (controller.sim.config)."""
+    from controller.sim.config import MAX_ROUND_INTERVAL_S, MIN_ROUND_INTERVAL_S
+
+    value = options.bounded_float(0.0, MAX_ROUND_INTERVAL_S)(text)
+    if 0 < value < MIN_ROUND_INTERVAL_S:
+        wanted = f"0 or >= {MIN_ROUND_INTERVAL_S:g}"
+        raise argparse.ArgumentTypeError(f"must be {wanted}, not {text[:20]}")
+    return value
+
+
 def _replay_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace")
     p.add_argument("--cluster", "-c", required=True, help="YAML file, preset or NODESxGPUS")
@@ -82,7 +93,10 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--placement", default="consolidated")
     p.add_argument(
-        "--interval", type=options.non_negative_float, default=60.0, help="seconds between rounds"
+        "--interval",
+        type=round_interval,
+        default=60.0,
+        help="seconds between rounds: 0 (at every change) or 0.001..1e6",
     )
     p.add_argument("--seed", type=options.non_negative_int, default=0)
     p.add_argument("--failures", help="CSV time_s,node,event (down|up)")

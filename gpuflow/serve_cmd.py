@@ -4,7 +4,8 @@ gpuflow.cli registers them with `add_parsers(subparsers)`. `serve` runs the API 
 local mode (the simulator on the wall clock, no Kubernetes); the others talk to it
 through api.client (--url/--token or GPUFLOW_URL/GPUFLOW_TOKEN). Each handler
 returns an exit code: 0 ok, 1 the server or the database refused or could not be
-reached, 2 bad input.
+reached, 2 bad input or, for `serve` in local mode, a database another server holds
+(api.server_lock).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 from typing import Any
 
@@ -113,27 +115,51 @@ def _database_unusable(settings: Any, exc: Exception) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import psycopg
     import uvicorn
     from pydantic import ValidationError
     from sqlalchemy.exc import OperationalError
 
+    from api import server_lock
     from api.app import create_app
     from api.db import make_engine
     from api.migrations import upgrade
 
     try:
         settings = _settings(args)
+    except (ValidationError, ValueError) as exc:
+        return _fail(" ".join(str(exc).split()), 2)
+    lock = None
+    lost: list[str] = []
+
+    def stop_serving(message: str) -> None:
+        # Another server took the database while our lock's session was gone: stop
+        # scheduling (uvicorn shuts down on SIGTERM).
+        lost.append(message)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        if settings.live and not settings.cluster_mode:
+            # One scheduler per database, checked before anything is migrated or read.
+            lock = server_lock.acquire(settings, on_lost=stop_serving)
         engine = make_engine(settings)
         try:
             upgrade(engine)
-        except OperationalError as exc:
-            return _database_unusable(settings, exc)
         finally:
             engine.dispose()
         app = create_app(settings)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    except server_lock.ServerLockHeld as exc:
+        return _fail(str(exc), 2)
+    except (OperationalError, psycopg.OperationalError) as exc:
+        return _database_unusable(settings, exc)
     except (ValidationError, ValueError) as exc:
         return _fail(" ".join(str(exc).split()), 2)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    finally:
+        if lock is not None:
+            lock.release()
+    if lost:
+        return _fail(f"stopped: {lost[0]}", 1)
     return 0
 
 

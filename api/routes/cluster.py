@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, status
 
 from api.backends import BackendUnavailable, JobBackend, UnknownNode
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
+from api.errors import unavailable
 from api.models import User
 from api.redaction import redact_nodes
 from api.schemas.cluster import ClusterPublic, NodePublic, NodesPublic, TopologyPublic
@@ -69,4 +70,4 @@ def _maintain(backend: JobBackend, name: str, action: NodeAction, user: User) ->
     except UnknownNode:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no node {name!r}") from None
     except BackendUnavailable as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
+        raise unavailable(str(exc)) from None

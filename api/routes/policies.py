@@ -9,12 +9,13 @@ the API: the operator's --policy flag is its own.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 
 from api.backends import BackendUnavailable, JobBackend, LocalBackend
 from api.deps import AdminUser, BackendDep, CurrentUser
+from api.errors import unavailable
 from api.schemas.cluster import PoliciesPublic, PolicyPublic, PolicySwitch
 from policies.registry import POLICIES, UnknownPolicyError, make_policy, policy_names
 
@@ -77,14 +78,14 @@ def switch_policy(body: PolicySwitch, user: AdminUser, backend: BackendDep) -> P
             ]
         ) from None
     if isinstance(backend, LocalBackend):
-        backend.local.live.set_policy(policy)
+        backend.local.set_policy(policy, user.name)
         return _public(policy.name, backend.local.live.policy_name)
     from api.cluster import ClusterModeBackend
     from operators.kube import API_ERRORS
     from operators.policy_config import write_policy
 
     if not isinstance(backend, ClusterModeBackend):
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "no cluster backend running")
+        raise unavailable("no cluster backend running")
     try:
         write_policy(backend.api, backend.namespace, policy.name)
     except (*API_ERRORS, RuntimeError) as exc:

@@ -14,14 +14,14 @@ belongs to the leaf listing its tenant (the tree's rule, controller.model.queues
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.backends import BackendUnavailable
+from api.backends import BackendUnavailable, JobBackend
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
 from api.models import Job, JobEvent
 from api.quota_series import queue_series
@@ -144,6 +144,7 @@ def put_queue(
     item = clean({"name": name, **body.model_dump()})
     items = with_change(_items(store), item, name)
     _check(items, name, item)
+    _check_fits(request.app.state.backend, item)
     try:
         created = store.put(item)
     except API_ERRORS as exc:
@@ -175,6 +176,36 @@ def _check(items: list[Item], name: str, item: Item | None) -> None:
         raise RequestValidationError(
             [{"loc": loc, "type": "value_error", "msg": exc.message, "input": item}]
         ) from None
+
+
+def _check_fits(backend: JobBackend | None, item: Item) -> None:
+    """A quota names only the cluster's GPU models, and a guarantee is at most the
+    cluster's GPUs (of its model): a 422 at the field. Not checked before the cluster
+    is known (no backend; cluster mode before a GPU node is seen)."""
+    nodes = [] if backend is None else backend.describe(gpus=False).nodes
+    per_model = Counter[str]()
+    for node in nodes:
+        per_model[node.gpu_type] += node.gpus
+    total = sum(per_model.values())
+    if total == 0:
+        return
+    for field in ("guarantee", "limit"):
+        quota = item.get(field)
+        if isinstance(quota, int) and field == "guarantee" and quota > total:
+            _refuse_field((field,), f"more than the cluster's {total} GPUs", item)
+        for model, gpus in quota.items() if isinstance(quota, dict) else ():
+            if model not in per_model:
+                known = ", ".join(sorted(per_model))
+                _refuse_field((field, model), f"no {model!r} GPUs in the cluster ({known})", item)
+            if field == "guarantee" and gpus > per_model[model]:
+                message = f"more than the cluster's {per_model[model]} {model} GPUs"
+                _refuse_field((field, model), message, item)
+
+
+def _refuse_field(field: tuple[str, ...], message: str, item: Item) -> NoReturn:
+    raise RequestValidationError(
+        [{"loc": ("body", *field), "type": "value_error", "msg": message, "input": item}]
+    )
 
 
 def _states(session: Session, store: QueueStore, items: list[Item]) -> list[QueueStatePublic]:

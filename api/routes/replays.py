@@ -19,7 +19,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
-from api.errors import BROKER_DOWN_DETAIL
+from api.errors import BROKER_DOWN_DETAIL, unavailable
 from api.idempotency import REPLAYS, SWEEPS, Once, key_header
 from api.models import Replay, Sweep, TraceFile, User
 from api.replay_series import DOWNLOADS, DownloadName, SeriesMissing, read_series
@@ -143,7 +143,7 @@ def _queue(
         once.release(session)
         session.commit()
         log.warning("replays %s not queued: %s", ids, exc)
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, BROKER_DOWN_DETAIL) from None
+        raise unavailable(BROKER_DOWN_DETAIL) from None
 
 
 def public(row: Replay) -> ReplayPublic:
@@ -251,7 +251,7 @@ def _sweep_public(sweep: Sweep, rows: list[Replay]) -> SweepPublic:
     )
 
 
-@router.get("/sweeps/{sweep_id}", response_model=SweepPublic, responses={404: {}})
+@router.get("/sweeps/{sweep_id:int}", response_model=SweepPublic, responses={404: {}})
 def get_sweep(sweep_id: int, session: SessionDep, user: CurrentUser) -> SweepPublic:
     sweep = session.get(Sweep, sweep_id) if 0 < sweep_id <= INT32_MAX else None
     if sweep is None or not can_see(user, sweep.tenant):
@@ -282,19 +282,19 @@ def visible_replay(session: Session, user: User, replay_id: int) -> Replay:
     return row
 
 
-@router.get("/{replay_id}", response_model=ReplayPublic, responses=NOT_FOUND)
+@router.get("/{replay_id:int}", response_model=ReplayPublic, responses=NOT_FOUND)
 def get_replay(replay_id: int, session: SessionDep, user: CurrentUser) -> ReplayPublic:
     """Status and progress (0..1) of a replay."""
     return public(visible_replay(session, user, replay_id))
 
 
-@router.get("/{replay_id}/results", response_model=ReplayResults, responses=NOT_FOUND)
+@router.get("/{replay_id:int}/results", response_model=ReplayResults, responses=NOT_FOUND)
 def replay_results(replay_id: int, session: SessionDep, user: CurrentUser) -> ReplayResults:
     """The headline figures and the full summary (null until the replay succeeds)."""
     return ReplayResults.model_validate(visible_replay(session, user, replay_id))
 
 
-@router.get("/{replay_id}/plots/{name}", response_class=FileResponse, responses=NOT_FOUND)
+@router.get("/{replay_id:int}/plots/{name}", response_class=FileResponse, responses=NOT_FOUND)
 def replay_plot(replay_id: int, name: str, session: SessionDep, user: CurrentUser) -> FileResponse:
     """A PNG plot: jct_cdf, utilization or queue."""
     row = visible_replay(session, user, replay_id)
@@ -312,7 +312,7 @@ def _finished_dir(row: Replay) -> Path:
     return Path(row.out_dir)
 
 
-@router.get("/{replay_id}/series", response_model=ReplaySeries, responses=NOT_FOUND)
+@router.get("/{replay_id:int}/series", response_model=ReplaySeries, responses=NOT_FOUND)
 def replay_series(replay_id: int, session: SessionDep, user: CurrentUser) -> ReplaySeries:
     """What the dashboard charts: sorted JCTs, the timeline, fairness (404 until it succeeds)."""
     row = visible_replay(session, user, replay_id)
@@ -322,7 +322,7 @@ def replay_series(replay_id: int, session: SessionDep, user: CurrentUser) -> Rep
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
 
 
-@router.get("/{replay_id}/files/{name}", response_class=FileResponse, responses=NOT_FOUND)
+@router.get("/{replay_id:int}/files/{name}", response_class=FileResponse, responses=NOT_FOUND)
 def replay_file(
     replay_id: int, name: DownloadName, session: SessionDep, user: CurrentUser
 ) -> FileResponse:

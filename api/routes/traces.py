@@ -129,7 +129,7 @@ def list_traces(
     return TracesPublic(data=[TracePublic.model_validate(t) for t in rows], count=count)
 
 
-@router.get("/{trace_id}", response_model=TracePublic, responses={404: {}})
+@router.get("/{trace_id:int}", response_model=TracePublic, responses={404: {}})
 def get_trace(trace_id: int, session: SessionDep, user: CurrentUser) -> TracePublic:
     row = session.get(TraceFile, trace_id) if 0 < trace_id <= INT32_MAX else None
     if row is None or not can_see(user, row.tenant):

@@ -7,16 +7,20 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.queues.spec import MAX_WEIGHT
+from controller.spec.types import MAX_GPUS
+
 QUEUE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, as a Queue's name
 QueueName = Annotated[str, Field(pattern=QUEUE_NAME_PATTERN, max_length=63, examples=["team-a"])]
-Gpus = Annotated[int, Field(ge=0)]
+# At most the largest cluster's GPUs (the route checks the cluster's own size).
+Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True)]
 Quota = Gpus | dict[Annotated[str, Field(min_length=1, max_length=100)], Gpus]
 
 
 class QueueSpecBody(BaseModel):
     """A queue as an admin defines it (the Queue resource's spec, docs/queues.md)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     parent: QueueName | None = Field(None, description="the parent queue; null for a root")
     guarantee: Quota | None = Field(
@@ -26,7 +30,13 @@ class QueueSpecBody(BaseModel):
         examples=[64, {"A100": 32}],
     )
     limit: Quota | None = Field(None, description="most GPUs, borrowed included; null: none")
-    weight: float = Field(1.0, gt=0, description="its part of what is left over guarantees")
+    weight: float = Field(
+        1.0,
+        gt=0,
+        le=MAX_WEIGHT,
+        strict=True,
+        description="its part of what is left over guarantees",
+    )
     tenants: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
         default_factory=list, description="tenants whose jobs go here; default, its name"
     )

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from api.schemas.common import INT32_MAX, Public, Strict, example_config
+from controller.sim.config import MAX_ROUND_INTERVAL_S, MIN_ROUND_INTERVAL_S
 
 # A cluster is a preset (optionally :N nodes) or NODESxGPUS; never a server path.
 CLUSTER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}(:[0-9]{1,4})?$"
@@ -43,9 +44,18 @@ class TraceCheck(Public):
 
 class ReplayOptions(Strict):
     placement: str = Field(default="consolidated", max_length=32)
-    interval_s: float = Field(default=60.0, ge=0, le=1e6)
+    # 0 (a round at every change) or MIN_ROUND_INTERVAL_S..MAX_ROUND_INTERVAL_S; strict:
+    # `false` is not 0.
+    interval_s: float = Field(default=60.0, ge=0, le=MAX_ROUND_INTERVAL_S, strict=True)
     seed: int = Field(default=0, ge=0, le=INT32_MAX, strict=True)  # `false` is no seed
-    max_time_s: float | None = Field(default=None, gt=0, le=1e10)
+    max_time_s: float | None = Field(default=None, gt=0, le=1e10, strict=True)
+
+    @field_validator("interval_s")
+    @classmethod
+    def _a_round_interval(cls, value: float) -> float:
+        if 0 < value < MIN_ROUND_INTERVAL_S:
+            raise ValueError(f"must be 0 or at least {MIN_ROUND_INTERVAL_S:g} s")
+        return value
 
 
 class ReplayCreate(ReplayOptions):

@@ -33,14 +33,18 @@ DEFAULT_QUEUE = "default"
 
 class QueueSpecError(ValueError):
     """A queue tree that breaks a rule; `field` is the path of the offending value,
-    e.g. `queues[1].limit` or `queues[0].children[2].name`."""
+    e.g. `queues[1].limit` or `queues[0].children[2].name`; read from a file, its
+    `source` and the `line` of that value: `{source}:{line}: {field}: {message}`."""
 
-    def __init__(self, field: str, message: str, *, source: str | None = None) -> None:
+    def __init__(
+        self, field: str, message: str, *, source: str | None = None, line: int | None = None
+    ) -> None:
         self.field = field
         self.message = message
         self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field}: {message}")
+        self.line = line
+        where = ":".join(str(p) for p in (source, line) if p is not None)
+        super().__init__(f"{where}: {field}: {message}" if where else f"{field}: {message}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,12 +10,15 @@ names its parent with `parent` (the form the Kubernetes backend's flat list of
 
 `guarantee` and `limit` are a number of GPUs of any model or a map GPU model ->
 GPUs; an inner queue without a guarantee gets the sum of its children's. Every
-fault is a `QueueSpecError` naming the field (`queues[1].limit`). Called by the
-replay command (gpuflow/cli.py) and by the Kubernetes backend.
+fault is a `QueueSpecError` naming the field (`queues[1].limit`), and read from a
+file the line it is on. Called by the replay command (gpuflow/cli.py) and by the
+Kubernetes backend.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,10 +26,14 @@ from typing import Any
 import yaml
 
 from controller.model.queues import GpuQuota, QueueNode, QueueSpecError, QueueTree
+from controller.spec.types import MAX_GPUS
 
 KEYS = frozenset({"name", "guarantee", "limit", "weight", "tenants", "children", "parent"})
 # Larger files are refused before parsing: a tree of a few thousand queues fits.
 MAX_FILE_BYTES = 1 << 20
+# A weight is a share of what is left over guarantees: a million to one is past any
+# use, and a bound keeps the shares' arithmetic finite (an infinite weight gave NaN).
+MAX_WEIGHT = 1e6
 
 
 def load_queues(path: str | Path) -> QueueTree:
@@ -50,7 +57,31 @@ def load_queues(path: str | Path) -> QueueTree:
     try:
         return queues_from_data(data)
     except QueueSpecError as exc:
-        raise QueueSpecError(exc.field, exc.message, source=source) from None
+        at = _line_of(text, exc.field)
+        raise QueueSpecError(exc.field, exc.message, source=source, line=at) from None
+
+
+FIELD_STEP = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def _line_of(text: str, field: str) -> int | None:
+    """The line of the value at `field` (`queues[1].limit`) in the YAML `text`, or of
+    the deepest part of that path found (a missing key: the queue that lacks it)."""
+    node: yaml.Node | None = yaml.compose(text, Loader=yaml.SafeLoader)
+    line = None
+    for index, key in FIELD_STEP.findall(field):
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.SequenceNode):
+            if key == "queues":
+                continue  # the bare list form: no `queues:` key
+            node = node.value[int(index)] if index and int(index) < len(node.value) else None
+        elif isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == key), None) if key else None
+        else:
+            node = None
+    return node.start_mark.line + 1 if node is not None else line
 
 
 def queues_from_data(data: Any) -> QueueTree:
@@ -163,6 +194,8 @@ def _node(path: str, item: dict[str, Any], children: tuple[QueueNode, ...]) -> Q
     weight = item.get("weight", 1)
     if isinstance(weight, bool) or not isinstance(weight, int | float):
         raise QueueSpecError(f"{path}.weight", f"must be a number, got {weight!r}")
+    if not math.isfinite(weight) or weight > MAX_WEIGHT:
+        raise QueueSpecError(f"{path}.weight", f"must be finite and <= {MAX_WEIGHT:g}")
     tenants = item.get("tenants", [])
     if not isinstance(tenants, list) or not all(isinstance(t, str) and t for t in tenants):
         raise QueueSpecError(f"{path}.tenants", "must be a list of tenant names")
@@ -183,23 +216,29 @@ def _quota(path: str, value: Any) -> GpuQuota:
     if isinstance(value, bool):
         raise QueueSpecError(path, f"must be a number of GPUs, got {value!r}")
     if isinstance(value, int):
-        if value < 0:
-            raise QueueSpecError(path, f"must be >= 0, got {value}")
+        if not 0 <= value <= MAX_GPUS:
+            raise QueueSpecError(path, f"must be >= 0 and <= {MAX_GPUS} GPUs, got {_shown(value)}")
         return GpuQuota.of(value)
     if isinstance(value, Mapping) and value:
         per_model: dict[str, int] = {}
         for model, gpus in value.items():
             if not isinstance(model, str) or not model:
                 raise QueueSpecError(path, f"GPU model {model!r} must be a name")
-            if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+            if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_GPUS:
                 raise QueueSpecError(
-                    f"{path}.{model}", f"must be a whole number >= 0, got {gpus!r}"
+                    f"{path}.{model}",
+                    f"must be a whole number >= 0 and <= {MAX_GPUS}, got {_shown(gpus)}",
                 )
             per_model[model] = gpus
         return GpuQuota.of(per_model)
     raise QueueSpecError(
         path, f"must be a whole number of GPUs or a map model -> GPUs, got {value!r}"
     )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 30 else text[:30] + "..."
 
 
 def _sum_guarantees(children: tuple[QueueNode, ...]) -> GpuQuota:

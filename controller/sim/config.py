@@ -23,6 +23,13 @@ class NodeEvent:
     up: bool
 
 
+# A round interval is 0 (a round at every change) or in this range: the clock divides
+# times by it (controller.sim.events.Clock), so a subnormal one (5e-324) overflows;
+# 1 ms is finer than any trace's timestamps, and 1e6 s (11.6 days) the coarsest used.
+MIN_ROUND_INTERVAL_S = 1e-3
+MAX_ROUND_INTERVAL_S = 1e6
+
+
 @dataclass(frozen=True)
 class SimConfig:
     round_interval_s: float = 60.0

@@ -207,6 +207,7 @@ def test_submit_refusals_name_the_field_or_say_kubernetes_is_down(
         kube_server.fail_next("create", "dljobs", 500)
         r = client.post(JOBS, json={"num_gpus": 1, "duration_s": 5, "image": "x"}, headers=alice)
         assert r.status_code == 503 and "Kubernetes API" in r.json()["detail"]
+        assert r.headers["Retry-After"] == "5"
         assert client.get(JOBS, headers=alice).json()["count"] == 0  # nothing half-made
 
 

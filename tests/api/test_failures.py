@@ -15,21 +15,29 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.errors import RETRY_AFTER_S
 from api.settings import Settings
 from tests.api.builders import auth, job_spec, statements_failing, submit, wait_for
 from tests.api.conftest import DEAD_PG_URL
 
 JOBS = "/api/v1/jobs"
+JOB_ID = "0" * 32  # a well-formed id: its token is looked up
 
 
 def test_with_postgresql_down_requests_are_503(pg_settings: Settings) -> None:
     settings = pg_settings.model_copy(update={"database_url": DEAD_PG_URL, "live": False})
     with TestClient(create_app(settings)) as client:
         headers = {"Authorization": "Bearer gf_anything"}
+        # The request guard's answers: a user's token, and a job's own on its report.
         r = client.get(JOBS, headers=headers)
         assert r.status_code == 503 and r.json()["detail"].startswith("database unavailable")
+        assert r.headers["Retry-After"] == str(RETRY_AFTER_S)
+        report = client.post(f"{JOBS}/{JOB_ID}/metrics", json={}, headers={"X-Job-Token": "gfj_x"})
+        assert report.status_code == 503 and report.json() == {"detail": "database unavailable"}
+        assert report.headers["Retry-After"] == str(RETRY_AFTER_S)
         ready = client.get("/readyz")
         assert ready.status_code == 503 and ready.json()["database"].startswith("unavailable")
+        assert ready.headers["Retry-After"] == str(RETRY_AFTER_S)
         assert client.get("/healthz").status_code == 200
 
 
@@ -40,6 +48,7 @@ def test_a_database_error_during_submit_is_503_and_leaves_no_job(client: TestCli
     with statements_failing(engine, "INSERT INTO job_events"):
         r = client.post(JOBS, json=job_spec(), headers=alice)
     assert r.status_code == 503 and "database unavailable" in r.json()["detail"]
+    assert r.headers["Retry-After"] == str(RETRY_AFTER_S)
     assert client.get(JOBS, headers=alice).json()["count"] == 0
     assert client.app.state.local.live.jobs() == []  # type: ignore[attr-defined]
 

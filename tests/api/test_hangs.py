@@ -4,15 +4,19 @@ recovers once the database answers again.
 
 The hang is real: the PostgreSQL processes serving the API's connections are stopped
 (SIGSTOP) and continued (SIGCONT) in a finally. Only the backends of this session's own
-database are stopped; the postmaster, shared with other test sessions, never is.
+database are stopped; the postmaster, shared with other test sessions, never is. A
+whole server gone silent (postmaster included: new connections hang too) is a TCP
+proxy in front of PostgreSQL that stops forwarding.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -20,9 +24,10 @@ from contextlib import contextmanager
 import psycopg
 from fastapi.testclient import TestClient
 from httpx import Response
+from sqlalchemy.engine import make_url
 
 from api.app import create_app
-from api.errors import DB_TIMEOUT_DETAIL
+from api.errors import DB_TIMEOUT_DETAIL, RETRY_AFTER_S
 from api.settings import Settings
 from tests.api.builders import auth, job_spec, wait_for
 from tests.postgres import PG_ADMIN_URL
@@ -83,6 +88,105 @@ def hung(database: str, spared: int) -> Iterator[Stopper]:
         stopper.stop()
 
 
+class SilentProxy:
+    """A TCP proxy to PostgreSQL that can go silent: while `silent`, it forwards
+    nothing either way and accepts new connections without answering, the sockets kept
+    open, as a hung server's kernel does; `speak` closes what it held and forwards again."""
+
+    def __init__(self, port: int) -> None:
+        self.upstream = ("127.0.0.1", port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.silent = threading.Event()
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, name="pg-proxy", daemon=True).start()
+
+    def speak(self) -> None:
+        self.silent.clear()
+        for sock in self.held:
+            sock.close()
+        self.held.clear()
+
+    def close(self) -> None:
+        self.speak()
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            self.held.append(client)
+            if self.silent.is_set():
+                continue
+            upstream = socket.create_connection(self.upstream)
+            self.held.append(upstream)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                while self.silent.is_set():
+                    time.sleep(0.01)  # hold it: nothing goes through while silent
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            sock.close()
+
+
+# statement 3 s + grace 1 s: the documented bound is 4 s. The pool's ping of an idle
+# connection waits the grace, then a new connection the connect timeout (1 + 2 s).
+SILENT_LIMITS = {
+    "db_statement_timeout_s": 3.0,
+    "db_lock_timeout_s": 1.0,
+    "db_hang_grace_s": 1.0,
+    "db_connect_timeout_s": 2,
+}
+BOUND_SLACK_S = 1.5  # a loaded 2-core machine; the old ping + connect took 4 + 2 = 6 s
+
+
+def test_a_silent_postgresql_is_a_503_within_statement_timeout_plus_grace(
+    pg_settings: Settings,
+) -> None:
+    assert pg_settings.database_url is not None
+    url = make_url(pg_settings.database_url)
+    proxy = SilentProxy(url.port or 5432)
+    proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    update = {**SILENT_LIMITS, "token_cache_s": 600.0, "database_url": proxied}
+    settings = pg_settings.model_copy(update=update)
+    bound_s = settings.db_statement_timeout_s + settings.db_hang_grace_s
+    with TestClient(create_app(settings)) as client:
+        alice = auth(client, "alice", "vision")
+        assert client.post(JOBS, json=job_spec(name="before"), headers=alice).status_code == 201
+        proxy.silent.set()
+        try:
+            for call in (
+                lambda: client.get(JOBS, headers=alice),
+                lambda: client.post(JOBS, json=job_spec(name="silent"), headers=alice),
+            ):
+                started = time.monotonic()
+                refused = call()
+                took_s = time.monotonic() - started
+                assert refused.status_code == 503, refused.text
+                assert refused.json() == {"detail": DB_TIMEOUT_DETAIL}
+                assert refused.headers["Retry-After"] == str(RETRY_AFTER_S)
+                assert took_s <= bound_s + BOUND_SLACK_S, took_s
+        finally:
+            proxy.speak()
+
+        def listed() -> Response | None:
+            r = client.get(JOBS, headers=alice)
+            return r if r.status_code == 200 else None
+
+        back = answered(wait_for(listed, timeout_s=30.0, every_s=0.5))
+        names = [j["name"] for j in back.json()["data"]]
+        assert names == ["before"]
+    proxy.close()
+
+
 def answered(call: Response | None) -> Response:
     assert call is not None
     return call
@@ -110,7 +214,7 @@ def test_a_hung_postgresql_is_a_503_within_the_limit_and_the_service_recovers(
             locker.rollback()
         assert refused.status_code == 503, refused.text
         assert refused.json() == {"detail": DB_TIMEOUT_DETAIL}  # no host, port or SQL
-        assert refused.headers["Retry-After"].isdigit()
+        assert refused.headers["Retry-After"] == str(RETRY_AFTER_S)
 
         def retried() -> Response | None:
             r = client.post(JOBS, json=job_spec(name="hung"), headers=keyed)
@@ -140,5 +244,6 @@ def test_a_locked_sqlite_is_a_503_within_the_busy_timeout(sqlite_settings: Setti
             writer.close()
         assert locked.status_code == 503, locked.text
         assert locked.json() == {"detail": DB_TIMEOUT_DETAIL}
+        assert locked.headers["Retry-After"] == str(RETRY_AFTER_S)
         r = client.post(JOBS, json=job_spec(name="unlocked"), headers=alice)
         assert r.status_code == 201, r.text

@@ -93,3 +93,4 @@ def test_without_a_backend_node_admin_is_503(sqlite_settings: Settings) -> None:
         root = auth(client, "root", "ops", "admin")
         r = client.post(f"{API}/nodes/n0/cordon", headers=root)
         assert r.status_code == 503 and r.json()["detail"] == "no cluster backend running"
+        assert r.headers["Retry-After"] == "5"

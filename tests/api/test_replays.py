@@ -123,7 +123,10 @@ def test_with_the_broker_down_a_replay_is_503_and_leaves_no_row(
         body = {"trace_id": trace["id"], "policy": "fifo", "cluster": "2x4"}
         r = client.post(REPLAYS, json=body, headers=alice)
         assert r.status_code == 503 and "broker unavailable" in r.json()["detail"]
+        assert r.headers["Retry-After"] == "5"
         sweep = {"trace_ids": [trace["id"]], "policies": ["fifo"], "clusters": ["2x4"]}
-        assert client.post(f"{REPLAYS}/sweeps", json=sweep, headers=alice).status_code == 503
+        r = client.post(f"{REPLAYS}/sweeps", json=sweep, headers=alice)
+        assert r.status_code == 503 and r.headers["Retry-After"] == "5"
         assert client.get(REPLAYS, headers=alice).json()["count"] == 0
-        assert client.get("/readyz").status_code == 503
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and ready.headers["Retry-After"] == "5"

@@ -76,11 +76,12 @@ def test_without_queues_the_json_is_unchanged(
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("text", "where", "message"),
     [
-        ("queues:\n  - {name: a, guarantee: 8, limit: 4}\n", "queues[0].limit: 4 is below"),
-        ("queues:\n  - {name: a, wieght: 1}\n", "queues[0].wieght: unknown key"),
-        ("queues: [", "file: not YAML at line"),
+        ("queues:\n  - {name: a, guarantee: 8, limit: 4}\n", ":2: ", "queues[0].limit: 4 is below"),
+        ("queues:\n  - name: b\n  - name: a\n    wieght: 1\n", ":4: ", "queues[1].wieght: unknown"),
+        ("queues:\n  - name: a\n    guarantee: 8\n    limit: 4\n", ":4: ", "queues[0].limit: 4"),
+        ("queues: [", ": ", "file: not YAML at line"),
     ],
 )
 def test_a_bad_queue_file_is_one_line_and_exit_2(
@@ -88,6 +89,7 @@ def test_a_bad_queue_file_is_one_line_and_exit_2(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     text: str,
+    where: str,
     message: str,
 ) -> None:
     bad = tmp_path / "bad.yaml"
@@ -95,7 +97,7 @@ def test_a_bad_queue_file_is_one_line_and_exit_2(
     assert main(["replay", str(trace), "-p", "fifo", "-c", "4x4", "--queues", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith(f"gpuflow: error: {bad}: ") and message in err
+    assert err.startswith(f"gpuflow: error: {bad}{where}{message}"), err
 
 
 def test_a_directory_given_as_queue_file_is_refused(

@@ -110,6 +110,11 @@ def test_nested_and_parent_forms_build_the_same_tree() -> None:
             "queues[2].limit",
             "below the guarantee",
         ),
+        # Bounded: a finite weight, at most the largest cluster's GPUs.
+        ({"queues": [{"name": "a", "weight": float("inf")}]}, "queues[0].weight", "finite"),
+        ({"queues": [{"name": "a", "weight": 1e7}]}, "queues[0].weight", "<= 1e+06"),
+        ({"queues": [{"name": "a", "guarantee": 10**23}]}, "queues[0].guarantee", "<= 100000"),
+        ({"queues": [{"name": "a", "limit": {"A100": 10**23}}]}, "queues[0].limit.A100", "<= 1"),
     ],
 )
 def test_bad_data_is_refused_naming_the_field(data: object, field: str, words: str) -> None:
