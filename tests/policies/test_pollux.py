@@ -178,6 +178,46 @@ def test_a_model_without_gradient_statistics_keeps_its_batch() -> None:
     assert "r" not in plan.batch_sizes
 
 
+@pytest.mark.parametrize(("grad_var", "grows"), [(1e4, True), (0.0, False)])
+def test_an_unprofiled_job_that_reports_its_statistics_gets_a_batch_from_them(
+    grad_var: float, grows: bool
+) -> None:
+    """The example `mlp` has no published profile. Until it reports, it keeps its batch
+    (no batch size in the plan); once it reports gradient statistics it is adaptive:
+    a large noise (tr(Sigma) per sample >> M_0 |G|^2) keeps a large batch efficient,
+    so Pollux raises it for throughput; no noise (every sample counts once, r = 0)
+    makes any larger batch a loss, so it stays at its own."""
+    alloc = Allocation.whole((0, g) for g in range(4))
+    spec = replace(make_job("m", 4, model="mlp", duration_s=3600.0), batch_size=64)
+    assert resolve("mlp").measured is None
+    view = replace(_running(spec, alloc, 0.1), batch_size=64)
+    before = Pollux().schedule(_snapshot([view], nodes=1), None)
+    assert before.run["m"] is alloc and "m" not in before.batch_sizes
+    measured = Measured(
+        reported_s=590.0,
+        step=100,
+        batch_size=64,
+        gpus=4,
+        samples_per_s=1000.0,
+        grad_sqr=1.0,
+        grad_var=grad_var,
+    )
+    after = Pollux().schedule(_snapshot([replace(view, measured=measured)], nodes=1), None)
+    assert after.run["m"] is alloc  # same GPUs: a new batch needs no restart
+    batch = after.batch_sizes["m"]
+    assert 64 <= batch <= 16 * 64
+    assert (batch > 64) is grows
+
+
+def test_an_unprofiled_jobs_batch_range_is_set_by_max_batch_sizes() -> None:
+    alloc = Allocation.whole((0, g) for g in range(4))
+    spec = replace(make_job("m", 4, model="mlp", duration_s=3600.0), batch_size=64)
+    measured = Measured(590.0, 100, 64, 4, 1000.0, grad_sqr=1.0, grad_var=1e6)
+    view = replace(_running(spec, alloc, 0.1), batch_size=64, measured=measured)
+    plan = Pollux(max_batch_sizes={"mlp": 128}).schedule(_snapshot([view], nodes=1), None)
+    assert 64 < plan.batch_sizes["m"] <= 128
+
+
 # -- GPU limits ---------------------------------------------------------------------
 
 
