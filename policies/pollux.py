@@ -96,8 +96,9 @@ Deviations
   profiled application's batch range and smallest local batch come from its profile;
   a job of a model without one becomes adaptive with its first usable report, its
   batch from its own initial one to 16x that (`max_batch_sizes` per model), its
-  throughput the generic performance model's (not fitted to its step times as
-  PolluxAgent's §3.2 model is): `policies.pollux_goodput`.
+  throughput the generic performance model's with its compute and synchronisation
+  times scaled to fit the throughput it reported at each size (PolluxAgent fits all
+  of §3.2's parameters): `policies.pollux_goodput.fit_scales`.
 - Otherwise the gradient noise ratio is read from the measured run at the batch the job runs
   at now, as PolluxAgent reports the statistics of its own training (the artifact's
   policy and simulator alike read them at the job's batch). Where it is infinite (a
@@ -119,6 +120,7 @@ from controller.model.catalog import ModelProfile, resolve
 from policies.pollux_goodput import (
     AppKey,
     app_key,
+    fit_scales,
     goodput_at_batch,
     goodput_table,
     live_ratio,
@@ -296,6 +298,9 @@ class Pollux:
             key = app_key(
                 profile, ref, self.max_batch_sizes, lo, reports_stats=stats, model=spec.model
             )
+            if stats and profile.measured is None and m is not None and m.throughput:
+                grad_scale, sync_scale = fit_scales(snapshot.cluster, profile, m.throughput)
+                key = replace(key, grad_scale=grad_scale, sync_scale=sync_scale)
             fair_hi = hi = lo
             if spec.elastic:
                 fair_hi = max(lo, min(spec.max_gpus, max_useful_gpus(profile, key), total))

@@ -25,9 +25,10 @@ statistics (gpuflow.train's gradSqr and gradVar, `JobView.measured`), as PolluxA
 measures them for any job (§3.1, §4.1): EFFICIENCY(M) = (phi + M_0) / (phi + M) above,
 with phi = r·M_0 = tr(Sigma) / |G|^2 (§3.1's gradient noise scale) from its own reports
 and M_0 its own initial batch; its batches span M_0 to UNPROFILED_BATCH_SPAN x M_0.
-Its throughput stays the generic model's (the perf model of an unknown model) rather
-than a fit to its own step times (§3.2's T_iter fitted by PolluxAgent): a factor fitted
-to its measured throughput alone would scale every entry alike and change no choice.
+Its throughput is the generic model's (the perf model of an unknown model) fitted to
+the throughput it reports at each size it ran at (`fit_scales`: T_grad and T_sync of
+§3.2 each scaled, as PolluxAgent fits them to the job's own iteration times, §4.1):
+rows on one GPU count only fix one scale for both; the model's shape is kept.
 
 Throughput tables are cached in this module per (cluster, application, candidate
 batches) and goodput tables per (job kind, progress bucket), least recently used
@@ -46,6 +47,7 @@ from functools import cache
 
 import numpy as np
 import numpy.typing as npt
+from scipy.optimize import least_squares
 
 from controller.model import Allocation, Cluster, JobView
 from controller.model.catalog import MeasuredProfile, ModelProfile, measured_profile
@@ -81,6 +83,10 @@ class AppKey:
     ref_batch: int  # M_ref: the batch the job's work is counted in
     max_batch: int  # largest global batch considered (= ref_batch when not adaptive)
     adaptive: bool  # gradient statistics known: the batch size may change
+    # An unprofiled job's throughput fitted to its own reports (`fit_scales`): the
+    # performance model's compute and synchronisation times are scaled by these.
+    grad_scale: float = 1.0
+    sync_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,8 @@ class TableKey:
     profile: str
     low_batch: int
     max_batch: int
+    grad_scale: float = 1.0
+    sync_scale: float = 1.0
 
 
 @dataclass
@@ -304,7 +312,7 @@ def _throughput(
     if key.adaptive:
         # M0: the profile's initial batch; an unprofiled job's own (AdaptDL's init_batch_size).
         low = profile.batch_size if profile.measured else key.ref_batch
-        table_key = TableKey(profile.name, low, key.max_batch)
+        table_key = TableKey(profile.name, low, key.max_batch, key.grad_scale, key.sync_scale)
     else:
         table_key = TableKey(profile.name, key.ref_batch, key.ref_batch)
     table = cache.tables.get(table_key)
@@ -340,13 +348,65 @@ def _build(
                 sync = _sync(cluster, profile, order[:n], k, alpha, beta, probe_speed)
                 cache.sync[sync_key] = sync
             sync_s, speed = sync
-            compute_s = (steps * alpha + beta * local) * (probe_speed / speed)
+            sync_s *= key.sync_scale
+            compute_s = (steps * alpha + beta * local) * (probe_speed / speed) * key.grad_scale
             if sync_s > 0.0:
                 iter_s = (compute_s**gamma + sync_s**gamma) ** (1.0 / gamma)
             else:
                 iter_s = compute_s
             rate[n, k] = np.where(allowed, 1.0 / iter_s, 0.0)
     return ThroughputTable(batches, rate)
+
+
+def fit_scales(
+    cluster: Cluster, profile: ModelProfile, rows: tuple[tuple[int, int, float], ...]
+) -> tuple[float, float]:
+    """(compute scale, synchronisation scale) that bring `profile`'s throughput model on
+    `cluster` closest, in log iteration time, to a job's measured (GPUs, global batch,
+    samples/s) rows, each GPU count placed packed on the largest nodes. PolluxAgent
+    fits its throughput parameters to the job's own iteration times (§3.2, §4.1); here
+    the model's shape stays and its two times are scaled. Rows on one GPU only fix the
+    compute scale, which then stands for both; (1, 1) without usable rows. Rounded to
+    two significant digits (one goodput table per fit, not per report)."""
+    cache = _cache(cluster)
+    order = sorted(range(len(cluster.nodes)), key=lambda i: (-cluster.nodes[i].num_gpus, i))
+    capacity = np.cumsum([cluster.nodes[i].num_gpus for i in order])
+    alpha, beta, probe_speed = _compute_params(cluster, profile, order[0])
+    gamma = _gamma(profile)
+    observed, compute, sync = [], [], []
+    for gpus, batch, samples_per_s in rows:
+        if not (0 < gpus <= int(capacity[-1]) and batch > 0 and samples_per_s > 0.0):
+            continue
+        n = _min_nodes(capacity, gpus)
+        sync_key = (profile.name, n, gpus)
+        if sync_key not in cache.sync:
+            cache.sync[sync_key] = _sync(
+                cluster, profile, order[:n], gpus, alpha, beta, probe_speed
+            )
+        sync_s, speed = cache.sync[sync_key]
+        local = batch / gpus
+        steps = max(1.0, math.ceil(local / profile.max_local_batch - 1e-9))
+        observed.append(batch / samples_per_s)
+        compute.append((steps * alpha + beta * local) * probe_speed / speed)
+        sync.append(sync_s)
+    if not observed:
+        return 1.0, 1.0
+    t, c, y = np.log(observed), np.array(compute), np.array(sync)
+    grad = float(np.mean(t - np.log(c)))
+    both = (grad, grad)
+    if np.any(y > 0.0):
+
+        def residual(x: FloatArray) -> FloatArray:
+            u, v = np.exp(x)
+            out: FloatArray = np.log((u * c) ** gamma + (v * y) ** gamma) / gamma - t
+            return out
+
+        both = tuple(least_squares(residual, [grad, grad], bounds=(-7.0, 7.0)).x)
+    return _two_digits(math.exp(both[0])), _two_digits(math.exp(both[1]))
+
+
+def _two_digits(x: float) -> float:
+    return float(f"{x:.2g}")
 
 
 def _min_nodes(capacity: npt.NDArray[np.int64], k: int) -> int:

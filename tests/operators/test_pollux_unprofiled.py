@@ -1,6 +1,6 @@
 """Pollux live on a model without a published profile (issue 25, item 2): the job keeps
-its batch until it reports gradient statistics, then gets batch sizes from its own
-(policies.pollux_goodput), carried out in place on the test server."""
+its batch until it reports gradient statistics and throughput, then gets batch sizes
+from its own (policies.pollux_goodput), carried out in place on the test server."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def report(api: KubeApi, name: str, grad_var: float) -> None:
         "batchSize": BATCH,
         "gpus": 4,
         "samplesPerSecond": 2000.0,
+        "throughput": [{"gpus": 4, "batchSize": BATCH, "samplesPerSecond": 2000.0}],
         "gradSqr": 1.0,
         "gradVar": grad_var,
     }
