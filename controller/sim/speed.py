@@ -65,8 +65,9 @@ class Speeds:
         batch = job.batch_size
         rate = rates.rate_ips(spec, alloc, batch_size=batch, gpu_load=load, inter_node_gbps=gbps)
         adaptive = batch is not None and batch != rates.reference_batch(spec)
-        # Progress is counted in reference-batch iterations (see RateModel).
-        rate = rates.work_rate_ips(spec, rate, batch, job.done_iters / job.total_iters)
+        if adaptive:
+            # Progress is counted in reference-batch iterations (see RateModel).
+            rate = rates.work_rate_ips(spec, rate, batch, job.done_iters / job.total_iters)
         job.rate_ips = rate
         self.accounts.set_busy(job, self._busy_gpus(job, load, gbps), now)
         job.version += 1
