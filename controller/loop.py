@@ -8,19 +8,22 @@ kept in between. Both
 backends implement `Backend`: `observe()` builds the immutable snapshot of what is
 running and waiting, `apply(plan)` carries the plan out gang by gang (or raises
 PlanError for a plan that breaks the rules). The policy, and the explicit state it
-carries from round to round, live here and nowhere else.
+carries from round to round, live here and nowhere else, with the tally of what
+the plans did to each job (controller.tally), counted alike on both backends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from controller.actions import JobAction
 from controller.maintenance import fence_plan
 from controller.model import Plan, Policy, Snapshot, validate_plan
 from controller.model.queue import queue_order
 from controller.pace import Pace
 from controller.queues.admission import Quotas
+from controller.tally import DecisionTally
 
 
 class Backend(Protocol):
@@ -28,8 +31,9 @@ class Backend(Protocol):
         """The cluster and its active jobs now."""
         ...
 
-    def apply(self, plan: Plan) -> None:
-        """Start, stop, resize and migrate jobs as the plan says, each gang whole."""
+    def apply(self, plan: Plan) -> Sequence[JobAction]:
+        """Start, stop, resize and migrate jobs as the plan says, each gang whole;
+        the actions carried out (controller.actions.compile_plan's)."""
         ...
 
 
@@ -56,6 +60,8 @@ class Controller:
         # Live: decide only when a replay would (controller.pace); None decides always.
         self.pace = Pace() if paced else None
         self.last_plan: Plan | None = None
+        # What each job's plans did to it, counted alike on every backend.
+        self.tally = DecisionTally()
 
     def set_policy(self, policy: Policy) -> None:
         """Switch policy; it starts from a fresh state at the next round."""
@@ -68,7 +74,7 @@ class Controller:
         snapshot = backend.observe()
         kept = self._kept(snapshot)
         if kept is not None:
-            backend.apply(kept)
+            self.tally.add(backend.apply(kept))
             return kept
         if self.quotas is None:
             plan = fence_plan(snapshot, self.policy.schedule(snapshot, self.state))
@@ -80,7 +86,7 @@ class Controller:
             validate_plan(snapshot, plan)  # the full invariants, for tests
         if self.on_round is not None:
             self.on_round(snapshot, plan)
-        backend.apply(plan)
+        self.tally.add(backend.apply(plan))
         self.state = plan.state
         self.last_plan = plan
         if self.pace is not None:

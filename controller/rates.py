@@ -141,6 +141,16 @@ class RateModel:
         `controller.model.work.work_per_step`."""
         return work_per_step(spec, batch_size, progress)
 
+    def work_rate_ips(
+        self, spec: JobSpec, rate_ips: float, batch_size: int | None, progress: float
+    ) -> float:
+        """A speed in iterations at `batch_size` as the work-batch iterations per second
+        that progress is counted in, at `progress` (0..1): the simulator's running jobs
+        (controller.sim.speed) and the operator's views (operators/views.py) alike."""
+        if batch_size is None or batch_size == self.reference_batch(spec):
+            return rate_ips
+        return rate_ips * self.goodput_factor(spec, batch_size, progress)
+
     def utilization(self, spec: JobSpec) -> float:
         """How busy the job keeps a GPU alone (0..1), for packing interference."""
         return self.profile(spec).gpu_util

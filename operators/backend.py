@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from controller.actions import compile_plan
+from controller.actions import JobAction, compile_plan
 from controller.decisions import RoundRecord
 from controller.model import (
     NO_HOST,
@@ -228,11 +228,11 @@ class KubeBackend:
 
     # -- apply ------------------------------------------------------------------------
 
-    def apply(self, plan: Plan) -> None:
+    def apply(self, plan: Plan) -> list[JobAction]:
         """Carry out the actions `compile_plan` names for this plan, as the simulator
         does: every stop before every start, a new batch size in place
-        (operators/applier.py). An invalid plan raises PlanError before anything is
-        written."""
+        (operators/applier.py), and return them. An invalid plan raises PlanError
+        before anything is written."""
         rnd = self._round
         if rnd is None:
             raise RuntimeError("apply before observe")
@@ -246,6 +246,7 @@ class KubeBackend:
             log.error("plan refused policy=%s error=%s", self.policy_name(), exc)
             raise
         self.applier.apply(rnd, plan, actions, record, now)
+        return actions
 
 
 def _name(pod: dict[str, object]) -> str:

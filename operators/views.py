@@ -162,6 +162,9 @@ def job_view(
             executed += at - mark
             done, mark = float(measured.step), at
     total = max(done, nominal * (spec.duration_s or 0.0))
+    if source == "model" and rate > 0 and total > 0:
+        # In work-batch iterations at a batch not the job's own, as the simulator counts.
+        rate = rates.work_rate_ips(spec, rate, batch, done / total)
     first = status.get("firstStartTime")
     waiting = status.get("waitingSince")
     return JobView(

@@ -56,6 +56,13 @@ Deviations from the paper:
 - Priorities are ignored: the paper has none. Elastic jobs start at `num_gpus`.
 - Migration budget per round, the packing threshold and margin are gpuflow's choices;
   the paper gives no numbers for them.
+- Restart cost: a grow or a migration for locality (step 4), made for the job's own
+  speed, is made only when the time it saves on the job's remaining work exceeds its
+  model's `restart_s` (`gandiva_moves.pays_restart`); the paper restarts from a
+  checkpoint to grow or migrate (§4.1) without weighing the cost. Time-slicing's
+  cost is bounded by the quantum as in the paper (§6: the 60 s quantum keeps the
+  suspend-resume cost to 2 % or less); packing's restart by introspection, which
+  judges a pack only after it has run a quantum past both jobs' restarts.
 """
 
 from __future__ import annotations

@@ -8,6 +8,16 @@ moves multi-node gangs onto a node that has room for the whole gang, and `grow`
 lets elastic jobs take the idle GPUs. Every move hands a gang a whole new
 allocation at once (the simulator restarts it from a checkpoint), and every
 migration counts against the round's budget.
+
+A grow or a consolidation is made for the job's own speed, so it is made only when
+it pays its restart (`pays_restart`): the time it saves on the job's remaining work
+at its current speed, scaled by the performance model's speed ratio of the two
+allocations, must exceed the model's `restart_s` (checkpoint and restore). The paper
+(§4.1) grows and migrates a job by checkpoint and restart and measures that cost in
+its micro-benchmarks (§6.1), but its policy does not weigh it against the gain;
+gpuflow does, as Pollux's re-allocation penalty (§4.2) and Optimus' resize cost do.
+The moves made for waiting jobs (shrinks, defragmentation) are not weighed: they let
+a job start.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from controller.model import Allocation, JobView
+from controller.model.catalog import resolve
+from controller.model.perf import throughput_ips
 from policies.gandiva_work import Work
 
 
@@ -66,7 +78,7 @@ def grow(work: Work) -> None:
             if bigger is not None:
                 break
         pool.take(current, job.spec.gpu_mem_mib)
-        if bigger is not None:
+        if bigger is not None and pays_restart(work, job, bigger):
             work.move(job, bigger)
 
 
@@ -106,8 +118,27 @@ def consolidate(work: Work) -> None:
         own, node = best
         kept = [(s.node, s.gpu) for s in alloc if s.node == node]
         extra = [(node, g) for g in pool.free_gpus(node)[: n - own]]
-        work.move(job, Allocation.whole(kept + extra))
+        target = Allocation.whole(kept + extra)
+        if not pays_restart(work, job, target):
+            continue
+        work.move(job, target)
         work.migrations_left -= 1
+
+
+def pays_restart(work: Work, job: JobView, target: Allocation) -> bool:
+    """Whether moving running `job` to `target` saves more of its remaining run time
+    than the restart costs (its model's `restart_s`)."""
+    current = job.allocation
+    assert current is not None
+    profile = resolve(job.spec.model)
+    cluster = work.snapshot.cluster
+    now_ips = throughput_ips(profile, cluster, current, batch_size=job.batch_size)
+    new_ips = throughput_ips(profile, cluster, target, batch_size=job.batch_size)
+    if new_ips <= now_ips:
+        return False
+    rate = job.rate_ips if job.rate_ips > 0 else job.nominal_rate_ips
+    remaining_s = job.remaining_iters_at(work.now) / rate
+    return remaining_s * (1.0 - now_ips / new_ips) > profile.restart_s
 
 
 def _make_room(

@@ -52,8 +52,9 @@ Deviations
   goodput gain above `batch_margin` (5 %); AdaptDL changes it whenever the optimum
   moves, which live, with noisy measured statistics, moved one job's batch 12 times in
   two minutes (issue 25).
-- A job without measured gradient statistics keeps its batch size: Pollux would
-  measure them; gpuflow has none to use.
+- A job without gradient statistics (a replay's job of a model without a published
+  profile, or a live one before its first report) keeps its batch size: Pollux would
+  measure them; gpuflow has none to use until the job reports.
 - Accumulation follows perf's model (alpha once per accumulation step, one
   synchronisation) rather than AdaptDL's (the whole T_grad per extra step).
 - The batch is chosen on a 32-point geometric grid (AdaptDL: 50) with the noise
@@ -91,9 +92,13 @@ Deviations
   every 60 s whatever happens. Live, the operator asks the policy only at those
   moments (controller.pace), so a decision stands for an interval as in replay.
 - A live job that reports its gradient statistics (gpuflow.train, `JobView.measured`)
-  is judged on them (`pollux_goodput.live_ratio`), as PolluxAgent's own reports; the
-  batch range and smallest local batch still come from its application's profile, so
-  a job of an unprofiled model keeps its batch size.
+  is judged on them (`pollux_goodput.live_ratio`), as PolluxAgent's own reports. A
+  profiled application's batch range and smallest local batch come from its profile;
+  a job of a model without one becomes adaptive with its first usable report, its
+  batch from its own initial one to 16x that (`max_batch_sizes` per model), its
+  throughput the generic performance model's with its compute and synchronisation
+  times scaled to fit the throughput it reported at each size (PolluxAgent fits all
+  of §3.2's parameters): `policies.pollux_goodput.fit_scales`.
 - Otherwise the gradient noise ratio is read from the measured run at the batch the job runs
   at now, as PolluxAgent reports the statistics of its own training (the artifact's
   policy and simulator alike read them at the job's batch). Where it is infinite (a
@@ -115,12 +120,14 @@ from controller.model.catalog import ModelProfile, resolve
 from policies.pollux_goodput import (
     AppKey,
     app_key,
+    fit_scales,
     goodput_at_batch,
     goodput_table,
     live_ratio,
     max_useful_gpus,
     next_bucket_s,
     progress_bucket,
+    usable_stats,
 )
 from policies.pollux_partition import (
     CELLS_PER_PART,
@@ -285,7 +292,15 @@ class Pollux:
                 continue
             profile = resolve(spec.model)
             lo = spec.min_gpus
-            key = app_key(profile, spec.work_batch or spec.batch_size, self.max_batch_sizes, lo)
+            m = view.measured
+            stats = m is not None and usable_stats(m.grad_sqr, m.grad_var)
+            ref = spec.work_batch or spec.batch_size
+            key = app_key(
+                profile, ref, self.max_batch_sizes, lo, reports_stats=stats, model=spec.model
+            )
+            if stats and profile.measured is None and m is not None and m.throughput:
+                grad_scale, sync_scale = fit_scales(snapshot.cluster, profile, m.throughput)
+                key = replace(key, grad_scale=grad_scale, sync_scale=sync_scale)
             fair_hi = hi = lo
             if spec.elastic:
                 fair_hi = max(lo, min(spec.max_gpus, max_useful_gpus(profile, key), total))
@@ -295,7 +310,6 @@ class Pollux:
                     hi = max(lo, min(hi, cap))
             bucket = progress_bucket(view.progress_at(now))
             stats_batch = view.batch_size or key.ref_batch
-            m = view.measured
             ratio = live_ratio(key, m.grad_sqr, m.grad_var) if m is not None else None
             jobs.append(_Job(view, profile, key, lo, hi, fair_hi, bucket, stats_batch, ratio))
         return jobs, reasons

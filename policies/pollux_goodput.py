@@ -17,8 +17,18 @@ step times (§3.2, §4.1): alpha_grad and beta_grad from two one-GPU probes, T_s
 probe per placement shape, gamma the profile's (the fitted one of a measured profile). For
 the six applications with a measured Pollux profile the perf model *is* the fitted
 Pollux model (`catalog.PolluxFit`) carried over to this cluster's GPUs and links, so the
-goodput here is what the simulator credits. A job without measured gradient statistics
-keeps its batch size (its efficiency is unknown), so only its throughput matters.
+goodput here is what the simulator credits. A job without gradient statistics keeps its
+batch size (its efficiency is unknown), so only its throughput matters.
+
+A model without a published profile is adaptive once the job reports its own gradient
+statistics (gpuflow.train's gradSqr and gradVar, `JobView.measured`), as PolluxAgent
+measures them for any job (§3.1, §4.1): EFFICIENCY(M) = (phi + M_0) / (phi + M) above,
+with phi = r·M_0 = tr(Sigma) / |G|^2 (§3.1's gradient noise scale) from its own reports
+and M_0 its own initial batch; its batches span M_0 to UNPROFILED_BATCH_SPAN x M_0.
+Its throughput is the generic model's (the perf model of an unknown model) fitted to
+the throughput it reports at each size it ran at (`fit_scales`: T_grad and T_sync of
+§3.2 each scaled, as PolluxAgent fits them to the job's own iteration times, §4.1):
+rows on one GPU count only fix one scale for both; the model's shape is kept.
 
 Throughput tables are cached in this module per (cluster, application, candidate
 batches) and goodput tables per (job kind, progress bucket), least recently used
@@ -37,6 +47,7 @@ from functools import cache
 
 import numpy as np
 import numpy.typing as npt
+from scipy.optimize import least_squares
 
 from controller.model import Allocation, Cluster, JobView
 from controller.model.catalog import MeasuredProfile, ModelProfile, measured_profile
@@ -54,6 +65,11 @@ BATCH_CANDIDATES = 32
 # application at nearly the same progress share one goodput table.
 PROGRESS_BUCKETS = 200
 
+# An unprofiled job's largest batch, as a multiple of its own (AdaptDL asks the job for
+# `max_batch_size`; gpuflow's default, within the candidate grid's 64x span; the
+# policy's `max_batch_sizes` sets it per model).
+UNPROFILED_BATCH_SPAN = 16
+
 # Goodput tables kept across rounds (about 20 KB each on 16x4): enough for every job
 # of a few hundred at its progress bucket and the next.
 GOODPUT_CACHE_ENTRIES = 1024
@@ -67,6 +83,10 @@ class AppKey:
     ref_batch: int  # M_ref: the batch the job's work is counted in
     max_batch: int  # largest global batch considered (= ref_batch when not adaptive)
     adaptive: bool  # gradient statistics known: the batch size may change
+    # An unprofiled job's throughput fitted to its own reports (`fit_scales`): the
+    # performance model's compute and synchronisation times are scaled by these.
+    grad_scale: float = 1.0
+    sync_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +96,8 @@ class TableKey:
     profile: str
     low_batch: int
     max_batch: int
+    grad_scale: float = 1.0
+    sync_scale: float = 1.0
 
 
 @dataclass
@@ -109,6 +131,8 @@ def app_key(
     ref_batch: int | None,
     max_batches: Mapping[str, int] | None,
     min_gpus: int = 1,
+    reports_stats: bool = False,
+    model: str = "",
 ) -> AppKey:
     """The goodput-table key of a job of `profile` whose work counts batches of `ref_batch`.
 
@@ -116,11 +140,21 @@ def app_key(
     `min_gpus` x the smallest local batch: where the profile's largest batch is smaller
     (a rigid 256-GPU BERT against its 384), the largest is raised to that, so that the
     job has an allowed batch at its size (else its goodput is 0 everywhere and it never
-    starts) and pays for it in statistical efficiency."""
+    starts) and pays for it in statistical efficiency.
+
+    A model without a measured profile is adaptive once the job reports its gradient
+    statistics (`reports_stats`, see `usable_stats`), as AdaptDL adapts any job from
+    its own: its batches span `ref_batch` to `max_batches[model]` (the job's model
+    name), else UNPROFILED_BATCH_SPAN x `ref_batch`; until it reports it keeps its batch."""
     ref = ref_batch if ref_batch is not None else profile.batch_size
     measured = measured_profile(profile.measured) if profile.measured else None
     if measured is None:
-        return AppKey(profile.name, ref, ref, adaptive=False)
+        if not reports_stats:
+            return AppKey(profile.name, ref, ref, adaptive=False)
+        largest = UNPROFILED_BATCH_SPAN * ref
+        if max_batches is not None:
+            largest = max_batches.get(model or profile.name, largest)
+        return AppKey(profile.name, ref, max(ref, largest, min_gpus), adaptive=True)
     largest = max(measured.validation)
     if max_batches is not None:
         largest = max_batches.get(profile.name, largest)
@@ -152,15 +186,22 @@ def noise_ratio(
     return measured.noise_scale_at(progress * measured.target_progress, batch)
 
 
+def usable_stats(grad_sqr: float | None, grad_var: float | None) -> bool:
+    """Whether reported gradient statistics give a noise ratio: |G|^2 > 0, tr(Sigma) >= 0,
+    both finite."""
+    if grad_sqr is None or grad_var is None:
+        return False
+    return grad_sqr > 0.0 and grad_var >= 0.0 and math.isfinite(grad_sqr + grad_var)
+
+
 def live_ratio(key: AppKey, grad_sqr: float | None, grad_var: float | None) -> float | None:
     """r from a live job's own gradient statistics, reported per sample (gpuflow.train):
     |G|^2 and tr(Sigma). The variance of a gradient averaged over the reference batch
     is tr(Sigma) / M_ref, so r = tr(Sigma) / (M_ref |G|^2) (AdaptDL keeps `var` at the
     initial batch). None when the job is not adaptive or the statistics are unusable."""
-    if not key.adaptive or grad_sqr is None or grad_var is None:
+    if not key.adaptive or not usable_stats(grad_sqr, grad_var):
         return None
-    if not (grad_sqr > 0.0 and grad_var >= 0.0 and math.isfinite(grad_sqr + grad_var)):
-        return None
+    assert grad_sqr is not None and grad_var is not None
     return grad_var / (key.ref_batch * grad_sqr)
 
 
@@ -269,7 +310,9 @@ def _throughput(
     cache: _ClusterCache, profile: ModelProfile, key: AppKey, max_gpus: int
 ) -> ThroughputTable:
     if key.adaptive:
-        table_key = TableKey(profile.name, profile.batch_size, key.max_batch)
+        # M0: the profile's initial batch; an unprofiled job's own (AdaptDL's init_batch_size).
+        low = profile.batch_size if profile.measured else key.ref_batch
+        table_key = TableKey(profile.name, low, key.max_batch, key.grad_scale, key.sync_scale)
     else:
         table_key = TableKey(profile.name, key.ref_batch, key.ref_batch)
     table = cache.tables.get(table_key)
@@ -305,13 +348,65 @@ def _build(
                 sync = _sync(cluster, profile, order[:n], k, alpha, beta, probe_speed)
                 cache.sync[sync_key] = sync
             sync_s, speed = sync
-            compute_s = (steps * alpha + beta * local) * (probe_speed / speed)
+            sync_s *= key.sync_scale
+            compute_s = (steps * alpha + beta * local) * (probe_speed / speed) * key.grad_scale
             if sync_s > 0.0:
                 iter_s = (compute_s**gamma + sync_s**gamma) ** (1.0 / gamma)
             else:
                 iter_s = compute_s
             rate[n, k] = np.where(allowed, 1.0 / iter_s, 0.0)
     return ThroughputTable(batches, rate)
+
+
+def fit_scales(
+    cluster: Cluster, profile: ModelProfile, rows: tuple[tuple[int, int, float], ...]
+) -> tuple[float, float]:
+    """(compute scale, synchronisation scale) that bring `profile`'s throughput model on
+    `cluster` closest, in log iteration time, to a job's measured (GPUs, global batch,
+    samples/s) rows, each GPU count placed packed on the largest nodes. PolluxAgent
+    fits its throughput parameters to the job's own iteration times (§3.2, §4.1); here
+    the model's shape stays and its two times are scaled. Rows on one GPU only fix the
+    compute scale, which then stands for both; (1, 1) without usable rows. Rounded to
+    two significant digits (one goodput table per fit, not per report)."""
+    cache = _cache(cluster)
+    order = sorted(range(len(cluster.nodes)), key=lambda i: (-cluster.nodes[i].num_gpus, i))
+    capacity = np.cumsum([cluster.nodes[i].num_gpus for i in order])
+    alpha, beta, probe_speed = _compute_params(cluster, profile, order[0])
+    gamma = _gamma(profile)
+    observed, compute, sync = [], [], []
+    for gpus, batch, samples_per_s in rows:
+        if not (0 < gpus <= int(capacity[-1]) and batch > 0 and samples_per_s > 0.0):
+            continue
+        n = _min_nodes(capacity, gpus)
+        sync_key = (profile.name, n, gpus)
+        if sync_key not in cache.sync:
+            cache.sync[sync_key] = _sync(
+                cluster, profile, order[:n], gpus, alpha, beta, probe_speed
+            )
+        sync_s, speed = cache.sync[sync_key]
+        local = batch / gpus
+        steps = max(1.0, math.ceil(local / profile.max_local_batch - 1e-9))
+        observed.append(batch / samples_per_s)
+        compute.append((steps * alpha + beta * local) * probe_speed / speed)
+        sync.append(sync_s)
+    if not observed:
+        return 1.0, 1.0
+    t, c, y = np.log(observed), np.array(compute), np.array(sync)
+    grad = float(np.mean(t - np.log(c)))
+    both = (grad, grad)
+    if np.any(y > 0.0):
+
+        def residual(x: FloatArray) -> FloatArray:
+            u, v = np.exp(x)
+            out: FloatArray = np.log((u * c) ** gamma + (v * y) ** gamma) / gamma - t
+            return out
+
+        both = tuple(least_squares(residual, [grad, grad], bounds=(-7.0, 7.0)).x)
+    return _two_digits(math.exp(both[0])), _two_digits(math.exp(both[1]))
+
+
+def _two_digits(x: float) -> float:
+    return float(f"{x:.2g}")
 
 
 def _min_nodes(capacity: npt.NDArray[np.int64], k: int) -> int:

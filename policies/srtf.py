@@ -11,6 +11,11 @@ Greedy with skipping: a job that does not fit the GPUs left is passed over and
 smaller, longer jobs behind it may run (as the Tiresias simulator's SRTF does).
 Ties break on submit time, then job id.
 
+Restart cost: not charged. SRTF is kept the clairvoyant baseline as Tiresias defines
+it (§6.2), which preempts whenever a shorter job waits; charging the restart would
+make it another policy than the one the papers compare against. The preempted job
+pays its restart (the model's `restart_s`) in the replay all the same.
+
 A waiting job's remaining time does not change while it waits, so the backend keeps
 the queue in that order (`Snapshot.waiting_by_size`); the greedy pass takes, at each
 step, the first job in the order among the gang sizes that still fit, and stops when

@@ -55,6 +55,12 @@ Deviations:
   (a gang admitted by count may still not place), and GPUs left free by such a gang
   are backfilled by later jobs in priority order. No job is preempted to consolidate
   a skewed one.
+- Restart cost: Tiresias preempts by priority, not for a gain it compares, so there
+  is no comparison to charge a restart in. As in the paper, preemptions are bounded
+  by the discretized queues (§3.2.3: a job is preempted only when a job of a higher
+  queue needs its GPUs, not whenever continuous attained service would reorder them)
+  and the promotion knob, and a restarted job's overhead counts in its attained
+  service (GPU-seconds held), so a job restarted often is demoted sooner.
 """
 
 from __future__ import annotations

@@ -37,6 +37,10 @@ class SimConfig:
     # Gandiva (Xiao et al., OSDI 2018, §4.1) suspends and resumes a job at
     # mini-batch boundaries in well under a second for most jobs; 1 s is our bound.
     suspend_resume_s: float = 1.0
+    # Every (re)start's overhead after a preemption, resize or migration; None: the
+    # job's model's `restart_s` (checkpoint and restart, ~10 s). Set to compare with a
+    # live run whose test pods restart at once (tests/operators/test_live_replay.py).
+    restart_s: float | None = None
     checkpoint_interval_s: float = 1800.0
     # The node schedule: failures and recoveries, and admins' cordons and drains.
     failures: tuple[NodeEvent | MaintenanceEvent, ...] = ()

@@ -11,7 +11,7 @@ clock says a round is due; `Simulator.observe`/`apply` are the same two calls.
 
 from __future__ import annotations
 
-from controller.actions import compile_plan
+from controller.actions import JobAction, compile_plan
 from controller.loop import Controller
 from controller.model import (
     Cluster,
@@ -120,9 +120,10 @@ class Rounds:
         )
         return self.last_snapshot
 
-    def apply(self, plan: Plan) -> None:
+    def apply(self, plan: Plan) -> list[JobAction]:
         """Carry out a plan (Backend protocol): the actions `compile_plan` names, every
-        stop before every start, gangs whole; an invalid plan changes nothing."""
+        stop before every start, gangs whole; an invalid plan changes nothing. Returns
+        the actions."""
         snapshot = self.last_snapshot
         if snapshot is None:
             raise RuntimeError("apply before observe")
@@ -140,6 +141,7 @@ class Rounds:
         self.default_reason = plan.default_reason
         if plan.wake_s is not None and plan.wake_s > self.clock.now_s:
             self.events.push(plan.wake_s, WAKE, None)
+        return actions
 
     def _unallocatable(self) -> int:
         """Idle whole GPUs that no job left waiting after the round could use (those

@@ -3,10 +3,10 @@
 `carry_out` applies the actions `controller.actions.compile_plan` named for a plan
 (called by `Simulator.apply`): every stop before every start, each gang whole. A
 job that (re)starts pays its restart overhead (`RateModel.restart_s`: checkpoint and
-restore) before it progresses, holding its GPUs; a suspended one the smaller
-`SimConfig.suspend_resume_s`; a first start nothing. A resize, migration or re-share
-is a restart on the new GPUs; a new batch on the same GPUs needs none (AdaptDL
-rescales the batch between steps), only its speed changes.
+restore, or `SimConfig.restart_s` when set) before it progresses, holding its GPUs;
+a suspended one the smaller `SimConfig.suspend_resume_s`; a first start nothing. A
+resize, migration or re-share is a restart on the new GPUs; a new batch on the same
+GPUs needs none (AdaptDL rescales the batch between steps), only its speed changes.
 
 controller.sim.simulator also calls `stop` for node failures (the job rolls back to
 its last checkpoint), drains and cancels, and `finish` on completion events. Each
@@ -120,7 +120,8 @@ class JobRuns:
             overhead_s = self.config.suspend_resume_s
             job.restarts += 1
         else:
-            overhead_s = self.rates.restart_s(job.spec)
+            fixed = self.config.restart_s
+            overhead_s = self.rates.restart_s(job.spec) if fixed is None else fixed
             job.restarts += 1
         job_id = job.spec.job_id
         job.status = JobStatus.RUNNING

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from controller.actions import JobAction
 from controller.loop import Controller
 from controller.maintenance import MaintenanceEvent, NodeAction, drained_reason
 from controller.model import (
@@ -258,9 +259,10 @@ class Simulator:
         """The snapshot a policy decides on (controller.sim.rounds)."""
         return self._rounds.observe()
 
-    def apply(self, plan: Plan) -> None:
-        """Carry out a plan; an invalid one raises PlanError and changes nothing."""
-        self._rounds.apply(plan)
+    def apply(self, plan: Plan) -> list[JobAction]:
+        """Carry out a plan; an invalid one raises PlanError and changes nothing.
+        Returns the actions carried out."""
+        return self._rounds.apply(plan)
 
     # -- jobs and nodes from outside: local mode, what-if, admins ----------------------
 

@@ -67,7 +67,7 @@ class Speeds:
         adaptive = batch is not None and batch != rates.reference_batch(spec)
         if adaptive:
             # Progress is counted in reference-batch iterations (see RateModel).
-            rate *= rates.goodput_factor(spec, batch, job.done_iters / job.total_iters)
+            rate = rates.work_rate_ips(spec, rate, batch, job.done_iters / job.total_iters)
         job.rate_ips = rate
         self.accounts.set_busy(job, self._busy_gpus(job, load, gbps), now)
         job.version += 1

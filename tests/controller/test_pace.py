@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from controller.actions import JobAction
 from controller.loop import Controller
 from controller.model import Allocation, GpuPool, JobStatus, JobView, Measured, Plan, Snapshot
 from controller.pace import Pace
@@ -135,8 +136,9 @@ class Scripted:
     def observe(self) -> Snapshot:
         return self.snap
 
-    def apply(self, plan: Plan) -> None:
+    def apply(self, plan: Plan) -> list[JobAction]:
         self.applied.append(plan)
+        return []
 
 
 def test_a_paced_controller_keeps_the_plan_until_the_world_moves() -> None:

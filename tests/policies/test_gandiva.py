@@ -238,12 +238,32 @@ def test_without_a_migration_budget_the_gang_runs_spread_over_nodes() -> None:
 
 def test_a_multi_node_gang_moves_onto_one_node_when_it_frees_up() -> None:
     now = 1000.0
-    split = _running(make_job("split", 2), [(0, 3), (1, 3)], now)
+    # BERT runs 2.2x faster on one node: 100 s left, the move saves ~55 s for 12.5 s.
+    split = _running(make_job("split", 2, model="bert"), [(0, 3), (1, 3)], now)
     other = _running(make_job("other", 2), [(0, 0), (0, 1)], now)
     snap = _snapshot([split, other], now, nodes=2)
     plan = Gandiva().schedule(snap, None)
     assert plan.actions(snap) == {"split": Action.MIGRATE, "other": Action.KEEP}
     assert plan.run["split"].nodes == (1,)
+
+
+@pytest.mark.parametrize(
+    ("model", "left_s"),
+    [
+        ("resnet50", 100.0),  # one node is 0.03 % faster: never worth a 10.6 s restart
+        ("bert", 20.0),  # 2.2x faster, but saves ~11 s of 20 for a 12.5 s restart
+    ],
+)
+def test_a_gang_is_not_moved_for_locality_that_does_not_pay_its_restart(
+    model: str, left_s: float
+) -> None:
+    now = 1000.0
+    spec = make_job("split", 2, model=model)
+    split = _running(spec, [(0, 3), (1, 3)], now, done_iters=100.0 - left_s)
+    other = _running(make_job("other", 2), [(0, 0), (0, 1)], now)
+    snap = _snapshot([split, other], now, nodes=2)
+    plan = Gandiva().schedule(snap, None)
+    assert plan.actions(snap) == {"split": Action.KEEP, "other": Action.KEEP}
 
 
 # -- grow-shrink -------------------------------------------------------------------------
@@ -263,6 +283,19 @@ def test_an_elastic_job_grows_into_idle_gpus_and_shrinks_when_a_job_waits() -> N
     plan = Gandiva().schedule(snap, plan.state)
     assert plan.actions(snap) == {"e": Action.RESIZE, "w": Action.START}
     assert plan.run["e"].num_gpus == 3  # only as many as the waiting job lacks
+
+
+@pytest.mark.parametrize(("left_s", "grows"), [(100.0, True), (10.0, False)])
+def test_an_elastic_job_grows_only_when_the_time_saved_pays_its_restart(
+    left_s: float, grows: bool
+) -> None:
+    """On 4 GPUs ResNet-50 runs ~3.5x as fast as on 1: 100 s left save ~70 s for a
+    10.6 s restart; 10 s left save ~7 s, less than the restart."""
+    spec = make_job("e", 1, min_gpus=1, max_gpus=4)
+    small = _running(spec, [(0, 0)], 100.0, done_iters=100.0 - left_s)
+    snap = _snapshot([small], 100.0)
+    plan = Gandiva().schedule(snap, None)
+    assert plan.actions(snap) == {"e": Action.RESIZE if grows else Action.KEEP}
 
 
 def test_reasons_name_why_jobs_wait() -> None:

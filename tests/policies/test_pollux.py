@@ -19,6 +19,7 @@ from controller.traces import load_trace
 from policies.pollux import Pollux, PolluxState
 from policies.pollux_goodput import (
     app_key,
+    fit_scales,
     goodput_at_batch,
     goodput_table,
     noise_ratio,
@@ -176,6 +177,90 @@ def test_a_model_without_gradient_statistics_keeps_its_batch() -> None:
     plan = Pollux().schedule(_snapshot([make_view(spec)], nodes=1), None)
     assert plan.run["r"].num_gpus >= 1
     assert "r" not in plan.batch_sizes
+
+
+@pytest.mark.parametrize(("grad_var", "grows"), [(1e4, True), (0.0, False)])
+def test_an_unprofiled_job_that_reports_its_statistics_gets_a_batch_from_them(
+    grad_var: float, grows: bool
+) -> None:
+    """The example `mlp` has no published profile. Until it reports, it keeps its batch
+    (no batch size in the plan); once it reports gradient statistics it is adaptive:
+    a large noise (tr(Sigma) per sample >> M_0 |G|^2) keeps a large batch efficient,
+    so Pollux raises it for throughput; no noise (every sample counts once, r = 0)
+    makes any larger batch a loss, so it stays at its own."""
+    alloc = Allocation.whole((0, g) for g in range(4))
+    spec = replace(make_job("m", 4, model="mlp", duration_s=3600.0), batch_size=64)
+    assert resolve("mlp").measured is None
+    view = replace(_running(spec, alloc, 0.1), batch_size=64)
+    before = Pollux().schedule(_snapshot([view], nodes=1), None)
+    assert before.run["m"] is alloc and "m" not in before.batch_sizes
+    measured = Measured(
+        reported_s=590.0,
+        step=100,
+        batch_size=64,
+        gpus=4,
+        samples_per_s=1000.0,
+        grad_sqr=1.0,
+        grad_var=grad_var,
+    )
+    after = Pollux().schedule(_snapshot([replace(view, measured=measured)], nodes=1), None)
+    assert after.run["m"] is alloc  # same GPUs: a new batch needs no restart
+    batch = after.batch_sizes["m"]
+    assert 64 <= batch <= 16 * 64
+    assert (batch > 64) is grows
+
+
+def test_an_unprofiled_jobs_batch_range_is_set_by_max_batch_sizes() -> None:
+    alloc = Allocation.whole((0, g) for g in range(4))
+    spec = replace(make_job("m", 4, model="mlp", duration_s=3600.0), batch_size=64)
+    measured = Measured(590.0, 100, 64, 4, 1000.0, grad_sqr=1.0, grad_var=1e6)
+    view = replace(_running(spec, alloc, 0.1), batch_size=64, measured=measured)
+    plan = Pollux(max_batch_sizes={"mlp": 128}).schedule(_snapshot([view], nodes=1), None)
+    assert 64 < plan.batch_sizes["m"] <= 128
+
+
+def _rows(cluster_nodes: int, sync_slowdown: float) -> tuple[tuple[int, int, float], ...]:
+    """(GPUs, batch, samples/s) an `mlp` job would report at 1, 2 and 4 GPUs on one
+    node: the generic model's times, with the 2- and 4-GPU iterations `sync_slowdown`
+    times slower (a slow interconnect the model does not know)."""
+    cluster = make_cluster(nodes=cluster_nodes, gpus=4)
+    profile = resolve("mlp")
+    rows = []
+    for gpus in (1, 2, 4):
+        alloc = Allocation.whole((0, g) for g in range(gpus))
+        sig = packed_gpu_signature(cluster, alloc)
+        step_s = signature_time_s(profile, sig, batch_size=64 * gpus)
+        if gpus > 1:
+            step_s *= sync_slowdown
+        rows.append((gpus, 64 * gpus, 64 * gpus / step_s))
+    return tuple(rows)
+
+
+def test_an_unprofiled_jobs_throughput_is_fitted_to_its_reports() -> None:
+    cluster = make_cluster(nodes=1, gpus=4)
+    profile = resolve("mlp")
+    assert fit_scales(cluster, profile, ()) == (1.0, 1.0)
+    grad, sync = fit_scales(cluster, profile, _rows(1, 1.0))
+    assert grad == pytest.approx(1.0, rel=0.1) and sync == pytest.approx(1.0, rel=0.35)
+    grad_slow, sync_slow = fit_scales(cluster, profile, _rows(1, 3.0))
+    assert grad_slow == pytest.approx(grad, rel=0.1)  # one GPU as the model says
+    assert sync_slow > 3 * sync  # the multi-GPU steps' extra time is synchronisation
+
+
+def test_an_unprofiled_job_that_scales_badly_is_given_fewer_gpus() -> None:
+    """Pollux sizes an elastic unprofiled job by its own reports: the same job whose
+    2- and 4-GPU steps it reported 10x slower than the model (its goodput on 2 GPUs
+    below its goodput on one, even at the larger batches it would then get) gets
+    fewer GPUs."""
+    spec = replace(_elastic("m", "mlp", lo=1, hi=4), batch_size=64)
+    alloc = Allocation.whole([(0, 0), (0, 1)])
+    sizes = {}
+    for slowdown in (1.0, 10.0):
+        measured = Measured(590.0, 100, 128, 2, 1000.0, _rows(1, slowdown), (), 1.0, 1e3)
+        view = replace(_running(spec, alloc, 0.1), batch_size=128, measured=measured)
+        plan = Pollux().schedule(_snapshot([view], nodes=1), None)
+        sizes[slowdown] = plan.run["m"].num_gpus
+    assert sizes[10.0] < sizes[1.0], sizes
 
 
 # -- GPU limits ---------------------------------------------------------------------
