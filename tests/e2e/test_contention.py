@@ -17,26 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuflow.sandbox.example_jobs import CONTENTION_SETS, example_job
 from gpuflow.sandbox.network import can_isolate
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "train" / "dljob.yaml"
 MOST_RESTARTS = 3  # a preemption, a resize or a grow: a handful, not a storm
 
 
-def job(name: str, gpus: int, steps: int, elastic: tuple[int, int] | None = None) -> Any:
-    body = yaml.safe_load(EXAMPLE.read_text())
-    body["metadata"]["name"] = name
-    spec = body["spec"]
-    spec["gpus"] = gpus
-    if elastic is not None:
-        spec["minGpus"], spec["maxGpus"] = elastic
-    spec["checkpoint"]["path"] = f"/checkpoints/{name}"
-    pod = spec["template"]["spec"]
-    pod["volumes"][0]["persistentVolumeClaim"]["claimName"] = f"{name}-checkpoints"
-    command = pod["containers"][0]["command"]
-    command[:] = [f"--steps={steps}" if a.startswith("--steps=") else a for a in command]
-    return body
+def set_jobs(set_name: str) -> list[Any]:
+    return [example_job(shape) for shape in CONTENTION_SETS[set_name].jobs]
 
 
 def sandbox_run(tmp_path: Path, nodes: str, policy: str, jobs: list[Any]) -> dict[str, Any]:
@@ -53,8 +41,7 @@ def sandbox_run(tmp_path: Path, nodes: str, policy: str, jobs: list[Any]) -> dic
 
 
 def test_gandiva_with_two_elastic_jobs_finishes_every_job(tmp_path: Path) -> None:
-    jobs = [job("rigid", 2, 600), job("ela", 2, 600, (1, 4)), job("elb", 2, 600, (1, 4))]
-    got = sandbox_run(tmp_path, "1x4", "gandiva", jobs)
+    got = sandbox_run(tmp_path, "1x4", "gandiva", set_jobs("elastic"))
     for name, j in got.items():
         assert j["status"] == "Succeeded" and j["steps"] == 600, (name, j)
         assert j["restarts"] <= MOST_RESTARTS, (name, j)
@@ -65,8 +52,7 @@ def test_gandiva_with_two_elastic_jobs_finishes_every_job(tmp_path: Path) -> Non
 
 @pytest.mark.skipif(not can_isolate(), reason="a 2-node gang needs network namespaces (root)")
 def test_tiresias_gang_of_eight_over_two_nodes_beside_two_small_jobs(tmp_path: Path) -> None:
-    jobs = [job("gang", 8, 400), job("s1", 1, 1500), job("s2", 1, 1500)]
-    got = sandbox_run(tmp_path, "2x4", "tiresias", jobs)
+    got = sandbox_run(tmp_path, "2x4", "tiresias", set_jobs("gang"))
     for name, j in got.items():
         assert j["status"] == "Succeeded", (name, j)
         assert j["restarts"] <= MOST_RESTARTS, (name, j)
@@ -74,8 +60,7 @@ def test_tiresias_gang_of_eight_over_two_nodes_beside_two_small_jobs(tmp_path: P
 
 
 def test_pollux_changes_a_batch_at_most_once_per_interval(tmp_path: Path) -> None:
-    jobs = [job("rigid", 2, 600), job("ela", 2, 600, (1, 4)), job("elb", 2, 600, (1, 4))]
-    got = sandbox_run(tmp_path, "1x4", "pollux", jobs)
+    got = sandbox_run(tmp_path, "1x4", "pollux", set_jobs("elastic"))
     for name, j in got.items():
         assert j["status"] == "Succeeded" and j["steps"] == 600, (name, j)
         assert j["restarts"] <= MOST_RESTARTS, (name, j)
