@@ -1,0 +1,100 @@
+"""bench/contention.py without its live side: the replay of issue 25's sets, the reading
+of `sandbox run --json`, the table and the arguments."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.contention import makespan_s, parse_args, parse_live, replay_run, table
+from gpuflow.sandbox.example_jobs import CONTENTION_SETS, example_job
+from policies.registry import policy_names
+
+
+def test_the_sets_build_the_example_manifest_resized() -> None:
+    shapes = {s.name: s for s in CONTENTION_SETS["elastic"].jobs}
+    body = example_job(shapes["ela"])
+    assert body["metadata"]["name"] == "ela"
+    assert (body["spec"]["gpus"], body["spec"]["minGpus"], body["spec"]["maxGpus"]) == (2, 1, 4)
+    assert "--steps=600" in body["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert body["spec"]["checkpoint"]["path"] == "/checkpoints/ela"
+    assert sum(s.gpus for s in CONTENTION_SETS["gang"].jobs) == 10
+
+
+def test_fifo_replays_the_gang_set_in_arrival_order_at_the_given_speed() -> None:
+    # 10 ms a step: gang 4 s, s1 and s2 15 s each. Under FIFO the gang, first in the
+    # manifests, takes all 8 GPUs; the 1-GPU jobs start when it ends.
+    got = replay_run(CONTENTION_SETS["gang"], "fifo", {"gang": 0.01, "s1": 0.01, "s2": 0.01})
+    assert got["gang"].jct_s == pytest.approx(4.0, abs=0.01)
+    assert got["s1"].jct_s == pytest.approx(19.0, abs=0.01)
+    assert all(f.restarts == 0 and f.batch_changes == 0 for f in got.values())
+    assert makespan_s(got) == pytest.approx(19.0, abs=0.01)
+
+
+@pytest.mark.parametrize("policy", policy_names())
+def test_every_policy_replays_the_elastic_set_to_the_end(policy: str) -> None:
+    got = replay_run(CONTENTION_SETS["elastic"], policy, {})
+    assert sorted(got) == ["ela", "elb", "rigid"]
+    assert all(f.status == "Succeeded" and f.jct_s for f in got.values()), got
+
+
+def test_a_failed_live_run_is_reported_with_its_reason() -> None:
+    out = {
+        "jobs": [
+            {
+                "name": "a",
+                "status": "Succeeded",
+                "restarts": 1,
+                "batch_sizes": [64, 128],
+                "measured_rate_ips": 50.0,
+                "jct_s": 12.0,
+            },
+            {
+                "name": "b",
+                "status": "Running",
+                "restarts": 0,
+                "batch_sizes": [],
+                "measured_rate_ips": None,
+                "jct_s": None,
+            },
+        ],
+        "wall_s": 30.0,
+    }
+    run = parse_live(1, json.dumps(out), "gpuflow: error: jobs still running after --timeout 5\n")
+    assert not run.ok and "still running" in run.error
+    assert run.jobs["a"].batch_changes == 1 and run.s_per_step == {"a": 0.02}
+    assert makespan_s(run.jobs) is None
+    crashed = parse_live(2, "", "Traceback...\nRuntimeError: boom\n")
+    assert not crashed.ok and crashed.error == "exit 2: RuntimeError: boom"
+
+
+def test_the_table_puts_live_beside_replay_and_names_a_failure() -> None:
+    row = {
+        "set": "gang",
+        "policy": "fifo",
+        "live_ok": False,
+        "live_error": "exit 1: x",
+        "jobs": {
+            "gang": {
+                "live": {"restarts": 2, "batch_changes": 0, "jct_s": None},
+                "replay": {"restarts": 0, "batch_changes": 0, "jct_s": 4.0},
+            }
+        },
+        "makespan_s": {"live": None, "replay": 4.0},
+    }
+    lines = table([row]).splitlines()
+    assert (
+        lines[2]
+        == "| gang | fifo (live failed: exit 1: x) | gang | 2 / 0 | 0 / 0 | - / 4.0 | - / 4.0 |"
+    )
+
+
+def test_arguments_name_known_sets_and_policies_only() -> None:
+    args = parse_args(["--sets", "gang", "--policies", "fifo,tiresias", "--json"])
+    assert (args.sets, args.policies, args.json) == (["gang"], ["fifo", "tiresias"], True)
+    assert parse_args([]).policies == policy_names()
+    for bad in (["--sets", "huge"], ["--policies", "fifo,nope"], ["--timeout", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            parse_args(bad)
+        assert exc.value.code == 2
