@@ -19,8 +19,12 @@ with two 1-GPU jobs of 1,500 steps on 2x4) and each policy (default: every one o
   work is given as `duration_s` = its steps over the steps/s the live run measured
   (its last `samplesPerSecond / batchSize`), so that both sides run the same work at
   the same speed and what differs is the decisions and their costs. A job whose live
-  run measured nothing gets `FALLBACK_S_PER_STEP`. The replay's restart cost is the
-  model's (`SimConfig.restart_s` None).
+  run measured nothing gets `FALLBACK_S_PER_STEP`. Each live attempt first starts a
+  process (Python, torch, gpuflow.train: seconds on a loaded machine, where the MLP's
+  600 steps take one or two), so the replay adds `--start-s` (default: measured once
+  before the runs, the median of three `python -m examples.train.train --help`) to
+  each job's work and takes it as its (re)start and suspend-resume cost in place of
+  the model's ~11 s checkpoint-restart of a 50 M-parameter generic model.
 
 Per policy and job it prints restarts, batch-size changes and JCT, live beside
 replay, and per set the makespan (the last JCT: the jobs are created together).
@@ -33,9 +37,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -122,11 +128,23 @@ def parse_live(returncode: int, stdout: str, stderr: str) -> LiveRun:
     return run
 
 
+def process_start_s(repeats: int = 3) -> float:
+    """The median wall time of starting the example's process and exiting at once."""
+    argv = [sys.executable, "-m", "examples.train.train", "--help"]
+    times = []
+    for _ in range(repeats):
+        began = time.monotonic()
+        subprocess.run(argv, capture_output=True, cwd=ROOT, check=True, timeout=120)
+        times.append(time.monotonic() - began)
+    return statistics.median(times)
+
+
 def replay_run(
-    chosen: ContentionSet, policy: str, s_per_step: Mapping[str, float]
+    chosen: ContentionSet, policy: str, s_per_step: Mapping[str, float], start_s: float
 ) -> dict[str, JobFigures]:
     """The set through the simulator under `policy`, each job's work its steps at
-    `s_per_step[name]` (FALLBACK_S_PER_STEP when absent)."""
+    `s_per_step[name]` (FALLBACK_S_PER_STEP when absent) plus `start_s`, which is also
+    every (re)start's and suspend-resume's cost."""
     cluster = named_cluster(chosen.nodes)
     specs = [
         JobSpec(
@@ -134,7 +152,7 @@ def replay_run(
             k * ARRIVAL_GAP_S,
             s.gpus,
             model="mlp",
-            duration_s=s.steps * s_per_step.get(s.name, FALLBACK_S_PER_STEP),
+            duration_s=s.steps * s_per_step.get(s.name, FALLBACK_S_PER_STEP) + start_s,
             min_gpus=s.min_gpus,
             max_gpus=s.max_gpus,
             batch_size=BATCH_SIZE,
@@ -146,7 +164,7 @@ def replay_run(
         specs,
         make_policy(policy),
         make_placer("consolidated", cluster),
-        SimConfig(round_interval_s=0.0),
+        SimConfig(round_interval_s=0.0, restart_s=start_s, suspend_resume_s=start_s),
     )
     result = sim.run()
     tally = sim.controller.tally
@@ -165,15 +183,16 @@ def makespan_s(jobs: Mapping[str, JobFigures]) -> float | None:
     return None if not jcts or any(j is None for j in jcts) else max(j for j in jcts if j)
 
 
-def measure(set_name: str, policy: str, timeout_s: float) -> dict[str, Any]:
+def measure(set_name: str, policy: str, timeout_s: float, start_s: float) -> dict[str, Any]:
     """One row: the live run and the replay of the same set under `policy`."""
     chosen = CONTENTION_SETS[set_name]
     live = live_run(set_name, policy, timeout_s)
-    replay = replay_run(chosen, policy, live.s_per_step)
+    replay = replay_run(chosen, policy, live.s_per_step, start_s)
     return {
         "set": set_name,
         "nodes": chosen.nodes,
         "policy": policy,
+        "start_s": round(start_s, 3),
         "live_ok": live.ok,
         "live_error": live.error,
         "live_wall_s": live.wall_s,
@@ -246,19 +265,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=240.0, help="seconds per live run (default 240)"
     )
+    parser.add_argument(
+        "--start-s",
+        type=float,
+        default=None,
+        help="a process start in the replay (default: measured before the runs)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line per set and policy")
     args = parser.parse_args(argv)
     if not 0 < args.timeout <= 3600:
         parser.error(f"--timeout: must be in (0, 3600], not {args.timeout}")
+    if args.start_s is not None and not 0 <= args.start_s <= 600:
+        parser.error(f"--start-s: must be in [0, 600], not {args.start_s}")
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    start_s = process_start_s() if args.start_s is None else args.start_s
+    print(f"process start: {start_s:.2f} s", file=sys.stderr, flush=True)
     rows = []
     for set_name in args.sets:
         for policy in args.policies:
-            row = measure(set_name, policy, args.timeout)
+            row = measure(set_name, policy, args.timeout, start_s)
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)

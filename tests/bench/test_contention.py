@@ -23,18 +23,20 @@ def test_the_sets_build_the_example_manifest_resized() -> None:
 
 
 def test_fifo_replays_the_gang_set_in_arrival_order_at_the_given_speed() -> None:
-    # 10 ms a step: gang 4 s, s1 and s2 15 s each. Under FIFO the gang, first in the
-    # manifests, takes all 8 GPUs; the 1-GPU jobs start when it ends.
-    got = replay_run(CONTENTION_SETS["gang"], "fifo", {"gang": 0.01, "s1": 0.01, "s2": 0.01})
-    assert got["gang"].jct_s == pytest.approx(4.0, abs=0.01)
-    assert got["s1"].jct_s == pytest.approx(19.0, abs=0.01)
+    # 10 ms a step and a 1 s process start: gang 4 + 1 s, s1 and s2 15 + 1 s each.
+    # Under FIFO the gang, first in the manifests, takes all 8 GPUs; the 1-GPU jobs
+    # start when it ends.
+    speed = {"gang": 0.01, "s1": 0.01, "s2": 0.01}
+    got = replay_run(CONTENTION_SETS["gang"], "fifo", speed, start_s=1.0)
+    assert got["gang"].jct_s == pytest.approx(5.0, abs=0.01)
+    assert got["s1"].jct_s == pytest.approx(21.0, abs=0.01)
     assert all(f.restarts == 0 and f.batch_changes == 0 for f in got.values())
-    assert makespan_s(got) == pytest.approx(19.0, abs=0.01)
+    assert makespan_s(got) == pytest.approx(21.0, abs=0.01)
 
 
 @pytest.mark.parametrize("policy", policy_names())
 def test_every_policy_replays_the_elastic_set_to_the_end(policy: str) -> None:
-    got = replay_run(CONTENTION_SETS["elastic"], policy, {})
+    got = replay_run(CONTENTION_SETS["elastic"], policy, {}, start_s=2.0)
     assert sorted(got) == ["ela", "elb", "rigid"]
     assert all(f.status == "Succeeded" and f.jct_s for f in got.values()), got
 
@@ -94,7 +96,12 @@ def test_arguments_name_known_sets_and_policies_only() -> None:
     args = parse_args(["--sets", "gang", "--policies", "fifo,tiresias", "--json"])
     assert (args.sets, args.policies, args.json) == (["gang"], ["fifo", "tiresias"], True)
     assert parse_args([]).policies == policy_names()
-    for bad in (["--sets", "huge"], ["--policies", "fifo,nope"], ["--timeout", "0"]):
+    for bad in (
+        ["--sets", "huge"],
+        ["--policies", "fifo,nope"],
+        ["--timeout", "0"],
+        ["--start-s", "nan"],
+    ):
         with pytest.raises(SystemExit) as exc:
             parse_args(bad)
         assert exc.value.code == 2
