@@ -1,7 +1,8 @@
 """Issue 25's contention sets under every registered policy: live beside replay.
 
     PYTHONPATH=. .venv/bin/python bench/contention.py [--sets elastic,gang]
-        [--policies fifo,gandiva] [--timeout 240] [--json]
+        [--policies fifo,gandiva] [--timeout 240] [--start-s S] [--json]
+    PYTHONPATH=. .venv/bin/python bench/contention.py --replay-from rows.jsonl
 
 For each set (gpuflow/sandbox/example_jobs.py: `elastic`, one rigid and two elastic
 2-GPU jobs of 600 steps on 1x4; `gang`, an 8-GPU gang of 400 steps created together
@@ -12,19 +13,22 @@ with two 1-GPU jobs of 1,500 steps on 2x4) and each policy (default: every one o
   in a subprocess with `--timeout` (and a hard kill 60 s later). A run that fails,
   times out or leaves a job unfinished is reported as such, with its error.
 - replay: the same jobs through `controller.sim.Simulator` with the same policy, the
-  sandbox's placer (`consolidated`), a round at every change as the live loop's
-  rounds on events, and the jobs submitted in the manifests' order 1 ms apart (live,
-  arrival order is creation order). The example `mlp` has no profile in the model
-  catalog, so the simulator's generic model would invent its speed; instead each job's
-  work is given as `duration_s` = its steps over the steps/s the live run measured
-  (its last `samplesPerSecond / batchSize`), so that both sides run the same work at
-  the same speed and what differs is the decisions and their costs. A job whose live
-  run measured nothing gets `FALLBACK_S_PER_STEP`. Each live attempt first starts a
-  process (Python, torch, gpuflow.train: seconds on a loaded machine, where the MLP's
-  600 steps take one or two), so the replay adds `--start-s` (default: measured once
-  before the runs, the median of three `python -m examples.train.train --help`) to
-  each job's work and takes it as its (re)start and suspend-resume cost in place of
-  the model's ~11 s checkpoint-restart of a 50 M-parameter generic model.
+  sandbox's placer (`consolidated`) and a round at every change as the live loop's
+  rounds on events. The jobs are all submitted at 0, as the live operator, started
+  once the jobs exist, sees them all in its first round; their ids are numbered in
+  creation order (`default/00-rigid`) so that the simulator's tie-break (submit
+  time, then id) orders them as the operator does. The example `mlp` has no profile
+  in the model catalog, so the simulator's generic model would invent its speed;
+  instead each job's work is given as `duration_s` = its steps over the steps/s the
+  live run measured (its last `samplesPerSecond / batchSize`), so that both sides
+  run the same work at the same speed and what differs is the decisions and their
+  costs. A job whose live run measured nothing gets `FALLBACK_S_PER_STEP`. Each live
+  attempt first starts a process (Python, torch, gpuflow.train: seconds, as long as
+  the MLP's 600 steps on a loaded machine), so the replay adds `--start-s` (default:
+  measured once before the runs, the median of three `python -m
+  examples.train.train --help`) to each job's work and takes it as its (re)start
+  and suspend-resume cost in place of the generic model's ~11 s checkpoint-restart
+  (a 50 M-parameter model).
 
 Per policy and job it prints restarts, batch-size changes and JCT, live beside
 replay, and per set the makespan (the last JCT: the jobs are created together).
@@ -59,7 +63,6 @@ from policies.registry import make_policy, policy_names
 # The example manifest's own estimate: expectedDurationSeconds 60 for --steps=2000.
 FALLBACK_S_PER_STEP = 60.0 / 2000
 BATCH_SIZE = 64  # the example's spec.batchSize
-ARRIVAL_GAP_S = 0.001  # manifests' order, as live creation order
 KILL_AFTER_S = 60.0  # past --timeout, for a sandbox that does not stop by itself
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,8 +151,8 @@ def replay_run(
     cluster = named_cluster(chosen.nodes)
     specs = [
         JobSpec(
-            f"default/{s.name}",
-            k * ARRIVAL_GAP_S,
+            f"default/{k:02d}-{s.name}",
+            0.0,
             s.gpus,
             model="mlp",
             duration_s=s.steps * s_per_step.get(s.name, FALLBACK_S_PER_STEP) + start_s,
@@ -170,7 +173,7 @@ def replay_run(
     tally = sim.controller.tally
     out = {}
     for o in result.jobs:
-        name = o.job_id.split("/", 1)[1]
+        name = o.job_id.split("-", 1)[1]
         rebatches = tally.of(o.job_id).get(Action.REBATCH, 0)
         status = "Succeeded" if o.finish_s is not None else "unfinished"
         out[name] = JobFigures(o.restarts, rebatches, o.jct_s, status)
@@ -208,6 +211,16 @@ def measure(set_name: str, policy: str, timeout_s: float, start_s: float) -> dic
         },
         "makespan_s": {"live": makespan_s(live.jobs), "replay": makespan_s(replay)},
     }
+
+
+def replayed(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded row (`--json`) with its replay side computed again from its live
+    speeds and process start (`--replay-from`)."""
+    chosen = CONTENTION_SETS[row["set"]]
+    replay = replay_run(chosen, row["policy"], row["s_per_step"], row["start_s"])
+    jobs = {name: {**sides, "replay": asdict(replay[name])} for name, sides in row["jobs"].items()}
+    makespan = {**row["makespan_s"], "replay": makespan_s(replay)}
+    return {**row, "jobs": jobs, "makespan_s": makespan}
 
 
 def _num(value: float | int | None) -> str:
@@ -271,6 +284,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="a process start in the replay (default: measured before the runs)",
     )
+    parser.add_argument(
+        "--replay-from",
+        metavar="FILE",
+        help="no live runs: the rows of an earlier --json run, their replay computed again",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line per set and policy")
     args = parser.parse_args(argv)
     if not 0 < args.timeout <= 3600:
@@ -282,6 +300,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.replay_from is not None:
+        return _print(args, [replayed(json.loads(line)) for line in _lines(args.replay_from)])
     start_s = process_start_s() if args.start_s is None else args.start_s
     print(f"process start: {start_s:.2f} s", file=sys.stderr, flush=True)
     rows = []
@@ -297,7 +317,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-    if not args.json:
+    return _print(args, rows, printed=args.json)
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        return [line for line in Path(path).read_text().splitlines() if line.strip()]
+    except OSError as exc:
+        raise SystemExit(f"contention.py: error: --replay-from {path}: {exc.strerror}") from None
+
+
+def _print(args: argparse.Namespace, rows: list[dict[str, Any]], printed: bool = False) -> int:
+    if args.json and not printed:
+        for row in rows:
+            print(json.dumps(row))
+    elif not args.json:
         print(table(rows))
     return 0 if all(r["live_ok"] for r in rows) else 1
 

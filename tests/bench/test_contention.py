@@ -4,10 +4,11 @@ of `sandbox run --json`, the table and the arguments."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from bench.contention import makespan_s, parse_args, parse_live, replay_run, table
+from bench.contention import main, makespan_s, parse_args, parse_live, replay_run, table
 from gpuflow.sandbox.example_jobs import CONTENTION_SETS, example_job
 from policies.registry import policy_names
 
@@ -105,3 +106,28 @@ def test_arguments_name_known_sets_and_policies_only() -> None:
         with pytest.raises(SystemExit) as exc:
             parse_args(bad)
         assert exc.value.code == 2
+
+
+def test_replay_from_recomputes_the_replay_of_recorded_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = {"restarts": 9, "batch_changes": 9, "jct_s": 99.0, "status": "Succeeded"}
+    live = {"restarts": 0, "batch_changes": 0, "jct_s": 7.0, "status": "Succeeded"}
+    row = {
+        "set": "gang",
+        "nodes": "2x4",
+        "policy": "fifo",
+        "start_s": 1.0,
+        "live_ok": True,
+        "live_error": "",
+        "s_per_step": {"gang": 0.01, "s1": 0.01, "s2": 0.01},
+        "jobs": {n: {"live": live, "replay": stale} for n in ("gang", "s1", "s2")},
+        "makespan_s": {"live": 7.0, "replay": 99.0},
+    }
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    assert main(["--replay-from", str(rows), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["jobs"]["gang"]["live"] == live
+    assert got["jobs"]["gang"]["replay"]["jct_s"] == pytest.approx(5.0, abs=0.01)
+    assert got["makespan_s"] == {"live": 7.0, "replay": pytest.approx(21.0, abs=0.01)}
