@@ -301,7 +301,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.replay_from is not None:
-        return _print(args, [replayed(json.loads(line)) for line in _lines(args.replay_from)])
+        return _print(args, _recorded(args.replay_from))
     start_s = process_start_s() if args.start_s is None else args.start_s
     print(f"process start: {start_s:.2f} s", file=sys.stderr, flush=True)
     rows = []
@@ -320,11 +320,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _print(args, rows, printed=args.json)
 
 
-def _lines(path: str) -> list[str]:
+def _recorded(path: str) -> list[dict[str, Any]]:
+    """The rows of `path` with their replay computed again; a file that cannot be
+    read or is not this bench's --json output ends the bench with one line (exit 2)."""
     try:
-        return [line for line in Path(path).read_text().splitlines() if line.strip()]
+        lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+        return [replayed(json.loads(line)) for line in lines]
     except OSError as exc:
-        raise SystemExit(f"contention.py: error: --replay-from {path}: {exc.strerror}") from None
+        why = exc.strerror or str(exc)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = f"not this bench's --json rows ({type(exc).__name__}: {exc})"
+    print(f"contention.py: error: --replay-from {path}: {why}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _print(args: argparse.Namespace, rows: list[dict[str, Any]], printed: bool = False) -> int:

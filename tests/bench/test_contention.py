@@ -131,3 +131,19 @@ def test_replay_from_recomputes_the_replay_of_recorded_rows(
     assert got["jobs"]["gang"]["live"] == live
     assert got["jobs"]["gang"]["replay"]["jct_s"] == pytest.approx(5.0, abs=0.01)
     assert got["makespan_s"] == {"live": 7.0, "replay": pytest.approx(21.0, abs=0.01)}
+
+
+def test_replay_from_a_file_that_is_not_rows_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for text in ("not json\n", '{"set": "gang"}\n'):
+        rows = tmp_path / "rows.jsonl"
+        rows.write_text(text)
+        with pytest.raises(SystemExit) as exc:
+            main(["--replay-from", str(rows)])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not this bench's --json rows" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["--replay-from", str(tmp_path / "missing.jsonl")])
+    assert exc.value.code == 2
