@@ -114,7 +114,7 @@ class Gandiva:
         kinds = waiting_kinds(snapshot, prev.kinds)
         _place(work, queue.walk())
         if queue.count():
-            if shrink_for(work, queue.gpus_asked):
+            if shrink_for(work, queue.gpus_asked, min(queue.heads(), default=0)):
                 _place(work, queue.walk())
             options = PackOptions(self.pack_util_max, self.share_unsized)
             pack_waiting(work, queue, kinds, packs, banned, options)

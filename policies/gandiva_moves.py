@@ -30,16 +30,19 @@ from controller.model.perf import throughput_ips
 from policies.gandiva_work import Work
 
 
-def shrink_for(work: Work, gpus_asked: Callable[[], int]) -> bool:
+def shrink_for(work: Work, gpus_asked: Callable[[], int], smallest_ask: int) -> bool:
     """Shrink elastic jobs toward `min_gpus`, largest first, by as many GPUs as the
     waiting jobs lack (`gpus_asked`: what they ask for together; no further: the rest
-    would only grow back); whether any shrank."""
+    would only grow back); whether any shrank. Not at all when all they could give,
+    with the free GPUs, is fewer than the smallest waiting job asks (`smallest_ask`):
+    a shrink that starts nobody is two restarts for nothing (the job grows back)."""
     grown = [
         j
         for j in work.snapshot.running()
         if j.spec.elastic and work.settled(j) and j.num_gpus > j.spec.min_gpus and not _shared(j)
     ]
-    if not grown:
+    spare = sum(j.num_gpus - j.spec.min_gpus for j in grown)
+    if not grown or work.pool.total_free + spare < smallest_ask:
         return False
     lacking = gpus_asked() - work.pool.total_free
     grown.sort(key=lambda j: (-j.num_gpus, j.job_id))

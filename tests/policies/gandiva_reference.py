@@ -47,7 +47,8 @@ def reference_round(policy: Gandiva, snapshot: Snapshot, state: Any) -> Plan:
     waiting = sorted(snapshot.waiting(), key=gandiva_key)
     left = _place(work, waiting)
     if left:
-        if shrink_for(work, lambda: sum(j.spec.num_gpus for j in left)):
+        asked = (j.spec.num_gpus for j in left)
+        if shrink_for(work, lambda: sum(j.spec.num_gpus for j in left), min(asked)):
             left = _place(work, left)
         options = PackOptions(policy.pack_util_max, policy.share_unsized)
         left = _pack_waiting(work, left, packs, banned, options)

@@ -285,6 +285,24 @@ def test_an_elastic_job_grows_into_idle_gpus_and_shrinks_when_a_job_waits() -> N
     assert plan.run["e"].num_gpus == 3  # only as many as the waiting job lacks
 
 
+def test_no_shrink_that_starts_nobody() -> None:
+    """1x4: a rigid job on 2 GPUs and an elastic one (1..4) on 2; a job asking 2 waits.
+    Shrinking the elastic job to 1 frees one GPU, too few for the waiting job: it keeps
+    its 2 (issue 25's contention set shrank it live and grew it back, two restarts)."""
+    rigid = _running(make_job("r", 2), [(0, 0), (0, 1)], 100.0)
+    elastic = _running(make_job("e", 2, min_gpus=1, max_gpus=4), [(0, 2), (0, 3)], 100.0)
+    waiting = make_view(make_job("w", 2))
+    snap = _snapshot([rigid, elastic, waiting], 100.0)
+    plan = Gandiva().schedule(snap, None)
+    assert plan.actions(snap)["e"] == Action.KEEP
+    assert plan.run["e"].num_gpus == 2
+    # The same with a waiting job asking 1: the shrink starts it.
+    waiting = make_view(make_job("w", 1))
+    snap = _snapshot([rigid, elastic, waiting], 100.0)
+    plan = Gandiva().schedule(snap, None)
+    assert plan.actions(snap) == {"r": Action.KEEP, "e": Action.RESIZE, "w": Action.START}
+
+
 @pytest.mark.parametrize(("left_s", "grows"), [(100.0, True), (10.0, False)])
 def test_an_elastic_job_grows_only_when_the_time_saved_pays_its_restart(
     left_s: float, grows: bool
