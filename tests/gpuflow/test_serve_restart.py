@@ -124,6 +124,14 @@ def _submit(server: Server, admin: dict[str, str], name: str, gpus: int, duratio
     return job_id
 
 
+def _up(database: Database, servers: list[Server]) -> Server:
+    """A server started on `database`, up; `servers` stops it after the test."""
+    server = Server(database)
+    servers.append(server)
+    server.wait_up()
+    return server
+
+
 def _now_s(server: Server, admin: dict[str, str]) -> float:
     now: float = _get(server, "/cluster", admin)["now_s"]
     return now
@@ -132,9 +140,7 @@ def _now_s(server: Server, admin: dict[str, str]) -> float:
 def test_a_killed_server_comes_back_with_its_policy_cordon_and_clock(
     database: Database, servers: list[Server]
 ) -> None:
-    first = Server(database)
-    servers.append(first)
-    first.wait_up()
+    first = _up(database, servers)
     admin = _admin(database)
     r = httpx.post(f"{first.url}{API}/nodes/node-1/cordon", headers=admin)
     assert r.status_code == 200 and r.json()["state"] == "cordoned", r.text
@@ -152,9 +158,7 @@ def test_a_killed_server_comes_back_with_its_policy_cordon_and_clock(
     before_s = _now_s(first, admin)
     first.kill()
 
-    second = Server(database)
-    servers.append(second)
-    second.wait_up()
+    second = _up(database, servers)
     assert _now_s(second, admin) >= before_s - TIME_SCALE  # at most a second's store behind
     assert _get(second, "/policies/active", admin)["name"] == "srtf"
     nodes = {n["name"]: n["state"] for n in _get(second, "/nodes", admin)["data"]}
@@ -188,9 +192,7 @@ def _rows(settings: Settings) -> dict[str, list[tuple[Any, ...]]]:
 def test_a_second_server_refuses_naming_the_first_and_changes_nothing(
     database: Database, servers: list[Server]
 ) -> None:
-    first = Server(database)
-    servers.append(first)
-    first.wait_up()
+    first = _up(database, servers)
     admin = _admin(database)
     _submit(first, admin, "running", 4, 1e7)
     wait_for(lambda: _get(first, "/jobs?status=Running", admin)["count"] == 1, timeout_s=30.0)
