@@ -4,9 +4,11 @@ gpuflow.cli registers them with `add_parsers(subparsers)`; gpuflow/sandbox/clust
 (the cluster) and gpuflow/sandbox/jobs.py (`run`'s jobs) do the work
 (docs/sandbox.md). `up` runs until SIGINT or SIGTERM and prints how to reach it
 (kubectl, the REST API); `run` applies DLJob files, waits for every job to end and
-prints the results. Both tear down all they started (processes, the API service,
-namespaces, veths, bridge), also on errors. Exit codes: 0 done, 1 a `run` that timed
-out or a sandbox that failed to start, 2 bad input.
+prints the results. Both run on the real control plane (gpuflow/sandbox/controlplane.py):
+without its binaries they stop before starting anything, with one line saying how to
+build them. Both tear down all they started (the control plane, processes, the API
+service, namespaces, veths, bridge), also on errors. Exit codes: 0 done, 1 a `run`
+that timed out or a sandbox that failed to start, 2 bad input or no binaries.
 """
 
 from __future__ import annotations
@@ -61,7 +63,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
+    """The sandbox's configuration; SandboxError for bad input or missing binaries."""
     from gpuflow.sandbox.cluster import SandboxConfig, SandboxError, parse_nodes
+    from gpuflow.sandbox.controlplane import Binaries, BinariesMissing
     from policies.registry import UnknownPolicyError, make_policy
 
     nodes, gpus = parse_nodes(args.nodes)
@@ -73,6 +77,10 @@ def _config(args: argparse.Namespace) -> Any:
         raise SandboxError(str(exc)) from None
     if not 0 <= args.port < 65536:
         raise SandboxError(f"--port {args.port}: expected 0..65535")
+    try:
+        Binaries.find()
+    except BinariesMissing as exc:
+        raise SandboxError(str(exc)) from None
     return SandboxConfig(
         nodes=nodes,
         gpus_per_node=gpus,
@@ -123,10 +131,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _up_banner(sandbox: Any) -> str:
-    config, server, service = sandbox.config, sandbox.server, sandbox.service
+    config, service = sandbox.config, sandbox.service
     return (
         f"sandbox up: {config.nodes} node(s) x {config.gpus_per_node} GPU(s), "
-        f"policy {config.policy}, Kubernetes API server {server.url}\n"
+        f"policy {config.policy}, Kubernetes API server {sandbox.url}\n"
         f"  export KUBECONFIG={sandbox.kubeconfig}\n"
         "  kubectl get nodes,dljobs,pods -o wide\n"
         "  kubectl apply -f JOB.yaml   # DLJobs whose command runs on this machine\n"
@@ -161,12 +169,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         # The operator starts once the service has made the jobs' metrics Secrets.
         with Sandbox(dataclasses.replace(config, start_operator=False)) as sandbox:
             final, done = run_jobs(sandbox, jobs, args.timeout)
+            control_plane = sandbox.control_plane_release()
     except RuntimeError as exc:
         return _start_failed(exc)
     rows = job_results(final)
     wall_s = round(time.monotonic() - t0, 3)
     if args.json:
-        sys.stdout.write(json.dumps({"jobs": rows, "wall_s": wall_s}) + "\n")
+        out = {"jobs": rows, "wall_s": wall_s, "control_plane": control_plane}
+        sys.stdout.write(json.dumps(out) + "\n")
     else:
         for j in rows:
             sys.stdout.write(" ".join(f"{k}={v}" for k, v in j.items()) + "\n")

@@ -52,7 +52,8 @@ def test_run_json_one_job_succeeds(tmp_path: Path) -> None:
     proc = run(["--nodes", "1x2", "--json", str(job), "--timeout", "60"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert list(out) == ["jobs", "wall_s"]
+    assert list(out) == ["jobs", "wall_s", "control_plane"]
+    assert out["control_plane"]["kubernetes"].startswith("v1.")
     by_name = {j["name"]: j for j in out["jobs"]}
     assert [list(j) for j in out["jobs"]] == [KEYS, KEYS]
     ok = by_name["ok"]
