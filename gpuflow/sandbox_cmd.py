@@ -63,9 +63,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    """The sandbox's configuration; SandboxError for bad input or missing binaries."""
     from gpuflow.sandbox.cluster import SandboxConfig, SandboxError, parse_nodes
-    from gpuflow.sandbox.controlplane import Binaries, BinariesMissing
     from policies.registry import UnknownPolicyError, make_policy
 
     nodes, gpus = parse_nodes(args.nodes)
@@ -77,10 +75,6 @@ def _config(args: argparse.Namespace) -> Any:
         raise SandboxError(str(exc)) from None
     if not 0 <= args.port < 65536:
         raise SandboxError(f"--port {args.port}: expected 0..65535")
-    try:
-        Binaries.find()
-    except BinariesMissing as exc:
-        raise SandboxError(str(exc)) from None
     return SandboxConfig(
         nodes=nodes,
         gpus_per_node=gpus,
@@ -90,6 +84,18 @@ def _config(args: argparse.Namespace) -> Any:
         directory=Path(args.dir).resolve() if args.dir else None,
         workdir=Path(args.workdir).resolve() if args.workdir else None,
     )
+
+
+def _check_binaries() -> None:
+    """SandboxError with BinariesMissing's one line (how to build them) when the
+    control plane's binaries are not there: checked after the input, before starting."""
+    from gpuflow.sandbox.cluster import SandboxError
+    from gpuflow.sandbox.controlplane import Binaries, BinariesMissing
+
+    try:
+        Binaries.find()
+    except BinariesMissing as exc:
+        raise SandboxError(str(exc)) from None
 
 
 def _logging(verbose: bool) -> None:
@@ -114,6 +120,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     try:
         config = _config(args)
+        _check_binaries()
     except SandboxError as exc:
         return _usage_error(exc)
     _logging(True)
@@ -159,6 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         jobs = load_jobs(args.jobs)
         if args.timeout <= 0:
             raise SandboxError("--timeout must be > 0")
+        _check_binaries()
     except SandboxError as exc:
         return _usage_error(exc)
     _logging(args.verbose)

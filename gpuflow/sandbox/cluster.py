@@ -39,7 +39,7 @@ from gpuflow.sandbox.network import NodeNetwork
 from gpuflow.sandbox.service import ApiService
 from operators import crd
 from operators.agent.main import AgentOptions, run_agent
-from operators.kube import API_ERRORS, KubeApi, api_client
+from operators.kube import API_ERRORS, KubeApi, api_client, error_message
 from operators.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
 
@@ -57,6 +57,10 @@ LEAF_QDISC = "pfifo"
 
 class SandboxError(ValueError):
     """Bad input for the sandbox (nodes, job files): one line, exit code 2."""
+
+
+class SandboxStartError(RuntimeError):
+    """The sandbox did not start; `sandbox up|run` print it as one line, exit 1."""
 
 
 def parse_nodes(text: str) -> tuple[int, int]:
@@ -112,8 +116,13 @@ class Sandbox:
         self._threads: list[threading.Thread] = []
 
     def __enter__(self) -> Sandbox:
+        """up(); on a failure, down() and raise: an API server's refusal (a CRD it finds
+        invalid) as SandboxStartError with the server's one-line message."""
         try:
             self.up()
+        except API_ERRORS as exc:
+            self.down()
+            raise SandboxStartError(f"the API server refused: {error_message(exc)}") from exc
         except BaseException:
             self.down()
             raise

@@ -161,8 +161,9 @@ class NodeHeartbeat:
     def _maybe_post_status(self) -> None:
         due = time.monotonic() - self._status_posted_at >= self.config.status_report_s
         if not due:
-            status = self.api.get_node(self.node).get("status") or {}
-            ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+            status: Obj = self.api.get_node(self.node).get("status") or {}
+            conditions: list[Obj] = status.get("conditions") or []
+            ready: Obj = next((c for c in conditions if c["type"] == "Ready"), {})
             due = ready.get("status") != "True"
         if due:
             self._post_status()
