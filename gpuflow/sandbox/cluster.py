@@ -50,6 +50,10 @@ MAX_NODES = 200  # node addresses .10 to .209; as root their pods' blocks fit 11
 READY_TIMEOUT_S = 30.0  # CRD served, every Node's GPUs published
 # `gpuflow serve`'s imports and migration: a few seconds alone, more on a loaded machine.
 SERVICE_TIMEOUT_S = 60.0
+# The agents' and kubelets' informers are daemon threads that may still hold watches
+# when the control plane stops, and kube-apiserver waits for open watches before it
+# exits (10 s and SIGKILL, measured): its store is thrown away, so a short grace.
+CONTROL_PLANE_STOP_S = 2.0
 NODE_DEVICE = "eth0"  # each node namespace's end of its veth, a port of its cbr0
 # The pods' HTB leaf queue: pfifo is on every kernel (docs/bandwidth.md, "Leaf qdisc").
 LEAF_QDISC = "pfifo"
@@ -281,14 +285,19 @@ class Sandbox:
         for kubelet in self.kubelets:
             kubelet.stop()
         self.kubelets.clear()
-        if self.service is not None:
-            self.service.stop()
+        # The service and the control plane at once: each waits for the other's end of
+        # the service's watches (the service joins its watching threads, 2 s each).
+        service = threading.Thread(target=self.service.stop) if self.service else None
+        if service is not None:
+            service.start()
+        if self.control_plane is not None:
+            self.control_plane.stop(CONTROL_PLANE_STOP_S)
+            self.control_plane = None
+        if service is not None:
+            service.join()
             self.service = None
         if self.network is not None:
             self.network.teardown()
-        if self.control_plane is not None:
-            self.control_plane.stop()
-            self.control_plane = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -135,8 +135,8 @@ class _Process:
         if self.process.poll() is not None:
             raise ControlPlaneError(f"{self.name} exited ({self.process.returncode}){self.tail()}")
 
-    def stop(self) -> None:
-        stop_process(self.process, STOP_GRACE_S)
+    def stop(self, grace_s: float) -> None:
+        stop_process(self.process, grace_s)
 
     def tail(self) -> str:
         return log_tail(self.log_path)
@@ -285,10 +285,13 @@ class ControlPlane:
             self.stop()
             raise
 
-    def stop(self) -> None:
-        """Stop the processes, newest first (the store last)."""
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the processes, newest first (the store last): SIGTERM, SIGKILL after
+        `grace_s` each. kube-apiserver waits for its open watches to end before it exits:
+        a caller whose clients may still be watching, and whose store is thrown away,
+        passes a short grace."""
         while self._processes:
-            self._processes.pop().stop()
+            self._processes.pop().stop(grace_s)
 
     def __enter__(self) -> ControlPlane:
         self.start()

@@ -125,7 +125,13 @@ class ProcessKubelet:
     def start(self) -> ProcessKubelet:
         """Register the node (its Node exists when this returns), then run."""
         self.heartbeat.register()
-        for target in (self.heartbeat.run, self.pods.run, self._loop):
+        # The informer's thread is not joined at stop(): it may be blocked in a watch
+        # until the watch's timeout; as a daemon it ends with the watch or the process.
+        informer = threading.Thread(
+            target=self.pods.run, args=(self.stop_event,), daemon=True, name=f"pods-{self.node}"
+        )
+        informer.start()
+        for target in (self.heartbeat.run, self._loop):
             t = threading.Thread(
                 target=target, args=(self.stop_event,), daemon=True, name=f"kubelet-{self.node}"
             )
