@@ -4,9 +4,11 @@ gpuflow.cli registers them with `add_parsers(subparsers)`; gpuflow/sandbox/clust
 (the cluster) and gpuflow/sandbox/jobs.py (`run`'s jobs) do the work
 (docs/sandbox.md). `up` runs until SIGINT or SIGTERM and prints how to reach it
 (kubectl, the REST API); `run` applies DLJob files, waits for every job to end and
-prints the results. Both tear down all they started (processes, the API service,
-namespaces, veths, bridge), also on errors. Exit codes: 0 done, 1 a `run` that timed
-out or a sandbox that failed to start, 2 bad input.
+prints the results. Both run on the real control plane (gpuflow/sandbox/controlplane.py):
+without its binaries they stop before starting anything, with one line saying how to
+build them. Both tear down all they started (the control plane, processes, the API
+service, namespaces, veths, bridge), also on errors. Exit codes: 0 done, 1 a `run`
+that timed out or a sandbox that failed to start, 2 bad input or no binaries.
 """
 
 from __future__ import annotations
@@ -84,6 +86,18 @@ def _config(args: argparse.Namespace) -> Any:
     )
 
 
+def _check_binaries() -> None:
+    """SandboxError with BinariesMissing's one line (how to build them) when the
+    control plane's binaries are not there: checked after the input, before starting."""
+    from gpuflow.sandbox.cluster import SandboxError
+    from gpuflow.sandbox.controlplane import Binaries, BinariesMissing
+
+    try:
+        Binaries.find()
+    except BinariesMissing as exc:
+        raise SandboxError(str(exc)) from None
+
+
 def _logging(verbose: bool) -> None:
     level = logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -106,6 +120,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     try:
         config = _config(args)
+        _check_binaries()
     except SandboxError as exc:
         return _usage_error(exc)
     _logging(True)
@@ -123,10 +138,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _up_banner(sandbox: Any) -> str:
-    config, server, service = sandbox.config, sandbox.server, sandbox.service
+    config, service = sandbox.config, sandbox.service
     return (
         f"sandbox up: {config.nodes} node(s) x {config.gpus_per_node} GPU(s), "
-        f"policy {config.policy}, Kubernetes API server {server.url}\n"
+        f"policy {config.policy}, Kubernetes API server {sandbox.url}\n"
         f"  export KUBECONFIG={sandbox.kubeconfig}\n"
         "  kubectl get nodes,dljobs,pods -o wide\n"
         "  kubectl apply -f JOB.yaml   # DLJobs whose command runs on this machine\n"
@@ -151,6 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         jobs = load_jobs(args.jobs)
         if args.timeout <= 0:
             raise SandboxError("--timeout must be > 0")
+        _check_binaries()
     except SandboxError as exc:
         return _usage_error(exc)
     _logging(args.verbose)
@@ -161,12 +177,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         # The operator starts once the service has made the jobs' metrics Secrets.
         with Sandbox(dataclasses.replace(config, start_operator=False)) as sandbox:
             final, done = run_jobs(sandbox, jobs, args.timeout)
+            control_plane = sandbox.control_plane_release()
     except RuntimeError as exc:
         return _start_failed(exc)
     rows = job_results(final)
     wall_s = round(time.monotonic() - t0, 3)
     if args.json:
-        sys.stdout.write(json.dumps({"jobs": rows, "wall_s": wall_s}) + "\n")
+        out = {"jobs": rows, "wall_s": wall_s, "control_plane": control_plane}
+        sys.stdout.write(json.dumps(out) + "\n")
     else:
         for j in rows:
             sys.stdout.write(" ".join(f"{k}={v}" for k, v in j.items()) + "\n")

@@ -1,14 +1,17 @@
 """A whole gpuflow cluster on one machine: what `gpuflow sandbox up` and `run` start.
 
 gpuflow/sandbox_cmd.py builds a `Sandbox` and uses it as a context manager; leaving
-it tears everything down in reverse order, also on errors. Inside, in this process:
-the strict Kubernetes API server (kube/) on 127.0.0.1 with graceful pod deletion,
-the DLJob CRD (helm/gpuflow/crds/dljob.yaml), one Node per emulated node registered
-as a kubelet does (Ready, its address), the node agent per node publishing its GPUs
-from a topology file (operators/agent/main.py `run_agent`, a thread each), a
-ProcessKubelet per node (kubelet.py), the network (network.py), and the operator
-(operators/operator.py, a thread) with `api_url` the REST root of the gpuflow service,
-which runs as a subprocess (service.py: `gpuflow serve` in cluster mode on the
+it tears everything down in reverse order, also on errors. Inside: the real Kubernetes
+control plane (controlplane.py: etcd, kube-apiserver and kube-controller-manager as
+subprocesses on 127.0.0.1), the chart's CRDs (helm/gpuflow/crds/*.yaml) installed
+as Helm installs them, and in this process a ProcessKubelet per node (kubelet.py,
+with its node's own credentials: it registers the Node, renews its Lease and runs the
+pods bound to it), the network (network.py), the node agent per node publishing its
+GPUs from a topology file (operators/agent/main.py `run_agent`, a thread each), and
+the operator (operators/operator.py, a thread) with `api_url` the REST root of the
+gpuflow service. The agents, the operator and the service use the admin's kubeconfig
+(group system:masters), not the chart's per-component RBAC. The service runs as a
+subprocess (service.py: `gpuflow serve` in cluster mode on the
 bridge's address, its own SQLite database) and writes the jobs' reports into their
 DLJobs' `status.train`. The jobs run on it (`sandbox run`, the end-to-end tests)
 are gpuflow/sandbox/jobs.py's: `run_jobs` applies DLJobs and waits for them;
@@ -24,20 +27,19 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from controller.spec.types import GENERIC_GPU, GENERIC_NIC_GBPS, SHORTHAND
-from gpuflow.sandbox.kube.apiserver import KubeServer, ServerOptions
+from gpuflow.sandbox.controlplane import ControlPlane, ControlPlaneOptions
 from gpuflow.sandbox.kubelet import ProcessKubelet
 from gpuflow.sandbox.network import NodeNetwork
 from gpuflow.sandbox.service import ApiService
 from operators import crd
 from operators.agent.main import AgentOptions, run_agent
-from operators.kube import API_ERRORS, KubeApi
+from operators.kube import API_ERRORS, KubeApi, api_client, error_message
 from operators.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
 
@@ -48,6 +50,10 @@ MAX_NODES = 200  # node addresses .10 to .209; as root their pods' blocks fit 11
 READY_TIMEOUT_S = 30.0  # CRD served, every Node's GPUs published
 # `gpuflow serve`'s imports and migration: a few seconds alone, more on a loaded machine.
 SERVICE_TIMEOUT_S = 60.0
+# The agents' and kubelets' informers are daemon threads that may still hold watches
+# when the control plane stops, and kube-apiserver waits for open watches before it
+# exits (10 s and SIGKILL, measured): its store is thrown away, so a short grace.
+CONTROL_PLANE_STOP_S = 2.0
 NODE_DEVICE = "eth0"  # each node namespace's end of its veth, a port of its cbr0
 # The pods' HTB leaf queue: pfifo is on every kernel (docs/bandwidth.md, "Leaf qdisc").
 LEAF_QDISC = "pfifo"
@@ -55,6 +61,10 @@ LEAF_QDISC = "pfifo"
 
 class SandboxError(ValueError):
     """Bad input for the sandbox (nodes, job files): one line, exit code 2."""
+
+
+class SandboxStartError(RuntimeError):
+    """The sandbox did not start; `sandbox up|run` print it as one line, exit 1."""
 
 
 def parse_nodes(text: str) -> tuple[int, int]:
@@ -102,7 +112,7 @@ class Sandbox:
         self.node_names = [f"node-{i}" for i in range(config.nodes)]
         self.stop_event = threading.Event()
         self._tmp: str | None = None
-        self.server: KubeServer | None = None
+        self.control_plane: ControlPlane | None = None
         self.network: NodeNetwork | None = None
         self.kubelets: list[ProcessKubelet] = []
         self.service: ApiService | None = None
@@ -110,8 +120,13 @@ class Sandbox:
         self._threads: list[threading.Thread] = []
 
     def __enter__(self) -> Sandbox:
+        """up(); on a failure, down() and raise: an API server's refusal (a CRD it finds
+        invalid) as SandboxStartError with the server's one-line message."""
         try:
             self.up()
+        except API_ERRORS as exc:
+            self.down()
+            raise SandboxStartError(f"the API server refused: {error_message(exc)}") from exc
         except BaseException:
             self.down()
             raise
@@ -130,20 +145,35 @@ class Sandbox:
 
     @property
     def kubeconfig(self) -> Path:
+        """The admin's kubeconfig (a copy of the control plane's)."""
         return self.directory / "kubeconfig"
 
+    @property
+    def url(self) -> str:
+        """The API server's URL."""
+        assert self.control_plane is not None
+        return self.control_plane.url
+
+    def control_plane_release(self) -> dict[str, str]:
+        """What `sandbox run --json` names as "control_plane": the Kubernetes release
+        and the store's, as {"kubernetes": "v1.34.4", "store": "etcd 3.6.4"}."""
+        assert self.control_plane is not None
+        return {"kubernetes": self.control_plane.version, "store": self.control_plane.store}
+
     def client(self) -> KubeApi:
-        assert self.server is not None
-        return KubeApi(self.server.api_client())
+        """A KubeApi of its own (its connection pool) with the admin's credentials."""
+        return KubeApi(api_client(str(self.kubeconfig)))
 
     def up(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        options = ServerOptions(graceful_pods=True)
-        self.server = KubeServer("127.0.0.1", self.config.port, options=options).start()
-        self.server.write_kubeconfig(self.kubeconfig)
+        options = ControlPlaneOptions(nodes=tuple(self.node_names), port=self.config.port)
+        self.control_plane = ControlPlane(self.directory / "controlplane", options=options)
+        self.control_plane.start()
+        shutil.copyfile(self.control_plane.kubeconfig, self.kubeconfig)
+        self.kubeconfig.chmod(0o600)
         self.api = self.client()
-        self.api.apply_crd(crd.load_crd_manifest())
-        self.api.apply_crd(crd.load_crd_manifest(crd.QUEUE_CRD_PATH))
+        for path in sorted(crd.CRD_PATH.parent.glob("*.yaml")):  # as `helm install` does
+            self.api.apply_crd(crd.load_crd_manifest(path))
         self.network = NodeNetwork.create(self.node_names)
         # Started early so that its imports overlap the nodes' start; waited for below.
         self.service = ApiService.start(
@@ -152,18 +182,23 @@ class Sandbox:
             self.kubeconfig,
             self.config.train_summary_interval_s,
         )
-        for name in self.node_names:
-            self.api.create_node(self._node_body(name))
+        for name in self.node_names:  # each registers its Node
+            node_api = KubeApi(api_client(str(self.control_plane.node_kubeconfig(name))))
+            kubelet = ProcessKubelet(
+                node_api,
+                name,
+                self.network,
+                self.directory,
+                self.config.workdir,
+                dns_api=self.client(),  # the cluster DNS's part: the admin's
+                devices=_device_plugin_gpus(self.config.gpus_per_node),
+            )
+            self.kubelets.append(kubelet.start())
         topology = self._write_topology()
         for name in self.node_names:
             agent = self._agent_options(name, topology)
             self._thread(f"agent-{name}", run_agent, agent, api=self.client(), stop=self.stop_event)
         self._wait_ready()
-        for name in self.node_names:
-            kubelet = ProcessKubelet(
-                self.client(), name, self.network, self.directory, self.config.workdir
-            )
-            self.kubelets.append(kubelet.start())
         self.service.wait_healthy(SERVICE_TIMEOUT_S)
         log.info("gpuflow service url=%s log=%s", self.service.url, self.service.log_path)
         if self.config.start_operator:
@@ -209,34 +244,6 @@ class Sandbox:
             leaf_qdisc=LEAF_QDISC,
         )
 
-    def _node_body(self, name: str) -> Obj:
-        """A Node as a kubelet registers it: Ready, its address, its GPUs as the NVIDIA
-        device plugin publishes them; no CPU or memory allocatable, so the operator
-        does not count them (the processes share this machine)."""
-        assert self.network is not None
-        address = self.network.address(name)
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        ready = {
-            "type": "Ready",
-            "status": "True",
-            "reason": "KubeletReady",
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {
-                "conditions": [ready],
-                "addresses": [
-                    {"type": "InternalIP", "address": address},
-                    {"type": "Hostname", "address": name},
-                ],
-                **_device_plugin_gpus(self.config.gpus_per_node),
-            },
-        }
-
     def _write_topology(self) -> Path:
         """One node type per node, named after it, in the format of `gpuflow agent run
         --topology-file` (operators/agent/topology_file.py): a generic PCIe node with
@@ -279,22 +286,26 @@ class Sandbox:
         for kubelet in self.kubelets:
             kubelet.stop()
         self.kubelets.clear()
-        if self.service is not None:
-            self.service.stop()
+        # The service and the control plane at once: each waits for the other's end of
+        # the service's watches (the service joins its watching threads, 2 s each).
+        service = threading.Thread(target=self.service.stop) if self.service else None
+        if service is not None:
+            service.start()
+        if self.control_plane is not None:
+            self.control_plane.stop(CONTROL_PLANE_STOP_S)
+            self.control_plane = None
+        if service is not None:
+            service.join()
             self.service = None
         if self.network is not None:
             self.network.teardown()
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
 
-def _device_plugin_gpus(gpus: int) -> Obj:
-    """A node's `nvidia.com/gpu` capacity and allocatable, as the NVIDIA device plugin
-    has the kubelet publish them on a real node (there is none here): what worker
-    pods holding whole GPUs request (docs/helm.md, "GPUs as the kubelet counts them")."""
-    values = {crd.RESOURCE_GPU: str(gpus)}
-    return {"capacity": dict(values), "allocatable": dict(values)}
+def _device_plugin_gpus(gpus: int) -> dict[str, str]:
+    """A node's `nvidia.com/gpu`, as the NVIDIA device plugin has the kubelet publish
+    it on a real node (there is none here): what worker pods holding whole GPUs
+    request (docs/helm.md, "GPUs as the kubelet counts them")."""
+    return {crd.RESOURCE_GPU: str(gpus)}

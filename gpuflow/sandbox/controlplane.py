@@ -5,10 +5,14 @@ kube-controller-manager as subprocesses, from the binaries controlplane/build.sh
 everything under `directory`: the store's data, a service-account key pair, the static
 tokens of the admin (group system:masters) and of the controller manager, the API
 server's self-signed serving certificate (its --cert-dir), the kubeconfigs and one log
-per process. start() returns once the API server's /readyz answers and the controller
-manager has made the `default` ServiceAccount of namespace `default` (the ServiceAccount
-admission plugin refuses pods before then); stop() ends them in the reverse order.
-tests/controlplane drives it; docs/controlplane.md says what is built and why.
+per process. `ControlPlaneOptions` adds a static token and a kubeconfig for each named
+node (user `system:node:<name>` in group `system:nodes`, which the Node authorizer and the
+NodeRestriction admission plugin confine to its own Node, Lease and pods) and the node
+lifecycle controller's periods. start() returns once the API server's /readyz answers
+and the controller manager has made the `default` ServiceAccount of namespace `default`
+(the ServiceAccount admission plugin refuses pods before then); stop() ends them in the
+reverse order. gpuflow/sandbox/cluster.py (the sandbox) and tests/controlplane drive it;
+docs/controlplane.md says what is built and why.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ ADMIN_USER = "admin"
 ADMIN_GROUP = "system:masters"  # bound to cluster-admin by the bootstrap RBAC policy
 # The user the bootstrap RBAC policy binds the system:kube-controller-manager role to.
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+# A kubelet's user and group as the Node authorizer recognises them (node_authorizer.go).
+NODE_USER_PREFIX = "system:node:"
+NODES_GROUP = "system:nodes"
 SA_KEY_BITS = 2048  # RSA size kubeadm generates for sa.key
 START_TIMEOUT_S = 180.0  # a cold API server on a busy 2-core machine is ready in ~20 s
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL: all three shut down in about a second
@@ -128,11 +135,25 @@ class _Process:
         if self.process.poll() is not None:
             raise ControlPlaneError(f"{self.name} exited ({self.process.returncode}){self.tail()}")
 
-    def stop(self) -> None:
-        stop_process(self.process, STOP_GRACE_S)
+    def stop(self, grace_s: float) -> None:
+        stop_process(self.process, grace_s)
 
     def tail(self) -> str:
         return log_tail(self.log_path)
+
+
+@dataclass(frozen=True)
+class ControlPlaneOptions:
+    """What a control plane is started with beyond its defaults."""
+
+    # Nodes whose kubelets get their own credentials (ControlPlane.node_kubeconfig).
+    nodes: tuple[str, ...] = ()
+    port: int = 0  # the API server's; 0: a free one
+    # The node lifecycle controller's --node-monitor-period and
+    # --node-monitor-grace-period; None keeps kube-controller-manager's defaults (5 s,
+    # 50 s): a test that stops a kubelet's heartbeats passes shorter ones.
+    node_monitor_period_s: float | None = None
+    node_monitor_grace_period_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -144,9 +165,10 @@ class _Credentials:
     token_file: Path  # --token-auth-file
     admin_token: str
     controller_manager_token: str
+    node_tokens: dict[str, str]  # node name -> its kubelet's token
 
     @classmethod
-    def write(cls, directory: Path) -> _Credentials:
+    def write(cls, directory: Path, nodes: Sequence[str]) -> _Credentials:
         key = rsa.generate_private_key(public_exponent=65537, key_size=SA_KEY_BITS)
         sa_key = directory / "sa.key"
         sa_key.write_bytes(
@@ -164,14 +186,18 @@ class _Credentials:
             )
         )
         admin, controller_manager = secrets.token_hex(16), secrets.token_hex(16)
+        node_tokens = {node: secrets.token_hex(16) for node in nodes}
         token_file = directory / "tokens.csv"
         with token_file.open("w", newline="") as f:
             # token,user,uid,"group,..." as kube-apiserver's --token-auth-file reads it
             rows = csv.writer(f)
             rows.writerow([admin, ADMIN_USER, ADMIN_USER, ADMIN_GROUP])
             rows.writerow([controller_manager, CONTROLLER_MANAGER_USER, CONTROLLER_MANAGER_USER])
+            for node, token in node_tokens.items():
+                user = NODE_USER_PREFIX + node
+                rows.writerow([token, user, user, NODES_GROUP])
         token_file.chmod(0o600)
-        return cls(sa_key, sa_pub, token_file, admin, controller_manager)
+        return cls(sa_key, sa_pub, token_file, admin, controller_manager, node_tokens)
 
 
 def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> Path:
@@ -202,9 +228,15 @@ def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: s
 class ControlPlane:
     """etcd, kube-apiserver and kube-controller-manager under one directory."""
 
-    def __init__(self, directory: Path, binaries: Binaries | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        binaries: Binaries | None = None,
+        options: ControlPlaneOptions | None = None,
+    ) -> None:
         self.directory = directory
         self.binaries = binaries or Binaries.find()
+        self.options = options or ControlPlaneOptions()
         self.etcd_url = ""  # http://127.0.0.1:<port>, once started
         self.url = ""  # https://127.0.0.1:<port>: the API server, once started
         self._processes: list[_Process] = []
@@ -213,6 +245,12 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         """The admin's kubeconfig (group system:masters), written by start()."""
         return self.directory / "admin.kubeconfig"
+
+    def node_kubeconfig(self, node: str) -> Path:
+        """The kubeconfig of `node`'s kubelet (one of options.nodes), written by start()."""
+        if node not in self.options.nodes:
+            raise KeyError(f"no credentials for node {node!r}: not in ControlPlaneOptions.nodes")
+        return self.directory / "nodes" / f"{node}.kubeconfig"
 
     @property
     def ca_file(self) -> Path:
@@ -235,21 +273,25 @@ class ControlPlane:
         deadline = time.monotonic() + timeout_s
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
-            credentials = _Credentials.write(self.directory)
+            credentials = _Credentials.write(self.directory, self.options.nodes)
             self._start_etcd(deadline)
             self._start_apiserver(credentials, deadline)
             write_kubeconfig(
                 self.kubeconfig, self.url, self.ca_file, ADMIN_USER, credentials.admin_token
             )
+            self._write_node_kubeconfigs(credentials)
             self._start_controller_manager(credentials, deadline)
         except BaseException:
             self.stop()
             raise
 
-    def stop(self) -> None:
-        """Stop the processes, newest first (the store last)."""
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the processes, newest first (the store last): SIGTERM, SIGKILL after
+        `grace_s` each. kube-apiserver waits for its open watches to end before it exits:
+        a caller whose clients may still be watching, and whose store is thrown away,
+        passes a short grace."""
         while self._processes:
-            self._processes.pop().stop()
+            self._processes.pop().stop(grace_s)
 
     def __enter__(self) -> ControlPlane:
         self.start()
@@ -262,6 +304,12 @@ class ControlPlane:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    def _write_node_kubeconfigs(self, credentials: _Credentials) -> None:
+        for node, token in credentials.node_tokens.items():
+            path = self.node_kubeconfig(node)
+            path.parent.mkdir(exist_ok=True)
+            write_kubeconfig(path, self.url, self.ca_file, NODE_USER_PREFIX + node, token)
 
     def _start_etcd(self, deadline: float) -> None:
         client, peer = (f"http://{HOST}:{free_port(HOST)}" for _ in range(2))
@@ -285,7 +333,7 @@ class ControlPlane:
         self._wait("etcd to answer /health", lambda: _answers(health, None), [etcd], deadline)
 
     def _start_apiserver(self, credentials: _Credentials, deadline: float) -> None:
-        port = free_port(HOST)
+        port = self.options.port or free_port(HOST)
         cmd = [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers={self.etcd_url}",
@@ -294,6 +342,8 @@ class ControlPlane:
             f"--secure-port={port}",
             f"--cert-dir={self.ca_file.parent}",
             "--authorization-mode=Node,RBAC",
+            # Not on by default: it confines a kubelet to its own Node, Lease and pods.
+            "--enable-admission-plugins=NodeRestriction",
             f"--token-auth-file={credentials.token_file}",
             f"--service-account-issuer={SA_ISSUER}",
             f"--service-account-key-file={credentials.sa_pub}",
@@ -333,6 +383,10 @@ class ControlPlane:
             "--leader-elect=false",
             "--secure-port=0",  # its own health and metrics server: nothing reads them
         ]
+        if self.options.node_monitor_period_s is not None:
+            cmd.append(f"--node-monitor-period={self.options.node_monitor_period_s}s")
+        if self.options.node_monitor_grace_period_s is not None:
+            cmd.append(f"--node-monitor-grace-period={self.options.node_monitor_grace_period_s}s")
         self._run("kube-controller-manager", cmd)
         default_sa = urllib.request.Request(
             f"{self.url}/api/v1/namespaces/default/serviceaccounts/default",

@@ -1,11 +1,14 @@
 """An emulated node's kubelet that runs each bound pod's worker as a local process.
 
-`gpuflow sandbox` (cluster.py) starts one `ProcessKubelet` per node; tests start them
-alone against a `KubeServer(options=ServerOptions(graceful_pods=True))`. (The operator
-tests' `tests/operators/kubelet.py` is another thing: a double that plays workloads
-without processes.)
+`gpuflow sandbox` (cluster.py) starts one `ProcessKubelet` per node against the real
+kube-apiserver (controlplane.py), each with its node's own credentials; tests/sandbox
+start them alone against one. (The operator tests' `tests/operators/kubelet.py` is
+another thing: a double that plays workloads without processes.)
 
-It watches the pods whose spec.nodeName is its node. A Pending pod's worker container
+start() registers the node and keeps up its status and Lease (heartbeat.py), then it
+watches the pods whose spec.nodeName is its node: those the operator binds and those
+the controller manager creates with a nodeName (a Deployment's, a ReplicaSet's); there
+is no scheduler, so a pod without one stays Pending. A Pending pod's worker container
 (named `worker`, else the first; other and init containers are not run), once
 admitted (admission.py: its extended resources fit the node's allocatable, else it
 goes Failed with reason OutOf<resource>), starts as a
@@ -20,9 +23,10 @@ at exit Succeeded (0) or Failed with `state.terminated` (exitCode, 128+N for sig
 N, reason Completed or Error, startedAt, finishedAt). A configuration error (a missing
 Secret key, no command, no free pod address) leaves it Pending with `waiting.reason`
 CreateContainerConfigError, retried.
-A graceful delete sends SIGTERM to the group, SIGKILL after the pod's
-deletionGracePeriodSeconds, and once the process is gone deletes the pod for good
-(grace 0). The downward-API files follow the pod's labels and annotations.
+A graceful delete (the API server sets deletionTimestamp and deletionGracePeriodSeconds
+on a bound pod that has not ended) sends SIGTERM to the group, SIGKILL after the grace
+period, and once the process is gone deletes the pod for good (grace 0). The
+downward-API files follow the pod's labels and annotations.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +48,7 @@ from typing import IO, Any
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from gpuflow.sandbox.admission import refusal
+from gpuflow.sandbox.heartbeat import HeartbeatConfig, NodeHeartbeat
 from gpuflow.sandbox.network import NetworkError, NodeNetwork
 from gpuflow.sandbox.podenv import EnvError, command_line, process_env
 from gpuflow.sandbox.volumes import PodVolumes
@@ -96,10 +102,17 @@ class ProcessKubelet:
         network: NodeNetwork,
         sandbox_dir: Path,
         workdir: Path | None = None,
+        heartbeat: HeartbeatConfig | None = None,
+        dns_api: KubeApi | None = None,
+        devices: Mapping[str, str] | None = None,
     ) -> None:
         self.api = api
+        # What resolves a peer pod's DNS name (a cluster DNS's part, which may read any
+        # pod): a node's own credentials may read only the pods bound to it.
+        self.dns_api = dns_api or api
         self.node = node
         self.network = network
+        self.heartbeat = NodeHeartbeat(api, node, network.address(node), heartbeat, devices)
         self.sandbox_dir = sandbox_dir
         self.workdir = workdir or REPO_ROOT
         self.wake = threading.Event()
@@ -115,7 +128,15 @@ class ProcessKubelet:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> ProcessKubelet:
-        for target in (self.pods.run, self._loop):
+        """Register the node (its Node exists when this returns), then run."""
+        self.heartbeat.register()
+        # The informer's thread is not joined at stop(): it may be blocked in a watch
+        # until the watch's timeout; as a daemon it ends with the watch or the process.
+        informer = threading.Thread(
+            target=self.pods.run, args=(self.stop_event,), daemon=True, name=f"pods-{self.node}"
+        )
+        informer.start()
+        for target in (self.heartbeat.run, self._loop):
             t = threading.Thread(
                 target=target, args=(self.stop_event,), daemon=True, name=f"kubelet-{self.node}"
             )
@@ -126,6 +147,7 @@ class ProcessKubelet:
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop watching; SIGTERM every process group, SIGKILL what outlives `grace_s`."""
         self.stop_event.set()
+        self.heartbeat.stop()
         self.wake.set()
         for t in self._threads:
             t.join(timeout=5)
@@ -349,7 +371,8 @@ class ProcessKubelet:
         status["phase"] = phase or status.get("phase") or "Pending"
         if start_time:
             status["startTime"] = start_time
-        status["hostIP"] = self.network.address(self.node)
+        host_ip = self.network.address(self.node)
+        status.update({"hostIP": host_ip, "hostIPs": [{"ip": host_ip}]})
         ip = self.network.reserved_address(self.node, pod["metadata"]["uid"])
         if ip is not None:
             status.update({"podIP": ip, "podIPs": [{"ip": ip}]})
@@ -409,8 +432,15 @@ class ProcessKubelet:
 
     def _pod_ip(self, ns: str, name: str) -> str | None:
         """A pod's IP once it is bound to a node: reserved now if its kubelet has not
-        started it yet (the rank-0 pod need not have); None if unbound or none free."""
-        pod = self._read(ns, name) or {}
+        started it yet (the rank-0 pod need not have); None if unbound or none free.
+        Read with `dns_api`: the pod is often another node's."""
+        try:
+            resp = self.dns_api.core.read_namespaced_pod(name, ns, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == NOT_FOUND:
+                return None
+            raise
+        pod: Obj = json.loads(resp.data)
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
             return None

@@ -41,7 +41,7 @@ def stop_process(process: subprocess.Popen[Any], grace_s: float) -> None:
 
 
 def log_tail(path: Path, lines: int = 5) -> str:
-    """": line | line ..." of the log's last `lines` lines, or "" (none, unreadable)."""
+    """ ": line | line ..." of the log's last `lines` lines, or "" (none, unreadable)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:

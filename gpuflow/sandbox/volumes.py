@@ -7,11 +7,13 @@ on the host and kubelet.py rewrites env values that point into a mountPath
 - emptyDir: `<pod dir>/volumes/<name>`, removed with the pod's directory;
 - downwardAPI: `<pod dir>/volumes/<name>`, one file per item rendered as the real
   kubelet does (`render_field`), rewritten when the pod's metadata changes;
+- projected: the same for its downwardAPI sources (the service-account volume's
+  `namespace`); its token, configMap and secret sources are not written (INFO line);
 - persistentVolumeClaim: `<sandbox>/pvc/<namespace>/<claimName>`, shared by every pod
   that names the claim and kept across pod restarts (a checkpoint survives);
 - hostPath: `<sandbox>/hostpath/<path>`, never the real host path;
-- anything else (configMap, secret, projected, csi, ...): an empty directory, with a
-  warning logged; not emulated.
+- anything else (configMap, secret, csi, ...): an empty directory, with a warning
+  logged; not emulated.
 """
 
 from __future__ import annotations
@@ -135,11 +137,25 @@ class PodVolumes:
             path = self.pod_dir / "volumes" / name
             if "downwardAPI" in volume:
                 self._downward[name] = list(volume["downwardAPI"].get("items") or [])
+            elif "projected" in volume:
+                self._project(name, volume["projected"])
             elif "emptyDir" not in volume:
                 kinds = ", ".join(k for k in volume if k != "name")
                 log.warning("volume not emulated name=%s kind=%s: an empty directory", name, kinds)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def _project(self, name: str, projected: Obj) -> None:
+        """A projected volume's downwardAPI items are written; its other sources are
+        not. Every pod has one: the ServiceAccount admission plugin adds
+        `kube-api-access-*` (token, ca.crt, namespace), of which only `namespace` is
+        here, so an INFO line, not a warning, says what is left out."""
+        sources: list[Obj] = projected.get("sources") or []
+        items = [i for src in sources for i in (src.get("downwardAPI") or {}).get("items") or []]
+        self._downward[name] = items
+        others = sorted({k for src in sources for k in src if k != "downwardAPI"})
+        if others:
+            log.info("projected volume name=%s: %s not emulated", name, ", ".join(others))
 
     def refresh(self, pod: Obj) -> None:
         """(Re)write the downward-API files from the pod's current metadata; a file

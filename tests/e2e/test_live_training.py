@@ -1,5 +1,5 @@
 """Real training processes under gpuflow: the example job (examples/train, PyTorch on
-CPU through gpuflow.train) in the sandbox (gpuflow/sandbox: the strict API server,
+CPU through gpuflow.train) in the sandbox (gpuflow/sandbox: the real control plane,
 process kubelets, the operator), preempted, killed, and resumed from its checkpoint."""
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""Fixtures for the sandbox's tests: a strict API server whose pods wait for their
-kubelet on delete (graceful_pods), a KubeApi on it, ProcessKubelets; `make_pod`,
-`status`, `wait_phase` and `gone` for the tests that use them."""
+"""Fixtures for the sandbox's tests: the real control plane (gpuflow/sandbox/controlplane.py,
+one per test session, with credentials for NODES), a KubeApi on it with the admin's
+credentials that force-deletes the test's pods after it, ProcessKubelets with their
+node's own credentials; `make_pod`, `status`, `wait_phase` and `gone` for the tests
+that use them. Skipped only where the control plane's binaries are not built."""
 
 from __future__ import annotations
 
@@ -12,34 +14,74 @@ from typing import Any
 
 import pytest
 
-from gpuflow.sandbox.kube.apiserver import KubeServer, ServerOptions
+from gpuflow.sandbox.controlplane import (
+    Binaries,
+    BinariesMissing,
+    ControlPlane,
+    ControlPlaneOptions,
+)
+from gpuflow.sandbox.heartbeat import HeartbeatConfig
 from gpuflow.sandbox.kubelet import ProcessKubelet
 from gpuflow.sandbox.network import LOOPBACK, NodeNetwork
-from operators.kube import KubeApi
+from operators.kube import KubeApi, api_client
 
 Start = Callable[..., ProcessKubelet]
+NODES = ("node-0", "node-1", "node-2")
+
+
+def control_plane_built() -> bool:
+    try:
+        Binaries.find()
+    except BinariesMissing:
+        return False
+    return True
+
+
+NEEDS_CONTROL_PLANE = pytest.mark.skipif(
+    not control_plane_built(),
+    reason="the control plane is not built: make controlplane (bash controlplane/build.sh)",
+)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    if not control_plane_built():
+        pytest.skip("the control plane is not built: make controlplane")
+    options = ControlPlaneOptions(nodes=NODES)
+    with ControlPlane(tmp_path_factory.mktemp("controlplane"), options=options) as cp:
+        yield cp
 
 
 @pytest.fixture
-def server() -> Iterator[KubeServer]:
-    with KubeServer(options=ServerOptions(graceful_pods=True)) as s:
-        yield s
+def api(control_plane: ControlPlane) -> Iterator[KubeApi]:
+    """The admin's KubeApi; the test's pods in `default` are deleted for good after it,
+    so that the next test's kubelet of the same node starts from none."""
+    client = KubeApi(api_client(str(control_plane.kubeconfig)))
+    yield client
+    for pod in client.core.list_namespaced_pod("default").items:
+        client.delete_pod("default", pod.metadata.name, 0)
 
 
 @pytest.fixture
-def api(server: KubeServer) -> KubeApi:
-    return KubeApi(server.api_client())
-
-
-@pytest.fixture
-def kubelet(api: KubeApi, tmp_path: Path) -> Iterator[Callable[..., ProcessKubelet]]:
-    """Start a ProcessKubelet for a node (on loopback unless a network is given)."""
+def kubelet(
+    control_plane: ControlPlane, api: KubeApi, tmp_path: Path
+) -> Iterator[Callable[..., ProcessKubelet]]:
+    """Start a ProcessKubelet for a node of NODES, with that node's credentials (on
+    loopback unless a network is given)."""
     started: list[ProcessKubelet] = []
 
-    def start(node: str = "node-0", network: NodeNetwork | None = None) -> ProcessKubelet:
+    def start(
+        node: str = "node-0",
+        network: NodeNetwork | None = None,
+        heartbeat: HeartbeatConfig | None = None,
+        plane: ControlPlane | None = None,
+    ) -> ProcessKubelet:
         net = network or NodeNetwork("test", False, addresses={node: LOOPBACK})
-        k = ProcessKubelet(api, node, net, tmp_path / "sandbox").start()
-        started.append(k)
+        node_api = KubeApi(api_client(str((plane or control_plane).node_kubeconfig(node))))
+        k = ProcessKubelet(
+            node_api, node, net, tmp_path / "sandbox", heartbeat=heartbeat, dns_api=api
+        )
+        started.append(k.start())
         return k
 
     yield start

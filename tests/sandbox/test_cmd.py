@@ -4,6 +4,7 @@ one process, the jobs' workers as real processes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuflow.sandbox.controlplane import BIN_ENV, BUILD_HINT
 from gpuflow.sandbox.network import can_isolate
 
 GPUFLOW = [sys.executable, "-m", "gpuflow.cli"]
@@ -52,7 +54,8 @@ def test_run_json_one_job_succeeds(tmp_path: Path) -> None:
     proc = run(["--nodes", "1x2", "--json", str(job), "--timeout", "60"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert list(out) == ["jobs", "wall_s"]
+    assert list(out) == ["jobs", "wall_s", "control_plane"]
+    assert out["control_plane"]["kubernetes"].startswith("v1.")
     by_name = {j["name"]: j for j in out["jobs"]}
     assert [list(j) for j in out["jobs"]] == [KEYS, KEYS]
     ok = by_name["ok"]
@@ -111,3 +114,20 @@ def test_two_node_job_meets_at_master_addr(tmp_path: Path) -> None:
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
     assert tag not in netns and tag not in links  # and they are gone, veths and bridge too
+
+
+@pytest.mark.parametrize("action", ["up", "run"])
+def test_missing_binaries_is_one_line_how_to_build_them(tmp_path: Path, action: str) -> None:
+    """Nothing starts: the one line is BinariesMissing's, naming the folder looked in."""
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(dljob("j", "pass", 1)))
+    empty = tmp_path / "no-binaries"
+    empty.mkdir()
+    argv = [*GPUFLOW, "sandbox", action, "--nodes", "1x2"]
+    argv += ["job.yaml"] if action == "run" else []
+    env = {**os.environ, BIN_ENV: str(empty)}
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env, check=False
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == f"gpuflow: error: no etcd in {empty}: {BUILD_HINT}\n"

@@ -1,4 +1,5 @@
-"""ProcessKubelet against the strict API server: real `python -c` processes."""
+"""ProcessKubelet against the real control plane: real `python -c` processes, pods
+the operator's way (nodeName set) and the controller manager's (a Deployment's)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import kubernetes  # type: ignore[import-untyped]
 import pytest
 
 from gpuflow.sandbox.network import NodeNetwork, can_isolate
 from operators.kube import KubeApi
 from tests.sandbox.conftest import Start, gone, make_pod, status, wait_phase
+from tests.waiting import wait_for
 
 
 def test_env_delivered_running_then_succeeded(api: KubeApi, kubelet: Start) -> None:
@@ -154,6 +157,45 @@ def test_pvc_directory_survives_a_pod_restart(api: KubeApi, kubelet: Start) -> N
     api.create_pod("default", make_pod("a-2-0", read, env=env, volumes=[volume], mounts=[mount]))
     st = wait_phase(api, "a-2-0", "Succeeded")
     assert st["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+def test_deployment_pod_runs_and_is_collected(api: KubeApi, kubelet: Start) -> None:
+    """The controller manager makes a Deployment's ReplicaSet and its pod (nodeName from
+    the template: there is no scheduler); the kubelet runs it; deleting the Deployment
+    lets the garbage collector delete the ReplicaSet and the pod, gracefully: the
+    kubelet stops the process and the pod goes."""
+    apps = kubernetes.client.AppsV1Api(api.client)
+    labels = {"app": "web"}
+    worker = {
+        "name": "worker",
+        "image": "ignored",
+        "command": ["python", "-c", "import time; time.sleep(60)"],
+    }
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"nodeName": "node-0", "terminationGracePeriodSeconds": 5, "containers": [worker]},
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template},
+    }
+    k = kubelet()
+    apps.create_namespaced_deployment("default", deployment)
+
+    def web_pod() -> Any:
+        pods = api.core.list_namespaced_pod("default", label_selector="app=web").items
+        return pods[0] if pods and pods[0].status.phase == "Running" else None
+
+    pod = wait_for("the Deployment's pod Running", web_pod, 30)
+    assert pod.metadata.owner_references[0].kind == "ReplicaSet"
+    pid = wait_for("its process", lambda: k.processes().get(pod.metadata.name), 10)
+    assert _alive(pid)
+    apps.delete_namespaced_deployment("web", "default", propagation_policy="Background")
+    gone(api, pod.metadata.name, 30)
+    assert not _alive(pid)
+    assert not apps.list_namespaced_replica_set("default", label_selector="app=web").items
 
 
 ROOT_ONLY = pytest.mark.skipif(

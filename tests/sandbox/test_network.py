@@ -10,6 +10,7 @@ import pytest
 from gpuflow.sandbox.network import NetworkError, NodeNetwork, can_isolate, pod_blocks
 from operators.kube import KubeApi
 from tests.sandbox.conftest import Start, gone, make_pod, wait_phase
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize(
@@ -45,6 +46,15 @@ def test_not_isolated_every_pod_is_loopback() -> None:
     net = NodeNetwork("t", False, addresses={"node-0": "127.0.0.1"})
     assert net.attach_pod("node-0", "u1") == net.reserved_address("node-0", "u1") == "127.0.0.1"
     assert net.exec_prefix("node-0", "u1") == []
+
+
+def _released(net: NodeNetwork, before: dict[str, str]) -> dict[str, str]:
+    """The pods' namespaces once one of `before` has left them and is deleted; {}
+    until then."""
+    left = {uid: slot.netns for uid, slot in net.pods.items()}
+    shown = _shown("netns", "list").split()
+    released = [ns for uid, ns in before.items() if uid not in left and ns not in shown]
+    return left if released else {}
 
 
 def _shown(*args: str) -> str:
@@ -85,12 +95,13 @@ def test_two_pods_of_one_node_have_their_own_addresses(api: KubeApi, kubelet: St
         own = {uid: slot.netns for uid, slot in net.pods.items()}
         assert len(own) == 3 and all(ns in _shown("netns", "list") for ns in own.values())
 
+        # A pod that has ended is deleted at once by the API server (no grace): its
+        # kubelet removes its namespace when the watch tells it the pod is gone.
         api.delete_pod("default", "c1", 30)
         gone(api, "c1", 10)
-        left = {uid: slot.netns for uid, slot in net.pods.items()}
-        assert len(left) == 2
+        left = wait_for("c1's namespace released", lambda: _released(net, own), 10)
         deleted = set(own.values()) - set(left.values())
-        assert len(deleted) == 1 and deleted.pop() not in _shown("netns", "list")
+        assert len(left) == 2 and len(deleted) == 1
     finally:
         net.teardown()
     assert net.tag not in _shown("netns", "list")
