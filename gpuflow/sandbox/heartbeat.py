@@ -88,7 +88,8 @@ class NodeHeartbeat:
         self._status_posted_at = 0.0
 
     def register(self) -> None:
-        """Create the Node, or post its status if it is there already (a restart)."""
+        """Create the Node, or, if it is there already (a restart), set its default
+        labels and post its status, as the kubelet does (updateDefaultLabels)."""
         arch = GOARCH.get(platform.machine(), platform.machine())
         labels = {
             "kubernetes.io/hostname": self.node,
@@ -107,6 +108,7 @@ class NodeHeartbeat:
         except API_ERRORS as exc:
             if status_code(exc) != ALREADY_EXISTS:
                 raise
+            self.api.patch_node(self.node, {"metadata": {"labels": labels}})
             node = self._post_status()
         self._uid = str(node["metadata"]["uid"])
         log.info("registered node=%s address=%s", self.node, self.address)

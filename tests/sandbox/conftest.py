@@ -67,7 +67,8 @@ def kubelet(
     control_plane: ControlPlane, api: KubeApi, tmp_path: Path
 ) -> Iterator[Callable[..., ProcessKubelet]]:
     """Start a ProcessKubelet for a node of NODES, with that node's credentials (on
-    loopback unless a network is given)."""
+    loopback unless a network is given), publishing `devices` (extended resources) as
+    a device plugin has the kubelet do."""
     started: list[ProcessKubelet] = []
 
     def start(
@@ -75,11 +76,18 @@ def kubelet(
         network: NodeNetwork | None = None,
         heartbeat: HeartbeatConfig | None = None,
         plane: ControlPlane | None = None,
+        devices: dict[str, str] | None = None,
     ) -> ProcessKubelet:
         net = network or NodeNetwork("test", False, addresses={node: LOOPBACK})
         node_api = KubeApi(api_client(str((plane or control_plane).node_kubeconfig(node))))
         k = ProcessKubelet(
-            node_api, node, net, tmp_path / "sandbox", heartbeat=heartbeat, dns_api=api
+            node_api,
+            node,
+            net,
+            tmp_path / "sandbox",
+            heartbeat=heartbeat,
+            dns_api=api,
+            devices=devices,
         )
         started.append(k.start())
         return k

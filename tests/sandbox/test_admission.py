@@ -60,8 +60,7 @@ def test_a_pod_without_extended_resources_never_reads_its_node() -> None:
 def test_the_process_kubelet_rejects_a_pod_asking_more_gpus_than_left(
     api: KubeApi, kubelet: Start
 ) -> None:
-    api.create_node({"metadata": {"name": "node-0"}, "status": {"allocatable": {GPU: "4"}}})
-    kubelet()
+    kubelet(devices={GPU: "4"})  # its Node's nvidia.com/gpu, as the device plugin's
     first = make_pod("first", "import time; time.sleep(60)", grace_s=1)
     first["spec"]["containers"][0]["resources"] = {"limits": {GPU: "3"}}
     api.create_pod("default", first)
