@@ -64,7 +64,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace) -> Any:
     from gpuflow.sandbox.cluster import SandboxConfig, SandboxError, parse_nodes
-    from operators.operator import options_for
+    from policies.option_text import options_for
     from policies.registry import UnknownPolicyError, make_policy
 
     nodes, gpus = parse_nodes(args.nodes)

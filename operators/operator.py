@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +41,7 @@ from operators.network_phases import make_network_publisher
 from operators.policy_config import PolicyWatch, parse_options
 from operators.quota_queues import QueueReader, QueueStatusWriter, queue_statuses, reclaimed
 from operators.writer import Writer
+from policies.option_text import options_for
 from policies.registry import UnknownPolicyError, make_policy
 
 log = logging.getLogger(__name__)
@@ -57,12 +57,6 @@ STOP_JOIN_S = 5.0
 # How often a round reads the policy ConfigMap: a switch is seen within this (plus
 # the wait for the next round) at the cost of one GET.
 POLICY_READ_S = 2.0
-
-
-def options_for(scoped: Iterable[tuple[str, str, Any]], policy: str) -> dict[str, Any]:
-    """The (scope, key, value) policy options that apply to `policy`: those for any
-    policy (scope "") and those scoped to it, as its keyword arguments."""
-    return {k: v for scope, k, v in scoped if scope in ("", policy)}
 
 
 @dataclass(frozen=True)
@@ -292,7 +286,7 @@ class Operator:
         try:
             scoped = parse_options(choice.options, self.policy_watch.name)
             options = self.config.options_for(name)
-            options.update((k, v) for scope, k, v in scoped if scope in ("", name))
+            options.update(options_for(scoped, name))
             if (name, options) == self._policy_in_effect:
                 return
             policy = make_policy(name, **options)

@@ -6,11 +6,14 @@ the operator's policy ConfigMap (operators/policy_config.py, `data.options`). He
 policies/, beside the registry that checks the parsed values against each policy's
 fields, so that both callers import it downwards. Errors are ValueError; each caller
 puts its own prefix (the option, or the ConfigMap's line) before the message.
+`options_for` picks the items that apply to one policy: the operator's config and
+its ConfigMap switch (operators/operator.py) and the sandbox's up-front check.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 # 18 digits hold any count, seed or threshold a user means and still fit an int64;
@@ -45,3 +48,9 @@ def _json_integer(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
         raise ValueError(f"an integer of more than {MAX_INTEGER_DIGITS} digits")
     return int(text)
+
+
+def options_for(scoped: Iterable[tuple[str, str, Any]], policy: str) -> dict[str, Any]:
+    """The (scope, key, value) options that apply to `policy`: those for any policy
+    (scope "") and those scoped to it, as its keyword arguments (a later item wins)."""
+    return {k: v for scope, k, v in scoped if scope in ("", policy)}
