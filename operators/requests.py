@@ -71,12 +71,16 @@ def _resources(values: Mapping[str, object], up: bool) -> Requests:
     )
 
 
-def container_requests(container: Obj) -> Requests:
-    """What a container requests; a resource with a limit and no request requests its
-    limit, as the API server defaults it."""
+def container_resources(container: Obj) -> dict[str, object]:
+    """What a container requests, by resource name; a resource with a limit and no
+    request requests its limit, as the API server defaults it."""
     res = container.get("resources") or {}
-    merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-    return _resources(merged, up=True)
+    return {**(res.get("limits") or {}), **(res.get("requests") or {})}
+
+
+def container_requests(container: Obj) -> Requests:
+    """What a container requests of CPU and memory (container_resources)."""
+    return _resources(container_resources(container), up=True)
 
 
 def spec_requests(pod_spec: Obj) -> Requests:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from operators.requests import quantity
+from operators.requests import container_resources, quantity
 
 Obj = dict[str, Any]
 
@@ -58,8 +58,7 @@ def extended_requests(pod: Obj) -> dict[str, int]:
 
 
 def _container_extended(container: Obj) -> dict[str, int]:
-    res = container.get("resources") or {}
-    merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+    merged = container_resources(container)
     return {name: int(quantity(v)) for name, v in merged.items() if is_extended(name)}
 
 
