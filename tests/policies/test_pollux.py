@@ -148,6 +148,11 @@ def test_the_plan_raises_a_running_jobs_batch_as_it_progresses() -> None:
     assert late.batch_sizes["c"] > early.batch_sizes["c"] >= resolve("cifar10").batch_size
 
 
+def _report(batch_size: int, grad_var: float) -> Measured:
+    """A 4-GPU job's report at step 100: 1,000 samples/s at `batch_size`, |G|^2 = 1."""
+    return Measured(590.0, 100, batch_size, 4, 1000.0, grad_sqr=1.0, grad_var=grad_var)
+
+
 @pytest.mark.parametrize("grad_var", [1e-3, 1e3])
 def test_a_live_jobs_own_gradient_statistics_choose_its_batch(grad_var: float) -> None:
     """Early on, the profile's noise ratio is small; a job that reports a large noise
@@ -155,15 +160,7 @@ def test_a_live_jobs_own_gradient_statistics_choose_its_batch(grad_var: float) -
     alloc = Allocation.whole((0, g) for g in range(4))
     spec = make_job("c", 4, model="cifar10", duration_s=3600.0)
     view = _running(spec, alloc, 0.02)
-    measured = Measured(
-        reported_s=590.0,
-        step=100,
-        batch_size=128,
-        gpus=4,
-        samples_per_s=1000.0,
-        grad_sqr=1.0,
-        grad_var=grad_var,
-    )
+    measured = _report(128, grad_var)
     profiled = Pollux().schedule(_snapshot([view], nodes=1), None).batch_sizes["c"]
     live = Pollux().schedule(_snapshot([replace(view, measured=measured)], nodes=1), None)
     if grad_var > 1.0:
@@ -194,15 +191,7 @@ def test_an_unprofiled_job_that_reports_its_statistics_gets_a_batch_from_them(
     view = replace(_running(spec, alloc, 0.1), batch_size=64)
     before = Pollux().schedule(_snapshot([view], nodes=1), None)
     assert before.run["m"] is alloc and "m" not in before.batch_sizes
-    measured = Measured(
-        reported_s=590.0,
-        step=100,
-        batch_size=64,
-        gpus=4,
-        samples_per_s=1000.0,
-        grad_sqr=1.0,
-        grad_var=grad_var,
-    )
+    measured = _report(64, grad_var)
     after = Pollux().schedule(_snapshot([replace(view, measured=measured)], nodes=1), None)
     assert after.run["m"] is alloc  # same GPUs: a new batch needs no restart
     batch = after.batch_sizes["m"]
@@ -213,7 +202,7 @@ def test_an_unprofiled_job_that_reports_its_statistics_gets_a_batch_from_them(
 def test_an_unprofiled_jobs_batch_range_is_set_by_max_batch_sizes() -> None:
     alloc = Allocation.whole((0, g) for g in range(4))
     spec = replace(make_job("m", 4, model="mlp", duration_s=3600.0), batch_size=64)
-    measured = Measured(590.0, 100, 64, 4, 1000.0, grad_sqr=1.0, grad_var=1e6)
+    measured = _report(64, 1e6)
     view = replace(_running(spec, alloc, 0.1), batch_size=64, measured=measured)
     plan = Pollux(max_batch_sizes={"mlp": 128}).schedule(_snapshot([view], nodes=1), None)
     assert 64 < plan.batch_sizes["m"] <= 128
