@@ -44,6 +44,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -339,17 +340,12 @@ def _build(
     min_local = min_local_batch(profile) if adaptive else 0.0
     for k in range(1, max_gpus + 1):
         local = batches / k
-        steps = np.maximum(1.0, np.ceil(local / profile.max_local_batch - 1e-9))
         allowed = local >= min_local - 1e-9
         for n in range(max(1, _min_nodes(capacity, k)), min(k, max_nodes) + 1):
-            sync_key = (profile.name, n, k)
-            sync = cache.sync.get(sync_key)
-            if sync is None:
-                sync = _sync(cluster, profile, order[:n], k, alpha, beta, probe_speed)
-                cache.sync[sync_key] = sync
-            sync_s, speed = sync
+            sync_s, speed = _cached_sync(cache, profile, order, n, k, alpha, beta, probe_speed)
             sync_s *= key.sync_scale
-            compute_s = (steps * alpha + beta * local) * (probe_speed / speed) * key.grad_scale
+            compute_s = _compute_s(profile, local, alpha, beta, probe_speed / speed)
+            compute_s = compute_s * key.grad_scale
             if sync_s > 0.0:
                 iter_s = (compute_s**gamma + sync_s**gamma) ** (1.0 / gamma)
             else:
@@ -378,16 +374,9 @@ def fit_scales(
         if not (0 < gpus <= int(capacity[-1]) and batch > 0 and samples_per_s > 0.0):
             continue
         n = _min_nodes(capacity, gpus)
-        sync_key = (profile.name, n, gpus)
-        if sync_key not in cache.sync:
-            cache.sync[sync_key] = _sync(
-                cluster, profile, order[:n], gpus, alpha, beta, probe_speed
-            )
-        sync_s, speed = cache.sync[sync_key]
-        local = batch / gpus
-        steps = max(1.0, math.ceil(local / profile.max_local_batch - 1e-9))
+        sync_s, speed = _cached_sync(cache, profile, order, n, gpus, alpha, beta, probe_speed)
         observed.append(batch / samples_per_s)
-        compute.append((steps * alpha + beta * local) * probe_speed / speed)
+        compute.append(float(_compute_s(profile, batch / gpus, alpha, beta, probe_speed / speed)))
         sync.append(sync_s)
     if not observed:
         return 1.0, 1.0
@@ -433,6 +422,35 @@ def _compute_params(
     t_low = signature_time_s(profile, sig, batch_size=low)
     beta = (t_high - t_low) / (high - low)
     return t_low - beta * low, beta, sig.speed
+
+
+def _cached_sync(
+    cache: _ClusterCache,
+    profile: ModelProfile,
+    order: list[int],
+    n: int,
+    k: int,
+    alpha: float,
+    beta: float,
+    probe_speed: float,
+) -> tuple[float, float]:
+    """`_sync` of `k` GPUs on the first `n` nodes of `order`, computed once per cluster."""
+    key = (profile.name, n, k)
+    got = cache.sync.get(key)
+    if got is None:
+        got = cache.sync[key] = _sync(
+            cache.cluster, profile, order[:n], k, alpha, beta, probe_speed
+        )
+    return got
+
+
+def _compute_s(profile: ModelProfile, local: Any, alpha: float, beta: float, speedup: float) -> Any:
+    """The compute time of an iteration of `local` samples per GPU (a float or an
+    array): gradient-accumulation steps of at most `max_local_batch` samples, each
+    alpha + beta x samples on the probe GPU, times the probe's speed over this one's
+    (`speedup`)."""
+    steps = np.maximum(1.0, np.ceil(local / profile.max_local_batch - 1e-9))
+    return (steps * alpha + beta * local) * speedup
 
 
 def _sync(
