@@ -43,6 +43,7 @@ from gpuflow.sandbox.admission import Refusal, refusal
 from operators import crd
 from operators.informer import Informer
 from operators.kube import KubeApi, Resource
+from operators.kube_calls import drain
 from tests.operators.builders import DURATION_ENV
 
 log = logging.getLogger(__name__)
@@ -229,7 +230,11 @@ class Kubelet:
                 return False
             change(body.setdefault("status", {}))
             try:
-                self.core.replace_namespaced_pod_status(name, ns, body, _preload_content=False)
+                # Read to the end: an unread response stays the client's last_response,
+                # holding its socket until the client is collected.
+                drain(
+                    self.core.replace_namespaced_pod_status(name, ns, body, _preload_content=False)
+                )
                 return True
             except kubernetes.client.ApiException as exc:
                 if exc.status not in (409, 404):

@@ -251,7 +251,8 @@ def test_a_checkpoint_exit_on_its_own_restarts_without_counting(gpu_cluster: Gpu
 def test_pods_that_never_start_free_their_gpus(gpu_cluster: GpuCluster) -> None:
     api = gpu_cluster.api
     stuck = make_dljob("stuck", 8, duration_s=1)
-    stuck["spec"]["startTimeoutSeconds"] = 1
+    # Time for the kubelet to report the pull failure on a loaded machine first.
+    stuck["spec"]["startTimeoutSeconds"] = 3
     kubelet = Kubelet(gpu_cluster.client, never_start={"stuck"}).start()
     try:
         with running_operator(gpu_cluster.client):
@@ -275,7 +276,8 @@ def test_under_every_policy_pods_that_never_start_are_torn_down_and_requeued(
 ) -> None:
     api = gpu_cluster.api
     stuck = make_dljob("stuck", 8, duration_s=1)
-    stuck["spec"]["startTimeoutSeconds"] = 1
+    # Time for the kubelet to report the pull failure on a loaded machine first.
+    stuck["spec"]["startTimeoutSeconds"] = 3
     kubelet = Kubelet(gpu_cluster.client, never_start={"stuck"}).start()
     try:
         with running_operator(gpu_cluster.client, policy=policy):

@@ -17,6 +17,7 @@ from operators.agent.bandwidth import BandwidthEnforcer
 from operators.agent.egress import EgressAgent, default_route_interface, wanted_rates
 from operators.agent.main import AgentOptions, run_agent
 from operators.kube import KubeApi
+from operators.kube_calls import drain
 from tests.kube.fixtures import KubeServer
 from tests.operators.agent.fake_tc import FakeTc
 from tests.operators.agent.netns import (
@@ -162,10 +163,10 @@ def test_the_default_route_names_the_interface() -> None:
 def create_running_pod(core: Any, name: str, gbps: float, ip: str) -> None:
     body = make_pod(name, repr(gbps), ip)
     status = body.pop("status")
-    core.create_namespaced_pod("default", body, _preload_content=False)
+    drain(core.create_namespaced_pod("default", body, _preload_content=False))
     pod = json.loads(core.read_namespaced_pod(name, "default", _preload_content=False).data)
     pod["status"] = status  # what the kubelet reports once the sandbox is up
-    core.replace_namespaced_pod_status(name, "default", pod, _preload_content=False)
+    drain(core.replace_namespaced_pod_status(name, "default", pod, _preload_content=False))
 
 
 def node_applied(api: KubeApi) -> dict[str, float]:
