@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.sandbox.conftest import NEEDS_CONTROL_PLANE
+from tests.controlplane.fixtures import NEEDS_CONTROL_PLANE
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "train").glob("*.yaml"))

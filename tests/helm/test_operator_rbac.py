@@ -27,9 +27,10 @@ from operators.operator import Operator, OperatorConfig
 from operators.queue_api import QueueApi
 from tests.helm.chart import Manifests, bound_role, name, rules_of
 from tests.operators.builders import make_dljob
-from tests.operators.conftest import GpuCluster, gpu_cluster
+from tests.operators.conftest import gpu_cluster
 from tests.operators.harness import wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 __all__ = ["gpu_cluster"]
@@ -75,7 +76,7 @@ def granted(m: Manifests) -> set[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("gpu_cluster", [2], indirect=True)
 def test_the_operator_role_is_exactly_what_the_operator_calls(
-    gpu_cluster: GpuCluster, render: Callable[..., Manifests]
+    gpu_cluster: RealCluster, render: Callable[..., Manifests]
 ) -> None:
     api = gpu_cluster.api
     QueueApi(api).create(

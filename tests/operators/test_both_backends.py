@@ -19,9 +19,9 @@ from controller.sim import SimConfig, Simulator
 from operators.kube import KubeApi
 from operators.operator import Operator, OperatorConfig
 from tests.operators.builders import make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import FAST_LEASE
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 WAIT = Reason("Scripted", "the script runs it later")
 # job -> (GPUs asked, min, max, GPU memory: set, the job may share)
@@ -61,7 +61,7 @@ def state_of(jobs: list[JobView] | tuple[JobView, ...]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def live(gpu_cluster: GpuCluster) -> Iterator[tuple[Operator, Scripted]]:
+def live(gpu_cluster: RealCluster) -> Iterator[tuple[Operator, Scripted]]:
     api = gpu_cluster.api
     for name, (gpus, lo, hi, mem) in JOBS.items():
         body = make_dljob(name, gpus, gpu_mem_mib=mem, duration_s=1000.0)

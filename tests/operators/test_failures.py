@@ -20,9 +20,9 @@ from operators.failure_policy import EXIT_CHECKPOINTED, RestartPolicy
 from operators.resources import parse_time
 from policies.registry import policy_names
 from tests.operators.builders import dljob_status, make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 # -- the operator against the test server -----------------------------------------------
@@ -30,22 +30,22 @@ from tests.waiting import wait_for
 FAST = RestartPolicy(base_s=1.0, cap_s=4.0)
 
 
-def events(cluster: GpuCluster, job: str, reason: str) -> list[Any]:
+def events(cluster: RealCluster, job: str, reason: str) -> list[Any]:
     items = cluster.api.core.list_namespaced_event("default").items
     return [e for e in items if e.involved_object.name == job and e.reason == reason]
 
 
-def running_pod(cluster: GpuCluster, name: str) -> bool:
+def running_pod(cluster: RealCluster, name: str) -> bool:
     pod = cluster.api.core.read_namespaced_pod(name, "default")
     return bool(pod.status.phase == "Running" and not pod.metadata.deletion_timestamp)
 
 
-def fail_when_running(cluster: GpuCluster, kubelet: Kubelet, pod: str, code: int) -> None:
+def fail_when_running(cluster: RealCluster, kubelet: Kubelet, pod: str, code: int) -> None:
     wait_for(f"{pod} running", lambda: _exists(cluster, pod) and running_pod(cluster, pod))
     kubelet.fail("default", pod, code)
 
 
-def _exists(cluster: GpuCluster, pod: str) -> bool:
+def _exists(cluster: RealCluster, pod: str) -> bool:
     return any(p["metadata"]["name"] == pod for p in job_pods(cluster.api, pod.split("-")[0]))
 
 
@@ -55,7 +55,7 @@ def env_of(pod: Any) -> dict[str, str]:
 
 @pytest.mark.parametrize("policy", policy_names())
 def test_a_worker_failing_once_restarts_once_after_the_backoff(
-    gpu_cluster: GpuCluster, policy: str
+    gpu_cluster: RealCluster, policy: str
 ) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
@@ -97,7 +97,7 @@ def test_a_worker_failing_once_restarts_once_after_the_backoff(
 
 @pytest.mark.parametrize("policy", policy_names())
 def test_repeated_failures_fail_the_job_past_backoff_limit(
-    gpu_cluster: GpuCluster, policy: str
+    gpu_cluster: RealCluster, policy: str
 ) -> None:
     api = gpu_cluster.api
     job = make_dljob("r", 8, duration_s=30.0)
@@ -131,7 +131,7 @@ def _with_rules(job: Any, action: str, codes: list[int]) -> Any:
     return job
 
 
-def test_a_fail_job_rule_fails_the_job_at_once(gpu_cluster: GpuCluster) -> None:
+def test_a_fail_job_rule_fails_the_job_at_once(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
@@ -149,7 +149,7 @@ def test_a_fail_job_rule_fails_the_job_at_once(gpu_cluster: GpuCluster) -> None:
     assert not status.get("failures") and status["attempt"] == 1
 
 
-def test_an_ignore_rule_restarts_at_once_without_counting(gpu_cluster: GpuCluster) -> None:
+def test_an_ignore_rule_restarts_at_once_without_counting(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
@@ -168,7 +168,7 @@ def test_an_ignore_rule_restarts_at_once_without_counting(gpu_cluster: GpuCluste
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_a_checkpoint_exit_after_a_preemption_is_not_counted(gpu_cluster: GpuCluster) -> None:
+def test_a_checkpoint_exit_after_a_preemption_is_not_counted(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     long = make_dljob("long", 8, duration_s=1.5)
     long["spec"]["expectedDurationSeconds"] = 1000
@@ -196,7 +196,7 @@ def test_a_checkpoint_exit_after_a_preemption_is_not_counted(gpu_cluster: GpuClu
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 def test_a_crash_without_a_checkpoint_backs_off_to_restart_from_the_beginning(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     """Issue 25: a killed worker (exit 137) of a job with no checkpoint showed phase
     Preempted and "restarts from its checkpoint"."""
@@ -231,7 +231,7 @@ def test_a_crash_without_a_checkpoint_backs_off_to_restart_from_the_beginning(
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_a_checkpoint_exit_on_its_own_restarts_without_counting(gpu_cluster: GpuCluster) -> None:
+def test_a_checkpoint_exit_on_its_own_restarts_without_counting(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
@@ -248,7 +248,7 @@ def test_a_checkpoint_exit_on_its_own_restarts_without_counting(gpu_cluster: Gpu
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_pods_that_never_start_free_their_gpus(gpu_cluster: GpuCluster) -> None:
+def test_pods_that_never_start_free_their_gpus(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     stuck = make_dljob("stuck", 8, duration_s=1)
     # Time for the kubelet to report the pull failure on a loaded machine first.
@@ -272,7 +272,7 @@ def test_pods_that_never_start_free_their_gpus(gpu_cluster: GpuCluster) -> None:
 @pytest.mark.parametrize("policy", policy_names())
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 def test_under_every_policy_pods_that_never_start_are_torn_down_and_requeued(
-    gpu_cluster: GpuCluster, policy: str
+    gpu_cluster: RealCluster, policy: str
 ) -> None:
     api = gpu_cluster.api
     stuck = make_dljob("stuck", 8, duration_s=1)
@@ -297,7 +297,7 @@ def test_under_every_policy_pods_that_never_start_are_torn_down_and_requeued(
 
 @pytest.mark.parametrize("policy", policy_names())
 @pytest.mark.parametrize("gpu_cluster", [3], indirect=True)
-def test_node_loss_reschedules_without_counting(gpu_cluster: GpuCluster, policy: str) -> None:
+def test_node_loss_reschedules_without_counting(gpu_cluster: RealCluster, policy: str) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
@@ -320,7 +320,7 @@ def test_node_loss_reschedules_without_counting(gpu_cluster: GpuCluster, policy:
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 def test_a_worker_that_cannot_be_configured_fails_the_job_past_its_backoff_limit(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     """CreateContainerConfigError (a Secret the pod names is missing) is a failed
     attempt, not a start timeout: retried after the back-off, then Failed with the
@@ -348,7 +348,7 @@ def test_a_worker_that_cannot_be_configured_fails_the_job_past_its_backoff_limit
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 def test_a_pod_the_kubelet_rejects_for_gpus_taken_outside_gpuflow_counts_as_a_failure(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     # A pod the default scheduler and the device plugin gave 6 of node-0's 8 GPUs, which
     # gpuflow does not see: its 4-GPU pod is refused by the kubelet, never run beside.
@@ -383,7 +383,7 @@ def test_a_pod_the_kubelet_rejects_for_gpus_taken_outside_gpuflow_counts_as_a_fa
     assert failed["message"].startswith("pod j-1-0 failed with no exit code (OutOfnvidia.com/gpu)")
 
 
-def _failed_pod(cluster: GpuCluster, name: str) -> dict[str, Any] | None:
+def _failed_pod(cluster: RealCluster, name: str) -> dict[str, Any] | None:
     pods = job_pods(cluster.api, name.split("-")[0])
     pod = next((p for p in pods if p["metadata"]["name"] == name), None)
     return pod if pod is not None and pod.get("status", {}).get("phase") == "Failed" else None

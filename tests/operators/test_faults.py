@@ -20,9 +20,9 @@ import pytest
 from operators.kube import KubeApi
 from tests.operators.builders import make_dljob
 from tests.operators.checker import DoubleBookingChecker
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = 200
@@ -60,7 +60,7 @@ def wait_leader(
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("gpu_cluster", [4], indirect=True)
 def test_operator_killed_and_restarted_never_double_books(
-    gpu_cluster: GpuCluster, tmp_path: Path
+    gpu_cluster: RealCluster, tmp_path: Path
 ) -> None:
     rng = random.Random(7)
     api = gpu_cluster.api
@@ -73,7 +73,7 @@ def test_operator_killed_and_restarted_never_double_books(
     checker = DoubleBookingChecker(gpu_cluster.client).start()
     kubelet = Kubelet(gpu_cluster.client).start()
     log = tmp_path / "operator.log"
-    kubeconfig = gpu_cluster.server.kubeconfig
+    kubeconfig = gpu_cluster.kubeconfig
     # A standby replica waits on the lease, imported and synced, as in a real HA
     # deployment; each kill of the leader lets it take over and a new standby starts.
     procs = [start_operator(kubeconfig, log), start_operator(kubeconfig, log)]

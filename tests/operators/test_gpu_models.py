@@ -13,9 +13,9 @@ from operators.nodes import build_cluster
 from operators.resources import job_spec
 from operators.views import never_fits
 from tests.operators.builders import make_dljob, make_node_body
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 A100 = "A100-SXM4-40GB"  # controller/presets/dgx-a100.yaml
 V100 = "V100-SXM2-16GB"  # the builders' default node, dgx1-v100
@@ -62,7 +62,7 @@ def test_never_fits_counts_only_the_accepted_models() -> None:
     )
 
 
-def test_the_crd_schema_refuses_an_empty_model_name(gpu_cluster: GpuCluster) -> None:
+def test_the_crd_schema_refuses_an_empty_model_name(gpu_cluster: RealCluster) -> None:
     with pytest.raises(kubernetes.client.ApiException) as err:
         gpu_cluster.api.create_dljob("default", with_models(make_dljob("bad", 1), [""]))
     assert err.value.status == 422
@@ -70,7 +70,7 @@ def test_the_crd_schema_refuses_an_empty_model_name(gpu_cluster: GpuCluster) -> 
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_a_job_runs_only_on_a_model_it_accepts(gpu_cluster: GpuCluster) -> None:
+def test_a_job_runs_only_on_a_model_it_accepts(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     # node-0 is a DGX-1 (V100), node-1 a DGX A100; names sort node-0 first, so a
     # placer blind to models would put a 1-GPU job on node-0.

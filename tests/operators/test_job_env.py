@@ -14,8 +14,8 @@ from operators.kube import KubeApi
 from operators.pods import ShareRecord, WorkerSpec, worker_pods
 from operators.resources import LABEL_JOB_ID, foreign_id
 from tests.operators.builders import make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
+from tests.operators.real_cluster import RealCluster
 
 API_URL = "http://gpuflow-api.gpuflow.svc:80/api/v1"
 REST_ID = "0123456789abcdef0123456789abcdef"
@@ -89,7 +89,7 @@ def test_foreign_id_is_the_uids_hex_digits_or_a_hash() -> None:
 
 
 def test_the_running_operator_injects_the_env_into_the_pods_it_creates(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     api = KubeApi(gpu_cluster.client)
     rest = make_dljob("rest", 8, duration_s=30.0)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from operators import crd
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -31,15 +31,15 @@ spec: {image: busybox, gpus: 16, model: bert}
 pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
 
 
-def kubectl(cluster: GpuCluster, *args: str, stdin: str | None = None) -> str:
-    cmd = [KUBECTL, "--kubeconfig", str(cluster.server.kubeconfig), *args]
+def kubectl(cluster: RealCluster, *args: str, stdin: str | None = None) -> str:
+    cmd = [KUBECTL, "--kubeconfig", str(cluster.kubeconfig), *args]
     done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"{' '.join(args)}: {done.stderr}"
     return done.stdout
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_kubectl_apply_get_describe_delete(gpu_cluster: GpuCluster) -> None:
+def test_kubectl_apply_get_describe_delete(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     # The CRD applies with kubectl too (the fixture created it; apply updates it).
     assert "dljobs.gpuflow.dev" in kubectl(gpu_cluster, "apply", "-f", str(crd.CRD_PATH))

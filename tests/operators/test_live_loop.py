@@ -13,9 +13,9 @@ from operators.kube import KubeApi
 from operators.resources import PENDING_START
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.checker import DoubleBookingChecker
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 CHECKPOINT_S = 2.0  # how long a SIGTERMed worker takes to write its checkpoint
@@ -35,7 +35,7 @@ def elastic(name: str, gpus: int, lo: int, hi: int, duration_s: float) -> dict[s
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 def test_a_preempting_gang_waits_for_the_checkpoint_and_nobody_restarts_in_between(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     """Tiresias gives a new 8-GPU gang the GPUs of a job with more service. The gang is
     admitted on them at once, but its pods are made only once the old job's pods have
@@ -76,7 +76,7 @@ def test_a_preempting_gang_waits_for_the_checkpoint_and_nobody_restarts_in_betwe
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_gandiva_with_elastic_jobs_does_not_livelock(gpu_cluster: GpuCluster) -> None:
+def test_gandiva_with_elastic_jobs_does_not_livelock(gpu_cluster: RealCluster) -> None:
     """Issue 25's Gandiva set, doubled to one 8-GPU node: a rigid 4-GPU job and two
     elastic ones asking 4 (2..8). Before, the elastic jobs were shrunk before their
     pods started, requeued and started again at 4, ~45 times a second, for ever."""

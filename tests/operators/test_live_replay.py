@@ -37,9 +37,9 @@ from controller.tally import DecisionTally
 from operators.failure_policy import EXIT_CHECKPOINTED
 from policies.registry import make_policy, policy_names
 from tests.operators.builders import make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 MODEL = "cifar10"  # has a published Pollux profile: Pollux gives it batch sizes
 
@@ -100,7 +100,7 @@ def replay(policy: str, cluster: Any) -> Simulator:
     return sim
 
 
-def live(policy: str, gpu_cluster: GpuCluster) -> tuple[DecisionTally, Any]:
+def live(policy: str, gpu_cluster: RealCluster) -> tuple[DecisionTally, Any]:
     api = gpu_cluster.api
     options = tuple((policy, k, v) for k, v in OPTIONS.get(policy, {}).items())
     kubelet = Kubelet(
@@ -131,7 +131,9 @@ def within_one(live_counts: Mapping[str, int], replay_counts: Mapping[str, int])
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 @pytest.mark.parametrize("policy", policy_names())
-def test_live_decisions_are_within_one_of_the_replays(policy: str, gpu_cluster: GpuCluster) -> None:
+def test_live_decisions_are_within_one_of_the_replays(
+    policy: str, gpu_cluster: RealCluster
+) -> None:
     live_tally, cluster = live(policy, gpu_cluster)
     sim = replay(policy, cluster)
     got = {n: counts(live_tally, f"default/{n}") for n in JOBS}

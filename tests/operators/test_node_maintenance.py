@@ -17,9 +17,9 @@ from operators import crd
 from operators.failure_policy import EXIT_CHECKPOINTED
 from operators.nodes import build_cluster
 from tests.operators.builders import dljob_status, make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 from tests.operators.test_kubectl import KUBECTL, kubectl
 from tests.waiting import wait_for
 
@@ -30,7 +30,7 @@ def _long(name: str, gpus: int) -> dict[str, Any]:
     return job
 
 
-def _nodes_of(cluster: GpuCluster, job: str) -> set[str]:
+def _nodes_of(cluster: RealCluster, job: str) -> set[str]:
     return {p["spec"]["nodeName"] for p in job_pods(cluster.api, job) if not _deleting(p)}
 
 
@@ -38,13 +38,13 @@ def _deleting(pod: dict[str, Any]) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
 
 
-def _events(cluster: GpuCluster, job: str, reason: str) -> list[Any]:
+def _events(cluster: RealCluster, job: str, reason: str) -> list[Any]:
     items = cluster.api.core.list_namespaced_event("default").items
     return [e for e in items if e.involved_object.name == job and e.reason == reason]
 
 
 @pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
-def test_kubectl_cordon_keeps_new_work_off_a_node(gpu_cluster: GpuCluster) -> None:
+def test_kubectl_cordon_keeps_new_work_off_a_node(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
@@ -78,7 +78,7 @@ def test_kubectl_cordon_keeps_new_work_off_a_node(gpu_cluster: GpuCluster) -> No
 
 
 def test_a_drain_preempts_gracefully_and_places_the_job_elsewhere(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client, sigterm_s=0.3, sigterm_exit=EXIT_CHECKPOINTED).start()
@@ -107,6 +107,11 @@ def test_a_drain_preempts_gracefully_and_places_the_job_elsewhere(
                     not in (api.get_node("node-0")["metadata"].get("annotations") or {})
                 ),
                 timeout_s=60.0,
+            )
+            wait_for(
+                "attempt 1's pods gone (the kubelet ends them after their checkpoint)",
+                lambda: not first_pods & {p["metadata"]["name"] for p in job_pods(api, "mover")},
+                timeout_s=30.0,
             )
     finally:
         kubelet.stop()

@@ -30,6 +30,7 @@ from tests.kube.fixtures import KubeServer
 from tests.operators.builders import install_crd, make_dljob, make_node_body
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import FAST_LEASE, running_operator, wait_phases
+from tests.operators.real_cluster import RealCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_COMMAND = "kubectl apply -f helm/gpuflow/crds/dljob.yaml"
@@ -55,12 +56,12 @@ def lease_spec(api: KubeApi) -> dict[str, Any]:
 
 
 def test_logs_show_each_decision_and_each_api_error(
-    gpu_cluster: GpuCluster, caplog: pytest.LogCaptureFixture
+    fault_cluster: GpuCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    api, server = gpu_cluster.api, gpu_cluster.server
+    api, server = fault_cluster.api, fault_cluster.server
     api.create_dljob("default", make_dljob("a", 4))
-    with running_operator(gpu_cluster.client) as op:
+    with running_operator(fault_cluster.client) as op:
         wait_phases(api, "Admitted", ["a"])
         server.fail_next("create", "pods", 500)
         api.create_dljob("default", make_dljob("b", 8))
@@ -127,7 +128,7 @@ def start_operator(
 
 
 def test_a_stopped_leader_releases_the_lease_and_a_standby_leads_within_2_s(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     api, client = gpu_cluster.api, gpu_cluster.client
     first, stop_first = start_operator(client, "first", SLOW_EXPIRY)
@@ -167,7 +168,7 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_metrics_show_rounds_pending_reasons_and_gpus(gpu_cluster: GpuCluster) -> None:
+def test_metrics_show_rounds_pending_reasons_and_gpus(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     api.create_dljob("default", make_dljob("a", 8))  # the node's 8 GPUs (no kubelet: held)
     with running_operator(gpu_cluster.client, metrics_port=0) as op:
@@ -189,7 +190,7 @@ def test_metrics_show_rounds_pending_reasons_and_gpus(gpu_cluster: GpuCluster) -
     assert samples[("gpuflow_operator_decisions_total", scheduled)] == 1
 
 
-def test_the_loop_wakes_at_the_backends_deadline(gpu_cluster: GpuCluster) -> None:
+def test_the_loop_wakes_at_the_backends_deadline(gpu_cluster: RealCluster) -> None:
     with running_operator(gpu_cluster.client, interval_s=30.0) as op:
         wait_until(lambda: op.rounds > 0)
         op.backend.next_wake_s = lambda: time.time() + 0.2  # type: ignore[method-assign]
@@ -203,7 +204,7 @@ def test_the_loop_wakes_at_the_backends_deadline(gpu_cluster: GpuCluster) -> Non
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 def test_gpuflow_operator_run_stops_on_sigterm_and_releases_the_lease(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     api = gpu_cluster.api
     taken = socket.socket()  # the metrics port is taken: the operator runs without
@@ -211,7 +212,7 @@ def test_gpuflow_operator_run_stops_on_sigterm_and_releases_the_lease(
     taken.listen()
     cmd = [
         sys.executable, "-m", "gpuflow.operator_cmd", "operator", "run",
-        "--kubeconfig", str(gpu_cluster.server.kubeconfig), "--identity", "sub",
+        "--kubeconfig", str(gpu_cluster.kubeconfig), "--identity", "sub",
         "--metrics-port", str(taken.getsockname()[1]), "--log-format", "json",
         "--retry-period", "0.25", "--install-crd",  # installed already: replaced
     ]  # fmt: skip

@@ -13,11 +13,12 @@ from tests.operators.builders import dljob_status, make_dljob, make_node_body
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize("policy", policy_names())
-def test_jobs_are_placed_run_and_succeed(gpu_cluster: GpuCluster, policy: str) -> None:
+def test_jobs_are_placed_run_and_succeed(gpu_cluster: RealCluster, policy: str) -> None:
     api = gpu_cluster.api
     sizes = {"a": 4, "b": 4, "c": 8, "d": 1, "e": 2, "f": 16}
     for name, gpus in sizes.items():
@@ -51,7 +52,7 @@ def test_jobs_are_placed_run_and_succeed(gpu_cluster: GpuCluster, policy: str) -
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_a_job_that_does_not_fit_now_waits_with_a_reason(gpu_cluster: GpuCluster) -> None:
+def test_a_job_that_does_not_fit_now_waits_with_a_reason(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client, time_scale=1000).start()  # jobs keep running
     try:
@@ -71,7 +72,7 @@ def test_a_job_that_does_not_fit_now_waits_with_a_reason(gpu_cluster: GpuCluster
 
 @pytest.mark.parametrize("policy", policy_names())
 def test_a_job_no_node_set_can_hold_is_unschedulable_and_blocks_nobody(
-    gpu_cluster: GpuCluster, policy: str
+    gpu_cluster: RealCluster, policy: str
 ) -> None:
     api = gpu_cluster.api
     api.create_dljob("default", make_dljob("huge", 20, duration_s=0.2))
@@ -98,7 +99,7 @@ def test_a_job_no_node_set_can_hold_is_unschedulable_and_blocks_nobody(
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_arrival_order_is_first_sight_to_the_microsecond(gpu_cluster: GpuCluster) -> None:
+def test_arrival_order_is_first_sight_to_the_microsecond(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
@@ -119,7 +120,7 @@ def test_arrival_order_is_first_sight_to_the_microsecond(gpu_cluster: GpuCluster
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_tiresias_preempts_the_job_with_more_attained_service(gpu_cluster: GpuCluster) -> None:
+def test_tiresias_preempts_the_job_with_more_attained_service(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client, time_scale=1000).start()  # jobs keep running
     try:
@@ -143,11 +144,11 @@ def test_tiresias_preempts_the_job_with_more_attained_service(gpu_cluster: GpuCl
     assert "tiresias" in preempted["message"]
 
 
-def test_survives_410_gone_dropped_watches_and_conflicts(gpu_cluster: GpuCluster) -> None:
-    api, server = gpu_cluster.api, gpu_cluster.server
-    kubelet = Kubelet(gpu_cluster.client).start()
+def test_survives_410_gone_dropped_watches_and_conflicts(fault_cluster: GpuCluster) -> None:
+    api, server = fault_cluster.api, fault_cluster.server
+    kubelet = Kubelet(fault_cluster.client).start()
     try:
-        with running_operator(gpu_cluster.client) as op:
+        with running_operator(fault_cluster.client) as op:
             api.create_dljob("default", make_dljob("first", 8, duration_s=0.2))
             wait_phases(api, "Succeeded", ["first"])
             relists = op.caches.dljobs.relists
@@ -162,7 +163,7 @@ def test_survives_410_gone_dropped_watches_and_conflicts(gpu_cluster: GpuCluster
         kubelet.stop()
 
 
-def test_a_new_operator_rebuilds_allocations_from_pods(gpu_cluster: GpuCluster) -> None:
+def test_a_new_operator_rebuilds_allocations_from_pods(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client, time_scale=1000).start()  # jobs keep running
     try:
@@ -182,7 +183,7 @@ def test_a_new_operator_rebuilds_allocations_from_pods(gpu_cluster: GpuCluster) 
         kubelet.stop()
 
 
-def test_jobs_first_seen_together_arrive_in_creation_order(gpu_cluster: GpuCluster) -> None:
+def test_jobs_first_seen_together_arrive_in_creation_order(gpu_cluster: RealCluster) -> None:
     """Created within a second before the operator starts, they are first seen in one
     round: arrival follows creation (the store's revision), not uid or name."""
     api = gpu_cluster.api

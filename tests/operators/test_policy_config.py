@@ -16,8 +16,8 @@ from operators.policy_config import (
     parse_options,
     write_policy,
 )
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import running_operator
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 
@@ -62,7 +62,7 @@ def _in_effect(op: Operator) -> tuple[str, float]:
 
 
 def test_the_operator_switches_on_options_and_refuses_bad_ones(
-    gpu_cluster: GpuCluster, caplog: pytest.LogCaptureFixture
+    gpu_cluster: RealCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     api = gpu_cluster.api
     caplog.set_level(logging.INFO, logger="operators.operator")

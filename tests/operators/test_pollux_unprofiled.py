@@ -11,9 +11,9 @@ import pytest
 from controller.model import Action
 from operators.kube import KubeApi
 from tests.operators.builders import dljob_status, make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 BATCH = 64
@@ -36,7 +36,7 @@ def report(api: KubeApi, name: str, grad_var: float) -> None:
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_an_unprofiled_job_gets_batch_sizes_once_it_reports(gpu_cluster: GpuCluster) -> None:
+def test_an_unprofiled_job_gets_batch_sizes_once_it_reports(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client).start()
     try:

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from operators import crd
-from tests.operators.conftest import GpuCluster
+from tests.operators.real_cluster import RealCluster
 from tests.operators.test_kubectl import KUBECTL, ROOT, kubectl
 
 pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
 
 
-def refused(cluster: GpuCluster, manifest: str) -> str:
+def refused(cluster: RealCluster, manifest: str) -> str:
     """kubectl apply's stderr for a manifest the server must refuse."""
-    cmd = [KUBECTL, "--kubeconfig", str(cluster.server.kubeconfig), "apply", "-f", "-"]
+    cmd = [KUBECTL, "--kubeconfig", str(cluster.kubeconfig), "apply", "-f", "-"]
     done = subprocess.run(cmd, input=manifest, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0, done.stdout
     return done.stderr
@@ -37,7 +37,7 @@ def queue(spec: str) -> str:
 
 
 @pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
-def test_example_applies_and_lists(gpu_cluster: GpuCluster) -> None:
+def test_example_applies_and_lists(gpu_cluster: RealCluster) -> None:
     assert "queues.gpuflow.dev" in kubectl(gpu_cluster, "apply", "-f", str(crd.QUEUE_CRD_PATH))
     out = kubectl(gpu_cluster, "apply", "-f", str(ROOT / "examples" / "queues.yaml"))
     assert out.split("\n")[:4] == [
@@ -76,7 +76,7 @@ def test_example_applies_and_lists(gpu_cluster: GpuCluster) -> None:
         ("{guarantee: 4, cap: 8}", 'unknown field "spec.cap"'),
     ],
 )
-def test_bad_queue_is_refused_by_field(gpu_cluster: GpuCluster, spec: str, field: str) -> None:
+def test_bad_queue_is_refused_by_field(gpu_cluster: RealCluster, spec: str, field: str) -> None:
     err = refused(gpu_cluster, queue(spec))
     assert field in err, err
     assert "bad" not in kubectl(gpu_cluster, "get", "queues", "-o", "name")

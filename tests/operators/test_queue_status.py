@@ -12,9 +12,9 @@ from operators.kube import KubeApi
 from operators.resources import database_id
 from tests import waiting
 from tests.operators.builders import make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 TIMEOUT_S = 60.0  # a slow, loaded CI machine; every wait ends as soon as it holds
 
@@ -32,7 +32,7 @@ def _status(api: KubeApi, name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_srtf_names_the_preemptor_and_numbers_the_queue(gpu_cluster: GpuCluster) -> None:
+def test_srtf_names_the_preemptor_and_numbers_the_queue(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     kubelet = Kubelet(gpu_cluster.client, time_scale=1000).start()  # jobs keep running
     try:

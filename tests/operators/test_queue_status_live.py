@@ -11,9 +11,9 @@ import pytest
 from operators import crd
 from operators.queue_api import QueueApi
 from tests.operators.builders import make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 
@@ -29,7 +29,7 @@ def tenant_job(name: str, tenant: str, gpus: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_queue_status_follows_the_jobs(gpu_cluster: GpuCluster) -> None:
+def test_queue_status_follows_the_jobs(gpu_cluster: RealCluster) -> None:
     api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
     queues.create(queue("org", guarantee=8))
     queues.create(queue("team-a", parent="org", guarantee=4))

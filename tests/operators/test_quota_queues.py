@@ -14,7 +14,7 @@ from operators.kube import KubeApi
 from operators.queue_api import QueueApi
 from operators.quota_queues import QueueReader, queue_data, queue_object, read_tree
 from tests.kube.fixtures import KubeServer
-from tests.operators.conftest import GpuCluster
+from tests.operators.real_cluster import RealCluster
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "queues.yaml"
 
@@ -64,7 +64,7 @@ def test_a_broken_tree_names_the_queue_and_field(
 
 
 @pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
-def test_calls_and_the_reader_keep_the_last_valid_tree(gpu_cluster: GpuCluster) -> None:
+def test_calls_and_the_reader_keep_the_last_valid_tree(gpu_cluster: RealCluster) -> None:
     queues = QueueApi(gpu_cluster.api)
     reader = QueueReader(gpu_cluster.api, every_s=0)
     assert reader.read() is None  # no Queue: no quotas

@@ -25,9 +25,9 @@ from operators.kube_calls import crd_args
 from operators.queue_api import QueueApi
 from operators.resources import DEFAULT_GRACE_S
 from tests.operators.builders import dljob_status, make_dljob
-from tests.operators.conftest import GpuCluster
 from tests.operators.harness import phases, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 GUARANTEES = {"team-a": 8, "team-b": 5, "team-c": 3}
@@ -94,7 +94,7 @@ def running_by_team(got: dict[str, str]) -> dict[str, int]:
 @pytest.mark.parametrize("policy", ["fifo", "tiresias", "pollux"])
 @pytest.mark.parametrize("gpu_cluster", [2], indirect=True)
 def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
-    gpu_cluster: GpuCluster, policy: str
+    gpu_cluster: RealCluster, policy: str
 ) -> None:
     api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
     queues.create(queue("org", guarantee=16))
@@ -172,7 +172,7 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_owed_jobs_wait_reclaim_pending_through_a_slow_checkpoint(gpu_cluster: GpuCluster) -> None:
+def test_owed_jobs_wait_reclaim_pending_through_a_slow_checkpoint(gpu_cluster: RealCluster) -> None:
     """While the victims checkpoint (3 s here), their GPUs are still held: the owed jobs
     are told ReclaimPending, and no further job is preempted for the same GPUs."""
     api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)

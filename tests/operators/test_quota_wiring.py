@@ -13,7 +13,7 @@ from operators import crd
 from operators.queue_api import QueueApi
 from operators.quota_queues import QueueReader
 from operators.resources import DEFAULT_GRACE_S
-from tests.operators.conftest import GpuCluster
+from tests.operators.real_cluster import RealCluster
 
 
 def queue(name: str, **spec: Any) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def queue(name: str, **spec: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
-def test_the_quotas_follow_the_tree(gpu_cluster: GpuCluster) -> None:
+def test_the_quotas_follow_the_tree(gpu_cluster: RealCluster) -> None:
     queues = QueueApi(gpu_cluster.api)
     reader = QueueReader(gpu_cluster.api, every_s=0)
     reader.read()

@@ -40,11 +40,11 @@ def _status_puts(cluster: GpuCluster) -> int:
     )
 
 
-def test_a_staged_change_goes_out_with_the_next_status_write(gpu_cluster: GpuCluster) -> None:
-    api = gpu_cluster.api
+def test_a_staged_change_goes_out_with_the_next_status_write(fault_cluster: GpuCluster) -> None:
+    api = fault_cluster.api
     obj = api.create_dljob("default", make_dljob("j"))
     writer = Writer(api, _Caches(), lambda: True)  # type: ignore[arg-type]
-    before = _status_puts(gpu_cluster)
+    before = _status_puts(fault_cluster)
     try:
         writer.stage(obj, fields_mutator({"arrivalTime": "2026-01-01T00:00:00.000000Z"}))
         writer.stage(obj, position_mutator(3))
@@ -55,11 +55,11 @@ def test_a_staged_change_goes_out_with_the_next_status_write(gpu_cluster: GpuClu
     status = dljob_status(api, "j")
     assert status["arrivalTime"] == "2026-01-01T00:00:00.000000Z"
     assert (status["queuePosition"], status["reason"]) == (3, "Waiting")
-    assert _status_puts(gpu_cluster) - before == 1
+    assert _status_puts(fault_cluster) - before == 1
 
 
-def test_a_staged_change_alone_is_written_at_flush(gpu_cluster: GpuCluster) -> None:
-    api = gpu_cluster.api
+def test_a_staged_change_alone_is_written_at_flush(fault_cluster: GpuCluster) -> None:
+    api = fault_cluster.api
     obj = api.create_dljob("default", make_dljob("j"))
     writer = Writer(api, _Caches(), lambda: True)  # type: ignore[arg-type]
     try:
@@ -70,13 +70,13 @@ def test_a_staged_change_alone_is_written_at_flush(gpu_cluster: GpuCluster) -> N
     assert dljob_status(api, "j")["queuePosition"] == 7
 
 
-def test_a_second_write_starts_from_the_first_ones_result(gpu_cluster: GpuCluster) -> None:
+def test_a_second_write_starts_from_the_first_ones_result(fault_cluster: GpuCluster) -> None:
     """Two status writes of one job in a round: the second is sent with the version the
     first stored, so neither meets a 409 (no re-read)."""
-    api = gpu_cluster.api
+    api = fault_cluster.api
     obj = api.create_dljob("default", make_dljob("j"))
     writer = Writer(api, _Caches(), lambda: True)  # type: ignore[arg-type]
-    before = _status_puts(gpu_cluster)
+    before = _status_puts(fault_cluster)
     try:
         writer.status(obj, status_mutator(QUEUED, Reasoned("First", "1"), now_s=1.0))
         writer.status(obj, status_mutator(QUEUED, Reasoned("Second", "2"), now_s=2.0))
@@ -85,11 +85,11 @@ def test_a_second_write_starts_from_the_first_ones_result(gpu_cluster: GpuCluste
         writer.close()
     reads = [
         r
-        for r in gpu_cluster.server.requests
+        for r in fault_cluster.server.requests
         if r.method == "GET" and r.path.split("?")[0].endswith("/dljobs/j")
     ]
     assert reads == []
-    assert _status_puts(gpu_cluster) - before == 2
+    assert _status_puts(fault_cluster) - before == 2
     assert dljob_status(api, "j")["reason"] == "Second"
 
 

@@ -3,6 +3,7 @@ on the test API server, and an invalid spec reported, then fixed."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ from tests.operators.builders import dljob_status, make_dljob, make_node_body
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 WORKER = {"name": "worker", "image": "busybox"}
 
@@ -94,7 +96,7 @@ def _node_with_cpus(name: str, cpus: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
-def test_a_job_waits_for_cpus_and_runs_once_the_other_finishes(gpu_cluster: GpuCluster) -> None:
+def test_a_job_waits_for_cpus_and_runs_once_the_other_finishes(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     api.create_node(_node_with_cpus("node-0", "10"))  # 8 GPUs, 10 CPUs
     kubelet = Kubelet(gpu_cluster.client).start()
@@ -130,16 +132,33 @@ def _wait_reason(api: KubeApi, name: str, reason: str, timeout_s: float = 20) ->
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_an_invalid_job_says_which_field_and_is_queued_once_fixed(
-    gpu_cluster: GpuCluster,
+def test_the_real_server_refuses_min_gpus_above_gpus_naming_the_field(
+    gpu_cluster: RealCluster,
 ) -> None:
+    """The CRD's CEL rule, evaluated by kube-apiserver: such a job is never stored."""
     api = gpu_cluster.api
-    kubelet = Kubelet(gpu_cluster.client, time_scale=1000).start()  # "hog" runs on
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        api.create_dljob("default", make_dljob("bad", 4, min_gpus=8))
+    assert refused.value.status == 422
+    causes = json.loads(refused.value.body)["details"]["causes"]
+    assert [(c["field"], c["message"].endswith("must be <= spec.gpus")) for c in causes] == [
+        ("spec.minGpus", True)
+    ]
+    assert api.list_dljobs("default")[0] == []
+
+
+@pytest.mark.parametrize("fault_cluster", [1], indirect=True)
+def test_an_invalid_job_says_which_field_and_is_queued_once_fixed(
+    fault_cluster: GpuCluster,
+) -> None:
+    api = fault_cluster.api
+    kubelet = Kubelet(fault_cluster.client, time_scale=1000).start()  # "hog" runs on
     try:
-        with running_operator(gpu_cluster.client):
+        with running_operator(fault_cluster.client):
             api.create_dljob("default", make_dljob("hog", 8))
             wait_phases(api, "Running", ["hog"])
-            # the test server evaluates no CEL rule: the operator is the one to refuse it
+            # The test server evaluates no CEL rule (the real one refuses this job, above):
+            # the operator's own check, for a CRD installed without its rules, refuses it.
             api.create_dljob("default", make_dljob("bad", 4, min_gpus=8))
             wait_phases(api, "Invalid", ["bad"])
             status = dljob_status(api, "bad")
@@ -148,7 +167,7 @@ def test_an_invalid_job_says_which_field_and_is_queued_once_fixed(
             assert invalid["message"] == "spec.minGpus: must be <= spec.gpus (4)"
             assert status["reason"] == "InvalidSpec"
             assert job_pods(api, "bad") == []
-            core = kubernetes.client.CoreV1Api(gpu_cluster.client)
+            core = kubernetes.client.CoreV1Api(fault_cluster.client)
             assert any(
                 e.reason == "InvalidSpec"
                 and e.involved_object.name == "bad"

@@ -10,10 +10,10 @@ from typing import Any
 from operators.resources import QUEUED, Reasoned, status_mutator
 from operators.writer import Writer
 from tests.operators.builders import dljob_status, make_dljob
-from tests.operators.conftest import GpuCluster
+from tests.operators.real_cluster import RealCluster
 
 
-def test_two_status_writes_to_one_job_land_in_the_order_made(gpu_cluster: GpuCluster) -> None:
+def test_two_status_writes_to_one_job_land_in_the_order_made(gpu_cluster: RealCluster) -> None:
     api = gpu_cluster.api
     obj = api.create_dljob("default", make_dljob("j"))
     upserted: list[dict[str, Any]] = []

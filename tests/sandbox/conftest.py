@@ -1,5 +1,5 @@
-"""Fixtures for the sandbox's tests: the real control plane (gpuflow/sandbox/controlplane.py,
-one per test session, with credentials for NODES), a KubeApi on it with the admin's
+"""Fixtures for the sandbox's tests: on the session's real control plane
+(tests/controlplane/fixtures.py, with credentials for its NODES), a KubeApi on it with the admin's
 credentials that force-deletes the test's pods after it, ProcessKubelets with their
 node's own credentials; `make_pod`, `status`, `wait_phase` and `gone` for the tests
 that use them. Skipped only where the control plane's binaries are not built."""
@@ -14,42 +14,13 @@ from typing import Any
 
 import pytest
 
-from gpuflow.sandbox.controlplane import (
-    Binaries,
-    BinariesMissing,
-    ControlPlane,
-    ControlPlaneOptions,
-)
+from gpuflow.sandbox.controlplane import ControlPlane
 from gpuflow.sandbox.heartbeat import HeartbeatConfig
 from gpuflow.sandbox.kubelet import ProcessKubelet
 from gpuflow.sandbox.network import LOOPBACK, NodeNetwork
 from operators.kube import KubeApi, api_client
 
 Start = Callable[..., ProcessKubelet]
-NODES = ("node-0", "node-1", "node-2")
-
-
-def control_plane_built() -> bool:
-    try:
-        Binaries.find()
-    except BinariesMissing:
-        return False
-    return True
-
-
-NEEDS_CONTROL_PLANE = pytest.mark.skipif(
-    not control_plane_built(),
-    reason="the control plane is not built: make controlplane (bash controlplane/build.sh)",
-)
-
-
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    if not control_plane_built():
-        pytest.skip("the control plane is not built: make controlplane")
-    options = ControlPlaneOptions(nodes=NODES)
-    with ControlPlane(tmp_path_factory.mktemp("controlplane"), options=options) as cp:
-        yield cp
 
 
 @pytest.fixture

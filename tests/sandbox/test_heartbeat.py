@@ -14,7 +14,8 @@ import pytest
 from gpuflow.sandbox.controlplane import ControlPlane, ControlPlaneOptions
 from gpuflow.sandbox.heartbeat import LEASE_NAMESPACE, HeartbeatConfig
 from operators.kube import API_ERRORS, KubeApi, api_client, status_code
-from tests.sandbox.conftest import NEEDS_CONTROL_PLANE, Start
+from tests.controlplane.fixtures import NEEDS_CONTROL_PLANE
+from tests.sandbox.conftest import Start
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, NEEDS_CONTROL_PLANE]

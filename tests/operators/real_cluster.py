@@ -1,0 +1,131 @@
+"""Operator tests on the session's real control plane (tests/controlplane/fixtures.py):
+the DLJob and Queue CRDs installed once, GPU Nodes made for each test, each with a
+kubelet's heartbeat (gpuflow/sandbox/heartbeat.py: Ready status and a Lease renewed in
+kube-node-lease, else the node lifecycle controller takes the node for lost, the more
+so as it remembers a node of the same name from an earlier test), and everything a
+test made (DLJobs, Queues, pods, services, events, ConfigMaps, Secrets, Leases, Nodes)
+removed before and after it, so that tests sharing the one kube-apiserver see none of
+each other's objects. Used by tests/operators/conftest.py's `gpu_cluster`."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any
+
+from gpuflow.sandbox.controlplane import ControlPlane
+from gpuflow.sandbox.heartbeat import NodeHeartbeat
+from gpuflow.sandbox.network import LOOPBACK
+from operators import crd
+from operators.kube import ALREADY_EXISTS, ApiException, KubeApi, Resource, api_client
+from operators.kube_calls import drain
+from tests.operators.builders import install_crd, make_node_body
+
+NAMESPACE = "default"
+# What the control plane itself keeps in a namespace: left alone.
+SYSTEM_CONFIGMAPS = "metadata.name!=kube-root-ca.crt"
+NO_FINALIZERS = {"metadata": {"finalizers": None}}
+
+
+class RealCluster:
+    """The admin's client on the real control plane, with `nodes` DGX-1 nodes (racks of
+    four, as the test server's GpuCluster has them)."""
+
+    def __init__(self, control_plane: ControlPlane, nodes: int) -> None:
+        self.kubeconfig: Path = control_plane.kubeconfig
+        self.client = api_client(str(self.kubeconfig))
+        self.api = KubeApi(self.client)
+        ensure_crds(self.client)
+        reset(self.api)
+        self._heartbeats: list[tuple[NodeHeartbeat, threading.Thread]] = []
+        for i in range(nodes):
+            body = make_node_body(f"node-{i}", rack=f"r{i // 4}")
+            self.api.create_node(body)
+            self._beat(f"node-{i}", body["status"]["capacity"])
+
+    def _beat(self, node: str, devices: dict[str, str]) -> None:
+        """Register `node` as its kubelet would (status Ready, the GPUs its device
+        plugin publishes) and renew its Lease until close()."""
+        heartbeat = NodeHeartbeat(self.api, node, LOOPBACK, devices=devices)
+        heartbeat.register()
+        thread = threading.Thread(target=heartbeat.run, args=(heartbeat.stop_event,))
+        thread.start()
+        self._heartbeats.append((heartbeat, thread))
+
+    def close(self) -> None:
+        for heartbeat, _ in self._heartbeats:
+            heartbeat.stop()
+        for _, thread in self._heartbeats:
+            thread.join()
+        reset(self.api)
+        self.client.last_response = None
+        self.client.rest_client.pool_manager.clear()
+
+
+def ensure_crds(client: Any) -> None:
+    """The CRDs as the chart installs them, once per control plane."""
+    try:
+        install_crd(client)
+    except ApiException as exc:
+        if exc.status != ALREADY_EXISTS:
+            raise
+
+
+def reset(api: KubeApi) -> None:
+    """Remove every object an operator test makes. DLJobs and Queues lose their
+    finalizers first (no operator is left to run them); pods go at once (grace 0)."""
+    custom, core, group, version = api.custom, api.core, crd.GROUP, crd.VERSION
+    jobs, _ = api.list_objects(Resource(crd.PLURAL))
+    for ns in {j["metadata"]["namespace"] for j in jobs} | {NAMESPACE}:
+        for job in (j for j in jobs if j["metadata"]["namespace"] == ns):
+            with contextlib.suppress(ApiException):  # gone meanwhile
+                drain(
+                    custom.patch_namespaced_custom_object(
+                        group,
+                        version,
+                        ns,
+                        crd.PLURAL,
+                        job["metadata"]["name"],
+                        NO_FINALIZERS,
+                        _preload_content=False,
+                    )
+                )
+        drain(
+            custom.delete_collection_namespaced_custom_object(
+                group, version, ns, crd.PLURAL, _preload_content=False
+            )
+        )
+    queues, _ = api.list_objects(Resource(crd.QUEUE_PLURAL))
+    for queue in queues:
+        with contextlib.suppress(ApiException):
+            drain(
+                custom.patch_cluster_custom_object(
+                    group,
+                    version,
+                    crd.QUEUE_PLURAL,
+                    queue["metadata"]["name"],
+                    NO_FINALIZERS,
+                    _preload_content=False,
+                )
+            )
+    drain(
+        custom.delete_collection_cluster_custom_object(
+            group, version, crd.QUEUE_PLURAL, _preload_content=False
+        )
+    )
+    raw = {"_preload_content": False}
+    drain(core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0, **raw))
+    for svc in core.list_namespaced_service(NAMESPACE).items:
+        if svc.metadata.name != "kubernetes":
+            with contextlib.suppress(ApiException):  # collected with its DLJob meanwhile
+                drain(core.delete_namespaced_service(svc.metadata.name, NAMESPACE, **raw))
+    drain(core.delete_collection_namespaced_event(NAMESPACE, **raw))
+    drain(core.delete_collection_namespaced_secret(NAMESPACE, **raw))
+    drain(
+        core.delete_collection_namespaced_config_map(
+            NAMESPACE, field_selector=SYSTEM_CONFIGMAPS, **raw
+        )
+    )
+    drain(api.coordination.delete_collection_namespaced_lease(NAMESPACE, **raw))
+    drain(core.delete_collection_node(**raw))
