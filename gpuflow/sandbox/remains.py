@@ -202,10 +202,9 @@ def clean(state: Path) -> None:
     """Remove what the record at `state` names, then the record (its lock held)."""
     try:
         record: dict[str, Any] = json.loads(state.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # died before its first write, or mid-write
         log.warning("sandbox record unreadable path=%s error=%s", state, exc)
-        state.unlink(missing_ok=True)
-        return
+        record = {"id": state.stem, "directory": ""}  # its network is still named so
     sandbox_id = str(record["id"])
     processes = [ProcessRecord(**p) for p in record.get("processes", [])]
     killed = kill_groups(processes)
@@ -214,6 +213,7 @@ def clean(state: Path) -> None:
     if record.get("temporary") and directory.name.startswith("gpuflow-sandbox-"):
         shutil.rmtree(directory, ignore_errors=True)
     state.unlink(missing_ok=True)
+    state.with_suffix(".tmp").unlink(missing_ok=True)  # a rewrite the death cut short
     log.warning(
         "cleaned a dead sandbox id=%s pid=%s processes=%d network=%d",
         sandbox_id,

@@ -200,3 +200,22 @@ def test_a_living_sandbox_is_never_cleaned(tmp_path: Path) -> None:
         net.teardown()
         remains.close()
     assert not list(registry.iterdir())
+
+
+@pytest.mark.skipif(not can_isolate(), reason="namespaces need root and iproute2")
+def test_a_sandbox_dead_before_its_record_was_written_still_loses_its_network(
+    tmp_path: Path,
+) -> None:
+    """Only the lock file exists (the sandbox died between taking its id and writing
+    the record): the namespaces and links named after the id are still removed."""
+    from gpuflow.sandbox.network import NodeNetwork
+
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    sandbox_id = f"gfs{os.getpid() % 10000:04d}99"
+    (registry / f"{sandbox_id}.lock").touch()
+    NodeNetwork.create(["node-0"], tag=sandbox_id)
+    assert len(network_of(sandbox_id)) == 3
+    assert clean_dead(registry) == [sandbox_id]
+    assert network_of(sandbox_id) == []
+    assert not list(registry.iterdir())
