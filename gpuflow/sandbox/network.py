@@ -26,11 +26,13 @@ is 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -103,13 +105,20 @@ def _names(*args: str) -> list[str]:
 def remove_tagged(tag: str) -> list[str]:
     """Delete every namespace (`<tag>-...`) and host link (`<tag>br`, `<tag>h<i>`,
     `<tag>p<i>`) named after a sandbox's tag, however much of it a dead sandbox had
-    made: what remains.py calls. The names deleted; nothing without root and `ip`."""
+    made: what remains.py calls. A process still inside one of the namespaces (a pod's
+    that left its process group, one started as the sandbox died) is killed first: a
+    namespace deleted while a process holds it lives on, unnamed, with its veth. The
+    names deleted; nothing without root and `ip`."""
     if not can_isolate():
         return []
     own = re.compile(re.escape(tag) + r"(br|[hp]\d+)")
     links = [n for n in _names("-o", "link", "show") if own.fullmatch(n)]
     # Pods' namespaces (the longer names) before their nodes', the bridge last.
     namespaces = sorted((n for n in _names("netns", "list") if n.startswith(tag + "-")), key=len)
+    for ns in namespaces:
+        for pid in _names("netns", "pids", ns):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
     removed = []
     for args in [
         *(("link", "del", n) for n in sorted(links, key=lambda n: n.endswith("br"))),

@@ -207,15 +207,23 @@ def test_a_sandbox_dead_before_its_record_was_written_still_loses_its_network(
     tmp_path: Path,
 ) -> None:
     """Only the lock file exists (the sandbox died between taking its id and writing
-    the record): the namespaces and links named after the id are still removed."""
+    the record): the namespaces and links named after the id are still removed, and
+    a process inside one of them, which no record names, is killed first."""
     from gpuflow.sandbox.network import NodeNetwork
 
     registry = tmp_path / "registry"
     registry.mkdir()
     sandbox_id = f"gfs{os.getpid() % 10000:04d}99"
     (registry / f"{sandbox_id}.lock").touch()
-    NodeNetwork.create(["node-0"], tag=sandbox_id)
-    assert len(network_of(sandbox_id)) == 3
-    assert clean_dead(registry) == [sandbox_id]
+    net = NodeNetwork.create(["node-0"], tag=sandbox_id)
+    inside = subprocess.Popen([*net.exec_prefix("node-0"), "sleep", "300"], start_new_session=True)
+    try:
+        assert len(network_of(sandbox_id)) == 3
+        assert clean_dead(registry) == [sandbox_id]
+        assert inside.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if inside.poll() is None:
+            inside.kill()
+            inside.wait()
     assert network_of(sandbox_id) == []
     assert not list(registry.iterdir())
