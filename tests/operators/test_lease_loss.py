@@ -4,15 +4,20 @@ Each operator runs in a thread on an API client of its own, tapped: while the te
 freezes it, the client's Lease requests hang (as on an API server that stopped
 answering them, or a partition) and every other write it sends is logged with the
 time it left. The test server and the kubelet simulator are the real ones of the
-operator tests; a steady workload keeps the leader writing.
+operator tests; a steady workload keeps the leader writing. The last test runs
+`gpuflow operator run` itself, its Lease updates failed by the test server.
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +29,7 @@ from tests.operators.conftest import GpuCluster
 from tests.operators.harness import FAST_LEASE, phases, wait_phases
 from tests.operators.kubelet import Kubelet
 
+ROOT = Path(__file__).resolve().parents[2]
 # Past FAST_LEASE's lease duration (2 s): long enough for a standby to take over.
 FREEZE_S = 3.0
 READ_METHODS = ("GET", "HEAD")
@@ -163,3 +169,34 @@ def test_two_operators_hand_over_twice_and_never_act_at_once(gpu_cluster: GpuClu
         assert set(phases(api).values()) == {"Succeeded"}
     finally:
         kubelet.stop()
+
+
+def test_gpuflow_operator_run_keeps_running_after_losing_its_lease(
+    gpu_cluster: GpuCluster, tmp_path: Path
+) -> None:
+    """The command itself: its Lease updates fail for longer than the renew deadline
+    (the test server answers 503), it steps down, leads again and does not exit."""
+    log_path = tmp_path / "operator.log"
+    cmd = [
+        sys.executable, "-m", "gpuflow.operator_cmd", "operator", "run",
+        "--kubeconfig", str(gpu_cluster.server.kubeconfig), "--interval", "0.5",
+        "--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.25",
+        "--metrics-port", "0",
+    ]  # fmt: skip
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
+    try:
+        wait_until("leading", lambda: "leading" in log_path.read_text(), timeout_s=60)
+        for _ in range(12):  # 12 renewals at 0.25 s: 3 s without one
+            gpu_cluster.server.fail_next("update", "leases", 503)
+        wait_until("term 2", lambda: "term=2" in log_path.read_text(), timeout_s=15)
+        assert proc.poll() is None, log_path.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log_path.read_text()
+    assert "lost the lease" in text and "term=1" in text
+    assert text.index("lost the lease") < text.index("term=2") < text.index("released the lease")
