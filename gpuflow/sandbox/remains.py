@@ -104,12 +104,18 @@ class Remains:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         for _ in range(ID_TRIES):
             sandbox_id = f"gfs{os.getpid() % 10000:04d}{random.randrange(100):02d}"
-            lock_path = folder / f"{sandbox_id}.lock"
-            try:
-                lock_file = lock_path.open("xb")  # O_EXCL: a new id, never another's
-            except FileExistsError:
-                continue  # another sandbox's, living or not yet cleaned
+            # Locked before it has its name (a hard link, which fails on an id taken):
+            # no clean_dead ever finds it unlocked and takes this sandbox for dead.
+            new = folder / f".{sandbox_id}.{os.getpid()}.new"
+            lock_file = new.open("wb")
             fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                os.link(new, folder / f"{sandbox_id}.lock")
+            except FileExistsError:
+                lock_file.close()
+                continue  # another sandbox's, living or not yet cleaned
+            finally:
+                new.unlink(missing_ok=True)
             remains = cls(sandbox_id, folder / f"{sandbox_id}.json", directory, temporary)
             remains._lock_file = lock_file
             remains._write()
