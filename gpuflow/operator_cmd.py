@@ -3,8 +3,9 @@
 gpuflow.cli registers them with `add_parsers(subparsers)`. The operator schedules
 DLJobs with a policy (operators/operator.py); the agent publishes its node's GPUs
 (operators/agent/main.py). Both take --kubeconfig (default: in-cluster, then
-~/.kube/config). Exit codes: 0 stopped, 1 lost the lease or the API, 2 bad input,
-3 no NVML (agent).
+~/.kube/config). Exit codes: 0 stopped, 1 the API failed (the CRDs refused, the agent
+unable to publish), 2 bad input, 3 no NVML (agent). An operator that loses its Lease
+steps down and rejoins the election; it does not exit.
 
 The operator stops cleanly on SIGTERM or SIGINT: its round finishes, its writes
 are flushed and its Lease is released, so that a standby leads at its next retry.

@@ -7,8 +7,10 @@ gpuflow.cli registers them with `add_parsers(subparsers)`; gpuflow/sandbox/clust
 prints the results. Both run on the real control plane (gpuflow/sandbox/controlplane.py):
 without its binaries they stop before starting anything, with one line saying how to
 build them. Both tear down all they started (the control plane, processes, the API
-service, namespaces, veths, bridge), also on errors. Exit codes: 0 done, 1 a `run`
-that timed out or a sandbox that failed to start, 2 bad input or no binaries.
+service, namespaces, veths, bridge), also on errors; killed (kill -9), their reaper
+does (gpuflow/sandbox/reaper.py), and a later start cleans what a dead one left.
+Exit codes: 0 done, 1 a `run` that timed out or a sandbox that failed to start,
+2 bad input or no binaries.
 """
 
 from __future__ import annotations

@@ -6,8 +6,14 @@ has not changed for `lease_duration_s` as measured on the candidate's own clock
 (never comparing clocks across machines); the holder renews it every `retry_s`, and
 steps down when it could not renew for `renew_deadline_s`. Every write carries the
 Lease's resourceVersion, so two candidates never both win: the second gets 409.
-The operator runs `run()` in a thread and asks `leading()` before every write;
+The operator runs `run()` in a thread and asks `leading_term()` before every write;
 `on_change` wakes its loop when this replica starts or stops leading.
+
+A holder that could not renew in time (an API server frozen past the renew deadline,
+a partition) steps down and stays a candidate, as a standby is: it takes the Lease
+again once it is free or still its own, or waits on the new holder. Each acquisition
+opens a new term (`term`, counted from 1): the operator acts only in the term its
+state was built for, so that nothing decided before a loss is written after it.
 
 On a clean stop the holder releases the Lease (`release()`), as client-go does with
 ReleaseOnCancel: it writes the record with an empty holderIdentity and a 1 s
@@ -57,33 +63,49 @@ class LeaderElector:
         self._renewed_at: float | None = None  # our clock, last successful acquire/renew
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
-        self.lost = threading.Event()
         self.transitions = 0
+        self.term = 0  # acquisitions so far: the current or last term's number
+        self.losses = 0  # terms that ended without a release
+        # Guards (_renewed_at, term) together: leading_term() never pairs a new
+        # renewal with the old term's number.
+        self._lock = threading.Lock()
 
     def leading(self) -> bool:
-        at = self._renewed_at
-        return at is not None and self.clock() - at < self.config.renew_deadline_s
+        return self.leading_term() is not None
+
+    def leading_term(self) -> int | None:
+        """The term this replica leads in now, or None when it does not lead."""
+        with self._lock:
+            at = self._renewed_at
+            if at is not None and self.clock() - at < self.config.renew_deadline_s:
+                return self.term
+            return None
 
     def run(self, stop: threading.Event) -> None:
-        """Try to acquire, then renew, until `stop`; sets `lost` on losing the lease."""
+        """Try to acquire, then renew, until `stop`; after losing the lease, step down
+        (on_change(False)) and go on as a candidate."""
         lease = f"{self.config.namespace}/{self.config.name}"
+        announced: int | None = None  # the term on_change(True) was called for
         while not stop.is_set():
-            was = self.leading()
             try:
                 self.try_acquire_or_renew()
             except API_ERRORS:
                 pass  # KubeApi logged it; retry after retry_s
             except Exception as exc:  # the elector must outlive any error
                 emit(log, logging.WARNING, "lease error", lease=lease, error=one_line(exc))
-            leads = self.leading()
-            if was and not leads:
-                emit(log, logging.ERROR, "lost the lease", lease=lease, identity=self.identity)
-                self.lost.set()
+            term = self.leading_term()
+            # Compared by term, not by leading before and after the request: a term
+            # that lapsed while this thread waited (or hung) and was won back is a loss.
+            if announced is not None and term != announced:
+                self.losses += 1
+                fields = {"lease": lease, "identity": self.identity, "term": announced}
+                emit(log, logging.WARNING, "lost the lease", **fields)
+                announced = None
                 self.on_change(False)
-                return
-            if leads and not was:
-                fields = {"lease": lease, "identity": self.identity}
+            if term is not None and announced is None:
+                fields = {"lease": lease, "identity": self.identity, "term": term}
                 emit(log, logging.INFO, "leading", **fields, transitions=self.transitions)
+                announced = term
                 self.on_change(True)
             stop.wait(self.config.retry_s)
 
@@ -94,7 +116,8 @@ class LeaderElector:
         cfg = self.config
         if not self.leading():
             return False
-        self._renewed_at = None  # no write from here on
+        with self._lock:
+            self._renewed_at = None  # no write from here on
         self.on_change(False)
         lease = self.api.get_lease(cfg.namespace, cfg.name)
         spec = (lease or {}).get("spec") or {}
@@ -124,10 +147,13 @@ class LeaderElector:
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         record = (holder, str(spec.get("renewTime") or ""))
+        # A record is dated when its answer arrived, not when it was asked for: after
+        # a request that hung, the holder's renewals must be waited out in full.
+        seen = self.clock()
         if record != self._observed:
-            self._observed, self._observed_at = record, now
+            self._observed, self._observed_at = record, seen
         duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration_s)
-        if holder and holder != self.identity and now - self._observed_at < duration:
+        if holder and holder != self.identity and seen - self._observed_at < duration:
             return False  # held by another, still fresh
         return self._write(lease, now)
 
@@ -164,5 +190,9 @@ class LeaderElector:
             if status_code(exc) == 409:
                 return False  # another candidate wrote first
             raise
-        self._renewed_at = now
+        with self._lock:
+            at = self._renewed_at
+            if at is None or now - at >= cfg.renew_deadline_s:
+                self.term += 1  # not leading until now: a new term
+            self._renewed_at = now
         return True

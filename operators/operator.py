@@ -9,6 +9,14 @@ plan: the same controller that drives the simulator. Rounds run at most every
 `min_gap_s` (changes are batched) and at least every `interval_s`, or sooner when
 the backend has a deadline (`next_wake_s`: the plan's `wake_s`, a back-off ending).
 
+A replica that loses the Lease (it could not renew within the renew deadline: an API
+server frozen, a partition) steps down and stays in the election: it writes nothing
+from then on (every write asks `_acting()`: leading, in the term its state was built
+for), and when it leads again it starts the new term from a fresh state, the
+controller, backend and writer a restarted operator would have, rebuilt from the
+informers' caches (which stay up through it all). Whatever the old term had decided
+and not written is dropped; the new term's first round sees the cluster as it is.
+
 `stop()` (SIGTERM) only asks; `run()` then finishes its round, waits for the writes,
 releases the Lease (a standby leads at its next retry) and returns. Metrics
 (operators/metrics.py) are served on `metrics_port`.
@@ -46,7 +54,6 @@ from policies.registry import UnknownPolicyError, make_policy
 
 log = logging.getLogger(__name__)
 
-EXIT_LOST_LEASE = 1
 # What to do when the DLJob list answers 404 (logged by the DLJob informer).
 CRD_MISSING = (
     "the DLJob CRD is not installed: run kubectl apply -f helm/gpuflow/crds/dljob.yaml"
@@ -108,37 +115,63 @@ class Operator:
         self.elector = LeaderElector(
             api, config.identity, config.lease, on_change=self._leading_changed
         )
-        # Paced: the policy decides at a replay's moments (controller.pace), not at
-        # every informer event; rounds in between carry out what it decided.
-        options = config.options_for(config.policy)
-        policy = make_policy(config.policy, **options)
-        self.controller = Controller(policy, paced=True)
+        # The term this replica's state (controller, backend, writer) belongs to; None:
+        # not led yet. Writes happen only while leading in this term.
+        self._term: int | None = None
         # The policy in effect and its options: a ConfigMap read that changes neither
         # keeps the policy (and its state).
+        options = config.options_for(config.policy)
         self._policy_in_effect: tuple[str, dict[str, Any]] = (config.policy, options)
         # An admin's choice (PUT /policies/active) in ConfigMap gpuflow-policy of the
         # operator's namespace (its Lease's) overrides --policy: operators/policy_config.
         self.policy_watch = PolicyWatch(api, config.lease.namespace, every_s=POLICY_READ_S)
-        self.backend = KubeBackend(
-            api,
-            self.caches,
-            placement=config.placement,
-            policy_name=lambda: self.controller.policy.name,
-            leading=self.elector.leading,
-            writer=Writer(
-                api, self.caches, self.elector.leading, self.metrics, api_url=config.api_url
-            ),
-        )
-        self.controller.on_round = self._record_round
         # The quota tree (Queue resources), read each round; each Queue's status written.
         self.queue_reader = QueueReader(api)
-        self.queue_writer = QueueStatusWriter(api)
-        self.reclaims: Counter[str] = Counter()
-        self.network = make_network_publisher(config.network, self.backend.writer)
+        self._fresh_state()
         self.rounds = 0
         self.metrics_server: WSGIServer | None = None
         self._threads: list[threading.Thread] = []
         self._lease_thread: threading.Thread | None = None
+
+    def _fresh_state(self) -> None:
+        """The controller, backend, writers and network publisher of a new term, as a
+        restarted operator has them: nothing of a previous term's plans, pending
+        writes, back-offs, reclaim counts or policy memory."""
+        name, options = self._policy_in_effect
+        # Paced: the policy decides at a replay's moments (controller.pace), not at
+        # every informer event; rounds in between carry out what it decided.
+        self.controller = Controller(make_policy(name, **options), paced=True)
+        self.controller.on_round = self._record_round
+        writer = Writer(
+            self.api, self.caches, self._acting, self.metrics, api_url=self.config.api_url
+        )
+        self.backend = KubeBackend(
+            self.api,
+            self.caches,
+            placement=self.config.placement,
+            policy_name=lambda: self.controller.policy.name,
+            leading=self._acting,
+            writer=writer,
+        )
+        self.queue_writer = QueueStatusWriter(self.api)
+        self.reclaims: Counter[str] = Counter()
+        self.network = make_network_publisher(self.config.network, self.backend.writer)
+
+    def _acting(self) -> bool:
+        """Whether this replica may write now: it leads, in the term of its state."""
+        term = self.elector.leading_term()
+        return term is not None and term == self._term
+
+    def begin_term(self, term: int) -> None:
+        """Take up a term just won: after an earlier one (the Lease was lost and won
+        back), drop that term's state and start afresh. The loop calls it before the
+        term's first round; a caller that drives rounds itself (a test) once leading."""
+        if self._term is not None:
+            old = self.backend.writer
+            self._fresh_state()
+            old.close()  # its writes in flight are refused: not _acting() any more
+            emit(log, logging.INFO, "rejoined", identity=self.config.identity, term=term)
+        self._term = term
 
     def _leading_changed(self, leading: bool) -> None:
         self.metrics.set_leader(leading)
@@ -158,8 +191,8 @@ class Operator:
                 self._lease_thread = t
 
     def run(self) -> int:
-        """Run until stopped (0) or the lease is lost (EXIT_LOST_LEASE); either way
-        the writes are flushed and a Lease still held is released before returning."""
+        """Run until stopped, through lost and won-back leases; the writes are flushed
+        and a Lease still held is released before returning 0."""
         self._serve_metrics()
         self.start_threads()
         fields = {"identity": self.config.identity, "policy": self.config.policy}
@@ -188,14 +221,15 @@ class Operator:
             self.wake.wait(self._wait_s())
             if self.stop_event.is_set():
                 break
-            if self.elector.lost.is_set():
-                return EXIT_LOST_LEASE
             gap = self.config.min_gap_s - (time.monotonic() - last)
             if gap > 0:
                 self.stop_event.wait(gap)
             self.wake.clear()
-            if not (self.elector.leading() and self.caches.synced()):
+            term = self.elector.leading_term()
+            if term is None or not self.caches.synced():
                 continue
+            if term != self._term:
+                self.begin_term(term)
             last = time.monotonic()
             try:
                 self.round()
@@ -214,7 +248,7 @@ class Operator:
         """How long the loop may sleep: `interval_s`, or less when the backend has a
         deadline (when leading: a standby's last plan is stale)."""
         wait_s = self.config.interval_s
-        wake_s = self.backend.next_wake_s() if self.elector.leading() else None
+        wake_s = self.backend.next_wake_s() if self._acting() else None
         if wake_s is not None:
             wait_s = min(wait_s, max(0.0, wake_s - self.backend.clock()))
         return wait_s
@@ -255,7 +289,7 @@ class Operator:
     def _write_queues(self, tree: QueueTree | None, plan: Plan) -> None:
         snapshot = self.backend.last_snapshot
         reader = self.queue_reader
-        if snapshot is None or not reader.objects:
+        if snapshot is None or not reader.objects or not self._acting():
             return
         if tree is not None:
             for view in reclaimed(snapshot, plan):

@@ -16,6 +16,12 @@ bridge's address, its own SQLite database) and writes the jobs' reports into the
 DLJobs' `status.train`. The jobs run on it (`sandbox run`, the end-to-end tests)
 are gpuflow/sandbox/jobs.py's: `run_jobs` applies DLJobs and waits for them;
 `job_results` is the JSON that `sandbox run --json` prints.
+
+Before anything starts, `up` cleans what dead sandboxes left (remains.py
+`clean_dead`) and records this one: its id names its network, and every process it
+starts (control plane, service, pods) is added to the record, which a reaper
+process (reaper.py) cleans if this process dies without tearing down, kill -9
+included. A clean `down` removes the record, then lets the reaper go.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from controller.spec.types import GENERIC_GPU, GENERIC_NIC_GBPS, SHORTHAND
 from gpuflow.sandbox.controlplane import ControlPlane, ControlPlaneOptions
 from gpuflow.sandbox.kubelet import ProcessKubelet
 from gpuflow.sandbox.network import NodeNetwork
+from gpuflow.sandbox.reaper import Reaper
+from gpuflow.sandbox.remains import Remains, clean_dead
 from gpuflow.sandbox.service import ApiService
 from operators import crd
 from operators.agent.main import AgentOptions, run_agent
@@ -117,6 +125,8 @@ class Sandbox:
         self.kubelets: list[ProcessKubelet] = []
         self.service: ApiService | None = None
         self.operator: Operator | None = None
+        self.remains: Remains | None = None
+        self.reaper: Reaper | None = None
         self._threads: list[threading.Thread] = []
 
     def __enter__(self) -> Sandbox:
@@ -166,21 +176,28 @@ class Sandbox:
 
     def up(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        for dead in clean_dead():
+            log.warning("removed what a dead sandbox left id=%s", dead)
+        self.remains = remains = Remains.open(self.directory, temporary=self._tmp is not None)
+        self.reaper = Reaper.start(remains, self.directory / "reaper.log")
         options = ControlPlaneOptions(nodes=tuple(self.node_names), port=self.config.port)
-        self.control_plane = ControlPlane(self.directory / "controlplane", options=options)
+        self.control_plane = ControlPlane(
+            self.directory / "controlplane", options=options, on_start=remains.add
+        )
         self.control_plane.start()
         shutil.copyfile(self.control_plane.kubeconfig, self.kubeconfig)
         self.kubeconfig.chmod(0o600)
         self.api = self.client()
         for path in sorted(crd.CRD_PATH.parent.glob("*.yaml")):  # as `helm install` does
             self.api.apply_crd(crd.load_crd_manifest(path))
-        self.network = NodeNetwork.create(self.node_names)
+        self.network = NodeNetwork.create(self.node_names, tag=remains.id)
         # Started early so that its imports overlap the nodes' start; waited for below.
         self.service = ApiService.start(
             self.network.host_address,
             self.directory,
             self.kubeconfig,
             self.config.train_summary_interval_s,
+            on_start=remains.add,
         )
         for name in self.node_names:  # each registers its Node
             node_api = KubeApi(api_client(str(self.control_plane.node_kubeconfig(name))))
@@ -192,6 +209,7 @@ class Sandbox:
                 self.config.workdir,
                 dns_api=self.client(),  # the cluster DNS's part: the admin's
                 devices=_device_plugin_gpus(self.config.gpus_per_node),
+                on_start=remains.add,
             )
             self.kubelets.append(kubelet.start())
         topology = self._write_topology()
@@ -302,6 +320,13 @@ class Sandbox:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+        # Torn down: the record goes, then the reaper (which finds none) exits.
+        if self.remains is not None:
+            self.remains.close()
+            self.remains = None
+        if self.reaper is not None:
+            self.reaper.stop()
+            self.reaper = None
 
 
 def _device_plugin_gpus(gpus: int) -> dict[str, str]:

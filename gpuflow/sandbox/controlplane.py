@@ -36,7 +36,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gpuflow.sandbox.processes import log_tail, start_process, stop_process
+from gpuflow.sandbox.processes import ProcessHook, log_tail, start_process, stop_process
 from gpuflow.sandbox.service import free_port
 
 BIN_ENV = "GPUFLOW_CONTROLPLANE_BIN"  # overrides where the binaries are looked for
@@ -127,9 +127,11 @@ class _Process:
     log_path: Path
 
     @classmethod
-    def start(cls, name: str, cmd: Sequence[str], directory: Path) -> _Process:
+    def start(
+        cls, name: str, cmd: Sequence[str], directory: Path, on_start: ProcessHook | None
+    ) -> _Process:
         log_path = directory / f"{name}.log"
-        return cls(name, start_process(cmd, log_path), log_path)
+        return cls(name, start_process(cmd, log_path, on_start=on_start), log_path)
 
     def check_running(self) -> None:
         if self.process.poll() is not None:
@@ -233,10 +235,12 @@ class ControlPlane:
         directory: Path,
         binaries: Binaries | None = None,
         options: ControlPlaneOptions | None = None,
+        on_start: ProcessHook | None = None,
     ) -> None:
         self.directory = directory
         self.binaries = binaries or Binaries.find()
         self.options = options or ControlPlaneOptions()
+        self.on_start = on_start  # told each process started (the sandbox records them)
         self.etcd_url = ""  # http://127.0.0.1:<port>, once started
         self.url = ""  # https://127.0.0.1:<port>: the API server, once started
         self._processes: list[_Process] = []
@@ -400,7 +404,7 @@ class ControlPlane:
         )
 
     def _run(self, name: str, cmd: Sequence[str]) -> _Process:
-        process = _Process.start(name, cmd, self.directory)
+        process = _Process.start(name, cmd, self.directory, self.on_start)
         self._processes.append(process)
         return process
 

@@ -51,6 +51,7 @@ from gpuflow.sandbox.admission import refusal
 from gpuflow.sandbox.heartbeat import HeartbeatConfig, NodeHeartbeat
 from gpuflow.sandbox.network import NetworkError, NodeNetwork
 from gpuflow.sandbox.podenv import EnvError, command_line, process_env
+from gpuflow.sandbox.processes import ProcessHook
 from gpuflow.sandbox.volumes import PodVolumes
 from operators.informer import Informer
 from operators.kube import API_ERRORS, CONFLICT, NOT_FOUND, KubeApi, Obj, Resource
@@ -105,8 +106,10 @@ class ProcessKubelet:
         heartbeat: HeartbeatConfig | None = None,
         dns_api: KubeApi | None = None,
         devices: Mapping[str, str] | None = None,
+        on_start: ProcessHook | None = None,
     ) -> None:
         self.api = api
+        self.on_start = on_start  # told each pod's process (the sandbox records them)
         # What resolves a peer pod's DNS name (a cluster DNS's part, which may read any
         # pod): a node's own credentials may read only the pods bound to it.
         self.dns_api = dns_api or api
@@ -303,6 +306,8 @@ class ProcessKubelet:
             status = self._status(pod, container, {"terminated": terminated}, phase="Failed")
             self._write_status(ns, name, status)
             return
+        if self.on_start is not None:
+            self.on_start(proc.pid, f"pod {ns}/{name}")
         seen = (str(meta.get("labels")), str(meta.get("annotations")))
         run = _Run(ns, name, container["name"], proc, log_file, volumes, started, seen)
         self._runs[uid] = run

@@ -26,11 +26,13 @@ is 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -91,6 +93,45 @@ def pod_blocks(nodes: int) -> tuple[int, int]:
     return first, size
 
 
+def _names(*args: str) -> list[str]:
+    """The first word of each line `ip ARGS` prints (netns list), or of each link name
+    in `ip -o link` form ("3: name@peer: ..."), as names."""
+    out = subprocess.run(["ip", *args], capture_output=True, text=True, check=False).stdout
+    if args[:2] == ("-o", "link"):
+        return [line.split(": ", 2)[1].split("@", 1)[0] for line in out.splitlines()]
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def remove_tagged(tag: str) -> list[str]:
+    """Delete every namespace (`<tag>-...`) and host link (`<tag>br`, `<tag>h<i>`,
+    `<tag>p<i>`) named after a sandbox's tag, however much of it a dead sandbox had
+    made: what remains.py calls. A process still inside one of the namespaces (a pod's
+    that left its process group, one started as the sandbox died) is killed first: a
+    namespace deleted while a process holds it lives on, unnamed, with its veth. The
+    names deleted; nothing without root and `ip`."""
+    if not can_isolate():
+        return []
+    own = re.compile(re.escape(tag) + r"(br|[hp]\d+)")
+    links = [n for n in _names("-o", "link", "show") if own.fullmatch(n)]
+    # Pods' namespaces (the longer names) before their nodes', the bridge last.
+    namespaces = sorted((n for n in _names("netns", "list") if n.startswith(tag + "-")), key=len)
+    for ns in namespaces:
+        for pid in _names("netns", "pids", ns):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+    removed = []
+    for args in [
+        *(("link", "del", n) for n in sorted(links, key=lambda n: n.endswith("br"))),
+        *(("netns", "del", n) for n in reversed(namespaces)),
+    ]:
+        try:
+            _ip(*args)
+            removed.append(args[-1])
+        except NetworkError as exc:  # a veth's peer goes with it; logged, not fatal
+            log.info("leftover not removed step=%s error=%s", " ".join(args), exc)
+    return removed
+
+
 @dataclass
 class PodSlot:
     """A pod's address on its node, and its namespace once `attach_pod` made it."""
@@ -120,7 +161,7 @@ class NodeNetwork:
     def create(cls, nodes: Sequence[str], tag: str | None = None) -> NodeNetwork:
         """Namespaces for `nodes` as root, else loopback for all; what was made before
         a failure is torn down and NetworkError raised."""
-        tag = tag or f"gfs{os.getpid() % 10000}{random.randrange(100):02d}"
+        tag = tag or f"gfs{os.getpid() % 10000:04d}{random.randrange(100):02d}"
         if not can_isolate():
             return cls(tag, False, addresses={n: LOOPBACK for n in nodes})
         first, size = pod_blocks(len(nodes))

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuflow.sandbox.processes import log_tail, start_process, stop_process
+from gpuflow.sandbox.processes import ProcessHook, log_tail, start_process, stop_process
 
 API_PREFIX = "/api/v1"  # api.app's router prefix: the REST root the pods are given
 HEALTH_PATH = "/healthz"  # api.app: answers once uvicorn serves (after the backend started)
@@ -90,7 +90,12 @@ class ApiService:
 
     @classmethod
     def start(
-        cls, host: str, directory: Path, kubeconfig: Path, summary_interval_s: float
+        cls,
+        host: str,
+        directory: Path,
+        kubeconfig: Path,
+        summary_interval_s: float,
+        on_start: ProcessHook | None = None,
     ) -> ApiService:
         """Run `gpuflow serve` on `host` and a free port, its log in `<directory>/api.log`."""
         data_dir = directory / "api"
@@ -100,7 +105,7 @@ class ApiService:
         cmd = [sys.executable, "-m", "gpuflow.cli", "serve", "--host", host, "--port", str(port)]
         env = service_env(os.environ, data_dir, kubeconfig, summary_interval_s)
         # Stopped by the sandbox in its turn, after the operator.
-        process = start_process(cmd, log_path, env)
+        process = start_process(cmd, log_path, env, on_start)
         return cls(host, port, data_dir, log_path, process)
 
     def wait_healthy(self, timeout_s: float) -> None:

@@ -74,6 +74,7 @@ def live(gpu_cluster: RealCluster) -> Iterator[tuple[Operator, Scripted]]:
     while not (op.elector.leading() and op.caches.synced() and len(op.backend.records()) == 3):
         assert time.monotonic() < deadline, "the operator never led with its caches synced"
         time.sleep(0.05)
+    op.begin_term(op.elector.term)  # rounds driven here: this term's writes are allowed
     policy = Scripted()
     op.controller = Controller(policy)
     try:

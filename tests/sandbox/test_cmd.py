@@ -109,7 +109,7 @@ def test_two_node_job_meets_at_master_addr(tmp_path: Path) -> None:
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     assert json.loads(stdout)["jobs"][0]["status"] == "Succeeded"
-    tag = f"gfs{proc.pid % 10000}"  # network.py's names start with it
+    tag = f"gfs{proc.pid % 10000:04d}"  # network.py's names start with it
     assert f"netns={tag}" in stderr  # the nodes had namespaces
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
