@@ -3,9 +3,10 @@
 Each operator runs in a thread on an API client of its own, tapped: while the test
 freezes it, the client's Lease requests hang (as on an API server that stopped
 answering them, or a partition) and every other write it sends is logged with the
-time it left. The test server and the kubelet simulator are the real ones of the
+time it left. They run on the real control plane and the kubelet double of the
 operator tests; a steady workload keeps the leader writing. The last test runs
-`gpuflow operator run` itself, its Lease updates failed by the test server.
+`gpuflow operator run` itself, its Lease updates failed by the test server
+(fault_cluster: a 503 on cue).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from typing import Any
 
 import pytest
 
-from operators.kube import KubeApi
+from operators.kube import KubeApi, api_client
 from operators.operator import Operator, OperatorConfig
 from tests.operators.builders import make_dljob
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import FAST_LEASE, phases, wait_phases
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 # Past FAST_LEASE's lease duration (2 s): long enough for a standby to take over.
@@ -61,8 +63,8 @@ class TappedClient:
     """An API client whose Lease requests wait while `frozen` is set and whose other
     writes go to `writes` under `name`."""
 
-    def __init__(self, gpu_cluster: GpuCluster, name: str, writes: Writes) -> None:
-        self.client = gpu_cluster.server.api_client()
+    def __init__(self, gpu_cluster: RealCluster, name: str, writes: Writes) -> None:
+        self.client = api_client(str(gpu_cluster.kubeconfig))
         self.frozen = threading.Event()
         inner = self.client.rest_client.request
 
@@ -78,7 +80,7 @@ class TappedClient:
 
 
 @contextmanager
-def running(gpu_cluster: GpuCluster, name: str, writes: Writes) -> Iterator[tuple[Operator, Any]]:
+def running(gpu_cluster: RealCluster, name: str, writes: Writes) -> Iterator[tuple[Operator, Any]]:
     """An operator named `name` in a thread on a tapped client; yields it and the tap."""
     tap = TappedClient(gpu_cluster, name, writes)
     config = OperatorConfig(identity=name, lease=FAST_LEASE, interval_s=0.5, watch_timeout_s=5)
@@ -113,7 +115,7 @@ def submit(api: KubeApi, first: int, count: int) -> list[str]:
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 def test_a_leader_that_lost_its_lease_stops_writing_then_leads_again(
-    gpu_cluster: GpuCluster,
+    gpu_cluster: RealCluster,
 ) -> None:
     api, writes = gpu_cluster.api, Writes()
     kubelet = Kubelet(gpu_cluster.client).start()
@@ -143,7 +145,7 @@ def test_a_leader_that_lost_its_lease_stops_writing_then_leads_again(
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_two_operators_hand_over_twice_and_never_act_at_once(gpu_cluster: GpuCluster) -> None:
+def test_two_operators_hand_over_twice_and_never_act_at_once(gpu_cluster: RealCluster) -> None:
     api, writes = gpu_cluster.api, Writes()
     kubelet = Kubelet(gpu_cluster.client).start()
     try:
@@ -172,14 +174,14 @@ def test_two_operators_hand_over_twice_and_never_act_at_once(gpu_cluster: GpuClu
 
 
 def test_gpuflow_operator_run_keeps_running_after_losing_its_lease(
-    gpu_cluster: GpuCluster, tmp_path: Path
+    fault_cluster: GpuCluster, tmp_path: Path
 ) -> None:
     """The command itself: its Lease updates fail for longer than the renew deadline
     (the test server answers 503), it steps down, leads again and does not exit."""
     log_path = tmp_path / "operator.log"
     cmd = [
         sys.executable, "-m", "gpuflow.operator_cmd", "operator", "run",
-        "--kubeconfig", str(gpu_cluster.server.kubeconfig), "--interval", "0.5",
+        "--kubeconfig", str(fault_cluster.server.kubeconfig), "--interval", "0.5",
         "--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.25",
         "--metrics-port", "0",
     ]  # fmt: skip
@@ -188,7 +190,7 @@ def test_gpuflow_operator_run_keeps_running_after_losing_its_lease(
     try:
         wait_until("leading", lambda: "leading" in log_path.read_text(), timeout_s=60)
         for _ in range(12):  # 12 renewals at 0.25 s: 3 s without one
-            gpu_cluster.server.fail_next("update", "leases", 503)
+            fault_cluster.server.fail_next("update", "leases", 503)
         wait_until("term 2", lambda: "term=2" in log_path.read_text(), timeout_s=15)
         assert proc.poll() is None, log_path.read_text()
         proc.send_signal(signal.SIGTERM)

@@ -24,7 +24,7 @@ import pytest
 from gpuflow.sandbox.network import can_isolate
 from gpuflow.sandbox.remains import REGISTRY_ENV, clean_dead, running, start_time
 from operators.kube import KubeApi, api_client
-from tests.sandbox.conftest import NEEDS_CONTROL_PLANE
+from tests.controlplane.fixtures import NEEDS_CONTROL_PLANE
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
