@@ -176,9 +176,13 @@ def test_batch_size_and_accumulation() -> None:
 
 
 def test_faster_gpus_compute_faster() -> None:
+    # GPU types of a spec's own (nothing measured on them): the scalar speeds alone.
+    unit = GpuType("unit", mem_mib=40_000, nvlink_gbps=200.0, pcie_gbps=126.0, speed=1.0)
     fast = GpuType("fast", mem_mib=40_000, nvlink_gbps=200.0, pcie_gbps=126.0, speed=2.0)
+    base = iteration_time_s(
+        RESNET, Cluster("c", (make_node("a", gpu_type=unit),), (Rack("r", 100.0),)), on_node(0, 0)
+    )
     cluster = Cluster("c", (make_node("a", gpu_type=fast),), (Rack("r", 100.0),))
-    base = iteration_time_s(RESNET, make_cluster(1), on_node(0, 0))
     assert iteration_time_s(RESNET, cluster, on_node(0, 0)) == pytest.approx(base / 2)
 
 
