@@ -418,10 +418,10 @@ def _compute_params(
     low = max(1, high // 2)
     t_high = signature_time_s(profile, sig, batch_size=high)
     if low == high:
-        return 0.0, t_high / high, signature_speed(profile, sig, high)
+        return 0.0, t_high / high, signature_speed(profile, sig)
     t_low = signature_time_s(profile, sig, batch_size=low)
     beta = (t_high - t_low) / (high - low)
-    return t_low - beta * low, beta, signature_speed(profile, sig, high)
+    return t_low - beta * low, beta, signature_speed(profile, sig)
 
 
 def _cached_sync(
@@ -476,7 +476,7 @@ def _sync(
     local = profile.max_local_batch  # one accumulation step
     # The model's own speed on the slowest GPU (measured where a rate is), so that the
     # compute part is what signature_time_s takes for it.
-    speed = signature_speed(profile, sig, local)
+    speed = signature_speed(profile, sig)
     if k == 1:
         return 0.0, speed
     step_s = signature_time_s(profile, sig, batch_size=local * k)

@@ -12,11 +12,14 @@ accumulation steps a = ceil(m / max_local_batch):
 
 The speed is per model (`gpu_speed`): where controller.model.throughputs holds a
 measured rate r (steps/s) of the model on the GPU type at the job's precision, at the
-measured batch b nearest m, v = T_V100(b)·r, so that the step at b takes 1/r and other
-batches scale as the profile's shape says; a rate measured at another precision is
-scaled by the precisions' datasheet ratio (controller.model.precision); with nothing
+measured batch b nearest the profile's local batch, v = T_V100(b)·r, so that the step
+at b takes 1/r and other batches scale as the profile's shape says; a rate measured
+only at other precisions is taken from the one nearest in datasheet speed and scaled
+by the precisions' datasheet ratio (controller.model.precision); with nothing
 measured, v is the GPU's scalar speed times that ratio from TF32 (1 for a job in TF32,
-the default). A job on several GPU types runs at its slowest GPU's speed.
+the default), times the model's measured speed on the unit V100 where that was
+measured (the profile's V100 figures corrected by the measurement; 1 otherwise). A job
+on several GPU types runs at its slowest GPU's speed for its model.
 
 Communication, a hierarchical ring all-reduce (reduce-scatter inside each node, ring
 across nodes, all-gather inside each node), with c_i GPUs on node i, N nodes:
@@ -59,11 +62,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from functools import cache
 from typing import NamedTuple
 
 from controller.model.allocation import Allocation
 from controller.model.catalog import measured_profile
 from controller.model.cluster import Cluster, GpuType, Node
+from controller.model.gpus import GPU_CATALOG
 from controller.model.precision import DEFAULT_PRECISION, Precision, precision_ratio
 from controller.model.profile import (
     PROFILED_GPU_SPEED,
@@ -194,7 +199,7 @@ def signature_time_s(
             testbed = tuple((c, PROFILED_INTRA_GBPS) for c, _ in signature.nodes)
             reference = allreduce_s(profile.grad_mib, testbed, PROFILED_NIC_GBPS)
             comm *= fit.sync_s(len(signature.nodes), num_gpus) / reference
-    speed = signature_speed(profile, signature, local_batch, v100_s, precision)
+    speed = signature_speed(profile, signature, precision)
     compute = v100_s(local_batch) / speed
     compute *= slowdown(signature.sharing, profile.gpu_util, gpu_load, signature.min_fraction)
     if comm <= 0.0:
@@ -220,42 +225,57 @@ def v100_compute_s(profile: ModelProfile) -> Callable[[float], float]:
 def signature_speed(
     profile: ModelProfile,
     signature: PlacementSignature,
-    local_batch: float,
-    reference: Callable[[float], float] | None = None,
     precision: Precision = DEFAULT_PRECISION,
 ) -> float:
-    """The model's speed on the placement's slowest GPU type for it (`gpu_speed`;
-    `reference` is `v100_compute_s(profile)`, given where the caller has it); the
-    signature's scalar speed where it names no GPU types."""
+    """The model's speed on the placement's slowest GPU type for it (`gpu_speed`);
+    the signature's scalar speed where it names no GPU types."""
     if not signature.gpu_types:
         return signature.speed
-    v100_s = reference if reference is not None else v100_compute_s(profile)
-    return min(
-        gpu_speed(profile, gpu, local_batch, v100_s, precision) for gpu in signature.gpu_types
-    )
+    return min(gpu_speed(profile, gpu, precision) for gpu in signature.gpu_types)
 
 
+@cache
 def gpu_speed(
-    profile: ModelProfile,
-    gpu: GpuType,
-    local_batch: float,
-    reference: Callable[[float], float],
-    precision: Precision = DEFAULT_PRECISION,
+    profile: ModelProfile, gpu: GpuType, precision: Precision = DEFAULT_PRECISION
 ) -> float:
-    """A model's speed on `gpu` relative to a V100 in fp32 (the module docstring):
-    measured (controller.model.throughputs) where a rate is, the scalar speed times
-    the datasheet's precision ratio where none is. `reference(m)` is the profile's
-    compute time at local batch m on a V100."""
+    """A model's speed on `gpu` relative to the profile's V100 figures (the module
+    docstring): measured (controller.model.throughputs) where a rate is, else the
+    scalar speed times the datasheet's precision ratio, times the model's measured
+    speed on the unit GPU (the V100 the speeds are relative to) where that was
+    measured, so that GPUs measured and not keep the scalar speeds' order for the
+    model. One figure per (profile, GPU type, precision), hence cached."""
+    measured = _measured_speed(profile, gpu.name, precision)
+    if measured is not None:
+        return measured
+    unit = _measured_speed(profile, GPU_CATALOG.unit.name, DEFAULT_PRECISION)
+    calibration = unit / GPU_CATALOG.unit.speed if unit is not None else 1.0
+    return gpu.speed * precision_ratio(gpu.name, precision) * calibration
+
+
+def _measured_speed(profile: ModelProfile, gpu: str, precision: Precision) -> float | None:
+    """The model's measured speed on `gpu` in `precision`, from a rate in it or, failing
+    that, in the other precision nearest it in datasheet speed times the datasheet
+    ratio (ties: the first in `Precision`'s order); of the rates measured at several
+    batches, the one nearest the profile's local batch, so that a model's speed on a
+    GPU is one figure and its step time keeps the profile's shape in the batch
+    (Pollux's goodput model fits it with a line)."""
     table = shipped_throughputs()
-    hit = table.rate(profile.name, gpu.name, precision, 1, local_batch)
+    hit = table.rate(profile.name, gpu, precision, 1, profile.local_batch)
     scale = 1.0
     if hit is None:
-        hit = table.rate(profile.name, gpu.name, None, 1, local_batch)
-        if hit is None:
-            return gpu.speed * precision_ratio(gpu.name, precision)
-        scale = precision_ratio(gpu.name, precision) / precision_ratio(gpu.name, hit.precision)
+        others = (table.rate(profile.name, gpu, p, 1, profile.local_batch) for p in Precision)
+        scales = [
+            (precision_ratio(gpu, precision) / precision_ratio(gpu, h.precision), h)
+            for h in others
+            if h is not None
+        ]
+        if not scales:
+            return None
+        scale, hit = min(
+            scales, key=lambda s: (abs(math.log(s[0])), list(Precision).index(s[1].precision))
+        )
     batch = hit.batch if hit.batch is not None else profile.local_batch
-    return reference(batch) * hit.iters_per_s * scale
+    return v100_compute_s(profile)(batch) * hit.iters_per_s * scale
 
 
 def allreduce_s(grad_mib: float, nodes: tuple[tuple[int, float], ...], inter_gbps: float) -> float:
