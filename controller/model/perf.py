@@ -18,7 +18,8 @@ only at other precisions is taken from the one nearest in datasheet speed and sc
 by the precisions' datasheet ratio (controller.model.precision); with nothing
 measured, v is the GPU's scalar speed times that ratio from TF32 (1 for a job in TF32,
 the default), times the model's measured speed on the unit V100 where that was
-measured (the profile's V100 figures corrected by the measurement; 1 otherwise). A job
+measured (the profile's V100 figures corrected by the measurement; 1 otherwise, and
+for the Pollux-measured profiles below, whose figures are measurements already). A job
 on several GPU types runs at its slowest GPU's speed for its model.
 
 Communication, a hierarchical ring all-reduce (reduce-scatter inside each node, ring
@@ -100,8 +101,8 @@ class PlacementSignature(NamedTuple):
     slowest NIC; `uplink_gbps` the smallest per-node rack-uplink share when the job
     spans racks (inf otherwise); `speed` the slowest GPU's scalar speed; `min_fraction`
     the smallest GPU share held; `sharing` how its GPUs are shared (time-slicing if
-    any of its nodes time-slices); `gpu_types` the GPU types held, by name, from which
-    a model's speed follows (`gpu_speed`; empty: `speed` for every model).
+    any of its nodes time-slices); `gpu_types` the GPU types held (sorted by name), from
+    which a model's speed follows (`gpu_speed`; empty: `speed` for every model).
     """
 
     nodes: tuple[tuple[int, float], ...]
@@ -243,11 +244,15 @@ def gpu_speed(
     scalar speed times the datasheet's precision ratio, times the model's measured
     speed on the unit GPU (the V100 the speeds are relative to) where that was
     measured, so that GPUs measured and not keep the scalar speeds' order for the
-    model. One figure per (profile, GPU type, precision), hence cached."""
+    model. Not for a profile with a Pollux measurement: its figures are measured
+    already, on the Pollux testbed's T4s, which replay at the measured step times. One
+    figure per (profile, GPU type, precision), hence cached."""
     measured = _measured_speed(profile, gpu.name, precision)
     if measured is not None:
         return measured
-    unit = _measured_speed(profile, GPU_CATALOG.unit.name, DEFAULT_PRECISION)
+    unit = None
+    if profile.measured is None:
+        unit = _measured_speed(profile, GPU_CATALOG.unit.name, DEFAULT_PRECISION)
     calibration = unit / GPU_CATALOG.unit.speed if unit is not None else 1.0
     return gpu.speed * precision_ratio(gpu.name, precision) * calibration
 
