@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from api import metrics_secrets
 from api.models import Job, JobEvent, User
 from api.security import hash_token
+from controller.model.precision import DEFAULT_PRECISION
 from operators.kube import API_ERRORS, KubeApi, Obj, error_message
 from operators.resources import QUEUED, foreign_id, parse_time
 
@@ -49,6 +50,7 @@ def adopt(api: KubeApi, session: Session, obj: Obj) -> Job:
         iterations=None,
         batch_size=spec.get("batchSize"),
         gpu_mem_mib=spec.get("gpuMemMib"),
+        precision=str(spec.get("precision") or DEFAULT_PRECISION),
         priority=int(spec.get("priority") or 0),
         metrics_token_hash=hash_token(_metrics_token(api, obj)),
         status=QUEUED,

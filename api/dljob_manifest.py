@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from api.schemas.jobs import JobCreate
+from controller.model.precision import DEFAULT_PRECISION
 from operators import crd
 from operators.kube import Obj
 from operators.resources import LABEL_JOB_ID, LABEL_TENANT, MAX_NAME_LEN
@@ -48,6 +49,8 @@ def dljob_manifest(job: dict[str, Any], body: JobCreate, image: str) -> Obj:
         spec["gpuMemMib"] = job["gpu_mem_mib"]
     if job["batch_size"] is not None:
         spec["batchSize"] = job["batch_size"]
+    if job["precision"] != DEFAULT_PRECISION:
+        spec["precision"] = str(job["precision"])
     if job["duration_s"] is not None:
         spec["expectedDurationSeconds"] = job["duration_s"]
     return {

@@ -41,6 +41,7 @@ from controller.decisions import Displacement
 from controller.live import JobState, LiveCluster
 from controller.maintenance import NodeAction
 from controller.model import JobSpec, JobStatus, Policy, Reason
+from controller.model.precision import parse_precision
 from controller.placement import make_placer
 from controller.queues.admission import Quotas
 from controller.spec import load_cluster
@@ -69,6 +70,7 @@ def job_spec(job: Job) -> JobSpec:
         max_gpus=job.max_gpus,
         batch_size=job.batch_size,
         gpu_mem_mib=job.gpu_mem_mib,
+        precision=parse_precision(job.precision),
         tenant=job.tenant,
         user=str(job.user_id),
         priority=job.priority,
@@ -88,6 +90,7 @@ def row_spec(row: dict[str, Any]) -> JobSpec:
         max_gpus=row["max_gpus"],
         batch_size=row["batch_size"],
         gpu_mem_mib=row["gpu_mem_mib"],
+        precision=parse_precision(row["precision"]),
         tenant=row["tenant"],
         user=str(row["user_id"]),
         priority=row["priority"],

@@ -100,6 +100,8 @@ class Job(Base):
     batch_size: Mapped[int | None] = mapped_column(Integer)
     gpu_mem_mib: Mapped[int | None] = mapped_column(Integer)
     priority: Mapped[int] = mapped_column(Integer)
+    # controller.model.precision.Precision's value; rows from before it: tf32.
+    precision: Mapped[str] = mapped_column(String(8), default="tf32", server_default="tf32")
     metrics_token_hash: Mapped[str] = mapped_column(String(64))
     # What the backend last reported (local mode's ticker keeps these current); one of
     # TERMINAL_STATUSES once the job has ended.

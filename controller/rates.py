@@ -1,10 +1,14 @@
-"""Job speeds for the simulator: the performance model behind a cache.
+"""Job speeds for the simulator and the operator's views: the performance model
+behind a cache.
 
 The simulator asks for a job's iterations per second on an allocation many times
 with the same answer; this memoises `controller.model.perf` by the allocation's
-shape (not its GPU ids), which is what the iteration time depends on, and a job's
-speed alone on its GPUs by its model, GPUs and batch as well (one lookup for each
-start of a time-sliced job).
+shape (not its GPU ids) and the job's precision, which is what the iteration time
+depends on, and a job's speed alone on its GPUs by its model, precision, GPUs and
+batch as well (one lookup for each start of a time-sliced job). A model's speed on a
+GPU type is measured where controller.model.throughputs has a rate, else the GPU's
+scalar speed (controller.model.perf.gpu_speed): the replay and the live views read
+both through this one class.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from controller.model.perf import (
     restart_s,
     throughput_ips,
 )
+from controller.model.precision import Precision
 from controller.model.work import work_batch, work_per_step
 from controller.placement import packed_allocation
 
@@ -36,9 +41,10 @@ class RateModel:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._rates: dict[tuple[object, ...], float] = {}
-        # (model, GPU shares, batch) -> the speed alone on them, no network allocator.
-        self._solo: dict[tuple[str, tuple[GpuShare, ...], int | None], float] = {}
-        self._nominal: dict[tuple[str, int, int | None, int | None], float] = {}
+        # (model, precision, GPU shares, batch) -> the speed alone on them, no network
+        # allocator.
+        self._solo: dict[tuple[str, Precision, tuple[GpuShare, ...], int | None], float] = {}
+        self._nominal: dict[tuple[str, Precision, int, int | None, int | None], float] = {}
         self._profiles: dict[str, ModelProfile] = {}
         # GPU shares -> signature: re-rating a job recomputed its placement's
         # signature at each start and each neighbour change; a tuple of shares
@@ -67,7 +73,7 @@ class RateModel:
         if inter_node_gbps is None and gpu_load == 0.0:
             # A job alone on its GPUs (each start of a time-sliced job): one lookup by
             # what the speed depends on, before the signature and the profile.
-            solo_key = (spec.model, alloc.shares, batch)
+            solo_key = (spec.model, spec.precision, alloc.shares, batch)
             rate = self._solo.get(solo_key)
             if rate is None:
                 if len(self._solo) >= SIGNATURES_KEPT:
@@ -93,6 +99,7 @@ class RateModel:
                 batch_size=batch,
                 inter_node_gbps=inter_node_gbps,
                 gpu_load=gpu_load,
+                precision=spec.precision,
             )
         signature = self._signatures.get(alloc.shares)
         if signature is None:
@@ -100,7 +107,7 @@ class RateModel:
                 self._signatures.clear()
             signature = packed_gpu_signature(self.cluster, alloc)
             self._signatures[alloc.shares] = signature
-        key = (prof.name, signature, batch, round(gpu_load, 6))
+        key = (prof.name, spec.precision, signature, batch, round(gpu_load, 6))
         rate = self._rates.get(key)
         if rate is None:
             rate = self._rates[key] = throughput_ips(
@@ -109,6 +116,7 @@ class RateModel:
                 alloc,
                 batch_size=batch,
                 gpu_load=gpu_load,
+                precision=spec.precision,
             )
         return rate
 
@@ -118,7 +126,7 @@ class RateModel:
         speed is divided by the mean over its run of 1 / gain (the time to do the work
         at a constant step rate), so that `duration_s` and oracle remaining times are
         in the units of the work."""
-        key = (spec.model, spec.num_gpus, spec.batch_size, spec.work_batch)
+        key = (spec.model, spec.precision, spec.num_gpus, spec.batch_size, spec.work_batch)
         rate = self._nominal.get(key)
         if rate is None:
             alloc = packed_allocation(self.cluster, spec.num_gpus)

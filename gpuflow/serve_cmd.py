@@ -18,6 +18,7 @@ import signal
 import sys
 from typing import Any
 
+from controller.model.precision import CHOICES as PRECISIONS
 from gpuflow import options
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -47,6 +48,11 @@ def add_parsers(sub: Any) -> None:
     submit.add_argument("--model", "-m", default="generic")
     submit.add_argument("--name", "-n", default="job")
     submit.add_argument("--priority", type=options.integer, default=0)
+    submit.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="what the job trains in (default tf32; docs/clusters.md, 'Speeds')",
+    )
     submit.add_argument(
         "--image", help="cluster mode: the worker's image (default: GPUFLOW_KUBE_IMAGE's)"
     )
@@ -216,6 +222,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         "priority": args.priority,
         "duration_s": args.duration,
         "iterations": args.iterations,
+        "precision": args.precision,
     }
     if args.duration is None and args.iterations is None:
         return _fail("give --duration or --iterations", 2)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.model import JobSpec
+from controller.model.precision import DEFAULT_PRECISION, Precision, parse_precision
 from operators import crd
 from operators.kube import Obj
 from operators.template import check_template, pod_requests
@@ -148,7 +149,21 @@ def job_spec(obj: Obj) -> JobSpec:
         queue=str(spec.get("queue") or ""),
         priority=int(spec.get("priority") or 0),
         gpu_models=_gpu_models(spec),
+        precision=_precision(spec),
     )
+
+
+def _precision(spec: Obj) -> Precision:
+    """spec.precision: what the job trains in (controller.model.precision); absent:
+    the default, TF32. The CRD schema's enum refuses other values too; this is for
+    objects that did not pass through it (the API's manifests, tests)."""
+    value = spec.get("precision")
+    if value is None:
+        return DEFAULT_PRECISION
+    try:
+        return parse_precision(value)
+    except ValueError as e:
+        raise ValueError(f"spec.precision: {e}") from None
 
 
 def _gpu_models(spec: Obj) -> frozenset[str]:

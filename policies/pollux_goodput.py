@@ -52,7 +52,7 @@ from scipy.optimize import least_squares
 
 from controller.model import Allocation, Cluster, JobView
 from controller.model.catalog import MeasuredProfile, ModelProfile, measured_profile
-from controller.model.perf import packed_gpu_signature, signature_time_s
+from controller.model.perf import packed_gpu_signature, signature_speed, signature_time_s
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -411,17 +411,17 @@ def _gamma(profile: ModelProfile) -> float:
 def _compute_params(
     cluster: Cluster, profile: ModelProfile, node: int
 ) -> tuple[float, float, float]:
-    """(alpha, beta, GPU speed): one-GPU iteration time alpha + beta·m on `node`, one
-    accumulation step."""
+    """(alpha, beta, the model's speed there): one-GPU iteration time alpha + beta·m
+    on `node`, one accumulation step."""
     sig = packed_gpu_signature(cluster, Allocation.whole([(node, 0)]))
     high = profile.max_local_batch
     low = max(1, high // 2)
     t_high = signature_time_s(profile, sig, batch_size=high)
     if low == high:
-        return 0.0, t_high / high, sig.speed
+        return 0.0, t_high / high, signature_speed(profile, sig)
     t_low = signature_time_s(profile, sig, batch_size=low)
     beta = (t_high - t_low) / (high - low)
-    return t_low - beta * low, beta, sig.speed
+    return t_low - beta * low, beta, signature_speed(profile, sig)
 
 
 def _cached_sync(
@@ -473,14 +473,17 @@ def _sync(
         (node, g) for node, c in zip(nodes, counts, strict=True) for g in range(c)
     )
     sig = packed_gpu_signature(cluster, alloc)
-    if k == 1:
-        return 0.0, sig.speed
     local = profile.max_local_batch  # one accumulation step
+    # The model's own speed on the slowest GPU (measured where a rate is), so that the
+    # compute part is what signature_time_s takes for it.
+    speed = signature_speed(profile, sig)
+    if k == 1:
+        return 0.0, speed
     step_s = signature_time_s(profile, sig, batch_size=local * k)
-    compute_s = (alpha + beta * local) * probe_speed / sig.speed
+    compute_s = (alpha + beta * local) * probe_speed / speed
     gamma = _gamma(profile)
     excess = step_s**gamma - compute_s**gamma
-    return (excess ** (1.0 / gamma) if excess > 0.0 else 0.0), sig.speed
+    return (excess ** (1.0 / gamma) if excess > 0.0 else 0.0), speed
 
 
 def next_bucket_s(view: JobView, now: float) -> float:

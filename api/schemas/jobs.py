@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field, ValidationInfo, field_validator
 
 from api.schemas.common import INT32_MAX, Name, Public, Strict, example_config
+from controller.model.precision import DEFAULT_PRECISION, Precision
 
 # Whole numbers are strict: `true` is not 1 GPU, nor 1.5 a GPU count.
 Gpus = Annotated[int, Field(ge=1, le=4096, strict=True)]
@@ -39,6 +40,11 @@ class JobCreate(Strict):
         default=None, ge=1, le=INT32_MAX, strict=True, description="may share"
     )
     priority: int = Field(default=0, ge=-1000, le=1000, strict=True)
+    precision: Precision = Field(
+        default=DEFAULT_PRECISION,
+        description="what the job trains in (controller.model.precision): sets its speed "
+        "on a GPU where no rate was measured for its model",
+    )
     # Cluster mode: the worker container of the job's DLJob (local mode ignores them).
     image: str | None = Field(
         default=None,
@@ -93,6 +99,7 @@ class JobPublic(Public):
     batch_size: int | None
     gpu_mem_mib: int | None
     priority: int
+    precision: str
     reason_code: str | None
     reason_message: str | None
     progress: float

@@ -66,7 +66,9 @@ class GpuType:
     nvlink_gbps: float
     pcie_gbps: float
     # Training throughput relative to a V100 (profiles are measured on V100s or
-    # scaled to them); 1.0 where a spec gives none.
+    # scaled to them), in TF32 (controller.model.precision); 1.0 where a spec gives
+    # none. The fallback where no rate was measured for a model on this type
+    # (controller.model.perf.gpu_speed).
     speed: float = 1.0
 
 

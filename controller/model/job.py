@@ -11,6 +11,7 @@ from enum import Enum
 
 from controller.model.allocation import Allocation
 from controller.model.cluster import NO_HOST, HostRequest
+from controller.model.precision import DEFAULT_PRECISION, Precision, parse_precision
 
 # One GPU in milli-GPUs: the unit of a GPU share request (Alibaba open-gpu-share's
 # `alibabacloud.com/gpu-milli`, which the openb trace uses).
@@ -36,7 +37,9 @@ class JobSpec:
     milli-cores and `host_mem_mib` MiB of host memory (0: nothing, every trace before
     them). `gpu_milli` between 1 and 999 asks a share of one GPU of that many milli-GPUs
     (a 1-GPU job only; 0 or 1000: whole GPUs). `gpu_models` names the GPU models
-    (`GpuType.name`) the job accepts; empty accepts any.
+    (`GpuType.name`) the job accepts; empty accepts any. `precision` is what it trains
+    in (controller.model.precision; default TF32, the precision the catalogue's figures
+    assume), which sets its speed on a GPU where no rate was measured for it.
     """
 
     job_id: str
@@ -60,6 +63,7 @@ class JobSpec:
     # The leaf queue the job asks for; "" means the queue of its tenant
     # (controller.model.queues.QueueTree.leaf_of).
     queue: str = ""
+    precision: Precision = DEFAULT_PRECISION
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:
@@ -89,6 +93,11 @@ class JobSpec:
             raise ValueError(f"job {self.job_id}: cpu_milli and host_mem_mib must be >= 0")
         if not 0 <= self.gpu_milli <= MILLI_PER_GPU:
             raise ValueError(f"job {self.job_id}: gpu_milli must be in 0..{MILLI_PER_GPU}")
+        if not isinstance(self.precision, Precision):
+            try:
+                object.__setattr__(self, "precision", parse_precision(self.precision))
+            except ValueError as e:
+                raise ValueError(f"job {self.job_id}: precision {e}") from None
         if self.is_share and self.max_gpus != 1:
             raise ValueError(f"job {self.job_id}: a GPU share (gpu_milli) needs 1 GPU")
 

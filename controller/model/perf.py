@@ -5,10 +5,22 @@ and policies (Optimus, Pollux) read throughputs from it. All bandwidths are
 unidirectional Gbit/s; S is the gradient all-reduced per iteration, in Gbit.
 
 Compute, for a profile without measurements, at global batch B on k GPUs (local batch
-m = B/k), slowest GPU speed v (relative to a V100) and accumulation steps
-a = ceil(m / max_local_batch):
+m = B/k), speed v of the job's model on its slowest GPU (relative to a V100) and
+accumulation steps a = ceil(m / max_local_batch):
 
     T_comp = (a·overhead_s + per_sample_s·m) / v
+
+The speed is per model (`gpu_speed`): where controller.model.throughputs holds a
+measured rate r (steps/s) of the model on the GPU type at the job's precision, at the
+measured batch b nearest the profile's local batch, v = T_V100(b)·r, so that the step
+at b takes 1/r and other batches scale as the profile's shape says; a rate measured
+only at other precisions is taken from the one nearest in datasheet speed and scaled
+by the precisions' datasheet ratio (controller.model.precision); with nothing
+measured, v is the GPU's scalar speed times that ratio from TF32 (1 for a job in TF32,
+the default), times the model's measured speed on the unit V100 where that was
+measured (the profile's V100 figures corrected by the measurement; 1 otherwise, and
+for the Pollux-measured profiles below, whose figures are measurements already). A job
+on several GPU types runs at its slowest GPU's speed for its model.
 
 Communication, a hierarchical ring all-reduce (reduce-scatter inside each node, ring
 across nodes, all-gather inside each node), with c_i GPUs on node i, N nodes:
@@ -33,7 +45,8 @@ with gamma = profile.gamma (gamma = 1: no overlap; gamma → ∞: perfect overla
 Profiles with a Pollux measurement use the fitted model instead (see
 `controller.model.measured`, and `controller.model.profile` for the testbed):
 T_comp = T_grad(m)·PROFILED_GPU_SPEED/v (accumulation adds alpha_grad per extra
-step) and T_comm = T_sync(N, K) · T_comm(job) / T_comm(testbed),
+step; T_grad·PROFILED_GPU_SPEED is T_V100 for `gpu_speed`) and
+T_comm = T_sync(N, K) · T_comm(job) / T_comm(testbed),
 where T_comm(testbed) is the formula above for the same per-node GPU counts on the
 Pollux testbed (PCIe between a node's T4s, 50 Gbit/s between nodes). That is, gpuflow
 assumes the measured synchronisation time scales with the analytic all-reduce time;
@@ -49,11 +62,15 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from functools import cache
 from typing import NamedTuple
 
 from controller.model.allocation import Allocation
 from controller.model.catalog import measured_profile
-from controller.model.cluster import Cluster, Node
+from controller.model.cluster import Cluster, GpuType, Node
+from controller.model.gpus import GPU_CATALOG
+from controller.model.precision import DEFAULT_PRECISION, Precision, precision_ratio
 from controller.model.profile import (
     PROFILED_GPU_SPEED,
     PROFILED_INTRA_GBPS,
@@ -61,6 +78,7 @@ from controller.model.profile import (
     ModelProfile,
 )
 from controller.model.sharing import SharingMode, slowdown
+from controller.model.throughputs import shipped_throughputs
 
 MIB_GBIT = 2**20 * 8 / 1e9
 
@@ -81,9 +99,10 @@ class PlacementSignature(NamedTuple):
 
     `nodes` holds (GPUs, best intra-node ring Gbit/s) per node, sorted; `nic_gbps` the
     slowest NIC; `uplink_gbps` the smallest per-node rack-uplink share when the job
-    spans racks (inf otherwise); `speed` the slowest GPU's; `min_fraction` the smallest
-    GPU share held; `sharing` how its GPUs are shared (time-slicing if any of its
-    nodes time-slices).
+    spans racks (inf otherwise); `speed` the slowest GPU's scalar speed; `min_fraction`
+    the smallest GPU share held; `sharing` how its GPUs are shared (time-slicing if
+    any of its nodes time-slices); `gpu_types` the GPU types held (sorted by name), from
+    which a model's speed follows (`gpu_speed`; empty: `speed` for every model).
     """
 
     nodes: tuple[tuple[int, float], ...]
@@ -92,6 +111,7 @@ class PlacementSignature(NamedTuple):
     speed: float
     min_fraction: float
     sharing: SharingMode = SharingMode.MPS
+    gpu_types: tuple[GpuType, ...] = ()
 
     @property
     def num_gpus(self) -> int:
@@ -106,12 +126,13 @@ def iteration_time_s(
     batch_size: int | None = None,
     inter_node_gbps: float | None = None,
     gpu_load: float = 0.0,
+    precision: Precision = DEFAULT_PRECISION,
 ) -> float:
     """Seconds per iteration of `profile` on `alloc` (see the module docstring).
 
     `batch_size` is the global batch (default: the profile's); `inter_node_gbps` the
     rate the network allocator gives the job; `gpu_load` the other jobs' utilisation
-    on this job's most loaded GPU.
+    on this job's most loaded GPU; `precision` what the job trains in.
     """
     signature = packed_gpu_signature(cluster, alloc)
     return signature_time_s(
@@ -120,6 +141,7 @@ def iteration_time_s(
         batch_size=batch_size,
         inter_node_gbps=inter_node_gbps,
         gpu_load=gpu_load,
+        precision=precision,
     )
 
 
@@ -131,6 +153,7 @@ def throughput_ips(
     batch_size: int | None = None,
     inter_node_gbps: float | None = None,
     gpu_load: float = 0.0,
+    precision: Precision = DEFAULT_PRECISION,
 ) -> float:
     """Iterations per second: 1 / `iteration_time_s`."""
     return 1.0 / iteration_time_s(
@@ -140,6 +163,7 @@ def throughput_ips(
         batch_size=batch_size,
         inter_node_gbps=inter_node_gbps,
         gpu_load=gpu_load,
+        precision=precision,
     )
 
 
@@ -155,33 +179,108 @@ def signature_time_s(
     batch_size: int | None = None,
     inter_node_gbps: float | None = None,
     gpu_load: float = 0.0,
+    precision: Precision = DEFAULT_PRECISION,
 ) -> float:
     """`iteration_time_s` from a placement signature (for callers that cache them)."""
     num_gpus = signature.num_gpus
     local_batch = (batch_size or profile.batch_size) / num_gpus
-    steps = max(1, math.ceil(local_batch / profile.max_local_batch - 1e-9))
     if inter_node_gbps is None:
         b_inter = min(signature.nic_gbps, signature.uplink_gbps)
     else:
         b_inter = inter_node_gbps
     comm = allreduce_s(profile.grad_mib, signature.nodes, b_inter)
     measured = measured_profile(profile.measured) if profile.measured else None
+    v100_s = v100_compute_s(profile)
     if measured is None:
-        compute = profile.compute_s(local_batch) / signature.speed
         gamma = profile.gamma
     else:
         fit = measured.fit
-        grad = steps * fit.alpha_grad + fit.beta_grad * local_batch
-        compute = grad * PROFILED_GPU_SPEED / signature.speed
         gamma = fit.gamma
         if comm > 0.0:
             testbed = tuple((c, PROFILED_INTRA_GBPS) for c, _ in signature.nodes)
             reference = allreduce_s(profile.grad_mib, testbed, PROFILED_NIC_GBPS)
             comm *= fit.sync_s(len(signature.nodes), num_gpus) / reference
+    speed = signature_speed(profile, signature, precision)
+    compute = v100_s(local_batch) / speed
     compute *= slowdown(signature.sharing, profile.gpu_util, gpu_load, signature.min_fraction)
     if comm <= 0.0:
         return compute
     return float((compute**gamma + comm**gamma) ** (1.0 / gamma))
+
+
+def v100_compute_s(profile: ModelProfile) -> Callable[[float], float]:
+    """The profile's compute time of an iteration at local batch m on one V100, with
+    gradient accumulation: its own figures, or the Pollux fit's at the testbed's speed."""
+    measured = measured_profile(profile.measured) if profile.measured else None
+    if measured is None:
+        return profile.compute_s
+    fit = measured.fit
+
+    def v100_s(m: float) -> float:
+        accumulation = max(1, math.ceil(m / profile.max_local_batch - 1e-9))
+        return (accumulation * fit.alpha_grad + fit.beta_grad * m) * PROFILED_GPU_SPEED
+
+    return v100_s
+
+
+def signature_speed(
+    profile: ModelProfile,
+    signature: PlacementSignature,
+    precision: Precision = DEFAULT_PRECISION,
+) -> float:
+    """The model's speed on the placement's slowest GPU type for it (`gpu_speed`);
+    the signature's scalar speed where it names no GPU types."""
+    if not signature.gpu_types:
+        return signature.speed
+    return min(gpu_speed(profile, gpu, precision) for gpu in signature.gpu_types)
+
+
+@cache
+def gpu_speed(
+    profile: ModelProfile, gpu: GpuType, precision: Precision = DEFAULT_PRECISION
+) -> float:
+    """A model's speed on `gpu` relative to the profile's V100 figures (the module
+    docstring): measured (controller.model.throughputs) where a rate is, else the
+    scalar speed times the datasheet's precision ratio, times the model's measured
+    speed on the unit GPU (the V100 the speeds are relative to) where that was
+    measured, so that GPUs measured and not keep the scalar speeds' order for the
+    model. Not for a profile with a Pollux measurement: its figures are measured
+    already, on the Pollux testbed's T4s, which replay at the measured step times. One
+    figure per (profile, GPU type, precision), hence cached."""
+    measured = _measured_speed(profile, gpu.name, precision)
+    if measured is not None:
+        return measured
+    unit = None
+    if profile.measured is None:
+        unit = _measured_speed(profile, GPU_CATALOG.unit.name, DEFAULT_PRECISION)
+    calibration = unit / GPU_CATALOG.unit.speed if unit is not None else 1.0
+    return gpu.speed * precision_ratio(gpu.name, precision) * calibration
+
+
+def _measured_speed(profile: ModelProfile, gpu: str, precision: Precision) -> float | None:
+    """The model's measured speed on `gpu` in `precision`, from a rate in it or, failing
+    that, in the other precision nearest it in datasheet speed times the datasheet
+    ratio (ties: the first in `Precision`'s order); of the rates measured at several
+    batches, the one nearest the profile's local batch, so that a model's speed on a
+    GPU is one figure and its step time keeps the profile's shape in the batch
+    (Pollux's goodput model fits it with a line)."""
+    table = shipped_throughputs()
+    hit = table.rate(profile.name, gpu, precision, 1, profile.local_batch)
+    scale = 1.0
+    if hit is None:
+        others = (table.rate(profile.name, gpu, p, 1, profile.local_batch) for p in Precision)
+        scales = [
+            (precision_ratio(gpu, precision) / precision_ratio(gpu, h.precision), h)
+            for h in others
+            if h is not None
+        ]
+        if not scales:
+            return None
+        scale, hit = min(
+            scales, key=lambda s: (abs(math.log(s[0])), list(Precision).index(s[1].precision))
+        )
+    batch = hit.batch if hit.batch is not None else profile.local_batch
+    return v100_compute_s(profile)(batch) * hit.iters_per_s * scale
 
 
 def allreduce_s(grad_mib: float, nodes: tuple[tuple[int, float], ...], inter_gbps: float) -> float:
@@ -214,11 +313,13 @@ def packed_gpu_signature(cluster: Cluster, alloc: Allocation) -> PlacementSignat
     speed = math.inf
     racks: set[int] = set()
     sharing = SharingMode.MPS
+    types: set[GpuType] = set()
     for index, gpus in per_node.items():
         node = cluster.nodes[index]
         nodes.append((len(gpus), best_ring_gbps(node, tuple(gpus))))
         nic = min(nic, node.nic_gbps)
         speed = min(speed, node.gpu_type.speed)
+        types.add(node.gpu_type)
         racks.add(node.rack)
         if node.sharing is SharingMode.TIME_SLICING:
             sharing = SharingMode.TIME_SLICING
@@ -226,7 +327,15 @@ def packed_gpu_signature(cluster: Cluster, alloc: Allocation) -> PlacementSignat
     if len(racks) > 1:
         per_rack = _nodes_per_rack(cluster)
         uplink = min(cluster.racks[r].uplink_gbps / per_rack[r] for r in racks)
-    return PlacementSignature(tuple(sorted(nodes)), nic, uplink, speed, min_fraction, sharing)
+    return PlacementSignature(
+        tuple(sorted(nodes)),
+        nic,
+        uplink,
+        speed,
+        min_fraction,
+        sharing,
+        tuple(sorted(types, key=lambda t: t.name)),
+    )
 
 
 # Caches keyed by object id; the object is kept with its entry so the id is not reused.

@@ -32,6 +32,7 @@ from typing import NamedTuple
 from controller.model import Allocation, Cluster, GpuPool, JobView
 from controller.model.catalog import ModelProfile, resolve
 from controller.model.perf import PlacementSignature, signature_time_s
+from controller.model.precision import DEFAULT_PRECISION, Precision
 from controller.placement.basic import sticky_allocation, sticky_on_cordoned
 from controller.placement.subsets import NodeKind, cluster_kinds
 
@@ -60,7 +61,8 @@ class Candidate(NamedTuple):
 
 
 class JobScorer:
-    """Quantised iteration times of one (model, batch) on candidate placements, cached."""
+    """Quantised iteration times of one (model, batch, precision) on candidate
+    placements, cached."""
 
     def __init__(
         self,
@@ -68,11 +70,13 @@ class JobScorer:
         kinds: tuple[NodeKind, ...],
         profile: ModelProfile,
         batch: int | None,
+        precision: Precision = DEFAULT_PRECISION,
     ) -> None:
         self.cluster = cluster
         self.kinds = kinds
         self.profile = profile
         self.batch = batch
+        self.precision = precision
         self._single: dict[tuple[int, int, float], int] = {}
         self._gang: dict[PlacementSignature, int] = {}
         self._optimum: dict[int, int] = {}
@@ -83,7 +87,12 @@ class JobScorer:
         if hit is None:
             node = kind.node
             signature = PlacementSignature(
-                ((n, ring_gbps),), node.nic_gbps, math.inf, node.gpu_type.speed, 1.0
+                ((n, ring_gbps),),
+                node.nic_gbps,
+                math.inf,
+                node.gpu_type.speed,
+                1.0,
+                gpu_types=(node.gpu_type,),
             )
             hit = self._single[key] = self._step(signature)
         return hit
@@ -104,7 +113,11 @@ class JobScorer:
         return hit
 
     def _step(self, signature: PlacementSignature) -> int:
-        return time_step(signature_time_s(self.profile, signature, batch_size=self.batch))
+        return time_step(
+            signature_time_s(
+                self.profile, signature, batch_size=self.batch, precision=self.precision
+            )
+        )
 
 
 class TopologyAwarePlacer:
@@ -123,7 +136,7 @@ class TopologyAwarePlacer:
         for rack in self._rack_of:
             self._rack_sizes[rack] += 1
         self._profiles: dict[str, ModelProfile] = {}
-        self._scorers: dict[tuple[str, int | None], JobScorer] = {}
+        self._scorers: dict[tuple[str, int | None, Precision], JobScorer] = {}
 
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
@@ -147,10 +160,11 @@ class TopologyAwarePlacer:
         if profile is None:
             profile = self._profiles[model] = resolve(model)
         batch = job.batch_size if job.batch_size is not None else job.spec.batch_size
-        scorer = self._scorers.get((profile.name, batch))
+        precision = job.spec.precision
+        scorer = self._scorers.get((profile.name, batch, precision))
         if scorer is None:
-            scorer = JobScorer(self.cluster, self.kinds.kinds, profile, batch)
-            self._scorers[profile.name, batch] = scorer
+            scorer = JobScorer(self.cluster, self.kinds.kinds, profile, batch, precision)
+            self._scorers[profile.name, batch, precision] = scorer
         return scorer
 
     def best_on_one_node(
@@ -252,6 +266,7 @@ class TopologyAwarePlacer:
             uplink,
             min(node.gpu_type.speed for node in nodes),
             1.0,
+            gpu_types=tuple(sorted({n.gpu_type for n in nodes}, key=lambda t: t.name)),
         )
         key = (scorer.gang(signature), k, len(racks), last_free - rest, min(n for n, _ in chosen))
         return Candidate(key, tuple((node, c.gpus) for node, c in chosen))

@@ -1,10 +1,11 @@
 """gpuflow's own trace format (`gpuflow`): one CSV row per `JobSpec`.
 
 Header: job_id,submit_s,num_gpus,min_gpus,max_gpus,model,duration_s,iterations,
-batch_size,work_batch,gpu_mem_mib,tenant,user,priority (work_batch: the batch the
-iterations are counted at, see `JobSpec`). job_id, submit_s, num_gpus and at least
-one of duration_s / iterations are required; an empty cell takes the `JobSpec`
-default. Columns may come in any order; an unknown column is an error (it is most
+batch_size,work_batch,gpu_mem_mib,tenant,user,priority,precision (work_batch: the
+batch the iterations are counted at, see `JobSpec`; precision: what the job trains in,
+tf32, bf16, fp16 or fp32, controller.model.precision, default tf32). job_id, submit_s,
+num_gpus and at least one of duration_s / iterations are required; an empty cell takes
+the `JobSpec` default. Columns may come in any order; an unknown column is an error (it is most
 likely a misspelt one). `write_canonical` writes the same form, so converted traces
 and generated workloads can be saved and replayed. Called through `load_trace`.
 """
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from controller.model.job import JobSpec
+from controller.model.precision import DEFAULT_PRECISION, parse_precision
 from controller.traces.rows import Collector, job_errors, read_table
 from controller.traces.trace import Parsed
 
@@ -36,6 +38,7 @@ COLUMNS = (
     "tenant",
     "user",
     "priority",
+    "precision",
 )
 REQUIRED = ("job_id", "submit_s", "num_gpus")
 
@@ -68,6 +71,12 @@ def load_canonical(path: Path) -> Parsed:
             raise row.fail("duration_s", f"must be > 0, got {row.text('duration_s')}")
         if iterations is not None and iterations <= 0:
             raise row.fail("iterations", f"must be > 0, got {row.text('iterations')}")
+        precision = DEFAULT_PRECISION
+        if row.text("precision"):
+            try:
+                precision = parse_precision(row.text("precision"))
+            except ValueError as e:
+                raise row.fail("precision", str(e)) from None
         with job_errors(path, row.line):
             job = JobSpec(
                 job_id=job_id,
@@ -84,6 +93,7 @@ def load_canonical(path: Path) -> Parsed:
                 tenant=row.text("tenant", "default"),
                 user=row.text("user"),
                 priority=row.optional_integer("priority") or 0,
+                precision=precision,
             )
         jobs.add(job, row.line)
     return jobs.result()

@@ -112,14 +112,15 @@ def kinds(client: TestClient, headers: dict[str, str], job_id: str) -> list[str]
     return [e["kind"] for e in r.json()["data"]]
 
 
-def kubectl_dljob(server: KubeServer, name: str, tenant: str, gpus: int = 4) -> Obj:
+def kubectl_dljob(server: KubeServer, name: str, tenant: str, gpus: int = 4, **extra: Any) -> Obj:
     """A DLJob as `kubectl apply` makes it: the official client, no labels of ours."""
     custom = kubernetes.client.CustomObjectsApi(server.api_client())
+    spec = {"image": "busybox", "gpus": gpus, "tenant": tenant, "model": "resnet50", **extra}
     body = {
         "apiVersion": crd.API_VERSION,
         "kind": crd.KIND,
         "metadata": {"name": name},
-        "spec": {"image": "busybox", "gpus": gpus, "tenant": tenant, "model": "resnet50"},
+        "spec": spec,
     }
     obj: Obj = custom.create_namespaced_custom_object(
         crd.GROUP, crd.VERSION, "default", crd.PLURAL, body
@@ -175,7 +176,13 @@ def test_a_rest_submission_becomes_a_labelled_dljob(settings: Settings) -> None:
         alice = auth(client, "alice", "vision")
         env = {DURATION_ENV: "0.3"}
         job = submit(
-            client, alice, num_gpus=4, gpu_mem_mib=8000, command=["python", "t.py"], env=env
+            client,
+            alice,
+            num_gpus=4,
+            gpu_mem_mib=8000,
+            command=["python", "t.py"],
+            env=env,
+            precision="bf16",
         )
         api = follower(client).api
         obj = api.get_dljob("default", job["dljob_name"])
@@ -189,6 +196,7 @@ def test_a_rest_submission_becomes_a_labelled_dljob(settings: Settings) -> None:
         assert spec["env"] == [{"name": DURATION_ENV, "value": "0.3"}]
         assert (spec["gpus"], spec["gpuMemMib"], spec["tenant"]) == (4, 8000, "vision")
         assert spec["expectedDurationSeconds"] == 100.0 and spec["model"] == "resnet50"
+        assert spec["precision"] == "bf16"  # the operator reads it (operators/resources.py)
         settle(client)
         got = client.get(f"{JOBS}/{job['id']}", headers=alice).json()
         assert got["dljob_uid"] == obj["metadata"]["uid"] and got["status"] == "Queued"
@@ -217,12 +225,13 @@ def test_a_kubectl_dljob_is_seen_by_its_tenant_only(
     with service(settings) as client:
         alice, bob = auth(client, "alice", "vision"), auth(client, "bob", "nlp")
         root = auth(client, "root", "ops", "admin")
-        obj = kubectl_dljob(kube_server, "from-kubectl", "vision")
+        obj = kubectl_dljob(kube_server, "from-kubectl", "vision", precision="fp16")
         job_id = obj["metadata"]["uid"].replace("-", "")
         listed = wait_for(lambda: client.get(JOBS, headers=alice).json()["data"])
         (job,) = listed
         assert job["id"] == job_id and job["tenant"] == "vision" and job["name"] == "from-kubectl"
         assert job["dljob_name"] == "from-kubectl" and job["num_gpus"] == 4
+        assert job["precision"] == "fp16"
         assert client.get(JOBS, headers=bob).json()["count"] == 0
         assert client.get(f"{JOBS}/{job_id}", headers=bob).status_code == 404
         assert client.post(f"{JOBS}/{job_id}/cancel", headers=bob).status_code == 404

@@ -8,6 +8,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from api.local import job_spec as job_spec_of
+from api.local import row_spec
+from api.models import Job
+from controller.model.precision import Precision
 from tests.api.builders import auth, job_spec, submit, wait_for
 
 JOBS = "/api/v1/jobs"
@@ -30,6 +34,34 @@ def test_a_submitted_job_is_scheduled_runs_and_finishes(client: TestClient) -> N
     assert [e["kind"] for e in events["data"]] == ["submitted", "started", "finished"]
 
 
+def test_a_job_says_its_precision_and_defaults_to_tf32(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    bf16 = submit(client, alice, precision="bf16")
+    assert bf16["precision"] == "bf16"
+    assert _job(client, alice, bf16["id"])["precision"] == "bf16"
+    assert submit(client, alice)["precision"] == "tf32"
+
+
+def test_local_mode_gives_the_simulator_the_rows_precision() -> None:
+    row = {
+        "id": "j",
+        "num_gpus": 1,
+        "model": "resnet50",
+        "duration_s": 10.0,
+        "iterations": None,
+        "min_gpus": 1,
+        "max_gpus": 1,
+        "batch_size": None,
+        "gpu_mem_mib": None,
+        "tenant": "t",
+        "user_id": 1,
+        "priority": 0,
+        "precision": "fp16",
+    }
+    assert row_spec(row).precision is Precision.FP16
+    assert job_spec_of(Job(**row)).precision is Precision.FP16
+
+
 @pytest.mark.parametrize(
     ("override", "field"),
     [
@@ -41,6 +73,8 @@ def test_a_submitted_job_is_scheduled_runs_and_finishes(client: TestClient) -> N
         ({"duration_s": -1.0, "iterations": 10.0}, "duration_s"),
         ({"name": "bad name!"}, "name"),
         ({"colour": "red"}, "colour"),
+        ({"precision": "int8"}, "precision"),
+        ({"precision": 16}, "precision"),
     ],
 )
 def test_a_bad_spec_is_a_422_naming_the_field(

@@ -86,7 +86,12 @@ def test_fair_gives_two_jobs_on_one_nic_half_of_it_each() -> None:
 
 
 def test_two_jobs_sharing_a_nic_slow_each_other_as_the_model_says() -> None:
-    jobs = [make_job("a", 6, duration_s=1000), make_job("b", 6, duration_s=1000)]
+    # vgg16: a large all-reduce beside its compute, so that the contended NIC shows
+    # (ResNet-50's measured V100 speed makes its compute long enough to hide it).
+    jobs = [
+        make_job("a", 6, duration_s=1000, model="vgg16"),
+        make_job("b", 6, duration_s=1000, model="vgg16"),
+    ]
     model = jobs[0].model
     alone = _two_node_time(SHARED, model, None)
     assert alone == pytest.approx(_two_node_time(SHARED, model, 100.0))

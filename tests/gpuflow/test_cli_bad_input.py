@@ -131,6 +131,14 @@ def test_a_number_option_out_of_range_is_a_usage_error(
     assert len(line) < 300  # the huge number is not echoed back
 
 
+def test_an_unknown_precision_is_a_usage_error_naming_the_choices(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    line = _usage_error(capsys, [*SUBMIT, "--precision", "int8"])
+    assert "error: argument --precision: invalid choice: 'int8'" in line
+    assert "tf32" in line and "bf16" in line
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

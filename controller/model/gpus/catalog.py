@@ -7,7 +7,10 @@ the agent publishes is what a replay of the same cluster assumes. The entries, w
 their sources, are in controller.model.gpus.entries.
 
 `speed` is training throughput relative to a V100-SXM2 (the GPU the model catalogue's
-profiles are measured on or scaled to). Where no training comparison is cited, an
+profiles are measured on or scaled to), read as the GPU's speed in TF32 against the
+V100's fp32 (controller.model.precision states the precisions and the ratio between
+them; controller.model.perf replaces the scalar with a model's measured rate where
+controller.model.throughputs has one). Where no training comparison is cited, an
 entry derives it from a cited entry, `relative_speed`: the geometric mean of the two
 ratios that bound a training step, dense 16-bit tensor throughput (compute-bound
 layers) and memory bandwidth (the rest), times the reference's speed. The agent does

@@ -28,6 +28,13 @@ CASES = [
     ("gpuflow", "a.csv", "job_id,num_gpus,duration_s\na,1,5\n", 1, "submit_s"),
     ("gpuflow", "a.csv", "job_id,submit_s,num_gpus,duration_s\na,0,1\n", 2, None),
     (
+        "gpuflow",
+        "a.csv",
+        "job_id,submit_s,num_gpus,duration_s,precision\na,0,1,5,bf16\nb,0,1,5,int8\n",
+        3,
+        "precision",
+    ),
+    (
         "philly-csv",
         "p.csv",
         "timestamp,duration,num_gpus,gpu_time,cluster\n0,10,x,1,c\n",

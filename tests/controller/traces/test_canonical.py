@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from controller.model.job import JobSpec
+from controller.model.precision import Precision
 from controller.traces import TraceError, load_trace, write_canonical
 from controller.traces.canonical import COLUMNS
 from tests.controller.traces.builders import write
@@ -39,6 +40,27 @@ def test_reads_every_column(tmp_path: Path) -> None:
     )
 
 
+def test_precision_is_read_and_defaults_to_tf32(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "jobs.csv",
+        "job_id,submit_s,num_gpus,duration_s,precision\na,0,1,5,bf16\nb,0,1,5,\n",
+    )
+    a, b = load_trace(path).jobs
+    assert (a.precision, b.precision) == (Precision.BF16, Precision.TF32)
+
+
+def test_a_bad_precision_names_its_line_field_and_choices(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "jobs.csv", "job_id,submit_s,num_gpus,duration_s,precision\na,0,1,5,half\n"
+    )
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    message = str(info.value)
+    assert ":2" in message and "precision" in message
+    assert "must be one of tf32, bf16, fp16, fp32, not 'half'" in message
+
+
 def test_columns_may_come_in_any_order_and_be_left_out(tmp_path: Path) -> None:
     path = write(tmp_path, "jobs.csv", "num_gpus,iterations,job_id,submit_s\n2,50,x,0\n")
     (job,) = load_trace(path).jobs
@@ -61,6 +83,7 @@ def test_write_then_load_gives_the_same_jobs(tmp_path: Path) -> None:
             tenant="t, with comma",
             user="bob",
             priority=-1,
+            precision=Precision.BF16,
         ),
     ]
     path = tmp_path / "out.csv"
