@@ -9,8 +9,10 @@ start of a time-sliced job).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.model import Allocation, Cluster, GpuShare, JobSpec
-from controller.model.catalog import ModelProfile, resolve
+from controller.model.catalog import ModelProfile, gpu_util_of, resolve
 from controller.model.perf import (
     PlacementSignature,
     packed_gpu_signature,
@@ -36,19 +38,26 @@ class RateModel:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._rates: dict[tuple[object, ...], float] = {}
-        # (model, GPU shares, batch) -> the speed alone on them, no network allocator.
-        self._solo: dict[tuple[str, tuple[GpuShare, ...], int | None], float] = {}
+        # (model, own utilisation, GPU shares, batch) -> the speed alone on them, no
+        # network allocator (an MPS share caps a job by its utilisation).
+        self._solo: dict[tuple[str, float | None, tuple[GpuShare, ...], int | None], float] = {}
         self._nominal: dict[tuple[str, int, int | None, int | None], float] = {}
-        self._profiles: dict[str, ModelProfile] = {}
+        self._profiles: dict[tuple[str, float | None], ModelProfile] = {}
         # GPU shares -> signature: re-rating a job recomputed its placement's
         # signature at each start and each neighbour change; a tuple of shares
         # hashes and compares in C.
         self._signatures: dict[tuple[GpuShare, ...], PlacementSignature] = {}
 
     def profile(self, spec: JobSpec) -> ModelProfile:
-        prof = self._profiles.get(spec.model)
+        """The job's model profile, with the job's own utilisation where it has one
+        (`JobSpec.gpu_util`), which the sharing model slows it by."""
+        key = (spec.model, spec.gpu_util)
+        prof = self._profiles.get(key)
         if prof is None:
-            prof = self._profiles[spec.model] = resolve(spec.model)
+            prof = resolve(spec.model)
+            if spec.gpu_util is not None:
+                prof = replace(prof, gpu_util=spec.gpu_util)
+            self._profiles[key] = prof
         return prof
 
     def rate_ips(
@@ -67,7 +76,7 @@ class RateModel:
         if inter_node_gbps is None and gpu_load == 0.0:
             # A job alone on its GPUs (each start of a time-sliced job): one lookup by
             # what the speed depends on, before the signature and the profile.
-            solo_key = (spec.model, alloc.shares, batch)
+            solo_key = (spec.model, spec.gpu_util, alloc.shares, batch)
             rate = self._solo.get(solo_key)
             if rate is None:
                 if len(self._solo) >= SIGNATURES_KEPT:
@@ -100,7 +109,7 @@ class RateModel:
                 self._signatures.clear()
             signature = packed_gpu_signature(self.cluster, alloc)
             self._signatures[alloc.shares] = signature
-        key = (prof.name, signature, batch, round(gpu_load, 6))
+        key = (prof.name, prof.gpu_util, signature, batch, round(gpu_load, 6))
         rate = self._rates.get(key)
         if rate is None:
             rate = self._rates[key] = throughput_ips(
@@ -153,7 +162,7 @@ class RateModel:
 
     def utilization(self, spec: JobSpec) -> float:
         """How busy the job keeps a GPU alone (0..1), for packing interference."""
-        return self.profile(spec).gpu_util
+        return gpu_util_of(spec)
 
     def restart_s(self, spec: JobSpec) -> float:
         return restart_s(self.profile(spec))

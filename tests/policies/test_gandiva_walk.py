@@ -92,7 +92,7 @@ def _kinds(jobs: Iterable[JobView]) -> dict[int, dict[Kind, int]]:
     for job in jobs:
         spec = job.spec
         counts = out.setdefault(spec.num_gpus, {})
-        kind = (spec.model, spec.gpu_mem_mib, spec.elastic)
+        kind = (spec.model, spec.gpu_mem_mib, spec.elastic, spec.gpu_util)
         counts[kind] = counts.get(kind, 0) + 1
     return out
 
