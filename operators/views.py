@@ -7,7 +7,10 @@ service counts from when its whole gang was Running, its waiting time from when 
 last entered the queue. A job whose gang does not run yet (its pods starting, or its
 GPUs still held by leaving pods) is shown running on its GPUs but resuming only after
 its restart cost, as the simulator shows a job it (re)started: no policy judges it
-settled before it ran. Pure functions: the backend writes what they decide.
+settled before it ran. A running job's GPU use is what the node agents last reported
+of its pods (`gpu_use_of`); its utilisation measured alone becomes the view's
+`spec.gpu_util`, which packing and the sharing model read in place of the catalogue's
+(`JobView.util_source` says which). Pure functions: the backend writes what they decide.
 """
 
 from __future__ import annotations
@@ -16,7 +19,16 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
-from controller.model import Allocation, Cluster, GpuShare, JobSpec, JobStatus, JobView, Measured
+from controller.model import (
+    Allocation,
+    Cluster,
+    GpuShare,
+    GpuUse,
+    JobSpec,
+    JobStatus,
+    JobView,
+    Measured,
+)
 from controller.rates import RateModel
 from operators.jobs import JobRecord, State
 from operators.nodes import ClusterView
@@ -121,7 +133,9 @@ def job_view(
         return None
     status = rec.obj.get("status") or {}
     batch = rec.pending_batch or status.get("batchSize") or rec.spec.batch_size
-    spec = replace(rec.spec, submit_s=arrival_s)
+    use = gpu_use_of(rec, view, now) if rec.state is not State.WAITING else None
+    util = rec.spec.gpu_util if use is None or use.util is None else use.util
+    spec = replace(rec.spec, submit_s=arrival_s, gpu_util=util)
     try:
         nominal = rates.nominal_rate_ips(spec)
     except ValueError:
@@ -186,6 +200,29 @@ def job_view(
         batch_size=batch,
         rate_source=source,
         measured=measured,
+        gpu_use=use,
+    )
+
+
+def gpu_use_of(rec: JobRecord, view: ClusterView, now: float) -> GpuUse | None:
+    """The job's GPU use from its pods' latest reports (None: no pod reported within
+    MEASURED_FRESH_S): the mean of its pods' utilisations alone (None unless every
+    reporting pod has one), the most memory any pod takes of one GPU, alone only if
+    every pod is, reported when the oldest of them was."""
+    figures = []
+    for pod in rec.pods:
+        meta = pod["metadata"]
+        use = view.pod_use.get(f"{meta.get('namespace') or ''}/{meta['name']}")
+        if use is not None and now - use.reported_s <= MEASURED_FRESH_S:
+            figures.append(use)
+    if not figures:
+        return None
+    utils = [f.util for f in figures if f.util is not None]
+    return GpuUse(
+        util=sum(utils) / len(utils) if len(utils) == len(figures) else None,
+        mem_mib=max(f.mem_mib for f in figures),
+        alone=all(f.alone for f in figures),
+        reported_s=min(f.reported_s for f in figures),
     )
 
 

@@ -165,12 +165,13 @@ class Measured:
 @dataclass(frozen=True, slots=True)
 class GpuUse:
     """What the node agents measured of a live job's processes on its GPUs (NVML's
-    per-process samples; operators/agent/gpu_use.py): its mean utilisation of a GPU
-    (0..1), its largest memory on one GPU, whether it was alone on its GPUs while
-    measured (a figure taken beside other jobs' processes is not its utilisation alone,
-    so only an alone one stands in for the catalogue's), and when it was reported."""
+    per-process samples; operators/agent/gpu_use.py): `util`, its mean utilisation of
+    a GPU (0..1] when it last ran alone on its GPUs (a figure taken beside other jobs'
+    processes is its share of a contended GPU, not what the sharing model means; None:
+    never measured alone); `mem_mib`, its memory on its fullest GPU; `alone`, whether
+    it is alone on its GPUs now; `reported_s`, when the figures were reported."""
 
-    util: float
+    util: float | None
     mem_mib: int
     alone: bool
     reported_s: float
@@ -217,7 +218,7 @@ class JobView:
     def util_source(self) -> str:
         """Where `spec.gpu_util`, the utilisation packing and the sharing model use,
         comes from: UTIL_MEASURED, UTIL_TRACE or UTIL_CATALOGUE."""
-        if self.gpu_use is not None and self.gpu_use.alone:
+        if self.gpu_use is not None and self.gpu_use.util is not None:
             return UTIL_MEASURED
         return UTIL_CATALOGUE if self.spec.gpu_util is None else UTIL_TRACE
 
