@@ -212,7 +212,9 @@ class JobView:
     # jobs that report nothing yet) or "measured" (what the running job reported).
     rate_source: str = "model"
     measured: Measured | None = None  # live jobs that report (gpuflow.train)
-    gpu_use: GpuUse | None = None  # live jobs the node agents measured (fresh only)
+    # Live jobs the node agents measured: fresh reports of a running job's pods, or
+    # what was recorded when it last stopped (operators/views.py).
+    gpu_use: GpuUse | None = None
 
     @property
     def util_source(self) -> str:

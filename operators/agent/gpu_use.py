@@ -10,13 +10,15 @@ Per GPU it reads:
   nvmlDeviceGetGraphicsRunningProcesses): each process's pid and `usedGpuMemory`, in
   bytes (None where the driver cannot say, as pynvml returns NVML_VALUE_NOT_AVAILABLE);
 - the utilisation samples newer than the last ones read on that GPU
-  (nvmlDeviceGetProcessUtilization(handle, lastSeenTimeStamp); timestamps in
-  microseconds): per sample a pid and `smUtil`, the percent of the sample period in
-  which a kernel of that process ran on the GPU. NVML raises NVMLError_NotFound when
-  no sample is newer (NVML API reference, nvmlDeviceGetProcessUtilization: "
-  NVML_ERROR_NOT_FOUND if sample entries are not found"): the GPU ran no kernel since,
-  so its processes used 0 %. A GPU that keeps no samples (NVMLError_NotSupported)
-  gives memory only.
+  (nvmlDeviceGetProcessUtilization(handle, lastSeenTimeStamp); CPU timestamps in
+  microseconds): per sample a pid and `smUtil`, the process's SM utilisation in
+  percent. The NVML API reference (nvmlDeviceGetProcessUtilization) returns "one
+  utilization sample structure ... per process running, that had some non-zero
+  utilization during the last sample period", and NVML_ERROR_NOT_FOUND (pynvml's
+  NVMLError_NotFound) "if no valid sample entries are found since the
+  lastSeenTimeStamp": a process without a sample ran no kernel, 0 %. A process's
+  figure is the mean of its samples since the last read. A GPU that keeps no samples
+  (NVMLError_NotSupported) gives memory only.
 
 A process belongs to the pod whose uid its cgroup names (`pod_uid_of_pid`: in
 /proc/<pid>/cgroup, the kubelet's `pod<uid>` under kubepods, with cgroupfs or systemd

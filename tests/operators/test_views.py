@@ -16,7 +16,7 @@ from operators.jobs import JobRecord, State
 from operators.nodes import ClusterView, build_cluster
 from operators.pods import ShareRecord
 from operators.resources import job_spec, micro_time
-from operators.views import arrival_times, job_view, measured_of
+from operators.views import arrival_times, gpu_use_fields, job_view, measured_of
 from policies.gandiva import Gandiva, GandivaState
 from tests.operators.builders import make_dljob, make_node_body
 
@@ -241,3 +241,51 @@ def test_gandiva_packs_a_live_job_by_its_measured_utilisation(measured: bool, pa
     assert isinstance(plan.state, GandivaState)
     assert bool(plan.state.packs) is packs
     assert (guest.job_id in plan.run) is packs
+
+
+def test_a_stopped_job_keeps_its_utilisation_measured_alone_from_its_status() -> None:
+    """The applier records the running job's figure as it stops it (gpu_use_fields);
+    the waiting job's view, its pods gone, reads it back; a running job without a
+    figure alone this attempt takes it too."""
+    figure = {"utilPct": 6, "memMib": 900, "alone": True, "aloneUtilPct": 6}
+    view = measured_view({"default/m-worker-0": figure}, NOW - 5)
+    rates = RateModel(view.cluster)
+    before = job_view(running(view, "m", 2, "resnet50"), view, rates, NOW, NOW - 600)
+    fields = gpu_use_fields(before)
+    assert fields == {"gpuUse": {"utilPct": 6.0, "memMib": 900, "measuredAt": micro_time(NOW - 5)}}
+    obj = make_dljob("m", 2)
+    obj["metadata"].update({"uid": "u-m", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    obj["status"] = {"phase": "Suspended", **fields}
+    waiting = JobRecord(obj, State.WAITING, [], 1, spec=job_spec(obj))
+    job = job_view(waiting, measured_view({}, NOW), rates, NOW + 100, NOW - 600)
+    assert job is not None and job.util_source == "measured"
+    assert job.gpu_use == GpuUse(0.06, 900, False, NOW - 5) and job.spec.gpu_util == 0.06
+    # Restarted beside another job, never alone since: the recorded figure alone.
+    shared = {"utilPct": 4, "memMib": 950, "alone": False}
+    again = running(measured_view({"default/m-worker-0": shared}, NOW + 200), "m", 2, "resnet50")
+    again.obj["status"] = dict(fields)
+    job = job_view(again, measured_view({"default/m-worker-0": shared}, NOW + 200), rates,
+                   NOW + 205, NOW - 600)  # fmt: skip
+    assert job is not None and job.gpu_use == GpuUse(0.06, 950, False, NOW + 200)
+    # Nothing measured alone: nothing to record.
+    assert gpu_use_fields(job_view(running(view, "n", 2, "resnet50"), view, rates, NOW, 0.0)) == {}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "6",
+        {"utilPct": 6},
+        {"utilPct": "x", "memMib": 1, "measuredAt": "2027-01-15T08:00:00Z"},
+        {"utilPct": 0, "memMib": 1, "measuredAt": "2027-01-15T08:00:00Z"},
+        {"utilPct": 6, "memMib": 1, "measuredAt": 3},
+    ],
+)
+def test_a_malformed_recorded_gpu_use_is_none(bad: object) -> None:
+    view = measured_view({}, NOW)
+    obj = make_dljob("m", 2)
+    obj["metadata"].update({"uid": "u-m", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    obj["status"] = {"phase": "Suspended", "gpuUse": bad}
+    waiting = JobRecord(obj, State.WAITING, [], 1, spec=job_spec(obj))
+    job = job_view(waiting, view, RateModel(view.cluster), NOW, NOW - 600)
+    assert job is not None and job.gpu_use is None and job.util_source == "catalogue"
