@@ -23,8 +23,11 @@ Per GPU it reads:
 A process belongs to the pod whose uid its cgroup names (`pod_uid_of_pid`: in
 /proc/<pid>/cgroup, the kubelet's `pod<uid>` under kubepods, with cgroupfs or systemd
 names); the DaemonSet runs with hostPID, so that the pids NVML reports (the host's) are
-the agent's. Processes of no pod on this node (the MPS control daemon, a process
-outside Kubernetes) count as other processes on the GPU.
+the agent's. The MPS server (`nvidia-cuda-mps-server`, by /proc/<pid>/comm), which
+NVML lists on every GPU it serves, is no neighbour; but where it has utilisation samples
+of its own the work of its clients is not attributed to them, so that GPU gives its
+pods memory only. Other processes of no pod on this node (a process outside
+Kubernetes, a pod of another node's namespace) count as neighbours on the GPU.
 
 A pod's figure: `utilPct`, its mean over the GPUs it holds processes on of its
 processes' summed mean `smUtil` there; `memMib`, its processes' memory on its fullest
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,12 +51,22 @@ from operators.kube import Obj
 
 MIB = 1024 * 1024
 PROC = Path("/proc")
+# The process name (/proc/<pid>/comm) of the MPS server that `nvidia-cuda-mps-control`
+# starts for the GPUs it serves (NVIDIA's MPS documentation).
+MPS_SERVER = "nvidia-cuda-mps-server"
 # The kubelet's pod cgroup: `pod<uid>` in cgroupfs paths (kubepods/burstable/pod<uid>/
 # <container>), `pod<uid with _ for ->.slice` in systemd ones
 # (kubepods-burstable-pod<uid>.slice/cri-containerd-<container>.scope).
 _POD_UID = re.compile(
     r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})"
 )
+
+
+def is_mps_server(pid: int, proc: Path = PROC) -> bool:
+    try:
+        return (proc / str(pid) / "comm").read_text(encoding="utf-8").strip() == MPS_SERVER
+    except OSError:
+        return False
 
 
 def pod_uid_of_pid(pid: int, proc: Path = PROC) -> str | None:
@@ -85,9 +98,9 @@ class GpuUseMeter:
     """Reads per-process use from NVML and sums it per pod; keeps, between reads, the
     last sample timestamp per GPU and each pod's last utilisation measured alone."""
 
-    def __init__(self, nvml: Any, uid_of_pid: Callable[[int], str | None] = pod_uid_of_pid):
+    def __init__(self, nvml: Any, proc: Path = PROC):
         self.nvml = nvml
-        self.uid_of_pid = uid_of_pid
+        self.proc = proc
         self._seen_us: dict[int, int] = {}  # GPU index -> newest sample timestamp read
         self._alone_pct: dict[str, int] = {}  # pod key -> its last utilisation alone
 
@@ -111,9 +124,14 @@ class GpuUseMeter:
             if not procs:
                 continue
             util = self._utilisation(i, handle)
+            servers = {pid for pid in procs if is_mps_server(pid, self.proc)}
+            if util is not None and any(util.get(pid, 0.0) > 0.0 for pid in servers):
+                util = None  # the clients' kernels are counted as the server's
             owners: set[str | None] = set()
             for pid, mem in procs.items():
-                key = key_of_uid.get(self.uid_of_pid(pid) or "")
+                if pid in servers:
+                    continue
+                key = key_of_uid.get(pod_uid_of_pid(pid, self.proc) or "")
                 owners.add(key)
                 if key is None:
                     continue

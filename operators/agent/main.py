@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from operators import crd
 from operators.agent.bandwidth import DEFAULT_LEAF_QDISC, BandwidthEnforcer
 from operators.agent.discovery import discover, gpu_status
 from operators.agent.egress import EgressAgent, default_route_interface
-from operators.agent.gpu_use import GpuUseMeter, pod_uid_of_pid
+from operators.agent.gpu_use import GpuUseMeter
 from operators.agent.topology_file import TopologyFileError, load_topology_file
 from operators.informer import Informer
 from operators.kube import (
@@ -159,7 +158,7 @@ def run_agent(
     stop = stop or threading.Event()
     meter = None
     if nvml is not None:
-        meter = GpuUseMeter(nvml, partial(pod_uid_of_pid, proc=Path(options.proc_root)))
+        meter = GpuUseMeter(nvml, Path(options.proc_root))
     egress = EgressAgent(api, options.node_name, _enforcer_factory(options, info.nic_gbps))
     wake = threading.Event()
     on_node = f"spec.nodeName={options.node_name}"

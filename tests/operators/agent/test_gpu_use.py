@@ -5,7 +5,6 @@ as /proc/<pid>/cgroup holds it under the kubelet (written to a directory here)."
 from __future__ import annotations
 
 import os
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,10 @@ CGROUPS = {
     f"burstable/pod{UID_A}/4f1c0e\n",
     202: "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"
     f"{UID_B.replace('-', '_')}.slice/cri-containerd-77aa.scope\n",
-    303: "0::/system.slice/nvidia-mps.service\n",  # the MPS control daemon: no pod
+    303: "0::/system.slice/nvidia-mps.service\n",  # the MPS server: no pod
+    404: "0::/user.slice/user-1000.slice/session-3.scope\n",  # a process of no pod
 }
+COMM = {101: "python3", 202: "python3", 303: "nvidia-cuda-mps-server", 404: "python3"}
 PODS = [
     {"metadata": {"namespace": "ml", "name": "a-worker-0", "uid": UID_A}},
     {"metadata": {"namespace": "ml", "name": "b-worker-0", "uid": UID_B}},
@@ -34,13 +35,14 @@ def proc_dir(tmp_path: Path) -> Path:
     for pid, text in CGROUPS.items():
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "cgroup").write_text(text, encoding="utf-8")
+        (tmp_path / str(pid) / "comm").write_text(COMM[pid] + "\n", encoding="utf-8")
     return tmp_path
 
 
 def meter(tmp_path: Path, **kwargs: Any) -> tuple[FakeNvml, GpuUseMeter]:
     nvml = FakeNvml(**kwargs)
     nvml.nvmlInit()
-    return nvml, GpuUseMeter(nvml, partial(pod_uid_of_pid, proc=proc_dir(tmp_path)))
+    return nvml, GpuUseMeter(nvml, proc_dir(tmp_path))
 
 
 def test_pods_are_found_by_their_cgroup() -> None:
@@ -57,8 +59,8 @@ def test_each_pods_processes_are_summed_per_gpu_and_averaged_over_its_gpus(
     # Pod b: one process on each of GPUs 1 and 2, 80 % and 60 % busy.
     nvml.run(1, 202, 2000 * MIB, ((1_000_000, 80),))
     nvml.run(2, 202, 3000 * MIB, ((1_000_000, 60),))
-    # The MPS daemon alone on GPU 3, and a process of no pod on this node.
-    nvml.run(3, 303, 30 * MIB, ((1_000_000, 0),))
+    # A process of no pod alone on GPU 3.
+    nvml.run(3, 404, 30 * MIB, ((1_000_000, 90),))
     assert gpu_use.read(PODS) == {
         "ml/a-worker-0": {"memMib": 900, "alone": True, "utilPct": 6, "aloneUtilPct": 6},
         "ml/b-worker-0": {"memMib": 3000, "alone": True, "utilPct": 70, "aloneUtilPct": 70},
@@ -100,3 +102,32 @@ def test_a_gpu_without_process_samples_gives_memory_only(tmp_path: Path) -> None
     nvml.run(0, 101, None, graphics=True)  # memory NVML cannot say (WDDM): None
     nvml.run(1, 101, 700 * MIB)
     assert gpu_use.read(PODS) == {"ml/a-worker-0": {"memMib": 700, "alone": True}}
+
+
+def test_the_mps_server_is_no_neighbour_unless_it_takes_its_clients_samples(
+    tmp_path: Path,
+) -> None:
+    nvml, gpu_use = meter(tmp_path)
+    # MPS on GPU 0: the server holds memory; the client's samples are its own.
+    nvml.run(0, 303, 30 * MIB)
+    nvml.run(0, 101, 900 * MIB, ((1_000_000, 40),))
+    assert gpu_use.read(PODS)["ml/a-worker-0"] == {
+        "memMib": 900,
+        "alone": True,
+        "utilPct": 40,
+        "aloneUtilPct": 40,
+    }
+    # The server shows the samples: who of its clients ran is unknown, memory only.
+    nvml.sample(0, 303, ((2_000_000, 55),))
+    assert gpu_use.read(PODS)["ml/a-worker-0"] == {
+        "memMib": 900,
+        "alone": True,
+        "aloneUtilPct": 40,
+    }
+
+
+def test_a_process_of_no_pod_is_a_neighbour(tmp_path: Path) -> None:
+    nvml, gpu_use = meter(tmp_path)
+    nvml.run(0, 101, 900 * MIB, ((1_000_000, 40),))
+    nvml.run(0, 404, 100 * MIB, ((1_000_000, 50),))
+    assert gpu_use.read(PODS)["ml/a-worker-0"]["alone"] is False
