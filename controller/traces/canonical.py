@@ -1,12 +1,14 @@
 """gpuflow's own trace format (`gpuflow`): one CSV row per `JobSpec`.
 
 Header: job_id,submit_s,num_gpus,min_gpus,max_gpus,model,duration_s,iterations,
-batch_size,work_batch,gpu_mem_mib,tenant,user,priority (work_batch: the batch the
-iterations are counted at, see `JobSpec`). job_id, submit_s, num_gpus and at least
-one of duration_s / iterations are required; an empty cell takes the `JobSpec`
-default. Columns may come in any order; an unknown column is an error (it is most
-likely a misspelt one). `write_canonical` writes the same form, so converted traces
-and generated workloads can be saved and replayed. Called through `load_trace`.
+batch_size,work_batch,gpu_mem_mib,tenant,user,priority,gpu_util (work_batch: the batch
+the iterations are counted at; gpu_util: the job's own GPU utilisation alone, in
+(0, 1], where known, else its model's catalogue figure; see `JobSpec`). job_id,
+submit_s, num_gpus and at least one of duration_s / iterations are required; an empty
+cell takes the `JobSpec` default. Columns may come in any order; an unknown column is
+an error (it is most likely a misspelt one). `write_canonical` writes the same form,
+so converted traces and generated workloads can be saved and replayed. Called through
+`load_trace`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from controller.model.job import JobSpec
-from controller.traces.rows import Collector, job_errors, read_table
+from controller.traces.rows import Collector, Row, job_errors, read_table
 from controller.traces.trace import Parsed
 
 FORMAT = "gpuflow"
@@ -36,6 +38,7 @@ COLUMNS = (
     "tenant",
     "user",
     "priority",
+    "gpu_util",
 )
 REQUIRED = ("job_id", "submit_s", "num_gpus")
 
@@ -84,9 +87,17 @@ def load_canonical(path: Path) -> Parsed:
                 tenant=row.text("tenant", "default"),
                 user=row.text("user"),
                 priority=row.optional_integer("priority") or 0,
+                gpu_util=_gpu_util(row),
             )
         jobs.add(job, row.line)
     return jobs.result()
+
+
+def _gpu_util(row: Row) -> float | None:
+    util = row.optional_number("gpu_util")
+    if util is not None and not 0.0 < util <= 1.0:
+        raise row.fail("gpu_util", f"must be in (0, 1], got {row.text('gpu_util')}")
+    return util
 
 
 def _cell(value: object) -> str:
