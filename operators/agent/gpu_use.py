@@ -17,7 +17,10 @@ Per GPU it reads:
   utilization during the last sample period", and NVML_ERROR_NOT_FOUND (pynvml's
   NVMLError_NotFound) "if no valid sample entries are found since the
   lastSeenTimeStamp": a process without a sample ran no kernel, 0 %. A process's
-  figure is the mean of its samples since the last read. A GPU that keeps no samples
+  figure is the mean of its samples since the last read. Since a period in which it
+  ran nothing leaves no sample, that is its utilisation while active, an upper bound
+  of its mean over the interval (and so errs toward packing less); how far the two
+  part for a real job is not yet measured on a GPU. A GPU that keeps no samples
   (NVMLError_NotSupported) gives memory only.
 
 A process belongs to the pod whose uid its cgroup names (`pod_uid_of_pid`: in
@@ -63,6 +66,7 @@ _POD_UID = re.compile(
 
 
 def is_mps_server(pid: int, proc: Path = PROC) -> bool:
+    """Whether process `pid` is an MPS server (False for one gone already)."""
     try:
         return (proc / str(pid) / "comm").read_text(encoding="utf-8").strip() == MPS_SERVER
     except OSError:
