@@ -13,8 +13,10 @@ both through this one class.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.model import Allocation, Cluster, GpuShare, JobSpec
-from controller.model.catalog import ModelProfile, resolve
+from controller.model.catalog import ModelProfile, gpu_util_of, resolve
 from controller.model.perf import (
     PlacementSignature,
     packed_gpu_signature,
@@ -41,20 +43,30 @@ class RateModel:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._rates: dict[tuple[object, ...], float] = {}
-        # (model, precision, GPU shares, batch) -> the speed alone on them, no network
-        # allocator.
-        self._solo: dict[tuple[str, Precision, tuple[GpuShare, ...], int | None], float] = {}
-        self._nominal: dict[tuple[str, Precision, int, int | None, int | None], float] = {}
-        self._profiles: dict[str, ModelProfile] = {}
+        # (model, precision, own utilisation, GPU shares, batch) -> the speed alone on
+        # them, no network allocator (an MPS share caps a job by its utilisation).
+        self._solo: dict[
+            tuple[str, Precision, float | None, tuple[GpuShare, ...], int | None], float
+        ] = {}
+        self._nominal: dict[
+            tuple[str, Precision, float | None, int, int | None, int | None], float
+        ] = {}
+        self._profiles: dict[tuple[str, float | None], ModelProfile] = {}
         # GPU shares -> signature: re-rating a job recomputed its placement's
         # signature at each start and each neighbour change; a tuple of shares
         # hashes and compares in C.
         self._signatures: dict[tuple[GpuShare, ...], PlacementSignature] = {}
 
     def profile(self, spec: JobSpec) -> ModelProfile:
-        prof = self._profiles.get(spec.model)
+        """The job's model profile, with the job's own utilisation where it has one
+        (`JobSpec.gpu_util`), which the sharing model slows it by."""
+        key = (spec.model, spec.gpu_util)
+        prof = self._profiles.get(key)
         if prof is None:
-            prof = self._profiles[spec.model] = resolve(spec.model)
+            prof = resolve(spec.model)
+            if spec.gpu_util is not None:
+                prof = replace(prof, gpu_util=spec.gpu_util)
+            self._profiles[key] = prof
         return prof
 
     def rate_ips(
@@ -73,7 +85,7 @@ class RateModel:
         if inter_node_gbps is None and gpu_load == 0.0:
             # A job alone on its GPUs (each start of a time-sliced job): one lookup by
             # what the speed depends on, before the signature and the profile.
-            solo_key = (spec.model, spec.precision, alloc.shares, batch)
+            solo_key = (spec.model, spec.precision, spec.gpu_util, alloc.shares, batch)
             rate = self._solo.get(solo_key)
             if rate is None:
                 if len(self._solo) >= SIGNATURES_KEPT:
@@ -107,7 +119,7 @@ class RateModel:
                 self._signatures.clear()
             signature = packed_gpu_signature(self.cluster, alloc)
             self._signatures[alloc.shares] = signature
-        key = (prof.name, spec.precision, signature, batch, round(gpu_load, 6))
+        key = (prof.name, spec.precision, prof.gpu_util, signature, batch, round(gpu_load, 6))
         rate = self._rates.get(key)
         if rate is None:
             rate = self._rates[key] = throughput_ips(
@@ -126,7 +138,14 @@ class RateModel:
         speed is divided by the mean over its run of 1 / gain (the time to do the work
         at a constant step rate), so that `duration_s` and oracle remaining times are
         in the units of the work."""
-        key = (spec.model, spec.precision, spec.num_gpus, spec.batch_size, spec.work_batch)
+        key = (
+            spec.model,
+            spec.precision,
+            spec.gpu_util,
+            spec.num_gpus,
+            spec.batch_size,
+            spec.work_batch,
+        )
         rate = self._nominal.get(key)
         if rate is None:
             alloc = packed_allocation(self.cluster, spec.num_gpus)
@@ -161,7 +180,7 @@ class RateModel:
 
     def utilization(self, spec: JobSpec) -> float:
         """How busy the job keeps a GPU alone (0..1), for packing interference."""
-        return self.profile(spec).gpu_util
+        return gpu_util_of(spec)
 
     def restart_s(self, spec: JobSpec) -> float:
         return restart_s(self.profile(spec))

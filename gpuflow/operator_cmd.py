@@ -90,6 +90,12 @@ def add_parsers(sub: Any) -> None:
     )
     arun.add_argument("--once", action="store_true", help="publish once and exit")
     arun.add_argument(
+        "--proc-root",
+        default="/proc",
+        help="the host's /proc, where each GPU process's cgroup names its pod (default"
+        " /proc: the agent runs with hostPID)",
+    )
+    arun.add_argument(
         "--sharing",
         choices=[m.value for m in SharingMode],
         default=DEFAULT_SHARING.value,
@@ -190,6 +196,7 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
         netns=args.netns,
         leaf_qdisc=args.leaf_qdisc,
         sharing=SharingMode(args.sharing),
+        proc_root=args.proc_root,
     )
     return run_agent(options)
 

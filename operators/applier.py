@@ -53,6 +53,7 @@ from operators.resources import (
     status_mutator,
 )
 from operators.template import pod_requests
+from operators.views import gpu_use_fields
 from operators.writer import Writer
 
 # Why an admitted job has no pods yet while its previous attempt's pods are still
@@ -104,7 +105,8 @@ class PlanApplier:
                 by = takers(record, a.job_id, rnd.records)
                 why = self._stop_reason(a.action, by, plan.reason_for(a.job_id))
                 phase = SUSPENDED if suspend else PREEMPTED
-                self.lifecycle.stop(rec, why, phase, plan, now, fields={PREEMPTED_BY: by})
+                fields = {PREEMPTED_BY: by, **gpu_use_fields(rnd.snapshot.job(a.job_id))}
+                self.lifecycle.stop(rec, why, phase, plan, now, fields=fields)
             elif a.action is Action.REBATCH:
                 self._rebatch(rec, a.batch_size)
         for a in actions:

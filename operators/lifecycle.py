@@ -126,7 +126,7 @@ class Lifecycle:
         fields: Mapping[str, Any] | None = None,
     ) -> None:
         """Stop a running job gracefully as the plan says (preempt, suspend, restart);
-        `fields`: status fields to set with it (who took its GPUs)."""
+        `fields`: status fields to set with it (who took its GPUs, its GPU use)."""
         reason = plan.reason_for(rec.key)
         pending = Reasoned(reason.code, reason.message) if reason else None
         self.writer.delete_pods(rec.live, grace_period_s(rec.obj), now)

@@ -3,10 +3,11 @@
 The agent (operators/agent) discovers a `NodeGpus` and writes it on its Node as the
 JSON annotation `gpuflow.dev/gpus` (static: model, UUIDs, NUMA, the pair matrix in
 `nvidia-smi topo -m` labels, the sharing mode), GPU-Feature-Discovery-like labels,
-and a changing `gpuflow.dev/gpu-status` annotation (health, utilisation). The backend turns the
-Nodes that carry the annotation into a `Cluster`, nodes sorted by name, racks from
-the `gpuflow.dev/rack` label (else the zone label), rack uplinks non-blocking, and
-each node's allocatable CPU and memory (`status.allocatable`) beside it.
+and a changing `gpuflow.dev/gpu-status` annotation (health, utilisation, and each
+pod's use of its GPUs). The backend turns the Nodes that carry the annotation into a
+`Cluster`, nodes sorted by name, racks from the `gpuflow.dev/rack` label (else the
+zone label), rack uplinks non-blocking, and each node's allocatable CPU and memory
+(`status.allocatable`) and its pods' GPU use (`pod_gpu_use`) beside it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from controller.model import Cluster, Gpu, GpuType, Node, PairLink, Rack
+from controller.model import Cluster, Gpu, GpuType, GpuUse, Node, PairLink, Rack
 from controller.model.cluster import parse_topology_matrix
 from controller.model.gpus import PCIE_X16_GBPS
 from controller.model.sharing import DEFAULT_SHARING, SharingMode
@@ -36,6 +37,10 @@ DEFAULT_PCIE_GBPS = PCIE_X16_GBPS[3]
 # catalogue lacks that has NVLink pairs.
 DEFAULT_NVLINK_GBPS = 200.0
 DEFAULT_NIC_GBPS = 100.0
+# A pod measured at 0 % (no kernel in the samples: stalled on input, or between
+# phases) is taken as 1 %: JobSpec.gpu_util must be above 0, and the sharing model
+# divides by it.
+MIN_MEASURED_UTIL = 0.01
 NodeState = Literal["ready", "cordoned", "draining", "down"]
 
 
@@ -126,6 +131,9 @@ class ClusterView:
     cordoned_nodes: frozenset[int] = frozenset()
     # Draining (the gpuflow.dev/drain annotation): node -> who and when.
     draining: Mapping[int, str] = field(default_factory=dict)
+    # Pod key ("namespace/name") -> its use of its GPUs, as its node's agent last
+    # reported it (gpu-status "pods": operators/agent/gpu_use.py).
+    pod_use: Mapping[str, GpuUse] = field(default_factory=dict)
 
     def state_of(self, node: int) -> NodeState:
         """ "down", "draining", "cordoned" or "ready" (down wins over the others)."""
@@ -201,6 +209,9 @@ def build_cluster(nodes: Iterable[Obj], previous: ClusterView | None = None) -> 
         for i, n in enumerate(gpu_nodes)
         if crd.ANN_NODE_DRAIN in _annotations(n)
     }
+    pod_use: dict[str, GpuUse] = {}
+    for n in gpu_nodes:
+        pod_use.update(pod_gpu_use(n))
     return ClusterView(
         cluster,
         down,
@@ -209,7 +220,28 @@ def build_cluster(nodes: Iterable[Obj], previous: ClusterView | None = None) -> 
         allocatable,
         cordoned | set(draining),
         draining,
+        pod_use,
     )
+
+
+def pod_gpu_use(node: Obj) -> dict[str, GpuUse]:
+    """The pods' GPU use the node's agent reported in gpu-status (GpuUseMeter.read):
+    utilisation alone where measured (`aloneUtilPct`, percent), memory, whether alone
+    now. A malformed report is read as none: figures never stop a round."""
+    text = _annotations(node).get(crd.ANN_NODE_GPU_STATUS)
+    if not text:
+        return {}
+    try:
+        doc = json.loads(text)
+        reported_s = float(doc["time"])
+        out = {}
+        for key, fig in (doc.get("pods") or {}).items():
+            pct = fig.get("aloneUtilPct")
+            util = None if pct is None else min(1.0, max(MIN_MEASURED_UTIL, float(pct) / 100))
+            out[str(key)] = GpuUse(util, int(fig["memMib"]), bool(fig["alone"]), reported_s)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return {}
+    return out
 
 
 def _assemble(signature: Sequence[tuple[str, str, str]]) -> Cluster:

@@ -7,7 +7,12 @@ service counts from when its whole gang was Running, its waiting time from when 
 last entered the queue. A job whose gang does not run yet (its pods starting, or its
 GPUs still held by leaving pods) is shown running on its GPUs but resuming only after
 its restart cost, as the simulator shows a job it (re)started: no policy judges it
-settled before it ran. Pure functions: the backend writes what they decide.
+settled before it ran. A running job's GPU use is what the node agents last reported
+of its pods (`gpu_use_of`); a stopped one's, what was measured of it before it stopped
+(`status.gpuUse`, which the applier records with the stop: `gpu_use_fields`). Its
+utilisation measured alone becomes the view's `spec.gpu_util`, which packing and the
+sharing model read in place of the catalogue's (`JobView.util_source` says which).
+Pure functions: the backend writes what they decide.
 """
 
 from __future__ import annotations
@@ -16,12 +21,21 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
-from controller.model import Allocation, Cluster, GpuShare, JobSpec, JobStatus, JobView, Measured
+from controller.model import (
+    Allocation,
+    Cluster,
+    GpuShare,
+    GpuUse,
+    JobSpec,
+    JobStatus,
+    JobView,
+    Measured,
+)
 from controller.rates import RateModel
 from operators.jobs import JobRecord, State
 from operators.nodes import ClusterView
 from operators.pods import ShareRecord
-from operators.resources import BACKOFF, PREEMPTED, SUSPENDED, parse_time, phase_of
+from operators.resources import BACKOFF, PREEMPTED, SUSPENDED, micro_time, parse_time, phase_of
 from operators.template import pod_requests
 
 # A job in back-off ran and stopped as a preempted one did: to the policies it is one
@@ -38,6 +52,8 @@ ARRIVAL_TIE_S = 1e-6
 # A running job's measured rate counts while its last report is this recent: a few of
 # the API's summary intervals (5 s) and of the library's reporting windows.
 MEASURED_FRESH_S = 60.0
+# The status field of a stopped job's last measured GPU use.
+GPU_USE = "gpuUse"
 
 
 def arrival_times(
@@ -121,7 +137,10 @@ def job_view(
         return None
     status = rec.obj.get("status") or {}
     batch = rec.pending_batch or status.get("batchSize") or rec.spec.batch_size
-    spec = replace(rec.spec, submit_s=arrival_s)
+    use = gpu_use_of(rec, view, now) if rec.state is not State.WAITING else None
+    use = _with_recorded(use, status.get(GPU_USE))
+    util = rec.spec.gpu_util if use is None or use.util is None else use.util
+    spec = replace(rec.spec, submit_s=arrival_s, gpu_util=util)
     try:
         nominal = rates.nominal_rate_ips(spec)
     except ValueError:
@@ -186,7 +205,60 @@ def job_view(
         batch_size=batch,
         rate_source=source,
         measured=measured,
+        gpu_use=use,
     )
+
+
+def gpu_use_of(rec: JobRecord, view: ClusterView, now: float) -> GpuUse | None:
+    """The job's GPU use from its pods' latest reports (None: no pod reported within
+    MEASURED_FRESH_S): the mean of its pods' utilisations alone (None unless every
+    reporting pod has one), the most memory any pod takes of one GPU, alone only if
+    every pod is, reported when the oldest of them was."""
+    figures = []
+    for pod in rec.pods:
+        meta = pod["metadata"]
+        use = view.pod_use.get(f"{meta.get('namespace') or ''}/{meta['name']}")
+        if use is not None and now - use.reported_s <= MEASURED_FRESH_S:
+            figures.append(use)
+    if not figures:
+        return None
+    utils = [f.util for f in figures if f.util is not None]
+    return GpuUse(
+        util=sum(utils) / len(utils) if len(utils) == len(figures) else None,
+        mem_mib=max(f.mem_mib for f in figures),
+        alone=all(f.alone for f in figures),
+        reported_s=min(f.reported_s for f in figures),
+    )
+
+
+def gpu_use_fields(job: JobView | None) -> dict[str, object]:
+    """The status fields that keep a job's GPU use measured alone past its pods (the
+    applier writes them as it stops the job): none if it has no such measurement."""
+    use = job.gpu_use if job is not None else None
+    if use is None or use.util is None:
+        return {}
+    return {
+        GPU_USE: {
+            "utilPct": round(100.0 * use.util, 1),
+            "memMib": use.mem_mib,
+            "measuredAt": micro_time(use.reported_s),
+        }
+    }
+
+
+def _with_recorded(use: GpuUse | None, recorded: object) -> GpuUse | None:
+    """`use`, its utilisation alone taken from `status.gpuUse` where it has none (a job
+    stopped and restarted, or waiting); a malformed record is none."""
+    if (use is not None and use.util is not None) or not isinstance(recorded, dict):
+        return use
+    try:
+        util = float(recorded["utilPct"]) / 100.0
+        old = GpuUse(util, int(recorded["memMib"]), False, parse_time(recorded["measuredAt"]))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return use
+    if not 0.0 < util <= 1.0:
+        return use
+    return old if use is None else replace(use, util=old.util)
 
 
 def measured_of(train: object) -> Measured | None:

@@ -51,6 +51,10 @@ Deviations from the paper:
 - Introspection judges a pack once, against `nominal_rate_ips` (the speed on the best
   placement of the asked-for GPUs, which a single-node pack on a homogeneous node
   has alone), and bans the model pair rather than the job pair.
+- A job's utilisation is the one the paper's profiling measures (§3.2, §4.2) where
+  the job has one (`JobSpec.gpu_util`: measured by the node agent live, or given by
+  its trace; the view's `util_source` says which); otherwise the catalogue's figure
+  for its model stands in for that profiling.
 - Jobs without `gpu_mem_mib` are packed with the catalogue's `mem_mib` when
   `share_unsized` (the JobSpec convention reads None as "not shareable").
 - Priorities are ignored: the paper has none. Elastic jobs start at `num_gpus`.

@@ -107,7 +107,7 @@ def pack_waiting(
     closed once no host of it is left, or (with the waiting jobs' `kinds`) once no
     kind of job still to come could pack.
     """
-    floor = _lightest_guest(queue, options.util_max)
+    floor = _lightest_guest(queue, kinds, options.util_max)
     if floor is None:
         return
     in_packs = {p.host for p in packs} | {p.guest for p in packs}
@@ -126,8 +126,8 @@ def pack_waiting(
         if not candidates:
             guests.close(n)
             continue
-        util = to_come.util(spec.model)
-        key = (n, spec.model, spec.gpu_mem_mib)
+        util = to_come.util(spec.model, spec.gpu_util)
+        key = (n, spec.model, spec.gpu_mem_mib, spec.gpu_util)
         if (
             util + lightest < options.util_max
             and key not in to_come.hopeless
@@ -157,7 +157,8 @@ def _pack_one(
             packs.append(Pack(host.job_id, guest.job_id, work.now))
             return
     spec = guest.spec
-    to_come.hopeless.add((spec.num_gpus, spec.model, spec.gpu_mem_mib))  # hosts only go
+    key = (spec.num_gpus, spec.model, spec.gpu_mem_mib, spec.gpu_util)
+    to_come.hopeless.add(key)  # hosts only go
 
 
 class _ToCome:
@@ -175,9 +176,12 @@ class _ToCome:
         self._options = options
         self._counts: dict[int, dict[Kind, int]] = {}
         self._utils: dict[str, float] = {}
-        self.hopeless: set[tuple[int, str, int | None]] = set()
+        self.hopeless: set[tuple[int, str, int | None, float | None]] = set()
 
-    def util(self, model: str) -> float:
+    def util(self, model: str, own: float | None) -> float:
+        """A job's utilisation from its kind: its own figure, else its model's."""
+        if own is not None:
+            return own
         util = self._utils.get(model)
         if util is None:
             util = self._utils[model] = resolve(model).gpu_util
@@ -194,38 +198,40 @@ class _ToCome:
         if counts is None:
             counts = self._counts[n] = dict(self._kinds.by_size.get(n, {}))
             for job in self._started:
-                if job.spec.num_gpus == n:
-                    counts[job.spec.model, job.spec.gpu_mem_mib, job.spec.elastic] -= 1
-        counts[spec.model, spec.gpu_mem_mib, spec.elastic] -= 1
+                s = job.spec
+                if s.num_gpus == n:
+                    counts[s.model, s.gpu_mem_mib, s.elastic, s.gpu_util] -= 1
+        counts[spec.model, spec.gpu_mem_mib, spec.elastic, spec.gpu_util] -= 1
         if not candidates:
             return False
         util_max, share_unsized = self._options.util_max, self._options.share_unsized
         first = gpu_util(candidates[0].spec)
-        for (model, mem, elastic), count in counts.items():
+        for (model, mem, elastic, own), count in counts.items():
             if count <= 0 or elastic or (mem is None and not share_unsized):
                 continue
-            util = self.util(model)
+            util = self.util(model, own)
             if util + self._lightest >= util_max or util + first >= util_max:
                 continue
-            if (n, model, mem) not in self.hopeless:
+            if (n, model, mem, own) not in self.hopeless:
                 return True
         return False
 
 
-def _lightest_guest(queue: RoundRobin, util_max: float) -> float | None:
-    """A floor under the utilisation of every waiting job's model (None: nobody
-    waits), which the hosts are chosen by: the catalogue's lightest model where that
-    lets in no host that could pair with a waiting job and that the lightest model
-    actually waiting would have left out; else (at some `util_max`, by rounding) the
-    lightest waiting model itself, read from the whole queue."""
+def _lightest_guest(queue: RoundRobin, kinds: WaitingKinds | None, util_max: float) -> float | None:
+    """A floor under the utilisation of every waiting job (None: nobody waits), which
+    the hosts are chosen by: the catalogue's lightest model where that lets in no host
+    that could pair with a waiting job and that the lightest model actually waiting
+    would have left out, and no waiting job has a utilisation of its own (a trace's,
+    or measured); else the lightest waiting job itself, read from the whole queue."""
     if not queue.count():
         return None
-    if _floor_is_safe(util_max):
+    if kinds is not None and not kinds.own_utils and _floor_is_safe(util_max):
         return min(_CATALOGUE_UTILS)
     return min(gpu_util(job.spec) for job in queue.walk())
 
 
-# Every utilisation a model can have (`gpu_util` resolves every name to one of these).
+# Every utilisation a model's catalogue entry can give (`resolve` gives every name one
+# of these); a job's own figure (JobSpec.gpu_util) may be any other.
 _CATALOGUE_UTILS = frozenset(p.gpu_util for p in (*CATALOG.values(), GENERIC))
 
 
@@ -257,9 +263,7 @@ def _hosts(
     out: dict[int, list[JobView]] = {}
     util_of: dict[str, float] = {}
     for job in work.snapshot.running():
-        util = util_of.get(job.spec.model)
-        if util is None:
-            util = util_of[job.spec.model] = gpu_util(job.spec)
+        util = util_of[job.job_id] = gpu_util(job.spec)
         if util >= util_below or job.job_id in in_packs or job.spec.elastic:
             continue
         alloc = job.allocation
@@ -271,7 +275,7 @@ def _hosts(
             continue
         out.setdefault(alloc.num_gpus, []).append(job)
     for jobs in out.values():
-        jobs.sort(key=lambda j: (util_of[j.spec.model], j.job_id))
+        jobs.sort(key=lambda j: (util_of[j.job_id], j.job_id))
     return out
 
 

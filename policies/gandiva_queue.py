@@ -136,8 +136,9 @@ class Walk:
 _WAITING = tuple(WAITING)
 
 # What decides whether a waiting job can be packed, beside its gang size: its model,
-# its GPU memory and whether it is elastic.
-Kind = tuple[str, int | None, bool]
+# its GPU memory, whether it is elastic, and its own utilisation (JobSpec.gpu_util;
+# None: the model's catalogue figure).
+Kind = tuple[str, int | None, bool, float | None]
 
 
 class WaitingKinds:
@@ -148,22 +149,25 @@ class WaitingKinds:
     changes while a job is active, so the counts hold for any state that reads them
     at the same mark of the same backend (`source`)."""
 
-    __slots__ = ("by_size", "kind_of", "mark", "source")
+    __slots__ = ("by_size", "kind_of", "mark", "own_utils", "source")
 
     def __init__(self, source: object, mark: int) -> None:
         self.source = source
         self.mark = mark
         self.kind_of: dict[str, tuple[int, Kind]] = {}
         self.by_size: dict[int, dict[Kind, int]] = {}
+        # How many of the jobs counted carry their own utilisation.
+        self.own_utils = 0
 
     def add(self, job: JobView) -> None:
         if job.job_id in self.kind_of:
             return
         spec = job.spec
-        n, kind = spec.num_gpus, (spec.model, spec.gpu_mem_mib, spec.elastic)
+        n, kind = spec.num_gpus, (spec.model, spec.gpu_mem_mib, spec.elastic, spec.gpu_util)
         self.kind_of[job.job_id] = (n, kind)
         counts = self.by_size.setdefault(n, {})
         counts[kind] = counts.get(kind, 0) + 1
+        self.own_utils += spec.gpu_util is not None
 
     def discard(self, job_id: str) -> None:
         entry = self.kind_of.pop(job_id, None)
@@ -174,6 +178,7 @@ class WaitingKinds:
         counts[kind] -= 1
         if not counts[kind]:
             del counts[kind]
+        self.own_utils -= kind[3] is not None
 
 
 def waiting_kinds(snapshot: Snapshot, kept: WaitingKinds | None) -> WaitingKinds | None:

@@ -10,7 +10,7 @@ together, so that the pool is always what the plan leaves free.
 from __future__ import annotations
 
 from controller.model import Allocation, JobSpec, JobView, Reason, Snapshot
-from controller.model.catalog import resolve
+from controller.model.catalog import gpu_util_of, resolve
 
 
 class Work:
@@ -78,8 +78,9 @@ class Work:
 
 
 def gpu_util(spec: JobSpec) -> float:
-    """GPU utilisation of the job alone (catalogue), what packing is decided on."""
-    return resolve(spec.model).gpu_util
+    """GPU utilisation of the job alone, what packing is decided on: its own (a
+    trace's, or measured live) where it has one, else the catalogue's."""
+    return gpu_util_of(spec)
 
 
 def mem_mib(spec: JobSpec, share_unsized: bool) -> int | None:

@@ -59,6 +59,7 @@ def make_job(
     min_gpus: int = 0,
     max_gpus: int = 0,
     gpu_mem_mib: int | None = None,
+    gpu_util: float | None = None,
 ) -> JobSpec:
     return JobSpec(
         job_id=job_id,
@@ -71,6 +72,7 @@ def make_job(
         min_gpus=min_gpus,
         max_gpus=max_gpus,
         gpu_mem_mib=gpu_mem_mib,
+        gpu_util=gpu_util,
     )
 
 

@@ -16,7 +16,7 @@ from controller.model.cluster import (
     PcieLevel,
     Rack,
 )
-from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Measured, Reason
+from controller.model.job import WAITING, GpuUse, JobSpec, JobStatus, JobView, Measured, Reason
 from controller.model.pool import GpuPool
 from controller.model.snapshot import (
     RESTARTING,
@@ -45,6 +45,7 @@ __all__ = [
     "GpuPool",
     "GpuShare",
     "GpuType",
+    "GpuUse",
     "Group",
     "HostRequest",
     "JobSpec",

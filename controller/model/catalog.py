@@ -16,6 +16,7 @@ from functools import cache
 from types import MappingProxyType
 
 from controller.model.catalog_entries import ALIASES, GENERIC, PROFILES
+from controller.model.job import JobSpec
 from controller.model.measured import (
     MEASURED_APPS,
     MeasuredProfile,
@@ -50,6 +51,14 @@ def resolve(name: str) -> ModelProfile:
     if target is None or target == GENERIC.name:
         return GENERIC
     return CATALOG[target]
+
+
+def gpu_util_of(spec: JobSpec) -> float:
+    """How busy the job keeps a GPU alone (0..1]: its own figure where it has one
+    (`JobSpec.gpu_util`: its trace's, or measured live), else its model's catalogue
+    figure. The one reading of a job's utilisation: packing (Gandiva, the fragmentation
+    placer) and the sharing model (controller.rates) all come through here."""
+    return spec.gpu_util if spec.gpu_util is not None else resolve(spec.model).gpu_util
 
 
 def names() -> tuple[str, ...]:

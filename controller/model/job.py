@@ -40,6 +40,12 @@ class JobSpec:
     (`GpuType.name`) the job accepts; empty accepts any. `precision` is what it trains
     in (controller.model.precision; default TF32, the precision the catalogue's figures
     assume), which sets its speed on a GPU where no rate was measured for it.
+
+    `gpu_util` is how busy the job keeps a GPU alone (0..1], where this job's own
+    figure is known: a trace's (openb's GPU share: controller.traces.alibaba) or what
+    the node agent measured of it live (operators/views.py puts it here). None: its
+    model's catalogue figure. Packing and the sharing model read it through
+    `controller.model.catalog.gpu_util_of`, in replays and live alike.
     """
 
     job_id: str
@@ -64,6 +70,7 @@ class JobSpec:
     # (controller.model.queues.QueueTree.leaf_of).
     queue: str = ""
     precision: Precision = DEFAULT_PRECISION
+    gpu_util: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:
@@ -100,6 +107,8 @@ class JobSpec:
                 raise ValueError(f"job {self.job_id}: precision {e}") from None
         if self.is_share and self.max_gpus != 1:
             raise ValueError(f"job {self.job_id}: a GPU share (gpu_milli) needs 1 GPU")
+        if self.gpu_util is not None and not 0.0 < self.gpu_util <= 1.0:
+            raise ValueError(f"job {self.job_id}: gpu_util must be in (0, 1], got {self.gpu_util}")
 
     @property
     def is_share(self) -> bool:
@@ -163,6 +172,27 @@ class Measured:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuUse:
+    """What the node agents measured of a live job's processes on its GPUs (NVML's
+    per-process samples; operators/agent/gpu_use.py): `util`, its mean utilisation of
+    a GPU (0..1] when it last ran alone on its GPUs (a figure taken beside other jobs'
+    processes is its share of a contended GPU, not what the sharing model means; None:
+    never measured alone); `mem_mib`, its memory on its fullest GPU; `alone`, whether
+    it is alone on its GPUs now; `reported_s`, when the figures were reported."""
+
+    util: float | None
+    mem_mib: int
+    alone: bool
+    reported_s: float
+
+
+# Where a job's GPU utilisation comes from (`JobView.util_source`).
+UTIL_MEASURED = "measured"  # the node agent's, of this job alone on its GPUs
+UTIL_TRACE = "trace"  # the job's own figure in its trace (JobSpec.gpu_util)
+UTIL_CATALOGUE = "catalogue"  # its model's figure in the catalogue
+
+
+@dataclass(frozen=True, slots=True)
 class JobView:
     """One active job as a policy sees it at a snapshot.
 
@@ -191,6 +221,17 @@ class JobView:
     # jobs that report nothing yet) or "measured" (what the running job reported).
     rate_source: str = "model"
     measured: Measured | None = None  # live jobs that report (gpuflow.train)
+    # Live jobs the node agents measured: fresh reports of a running job's pods, or
+    # what was recorded when it last stopped (operators/views.py).
+    gpu_use: GpuUse | None = None
+
+    @property
+    def util_source(self) -> str:
+        """Where `spec.gpu_util`, the utilisation packing and the sharing model use,
+        comes from: UTIL_MEASURED, UTIL_TRACE or UTIL_CATALOGUE."""
+        if self.gpu_use is not None and self.gpu_use.util is not None:
+            return UTIL_MEASURED
+        return UTIL_CATALOGUE if self.spec.gpu_util is None else UTIL_TRACE
 
     @property
     def num_gpus(self) -> int:
@@ -260,6 +301,7 @@ class _JobViewDraft:
     batch_size: int | None
     rate_source: str
     measured: Measured | None
+    gpu_use: GpuUse | None
 
 
 def model_view(
@@ -282,7 +324,7 @@ def model_view(
     """`JobView(job_id=spec.job_id, ...)` with its rates from the performance model
     and nothing measured, at about a fifth of the cost: the simulator builds one for
     every job that starts, stops or is re-rated (controller.sim.job), two for each
-    swap of Gandiva's time-slicing, and a frozen dataclass sets each of its 18 fields
+    swap of Gandiva's time-slicing, and a frozen dataclass sets each of its 19 fields
     through `object.__setattr__`, where a draft's slots take plain stores.
     tests/controller/test_model_view.py checks it against the constructor."""
     view = _new(_JobViewDraft)
@@ -304,5 +346,6 @@ def model_view(
     view.batch_size = batch_size
     view.rate_source = "model"
     view.measured = None
+    view.gpu_use = None
     view.__class__ = JobView  # type: ignore[assignment]
     return view  # type: ignore[return-value]

@@ -27,12 +27,12 @@ Deviations from FGD, which places single-node pods of a CPU/GPU cluster:
   gang larger than a node counts as wanting whole nodes. A gang that no single node
   holds is placed as the topology-aware placer places it (fewest nodes, one rack).
 - The share a GPU-sharing job takes (a job with `gpu_mem_mib` set, placed on one
-  GPU) is its dominant share of the GPU: max(gpu_mem_mib / GPU memory, the model's
-  GPU utilisation), rounded up to whole percent (MPS active-thread percentages are
-  whole percent); at 1 or more it takes a whole GPU. Taking at least its
-  utilisation bounds the MPS cap's slowdown (controller.model.sharing: at f = u,
-  under 5 % for u >= 0.9, 32 % at u = 0.3); taking at least its memory share keeps
-  F honest about memory-bound GPUs.
+  GPU) is its dominant share of the GPU: max(gpu_mem_mib / GPU memory, the job's
+  GPU utilisation (its own, else its model's: catalog.gpu_util_of)), rounded up to
+  whole percent (MPS active-thread percentages are whole percent); at 1 or more it
+  takes a whole GPU. Taking at least its utilisation bounds the MPS cap's slowdown
+  (controller.model.sharing: at f = u, under 5 % for u >= 0.9, 32 % at u = 0.3);
+  taking at least its memory share keeps F honest about memory-bound GPUs.
 - The mix: pinned by the `mix` argument, or else learned from the requests the
   placer is asked for: the last `MIX_WINDOW_JOBS` distinct jobs, re-read every
   `MIX_REFRESH_JOBS` new jobs (the snapshot is not passed to a placer).
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 from controller.model import Allocation, Cluster, GpuPool, GpuShare, GpuType, JobView
 from controller.model.allocation import SHARE_EPS
-from controller.model.catalog import resolve
+from controller.model.catalog import gpu_util_of
 from controller.model.job import MILLI_PER_GPU
 from controller.placement.basic import sticky_allocation
 from controller.placement.topology import Candidate, JobScorer, TopologyAwarePlacer
@@ -142,7 +142,7 @@ def share_fraction(job: JobView, num_gpus: int, gpu: GpuType) -> float | None:
         return None
     if mem is None:  # a share asked in milli-GPUs, taken as asked
         return spec.gpu_milli / MILLI_PER_GPU
-    need = max(mem / gpu.mem_mib, resolve(spec.model).gpu_util, spec.gpu_milli / MILLI_PER_GPU)
+    need = max(mem / gpu.mem_mib, gpu_util_of(spec), spec.gpu_milli / MILLI_PER_GPU)
     share = math.ceil(need / SHARE_QUANTUM - 1e-9) * SHARE_QUANTUM
     return round(share, 6) if share < 1.0 - SHARE_EPS else None
 

@@ -28,7 +28,10 @@ job submitted at creation_time that runs from scheduled_time to deletion_time.
 num_gpu GPUs are asked; gpu_milli < 1000 with num_gpu 1 is a share of one GPU, which
 becomes num_gpus = 1 with gpu_mem_mib = gpu_milli / 1000 * `gpu_mem_mib_per_gpu`, so
 the job can share its GPU with others whose memory fits beside it (the trace gives one
-number for the share; it is taken to apply to memory as to compute). qos becomes the
+number for the share; it is taken to apply to memory as to compute), and the share is
+the job's GPU utilisation (`JobSpec.gpu_util`: a pod capped to gpu_milli of a GPU's
+compute uses at most that much of it; the trace measures no utilisation, and a pod of
+whole GPUs keeps its model's catalogue figure). qos becomes the
 priority (`QOS_PRIORITY`). The pod's CPU and memory become the job's `cpu_milli` and
 `host_mem_mib`, a share also its `gpu_milli`, and `gpu_spec` its `gpu_models` (openb's
 names translated to gpuflow's GPU types, `controller.spec.types.OPENB_MODELS`, as the
@@ -225,6 +228,7 @@ def load_alibaba_openb(path: Path, *, gpu_mem_mib_per_gpu: int = GPU_MEM_MIB_PER
                 cpu_milli=row.optional_integer("cpu_milli", minimum=0) or 0,
                 host_mem_mib=row.optional_integer("memory_mib", minimum=0) or 0,
                 gpu_milli=gpu_milli if shared else 0,
+                gpu_util=gpu_milli / 1000 if shared else None,
                 gpu_models=frozenset(OPENB_MODELS[m] for m in models),
                 priority=QOS_PRIORITY.get(row.text("qos"), 0),
             )

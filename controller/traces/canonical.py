@@ -1,13 +1,15 @@
 """gpuflow's own trace format (`gpuflow`): one CSV row per `JobSpec`.
 
 Header: job_id,submit_s,num_gpus,min_gpus,max_gpus,model,duration_s,iterations,
-batch_size,work_batch,gpu_mem_mib,tenant,user,priority,precision (work_batch: the
-batch the iterations are counted at, see `JobSpec`; precision: what the job trains in,
-tf32, bf16, fp16 or fp32, controller.model.precision, default tf32). job_id, submit_s,
-num_gpus and at least one of duration_s / iterations are required; an empty cell takes
-the `JobSpec` default. Columns may come in any order; an unknown column is an error (it is most
-likely a misspelt one). `write_canonical` writes the same form, so converted traces
-and generated workloads can be saved and replayed. Called through `load_trace`.
+batch_size,work_batch,gpu_mem_mib,tenant,user,priority,precision,gpu_util (work_batch:
+the batch the iterations are counted at, see `JobSpec`; precision: what the job trains
+in, tf32, bf16, fp16 or fp32, controller.model.precision, default tf32; gpu_util: the
+job's own GPU utilisation alone, in (0, 1], where known, else its model's catalogue
+figure). job_id, submit_s, num_gpus and at least one of duration_s / iterations are
+required; an empty cell takes the `JobSpec` default. Columns may come in any order; an
+unknown column is an error (it is most likely a misspelt one). `write_canonical` writes
+the same form, so converted traces and generated workloads can be saved and replayed.
+Called through `load_trace`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from controller.model.job import JobSpec
 from controller.model.precision import DEFAULT_PRECISION, parse_precision
-from controller.traces.rows import Collector, job_errors, read_table
+from controller.traces.rows import Collector, Row, job_errors, read_table
 from controller.traces.trace import Parsed
 
 FORMAT = "gpuflow"
@@ -39,6 +41,7 @@ COLUMNS = (
     "user",
     "priority",
     "precision",
+    "gpu_util",
 )
 REQUIRED = ("job_id", "submit_s", "num_gpus")
 
@@ -94,9 +97,17 @@ def load_canonical(path: Path) -> Parsed:
                 user=row.text("user"),
                 priority=row.optional_integer("priority") or 0,
                 precision=precision,
+                gpu_util=_gpu_util(row),
             )
         jobs.add(job, row.line)
     return jobs.result()
+
+
+def _gpu_util(row: Row) -> float | None:
+    util = row.optional_number("gpu_util")
+    if util is not None and not 0.0 < util <= 1.0:
+        raise row.fail("gpu_util", f"must be in (0, 1], got {row.text('gpu_util')}")
+    return util
 
 
 def _cell(value: object) -> str:

@@ -5,7 +5,10 @@ Once at start: the static GPU annotation (`gpuflow.dev/gpus`), the GPU Feature
 Discovery labels, the Node condition `GpuModelUnknown` (True, with a warning in
 the log, when the GPU is not in gpuflow's catalogue and its speed was derived from
 NVML's figures) and the extended resource `gpuflow.dev/gpu-share` (100 per GPU) in
-the Node's capacity and allocatable; then every `interval_s` the health and utilisation annotation.
+the Node's capacity and allocatable; then every `interval_s` the health and utilisation
+annotation (`gpuflow.dev/gpu-status`: each GPU's health, utilisation and memory, and
+under "pods" each pod's use of its GPUs from NVML's per-process figures,
+operators/agent/gpu_use.py, which the operator's views read).
 GPUs come from NVML (pynvml, package nvidia-ml-py) or from `--topology-file`. Where
 NVML is absent the agent says so in one line and exits with EXIT_NO_NVML.
 
@@ -35,6 +38,7 @@ from operators import crd
 from operators.agent.bandwidth import DEFAULT_LEAF_QDISC, BandwidthEnforcer
 from operators.agent.discovery import discover, gpu_status
 from operators.agent.egress import EgressAgent, default_route_interface
+from operators.agent.gpu_use import GpuUseMeter
 from operators.agent.topology_file import TopologyFileError, load_topology_file
 from operators.informer import Informer
 from operators.kube import (
@@ -42,6 +46,7 @@ from operators.kube import (
     NOT_FOUND,
     KubeApi,
     KubeConfigError,
+    Obj,
     Resource,
     api_client,
     error_message,
@@ -77,6 +82,7 @@ class AgentOptions:
     netns: str | None = None  # the interface's network namespace; None: the agent's
     leaf_qdisc: str = DEFAULT_LEAF_QDISC  # each pod class's queue ("pfifo" everywhere)
     sharing: SharingMode = DEFAULT_SHARING  # how the node runs shared GPUs (MPS or not)
+    proc_root: str = "/proc"  # the host's /proc: a GPU process's cgroup names its pod
 
 
 class NvmlMissing(RuntimeError):
@@ -96,10 +102,18 @@ def load_nvml() -> Any:
     return nvml
 
 
-def node_patch(info: NodeGpus, status: list[dict[str, Any]] | None) -> dict[str, Any]:
+def node_patch(
+    info: NodeGpus,
+    status: list[dict[str, Any]] | None,
+    pods: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The Node's labels and GPU annotations; `status` each GPU's health and use,
+    `pods` each pod's use of the GPUs (GpuUseMeter.read), where NVML gives them."""
     ann = {crd.ANN_NODE_GPUS: info.to_annotation()}
     if status is not None:
-        doc = {"time": int(time.time()), "gpus": status}
+        doc: dict[str, Any] = {"time": int(time.time()), "gpus": status}
+        if pods is not None:
+            doc["pods"] = pods
         ann[crd.ANN_NODE_GPU_STATUS] = json.dumps(doc, separators=(",", ":"))
     return {"metadata": {"labels": info.labels(), "annotations": ann}}
 
@@ -142,6 +156,9 @@ def run_agent(
         log.warning("%s", info.unknown)
     _report_model(api, options.node_name, info)
     stop = stop or threading.Event()
+    meter = None
+    if nvml is not None:
+        meter = GpuUseMeter(nvml, Path(options.proc_root))
     egress = EgressAgent(api, options.node_name, _enforcer_factory(options, info.nic_gbps))
     wake = threading.Event()
     on_node = f"spec.nodeName={options.node_name}"
@@ -152,15 +169,16 @@ def run_agent(
         watch_timeout_s=POD_WATCH_TIMEOUT_S,
     )
     if options.once:
-        _publish(api, options.node_name, info, nvml)
         pods.relist()
+        _publish(api, options.node_name, info, nvml, meter, pods.items())
         egress.step(pods.items())
         return 0
     threading.Thread(target=pods.run, args=(stop,), name="pods", daemon=True).start()
     next_publish_s = 0.0
     while not stop.is_set():
         if time.monotonic() >= next_publish_s:
-            _publish(api, options.node_name, info, nvml)
+            bound = pods.items() if pods.synced.is_set() else []
+            _publish(api, options.node_name, info, nvml, meter, bound)
             next_publish_s = time.monotonic() + options.interval_s
             wake.set()  # the egress step runs every interval too: a failed apply retries
         if wake.is_set():
@@ -190,9 +208,17 @@ def _node_missing(api: KubeApi, node_name: str) -> int | None:
     return None
 
 
-def _publish(api: KubeApi, node_name: str, info: NodeGpus, nvml: Any) -> None:
+def _publish(
+    api: KubeApi,
+    node_name: str,
+    info: NodeGpus,
+    nvml: Any,
+    meter: GpuUseMeter | None,
+    pods: list[Obj],
+) -> None:
     status = gpu_status(nvml) if nvml is not None else _all_healthy(info)
-    api.patch_node(node_name, node_patch(info, status))
+    use = meter.read(pods) if meter is not None else None
+    api.patch_node(node_name, node_patch(info, status, use))
     log.info("published %d GPU(s) on node %s", len(info.gpus), node_name)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from controller.model import Reason
+from controller.model.sharing import slowdown
 from controller.placement import PLACERS, make_placer
 from controller.records import ReplayResult
 from controller.sim import Simulator
@@ -79,3 +80,20 @@ def test_a_pod_held_back_by_cpu_says_so(tmp_path: Path) -> None:
     assert sim.reason_for("pod-05") == Reason(
         "WaitingForResources", "openb-node-0001: needs 12 CPU, 8 allocatable free"
     )
+
+
+def test_shares_are_placed_and_slowed_by_the_traces_utilisation(tmp_path: Path) -> None:
+    """Two pods of 300 milli-GPUs on a node of one GPU: each uses 0.3 of it (the
+    trace's figure, not the catalogue's 0.8 for a model it does not name), so both
+    run at once on shares of 0.3 and finish as the sharing model says of u = 0.3."""
+    nodes = "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0001,32000,262144,1,G2\n"
+    cluster = load_cluster(str(write(tmp_path, "openb_node_list_gpu_node.csv", nodes)))
+    rows = [f"pod-{k},1000,1024,1,300,,LS,Succeeded,0,1000,0" for k in range(2)]
+    trace = load_trace(write(tmp_path, "openb_pod_list_s.csv", "\n".join([POD_HEADER, *rows])))
+    assert {job.gpu_util for job in trace.jobs} == {0.3}
+    placer = make_placer("fragmentation-aware", cluster)
+    result = Simulator(cluster, trace.jobs, make_policy("fifo"), placer).run()
+    mode = cluster.nodes[0].sharing
+    expected = 1000.0 * slowdown(mode, 0.3, 0.3, fraction=0.3)
+    assert [job.first_start_s for job in result.jobs] == [0.0, 0.0]
+    assert [job.jct_s for job in result.jobs] == pytest.approx([expected] * 2, rel=1e-6)

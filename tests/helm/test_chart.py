@@ -128,6 +128,7 @@ def test_agent_daemonset(render: Render) -> None:
     ds = m.component("DaemonSet", "agent")
     spec = pod_spec(ds)
     assert spec["hostNetwork"] is True
+    assert spec["hostPID"] is True  # NVML's pids are the host's: their cgroups name pods
     assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec[

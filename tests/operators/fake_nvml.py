@@ -7,6 +7,17 @@ lanes per GPU, GPUs 0-3 on CPU 0 and 4-7 on CPU 1, pairs behind one PCIe switch.
 `figures` make its GPUs another model (the name NVML reports, and what it says of the
 GPU's compute capability, cores, clocks, memory bus and PCIe generation; a figure
 left out raises NVMLError_NotSupported, as on drivers that cannot say).
+
+Processes: `run(gpu, pid, mem_bytes, samples)` puts a process on a GPU, with its
+utilisation samples ((timestamp in microseconds, smUtil percent), ...). The three
+per-process functions behave as pynvml's (nvidia-ml-py 13, pynvml.py) over the NVML
+API reference: the running-process lists return objects with `pid` and
+`usedGpuMemory` (bytes, None where NVML says NVML_VALUE_NOT_AVAILABLE), [] for none;
+nvmlDeviceGetProcessUtilization(handle, lastSeenTimeStamp) returns the samples with a
+timestamp above lastSeenTimeStamp (0: all kept), each with pid, timeStamp, smUtil,
+memUtil, encUtil, decUtil, and raises NVMLError_NotFound when there is none
+("NVML_ERROR_NOT_FOUND if sample entries are not found"); `process_samples=False`
+makes it raise NVMLError_NotSupported, as on GPUs that keep no samples.
 """
 
 from __future__ import annotations
@@ -65,6 +76,32 @@ class NVMLError_NotSupported(NVMLError):
     pass
 
 
+class NVMLError_NotFound(NVMLError):
+    pass
+
+
+@dataclass
+class _Process:
+    """pynvml's friendly object for an nvmlProcessInfo_t (v3 fields)."""
+
+    pid: int
+    usedGpuMemory: int | None
+    gpuInstanceId: int = 0xFFFFFFFF  # not on a MIG instance
+    computeInstanceId: int = 0xFFFFFFFF
+
+
+@dataclass
+class _Sample:
+    """An nvmlProcessUtilizationSample_t's fields."""
+
+    pid: int
+    timeStamp: int
+    smUtil: int
+    memUtil: int = 0
+    encUtil: int = 0
+    decUtil: int = 0
+
+
 @dataclass
 class _Mem:
     total: int
@@ -88,6 +125,8 @@ class FakeNvml:
 
     NVMLError = NVMLError
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
+    NVMLError_NotFound = NVMLError_NotFound
+    NVMLError_NotSupported = NVMLError_NotSupported
     NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
     NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = NVML_MEMORY_ERROR_TYPE_UNCORRECTED
@@ -102,11 +141,16 @@ class FakeNvml:
         ecc_errors: dict[int, int] | None = None,
         product: str = "Tesla V100-SXM2-16GB",
         figures: GpuFigures = V100_FIGURES,
+        process_samples: bool = True,
     ) -> None:
         self.missing = missing
         self.ecc_errors = ecc_errors or {}
         self.product = product
         self.figures = figures
+        self.process_samples = process_samples
+        self.compute: dict[int, list[_Process]] = {}
+        self.graphics: dict[int, list[_Process]] = {}
+        self.samples: dict[int, list[_Sample]] = {}
         self.initialised = False
         self.calls: list[str] = []
         self._peers: dict[int, list[int]] = {i: [] for i in range(8)}
@@ -192,6 +236,43 @@ class FakeNvml:
 
     def nvmlDeviceGetTotalEccErrors(self, h: int, kind: int, counter: int) -> int:
         return self.ecc_errors.get(h, 0)
+
+    # -- processes ---------------------------------------------------------------------
+
+    def run(
+        self,
+        gpu: int,
+        pid: int,
+        mem_bytes: int | None,
+        samples: tuple[tuple[int, int], ...] = (),
+        *,
+        graphics: bool = False,
+    ) -> None:
+        """Put process `pid` on GPU `gpu` with its (timestamp µs, smUtil %) samples."""
+        table = self.graphics if graphics else self.compute
+        table.setdefault(gpu, []).append(_Process(pid, mem_bytes))
+        self.sample(gpu, pid, samples)
+
+    def sample(self, gpu: int, pid: int, samples: tuple[tuple[int, int], ...]) -> None:
+        """More (timestamp µs, smUtil %) samples of a process on GPU `gpu`."""
+        self.samples.setdefault(gpu, []).extend(_Sample(pid, t, u) for t, u in samples)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[_Process]:
+        self._check("compute processes")
+        return list(self.compute.get(h, []))
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h: int) -> list[_Process]:
+        self._check("graphics processes")
+        return list(self.graphics.get(h, []))
+
+    def nvmlDeviceGetProcessUtilization(self, h: int, timeStamp: int) -> list[_Sample]:
+        self._check("process utilisation")
+        if not self.process_samples:
+            raise NVMLError_NotSupported("Not Supported")
+        newer = [s for s in self.samples.get(h, []) if s.timeStamp > timeStamp]
+        if not newer:
+            raise NVMLError_NotFound("Not Found")
+        return newer
 
 
 def fake_module(**kwargs: Any) -> FakeNvml:

@@ -122,6 +122,34 @@ def test_agent_publishes_on_its_node(kube_server: KubeServer) -> None:
     assert node["status"]["allocatable"][crd.RESOURCE_GPU_SHARE] == "800"
 
 
+def test_agent_publishes_each_pods_gpu_use_on_its_node(
+    kube_server: KubeServer, tmp_path: Path
+) -> None:
+    """A pod's process on GPU 0 (found by its cgroup under --proc-root) reaches the
+    Node's gpu-status, and from there the operator's ClusterView."""
+    api = KubeApi(kube_server.api_client())
+    api.create_node({"metadata": {"name": "n1"}})
+    pod = api.create_pod(
+        "default",
+        {
+            "metadata": {"name": "mlp-worker-0"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "w", "image": "x"}]},
+        },
+    )
+    uid = pod["metadata"]["uid"]
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "cgroup").write_text(
+        f"0::/kubepods.slice/kubepods-pod{uid.replace('-', '_')}.slice/cri-o-1.scope\n"
+    )
+    nvml = initialised()
+    nvml.run(0, 4242, 1536 * 1024**2, ((10, 5), (20, 7)))
+    options = AgentOptions(node_name="n1", once=True, proc_root=str(tmp_path))
+    assert run_agent(options, nvml=nvml, api=api) == 0
+    view = build_cluster([api.get_node("n1")])
+    use = view.pod_use["default/mlp-worker-0"]
+    assert (use.util, use.mem_mib, use.alone) == (0.06, 1536, True)
+
+
 @pytest.mark.parametrize(("product", "name"), sorted(NVML_NAMES.items()))
 def test_every_nvml_product_is_published_as_its_catalogue_entry(product: str, name: str) -> None:
     info = discover(initialised(product=product), nic_gbps=100)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from controller.model import HostRequest
+from controller.model import GpuUse, HostRequest, Snapshot
+from controller.model.catalog import gpu_util_of
+from controller.model.sharing import slowdown
+from controller.placement import ConsolidatedPlacer
 from controller.rates import RateModel
+from operators import crd
 from operators.jobs import JobRecord, State
 from operators.nodes import ClusterView, build_cluster
 from operators.pods import ShareRecord
 from operators.resources import job_spec, micro_time
-from operators.views import arrival_times, job_view, measured_of
+from operators.views import arrival_times, gpu_use_fields, job_view, measured_of
+from policies.gandiva import Gandiva, GandivaState
 from tests.operators.builders import make_dljob, make_node_body
 
 NOW = 1_800_000_000.0
@@ -130,3 +136,177 @@ def test_a_live_job_asks_its_worker_pods_cpu_and_memory_on_each_node() -> None:
     job = job_view(rec, view, RateModel(view.cluster), NOW, NOW - 60)
     assert job is not None and job.allocation is not None
     assert job.allocation.host == HostRequest(3500, 2048)
+
+
+# -- GPU use the node agents measured ---------------------------------------------------
+
+
+def measured_view(pods: dict[str, dict[str, Any]], reported_s: float) -> ClusterView:
+    """node-0 with its agent's gpu-status report of `pods` at `reported_s`."""
+    node = make_node_body("node-0")
+    doc = {"time": reported_s, "gpus": [], "pods": pods}
+    node["metadata"]["annotations"][crd.ANN_NODE_GPU_STATUS] = json.dumps(doc)
+    return build_cluster([node])
+
+
+def running(view: ClusterView, name: str, gpus: int, model: str) -> JobRecord:
+    """A running job of `model` on the first `gpus` GPUs, one worker pod."""
+    obj = make_dljob(name, gpus)
+    obj["spec"]["model"] = model
+    obj["metadata"].update({"uid": f"u-{name}", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    node = view.cluster.nodes[0]
+    shares = tuple(ShareRecord(node.name, g, node.gpus[g].uuid) for g in range(gpus))
+    pod = {"metadata": {"namespace": "default", "name": f"{name}-worker-0"}}
+    return JobRecord(
+        obj, State.RUNNING, [pod], 1, spec=job_spec(obj), shares=shares, running_s=NOW - 300
+    )
+
+
+@pytest.mark.parametrize(
+    ("figure", "age_s", "use", "source"),
+    [
+        # Measured alone at 6 %: the view's utilisation, in place of ResNet-50's 0.95.
+        (
+            {"utilPct": 6, "memMib": 900, "alone": True, "aloneUtilPct": 6},
+            5.0,
+            GpuUse(0.06, 900, True, NOW - 5),
+            "measured",
+        ),
+        # Beside another job now, alone before: its figure alone still counts.
+        (
+            {"utilPct": 4, "memMib": 900, "alone": False, "aloneUtilPct": 6},
+            5.0,
+            GpuUse(0.06, 900, False, NOW - 5),
+            "measured",
+        ),
+        # Never measured alone: memory only, the catalogue's utilisation.
+        (
+            {"utilPct": 4, "memMib": 900, "alone": False},
+            5.0,
+            GpuUse(None, 900, False, NOW - 5),
+            "catalogue",
+        ),
+        # Idle in its samples: 1 % (a utilisation is above 0).
+        (
+            {"utilPct": 0, "memMib": 900, "alone": True, "aloneUtilPct": 0},
+            5.0,
+            GpuUse(0.01, 900, True, NOW - 5),
+            "measured",
+        ),
+        # A report older than MEASURED_FRESH_S is not the job now.
+        ({"utilPct": 6, "memMib": 900, "alone": True, "aloneUtilPct": 6}, 120.0, None, "catalogue"),
+    ],
+)
+def test_a_running_jobs_view_carries_its_measured_gpu_use(
+    figure: dict[str, Any], age_s: float, use: GpuUse | None, source: str
+) -> None:
+    view = measured_view({"default/m-worker-0": figure}, NOW - age_s)
+    rates = RateModel(view.cluster)
+    job = job_view(running(view, "m", 2, "resnet50"), view, rates, NOW, NOW - 600)
+    assert job is not None
+    assert job.gpu_use == use and job.util_source == source
+    util = use.util if use is not None else None
+    assert job.spec.gpu_util == util
+    assert gpu_util_of(job.spec) == (util if util is not None else 0.95)
+
+
+def test_a_malformed_report_is_no_measurement() -> None:
+    node = make_node_body("node-0")
+    node["metadata"]["annotations"][crd.ANN_NODE_GPU_STATUS] = '{"time": 1, "pods": {"a": 3}}'
+    assert build_cluster([node]).pod_use == {}
+
+
+@pytest.mark.parametrize(("measured", "packs"), [(True, True), (False, False)])
+def test_gandiva_packs_a_live_job_by_its_measured_utilisation(measured: bool, packs: bool) -> None:
+    """A ResNet-50 job measured at 6 % (a launch-bound one) takes a CIFAR-10 guest
+    (0.7) onto its 8 GPUs; by the catalogue (0.95 + 0.7) it would not."""
+    figure = {"utilPct": 6, "memMib": 900, "alone": True, "aloneUtilPct": 6}
+    view = measured_view({"default/host-worker-0": figure} if measured else {}, NOW - 5)
+    rates = RateModel(view.cluster)
+    host = job_view(running(view, "host", 8, "resnet50"), view, rates, NOW, NOW - 600)
+    guest_obj = make_dljob("guest", 8)
+    guest_obj["spec"]["model"] = "cifar10"
+    guest_obj["metadata"].update({"uid": "u-g", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    waiting = JobRecord(guest_obj, State.WAITING, [], 0, spec=job_spec(guest_obj))
+    guest = job_view(waiting, view, rates, NOW, NOW - 60)
+    assert host is not None and guest is not None
+    assert host.util_source == ("measured" if measured else "catalogue")
+    snapshot = Snapshot(
+        now_s=NOW,
+        cluster=view.cluster,
+        jobs=(host, guest),
+        placer=ConsolidatedPlacer(view.cluster),
+    )
+    # The host's slice began now: without a pack the guest waits for it to end.
+    plan = Gandiva().schedule(snapshot, GandivaState({host.job_id: NOW}))
+    assert isinstance(plan.state, GandivaState)
+    assert bool(plan.state.packs) is packs
+    assert (guest.job_id in plan.run) is packs
+
+
+def test_a_stopped_job_keeps_its_utilisation_measured_alone_from_its_status() -> None:
+    """The applier records the running job's figure as it stops it (gpu_use_fields);
+    the waiting job's view, its pods gone, reads it back; a running job without a
+    figure alone this attempt takes it too."""
+    figure = {"utilPct": 6, "memMib": 900, "alone": True, "aloneUtilPct": 6}
+    view = measured_view({"default/m-worker-0": figure}, NOW - 5)
+    rates = RateModel(view.cluster)
+    before = job_view(running(view, "m", 2, "resnet50"), view, rates, NOW, NOW - 600)
+    fields = gpu_use_fields(before)
+    assert fields == {"gpuUse": {"utilPct": 6.0, "memMib": 900, "measuredAt": micro_time(NOW - 5)}}
+    obj = make_dljob("m", 2)
+    obj["metadata"].update({"uid": "u-m", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    obj["status"] = {"phase": "Suspended", **fields}
+    waiting = JobRecord(obj, State.WAITING, [], 1, spec=job_spec(obj))
+    job = job_view(waiting, measured_view({}, NOW), rates, NOW + 100, NOW - 600)
+    assert job is not None and job.util_source == "measured"
+    assert job.gpu_use == GpuUse(0.06, 900, False, NOW - 5) and job.spec.gpu_util == 0.06
+    # Restarted beside another job, never alone since: the recorded figure alone.
+    shared = {"utilPct": 4, "memMib": 950, "alone": False}
+    again = running(measured_view({"default/m-worker-0": shared}, NOW + 200), "m", 2, "resnet50")
+    again.obj["status"] = dict(fields)
+    job = job_view(again, measured_view({"default/m-worker-0": shared}, NOW + 200), rates,
+                   NOW + 205, NOW - 600)  # fmt: skip
+    assert job is not None and job.gpu_use == GpuUse(0.06, 950, False, NOW + 200)
+    # Nothing measured alone: nothing to record.
+    assert gpu_use_fields(job_view(running(view, "n", 2, "resnet50"), view, rates, NOW, 0.0)) == {}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "6",
+        {"utilPct": 6},
+        {"utilPct": "x", "memMib": 1, "measuredAt": "2027-01-15T08:00:00Z"},
+        {"utilPct": 0, "memMib": 1, "measuredAt": "2027-01-15T08:00:00Z"},
+        {"utilPct": 6, "memMib": 1, "measuredAt": 3},
+    ],
+)
+def test_a_malformed_recorded_gpu_use_is_none(bad: object) -> None:
+    view = measured_view({}, NOW)
+    obj = make_dljob("m", 2)
+    obj["metadata"].update({"uid": "u-m", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    obj["status"] = {"phase": "Suspended", "gpuUse": bad}
+    waiting = JobRecord(obj, State.WAITING, [], 1, spec=job_spec(obj))
+    job = job_view(waiting, view, RateModel(view.cluster), NOW, NOW - 600)
+    assert job is not None and job.gpu_use is None and job.util_source == "catalogue"
+
+
+@pytest.mark.parametrize(("figure", "util"), [(6, 0.06), (None, 0.95)])
+def test_a_live_jobs_speed_on_an_mps_share_follows_its_measured_utilisation(
+    figure: int | None, util: float
+) -> None:
+    """Held to half the SMs, a job measured at 6 % takes 1.03x as long a step (its
+    kernels are a small part of it); by the catalogue's 0.95 for ResNet-50, 1.44x."""
+    pods = {} if figure is None else {"default/m-worker-0": {"memMib": 900, "alone": True,
+                                                           "aloneUtilPct": figure}}  # fmt: skip
+    view = measured_view(pods, NOW - 5)
+    rates = RateModel(view.cluster)
+    rec = running(view, "m", 1, "resnet50")
+    whole = job_view(rec, view, rates, NOW, NOW - 600)
+    node = view.cluster.nodes[0]
+    rec.shares = (ShareRecord(node.name, 0, node.gpus[0].uuid, 0.5),)
+    half = job_view(rec, view, rates, NOW, NOW - 600)
+    assert whole is not None and half is not None
+    expected = slowdown(node.sharing, util, 0.0, fraction=0.5)
+    assert whole.rate_ips / half.rate_ips == pytest.approx(expected, rel=1e-9)

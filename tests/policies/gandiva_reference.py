@@ -106,7 +106,7 @@ def _pack_waiting(
     banned: frozenset[tuple[str, str]],
     options: PackOptions,
 ) -> list[JobView]:
-    util_of = {job.spec.model: gpu_util(job.spec) for job in waiting}
+    util_of = {job.job_id: gpu_util(job.spec) for job in waiting}
     if not util_of:
         return list(waiting)
     in_packs = {p.host for p in packs} | {p.guest for p in packs}
@@ -115,11 +115,11 @@ def _pack_waiting(
         return list(waiting)
     lightest = min(gpu_util(jobs[0].spec) for jobs in hosts.values())
     placed: dict[str, None] = {}
-    hopeless: set[tuple[int, str, int | None]] = set()
+    hopeless: set[tuple[int, str, int | None, float | None]] = set()
     for guest in waiting:
         spec = guest.spec
-        util = util_of[spec.model]
-        key = (spec.num_gpus, spec.model, spec.gpu_mem_mib)
+        util = util_of[guest.job_id]
+        key = (spec.num_gpus, spec.model, spec.gpu_mem_mib, spec.gpu_util)
         if util + lightest >= options.util_max or key in hopeless:
             continue
         if not _packable(guest, options.share_unsized):

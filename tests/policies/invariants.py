@@ -27,6 +27,9 @@ MODELS = ("resnet50", "vgg16", "bert", "gpt2", "cifar10", "ncf")
 
 def random_snapshot(seed: int) -> Snapshot:
     rng = random.Random(seed)
+    # A job's own utilisation (a trace's, or measured live) on about a third of the
+    # jobs, drawn apart so that the rest of each snapshot stays as it was.
+    own_util = random.Random(-1 - seed)
     nodes = rng.choice([1, 2, 3, 4, 8, 16])
     gpus = rng.choice([2, 4, 8])
     cluster = make_cluster(nodes=nodes, gpus=gpus, racks=1 if nodes < 4 else 2)
@@ -47,6 +50,7 @@ def random_snapshot(seed: int) -> Snapshot:
             min_gpus=1 if elastic else 0,
             max_gpus=max(size, min(2 * size, cluster.num_gpus)) if elastic else 0,
             gpu_mem_mib=rng.choice([None, 4096, 8192]),
+            gpu_util=own_util.choice([0.06, 0.2, 0.45, 0.7]) if own_util.random() < 0.3 else None,
         )
         state = rng.choice([JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PREEMPTED])
         total = spec.duration_s or 1.0

@@ -188,6 +188,25 @@ def test_packs_only_light_jobs_that_fit_in_memory(
     assert ("guest" in plan.run) is packs
 
 
+@pytest.mark.parametrize(
+    ("host_util", "guest_util", "packs"),
+    [
+        (None, None, False),  # the catalogue: resnet50 0.95 + cifar10 0.7
+        (0.06, None, True),  # the host measured at 6 % (the example MLP): 0.06 + 0.7
+        (None, 0.06, False),  # 0.95 + 0.06 is not below 1
+        (0.5, 0.06, True),  # 0.5 + 0.06, where the catalogue's 0.95 + 0.7 would not
+        (0.5, 0.5, False),  # 0.5 + 0.5 is not below 1
+    ],
+)
+def test_packing_follows_the_jobs_own_utilisation_over_the_catalogue(
+    host_util: float | None, guest_util: float | None, packs: bool
+) -> None:
+    host = _running(make_job("host", 1, model="resnet50", gpu_util=host_util), [(0, 0)], 0.0)
+    guest = make_view(make_job("guest", 1, model="cifar10", gpu_util=guest_util))
+    plan = Gandiva().schedule(_snapshot([host, guest], 0.0, gpus=1), None)
+    assert ("guest" in plan.run) is packs
+
+
 def test_no_packing_for_jobs_without_memory_when_share_unsized_is_off() -> None:
     host = _running(make_job("host", 1, model="ncf"), [(0, 0)], 0.0)
     guest = make_view(make_job("guest", 1, model="ncf"))

@@ -4,7 +4,8 @@ and a true reason for every job left waiting.
 
 Compared on random snapshots (no ordered index: the queue sorted once a round) and on
 every round of overloaded replays (the simulator's ordered index, read lazily), with
-packing, elastic jobs and a `pack_util_max` at which the catalogue's floor is not used.
+packing, elastic jobs, jobs with utilisations of their own, and a `pack_util_max` at
+which the catalogue's floor is not used.
 """
 
 from __future__ import annotations
@@ -92,16 +93,24 @@ def _kinds(jobs: Iterable[JobView]) -> dict[int, dict[Kind, int]]:
     for job in jobs:
         spec = job.spec
         counts = out.setdefault(spec.num_gpus, {})
-        kind = (spec.model, spec.gpu_mem_mib, spec.elastic)
+        kind = (spec.model, spec.gpu_mem_mib, spec.elastic, spec.gpu_util)
         counts[kind] = counts.get(kind, 0) + 1
     return out
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    ("seed", "own_utils"), [(1, False), (2, False), (3, False), (1, True), (2, True)]
+)
 @pytest.mark.parametrize("util_max", [1.0, 0.9])
-def test_every_round_of_a_replay_matches_the_full_scan(seed: int, util_max: float) -> None:
+def test_every_round_of_a_replay_matches_the_full_scan(
+    seed: int, util_max: float, own_utils: bool
+) -> None:
+    """`own_utils`: a third of the jobs carry their own utilisation (as a trace or a
+    measurement gives it), so the waiting kinds differ by it and the catalogue's floor
+    no longer holds."""
     cluster = make_cluster(nodes=3, gpus=4, racks=2)
     rng = random.Random(seed)
+    utils = random.Random(-seed)
     jobs = []
     for i in range(150):  # 150 jobs within two hours: queues of dozens
         size = rng.choice([1, 1, 1, 2, 4, 8])
@@ -116,6 +125,9 @@ def test_every_round_of_a_replay_matches_the_full_scan(seed: int, util_max: floa
                 min_gpus=1 if elastic else 0,
                 max_gpus=min(2 * size, 8) if elastic else 0,
                 gpu_mem_mib=rng.choice([None, None, 4096]),
+                gpu_util=utils.choice([0.06, 0.25, 0.5])
+                if own_utils and utils.random() < 0.33
+                else None,
             )
         )
     config = SimConfig(round_interval_s=60.0, check_plans=True)

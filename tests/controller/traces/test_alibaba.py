@@ -88,6 +88,8 @@ def test_openb_pods_map_gpu_shares_to_memory(tmp_path: Path) -> None:
         frozenset(),
     )
     assert (share.cpu_milli, share.host_mem_mib, share.gpu_milli) == (4000, 15258, 250)
+    # A share is the pod's utilisation; whole GPUs keep the catalogue's (None).
+    assert (share.gpu_util, big.gpu_util, whole.gpu_util) == (0.25, None, None)
     assert whole.gpu_models == {"V100-PCIE-16GB", "V100-PCIE-32GB"}
     assert share.submit_s == 9679175 - 9437497
     assert (whole.num_gpus, whole.gpu_mem_mib, whole.priority, whole.duration_s) == (

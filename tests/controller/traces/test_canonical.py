@@ -84,6 +84,7 @@ def test_write_then_load_gives_the_same_jobs(tmp_path: Path) -> None:
             user="bob",
             priority=-1,
             precision=Precision.BF16,
+            gpu_util=0.06,
         ),
     ]
     path = tmp_path / "out.csv"
@@ -125,6 +126,33 @@ def test_bad_values_name_their_field(tmp_path: Path, row: str, field: str) -> No
     with pytest.raises(TraceError) as caught:
         load_trace(path)
     assert (caught.value.line, caught.value.field) == (2, field)
+
+
+@pytest.mark.parametrize("util", ["0", "1.5", "-0.2", "most", "nan"])
+def test_a_utilisation_outside_0_to_1_names_its_field(tmp_path: Path, util: str) -> None:
+    path = write(
+        tmp_path, "jobs.csv", f"job_id,submit_s,num_gpus,duration_s,gpu_util\na,0,1,5,{util}\n"
+    )
+    with pytest.raises(TraceError) as caught:
+        load_trace(path)
+    assert (caught.value.line, caught.value.field) == (2, "gpu_util")
+
+
+def test_an_openb_share_converted_keeps_its_utilisation(tmp_path: Path) -> None:
+    """A share's utilisation (its gpu_milli) survives conversion, so the converted
+    trace packs and slows as the original does."""
+    source = write(
+        tmp_path,
+        "openb_pod_list_s.csv",
+        """
+        name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+        openb-pod-0022,4000,15258,1,250,,BE,Running,0,300,0
+        """,
+    )
+    out = tmp_path / "converted.csv"
+    write_canonical(out, load_trace(source).jobs)
+    (job,) = load_trace(out).jobs
+    assert job.gpu_util == 0.25
 
 
 def test_an_adaptdl_workload_converted_keeps_its_work_batch(tmp_path: Path) -> None:
