@@ -3,10 +3,10 @@
 Called by api.tasks.replay_task, in a Celery worker or (no broker) in-process.
 Progress and a heartbeat go to the replays row as the simulation runs; results
 (headline and summary) to its JSON columns; report files and plots under
-data_dir/replays/<id>/. A replay runs once: only a queued one is started, so a task
-delivered twice does not run it twice. In-process, the service's shutdown stops it
-(`stop`), as failed with that reason; one whose runner died is found by its stale
-heartbeat (api.replay_reconcile).
+data_dir/replays/<id>/. A replay runs once: only a queued one is started, in one
+statement, so a task delivered twice (even to two workers at once) does not run it
+twice. In-process, the service's shutdown stops it (`stop`), as failed with that
+reason; one whose runner died is found by its stale heartbeat (api.replay_reconcile).
 """
 
 from __future__ import annotations
@@ -52,13 +52,17 @@ def run_stored_replay(
         if replay is None:
             log.warning("replay %s no longer exists; skipped", replay_id)
             return "missing"
-        if replay.status != "queued":
+        started = session.execute(  # one statement: of two deliveries, one starts it
+            update(Replay)
+            .where(Replay.id == replay_id, Replay.status == "queued")
+            .values(status="running", heartbeat_at=utcnow())
+        )
+        session.commit()
+        session.refresh(replay)
+        if started.rowcount != 1:  # type: ignore[attr-defined]
             log.warning("replay %s is %s, not queued; not run again", replay_id, replay.status)
             return replay.status
         trace = session.get(TraceFile, replay.trace_id)
-        replay.status = "running"
-        replay.heartbeat_at = utcnow()
-        session.commit()
         try:
             if trace is None:
                 raise ValueError(f"trace {replay.trace_id} no longer exists")
