@@ -25,11 +25,12 @@ from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
 from api.guard import RequestGuard
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
+from api.replay_executor import ReplayExecutor
 from api.routes import api_router, queue, whatif
 from api.routes.traces import MAX_TRACE_BYTES
 from api.security import TokenCache
 from api.settings import Settings
-from api.tasks import ReplayExecutor, celery_app, configure, reconcile, start_replays
+from api.tasks import celery_app, configure, reconcile, start_replays
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     local_mode = settings.live and not settings.cluster_mode
     app.state.local = LocalMode(settings, app.state.sessions) if local_mode else None
     app.state.backend = make_backend(settings, app.state.sessions, app.state.local)
-    app.state.executor = ReplayExecutor(settings.replay_concurrency)
+    app.state.executor = ReplayExecutor(settings)
     app.state.metrics = metrics
     metrics.registry.register(LiveCollector(lambda: _live(app)))
     app.add_middleware(

@@ -12,10 +12,10 @@ reason; one whose runner died is found by its stale heartbeat (api.replay_reconc
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from sqlalchemy import update
 from sqlalchemy.exc import SQLAlchemyError
@@ -35,6 +35,13 @@ PROGRESS_EVERY_S = 1.0  # wall seconds between progress writes: cheap, still liv
 SHUTDOWN_ERROR = "interrupted: the service shut down while it ran; submit it again"
 
 
+class StopFlag(Protocol):
+    """What ends a running replay: a threading.Event, or the API's replay processes'
+    flag (api.replay_executor)."""
+
+    def is_set(self) -> bool: ...
+
+
 class ReplayStopped(Exception):
     """The service is shutting down: the replay ends here, as failed."""
 
@@ -43,7 +50,7 @@ def run_stored_replay(
     sessions: sessionmaker[Session],
     data_dir: Path,
     replay_id: int,
-    stop: threading.Event | None = None,
+    stop: StopFlag | None = None,
 ) -> str:
     """Run replay `replay_id` if it is queued; returns its final status (or "missing").
     Setting `stop` ends it between two progress reports."""
@@ -98,7 +105,7 @@ def _simulate(
     data_dir: Path,
     replay: Replay,
     trace_row: TraceFile,
-    stop: threading.Event | None,
+    stop: StopFlag | None,
 ) -> None:
     cluster = named_cluster(replay.cluster)  # a stored name, never a path (routes/replays)
     trace = load_trace(trace_row.path, trace_row.fmt)
@@ -123,7 +130,7 @@ def _simulate(
 
 
 def _progress_writer(
-    sessions: sessionmaker[Session], replay_id: int, stop: threading.Event | None
+    sessions: sessionmaker[Session], replay_id: int, stop: StopFlag | None
 ) -> Callable[[int, int], None]:
     last = [0.0]
 

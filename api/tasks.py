@@ -1,24 +1,23 @@
 """Celery: the one app object and the replay task. Worker: `celery -A api.tasks worker`.
 
 A worker reads its configuration from GPUFLOW_* (api.settings.Settings) as it starts;
-the API process gets it from `create_app`. Tasks take ids and
-store everything in the database, so no result backend is needed. A sweep is one
-replay_task per (trace, policy, cluster): a replay is the unit of work, sized by its
-trace, and one simulation cannot be split further.
+the API process gets it from `create_app`. Tasks take ids and store everything in
+the database, so no result backend is needed. A sweep is one replay_task per (trace,
+policy, cluster): a replay is the unit of work, sized by its trace, and one
+simulation cannot be split further.
 
 Replays wait in the database; `start_next` sends those that free slots go to
 (api.replay_dispatch, fair across tenants) to the broker or, with no broker
-configured, to the API's own `ReplayExecutor`, so the embedded default needs no
-Redis. A replay that ends hands its slot on (`start_next` again). Replays a dead
-runner or a lost task left behind are reconciled as the API or a worker starts and
-then periodically (`start_replays`, `reconcile`, api.replay_reconcile).
+configured, to the API's own replay processes (api.replay_executor), so the
+embedded default needs no Redis. A replay that ends hands its slot on (`start_next`
+again). Replays a dead runner or a lost task left behind are reconciled as the API
+or a worker starts and then periodically (`start_replays`, `reconcile`,
+api.replay_reconcile).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -29,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.db import make_engine, make_sessionmaker
 from api.replay_dispatch import pump
+from api.replay_executor import ReplayExecutor
 from api.replay_reconcile import reconcile_at_start, reconcile_lost, reconcile_orphans
 from api.replay_run import run_stored_replay
 from api.settings import Settings
@@ -54,20 +54,6 @@ def _reconcile_on_worker_start(sender: Any = None, **_: Any) -> None:
         reconcile(settings, sessions, None)
     except Exception as exc:  # database or broker down: the API's periodic check follows
         log.warning("replays not reconciled: %s", exc)
-
-
-class ReplayExecutor(ThreadPoolExecutor):
-    """The API's in-process replay runner (no broker): `workers` threads, as many as
-    the dispatcher sends replays to at once, and a flag that ends the running replays
-    at shutdown instead of waiting for them to finish."""
-
-    def __init__(self, workers: int) -> None:
-        super().__init__(max_workers=workers, thread_name_prefix="replay")
-        self.stopping = threading.Event()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.shutdown(wait=True, cancel_futures=True)
 
 
 def start_replays(
@@ -125,16 +111,8 @@ def _run(
     executor: ReplayExecutor,
     replay_ids: list[int],
 ) -> None:
-    for replay_id in replay_ids:
-        executor.submit(_run_then_next, settings, sessions, executor, replay_id)
-
-
-def _run_then_next(
-    settings: Settings, sessions: sessionmaker[Session], executor: ReplayExecutor, replay_id: int
-) -> None:
-    """In-process: run one replay, then hand its slot on."""
-    run_stored_replay(sessions, settings.data_dir, replay_id, executor.stopping)
-    _hand_on(settings, sessions, executor)
+    for replay_id in replay_ids:  # each, as it ends, hands its slot on
+        executor.submit(replay_id, partial(_hand_on, settings, sessions, executor))
 
 
 def _hand_on(
