@@ -96,13 +96,19 @@ def start_next(
     return pump(sessions, settings.replay_concurrency, partial(_run, settings, sessions, executor))
 
 
+def check_broker(settings: Settings) -> None:
+    """Raise as `start_next` would if the broker is down (nothing sent)."""
+    _send(settings, [])
+
+
 def _send(settings: Settings, replay_ids: list[int]) -> None:
     # An explicit connection (not the app's pool) so that the broker of these settings
     # is used and a dead one fails at once instead of being retried.
     with celery_app.connection_for_write(settings.broker_url) as conn:
         conn.ensure_connection(max_retries=1)
-        tasks = group(replay_task.si(i) for i in replay_ids)
-        tasks.apply_async(producer=conn.Producer(), queue=settings.celery_queue)
+        if replay_ids:
+            tasks = group(replay_task.si(i) for i in replay_ids)
+            tasks.apply_async(producer=conn.Producer(), queue=settings.celery_queue)
 
 
 def _run(

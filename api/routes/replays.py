@@ -3,9 +3,9 @@
 A request only checks and stores: replay rows are committed as queued, and the
 dispatcher (api.tasks.start_next, api.replay_dispatch) sends those that free slots go
 to, fairly across tenants, to the broker or the in-process runner; the cluster is
-built and the trace loaded there, never in the request's thread. If the broker
-refuses what is sent, the request's rows are deleted again, so a 503 leaves no
-orphan row and a 202 is never lost. With an
+built and the trace loaded there, never in the request's thread. If the broker is
+down (whether or not the request's replays were sent at once), the request's rows
+are deleted again, so a 503 leaves no orphan row and a 202 is never lost. With an
 `Idempotency-Key`, the key is committed with the rows (api.idempotency): a retry gets
 the first 202 and queues nothing; a 503 leaves the key unused.
 """
@@ -39,7 +39,7 @@ from api.schemas.replays import (
     SweepPublic,
 )
 from api.settings import Settings
-from api.tasks import start_next
+from api.tasks import check_broker, start_next
 from controller.placement import PLACERS
 from controller.spec import ClusterSpecError, named_cluster_gpus
 from policies.registry import POLICIES
@@ -140,7 +140,9 @@ def _queue(
 ) -> None:
     ids = [r.id for r in rows]
     try:
-        start_next(settings, request.app.state.sessions, request.app.state.executor)
+        sent = start_next(settings, request.app.state.sessions, request.app.state.executor)
+        if settings.broker_url and not set(sent) & set(ids):
+            check_broker(settings)  # every slot busy: still a 503 if it could not be sent
     except Exception as exc:
         session.execute(delete(Replay).where(Replay.id.in_(ids)))
         if sweep is not None:
