@@ -176,7 +176,7 @@ class TraceFile(Base):
 
 
 class Sweep(Base):
-    """Policies x traces x clusters, one replay each, fanned out as a Celery group."""
+    """Policies x traces x clusters, one replay each (each started by api.replay_dispatch)."""
 
     __tablename__ = "sweeps"
 

@@ -4,7 +4,7 @@
                                               [--concurrency 1] [--pg postgresql://...]
 
 Starts `gpuflow serve` (bench/scratch_server.py: a scratch PostgreSQL database, local
-mode, replays in-process with GPUFLOW_REPLAY_CONCURRENCY threads). Tenant "other"
+mode, replays in GPUFLOW_REPLAY_CONCURRENCY processes of its own). Tenant "other"
 submits jobs over two keep-alive connections the whole time; tenant "big" POSTs
 --replays replays of a 200-job trace on the --large cluster one after another, then
 "other" POSTs one replay of a 40-job trace on 2x4. Prints the latency of big's POSTs,

@@ -170,20 +170,15 @@ class _Named:
 def _named(arg: str, *, files: bool) -> _Named:
     if m := clos.LINGJUN_NAME.fullmatch(arg):
         node_type = presets()[1][clos.LINGJUN_NODE_TYPE]
-        lanes = _lanes(m[1], arg)
+        lanes = _lanes(int(m[1] or 1), arg)
         hosts = sum(len(t.hosts) for t in clos.lingjun_tors()[1])
         return _sized(arg, hosts * len(node_type.numa), partial(_lingjun, node_type, lanes))
     if arg.startswith("clos:"):
         node_type = presets()[1][clos.CLOS_NODE_TYPE]
-        m = clos.CLOS_SHORTHAND.fullmatch(arg)
-        if m is None or min(int(m[1]), int(m[2]), int(m[3])) < 1:
-            clos.shorthand_cluster(arg, node_type)  # raises its own error, building nothing
-            raise AssertionError(arg)  # pragma: no cover - shorthand_cluster raised
-        _lanes(m[4], arg)
-        hosts = int(m[1]) * int(m[2]) * int(m[3])
-        return _sized(
-            arg, hosts * len(node_type.numa), partial(clos.shorthand_cluster, arg, node_type)
-        )
+        groups, per_group, hosts, lanes = clos.parse_shorthand(arg)
+        _lanes(lanes, arg)
+        gpus = groups * per_group * hosts * len(node_type.numa)
+        return _sized(arg, gpus, partial(clos.shorthand_cluster, arg, node_type))
     if m := SHORTHAND.fullmatch(arg):
         nodes, gpus = int(m[1]), int(m[2])
         if nodes < 1 or gpus < 1:
@@ -229,9 +224,8 @@ def _sized(arg: str, gpus: int, build: Callable[[], Cluster]) -> _Named:
     return _Named(gpus, build)
 
 
-def _lanes(text: str | None, arg: str) -> int:
+def _lanes(lanes: int, arg: str) -> int:
     """`/ecmpK` lanes, within clos_cluster's bound."""
-    lanes = int(text or 1)
     if not 1 <= lanes <= MAX_LANES:
         raise ClusterSpecError(f"lanes must be in 1..{MAX_LANES}, got {lanes}", source=arg)
     return lanes
