@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -33,6 +35,7 @@ from api.settings import Settings
 
 log = logging.getLogger(__name__)
 _child: dict[str, Any] = {}  # in a child process: its settings, sessions and stop flag
+ORPHAN_CHECK_S = 1.0  # how often a child looks whether its API is still there
 
 
 class ReplayExecutor:
@@ -83,15 +86,31 @@ class _StopFlag:
         self._stopping, self._parent_pid = stopping, parent_pid
 
     def is_set(self) -> bool:
-        return bool(self._stopping.is_set()) or os.getppid() != self._parent_pid
+        return bool(self._stopping.is_set()) or self.orphaned()
+
+    def orphaned(self) -> bool:
+        return os.getppid() != self._parent_pid
 
 
 def _start_child(settings: Settings, stopping: Any, parent_pid: int) -> None:
     _child["settings"] = settings
     _child["sessions"] = make_sessionmaker(make_engine(settings))
-    _child["stop"] = _StopFlag(stopping, parent_pid)
+    _child["stop"] = stop = _StopFlag(stopping, parent_pid)
+    _child["running"] = threading.Lock()
+    threading.Thread(target=_exit_when_orphaned, args=(stop,), daemon=True).start()
+
+
+def _exit_when_orphaned(stop: _StopFlag) -> None:
+    """An idle child waits on the pool's queue, whose pipe it holds both ends of, so
+    its API's death alone does not end it: once the API is gone and no replay runs
+    here (a running one ends at its next progress report, as failed), exit."""
+    while True:
+        time.sleep(ORPHAN_CHECK_S)
+        if stop.orphaned() and _child["running"].acquire(blocking=False):
+            os._exit(0)
 
 
 def _run_in_child(replay_id: int) -> str:
     settings: Settings = _child["settings"]
-    return run_stored_replay(_child["sessions"], settings.data_dir, replay_id, _child["stop"])
+    with _child["running"]:
+        return run_stored_replay(_child["sessions"], settings.data_dir, replay_id, _child["stop"])
