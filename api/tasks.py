@@ -23,7 +23,6 @@ from typing import Any
 
 from celery import Celery, group
 from celery.signals import celeryd_init, worker_ready
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.db import make_engine, make_sessionmaker
@@ -62,14 +61,11 @@ def start_replays(
     """As the API starts: in-process, the replays of the process before (interrupted:
     failed; queued: sent again); with a broker, those of dead workers and lost tasks."""
     try:
-        if settings.broker_url:
-            reconcile(settings, sessions, executor)
-            return
-        reconcile_at_start(sessions)
-    except SQLAlchemyError as exc:  # the periodic check (api.app) comes back to them
-        log.warning("replays not reconciled, database unavailable: %s", exc)
-        return
-    start_next(settings, sessions, executor)
+        if not settings.broker_url:
+            reconcile_at_start(sessions)
+        reconcile(settings, sessions, executor)
+    except Exception as exc:  # database or broker down: the periodic check (api.app) follows
+        log.warning("replays not reconciled: %s", exc)
 
 
 def reconcile(

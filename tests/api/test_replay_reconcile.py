@@ -20,7 +20,7 @@ from api.settings import Settings
 from controller.traces import write_canonical
 from controller.traces.synthetic import generate
 from tests.api.builders import auth, upload_trace, wait_for
-from tests.api.conftest import REDIS_URL
+from tests.api.conftest import DEAD_REDIS_URL, REDIS_URL
 from tests.postgres import RUN_ID
 
 REPLAYS = "/api/v1/replays"
@@ -121,3 +121,14 @@ def test_a_shutdown_ends_a_running_in_process_replay_as_failed(
     with TestClient(create_app(sqlite_settings.model_copy(update={"live": False}))) as client:
         stopped = replay(client, replay_id)
         assert stopped.status == "failed" and stopped.error == SHUTDOWN_ERROR
+
+
+def test_an_api_started_with_the_broker_down_keeps_its_queued_replays_for_later(
+    pg_settings: Settings, trace_file: Path
+) -> None:
+    settings = pg_settings.model_copy(update={"broker_url": DEAD_REDIS_URL, "live": False})
+    (queued,) = stored(settings, trace_file, ("queued", 1.0))
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/healthz").status_code == 200
+        row = replay(client, queued)
+        assert row.status == "queued" and row.dispatched_at is None and row.dispatches == 0
