@@ -16,7 +16,6 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 
 from api import dashboard, errors, openapi_responses
 from api.backend_factory import make_backend
@@ -26,12 +25,12 @@ from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
 from api.guard import RequestGuard
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
-from api.replay_reconcile import reconcile_orphans
+from api.replay_executor import ReplayExecutor
 from api.routes import api_router, queue, whatif
 from api.routes.traces import MAX_TRACE_BYTES
 from api.security import TokenCache
 from api.settings import Settings
-from api.tasks import ReplayExecutor, celery_app, configure, start_replays
+from api.tasks import celery_app, configure, reconcile, start_replays
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger(__name__)
@@ -41,7 +40,6 @@ policy, upload traces and replay them against policies.
 Authenticate with `Authorization: Bearer <token>`; the first admin's token comes from
 `gpuflow admin create`. Users see and act on their own tenant's objects only."""
 MULTIPART_SLACK_BYTES = 2**20  # a trace upload's form fields and part headers
-RECONCILE_EVERY_S = 60.0  # between checks for replays whose worker died
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -64,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     local_mode = settings.live and not settings.cluster_mode
     app.state.local = LocalMode(settings, app.state.sessions) if local_mode else None
     app.state.backend = make_backend(settings, app.state.sessions, app.state.local)
-    app.state.executor = ReplayExecutor()
+    app.state.executor = ReplayExecutor(settings)
     app.state.metrics = metrics
     metrics.registry.register(LiveCollector(lambda: _live(app)))
     app.add_middleware(
@@ -96,7 +94,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if backend is not None:
         backend.start()
     await run_in_threadpool(start_replays, settings, app.state.sessions, app.state.executor)
-    orphans = asyncio.create_task(_reconcile_every(app, RECONCILE_EVERY_S))
+    orphans = asyncio.create_task(_reconcile_every(app, settings.replay_reconcile_every_s))
     try:
         yield
     finally:
@@ -110,14 +108,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 async def _reconcile_every(app: FastAPI, every_s: float) -> None:
-    """Replays whose runner died while the service runs (api.replay_reconcile)."""
-    stale_after_s = app.state.settings.replay_stale_after_s
+    """Replays whose runner died or whose task was lost while the service runs, and
+    free slots filled (api.tasks.reconcile), with or without a broker."""
+    settings, sessions, executor = app.state.settings, app.state.sessions, app.state.executor
     while True:
         await asyncio.sleep(every_s)
         try:
-            await run_in_threadpool(reconcile_orphans, app.state.sessions, stale_after_s)
-        except SQLAlchemyError as exc:
-            log.warning("replays not reconciled, database unavailable: %s", exc)
+            await run_in_threadpool(reconcile, settings, sessions, executor)
+        except Exception as exc:  # database or broker down: the next check comes back
+            log.warning("replays not reconciled: %s", exc)
 
 
 def _health_routes(app: FastAPI) -> None:

@@ -178,7 +178,7 @@ class TraceFile(Base):
 
 
 class Sweep(Base):
-    """Policies x traces x clusters, one replay each, fanned out as a Celery group."""
+    """Policies x traces x clusters, one replay each (each started by api.replay_dispatch)."""
 
     __tablename__ = "sweeps"
 
@@ -216,6 +216,12 @@ class Replay(Base):
     # Written as a running replay reports progress; a stale one means its runner died
     # (api.replay_reconcile).
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # When the dispatcher (api.replay_dispatch) last sent this queued replay to a runner
+    # (None: waiting for a free one), and how many times it sent it: a replay sent and
+    # not started in time lost its task and is sent again, or failed after the last try
+    # (api.replay_reconcile).
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    dispatches: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class IdempotencyKey(Base):

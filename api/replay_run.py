@@ -3,19 +3,19 @@
 Called by api.tasks.replay_task, in a Celery worker or (no broker) in-process.
 Progress and a heartbeat go to the replays row as the simulation runs; results
 (headline and summary) to its JSON columns; report files and plots under
-data_dir/replays/<id>/. A replay runs once: only a queued one is started, so a task
-delivered twice does not run it twice. In-process, the service's shutdown stops it
-(`stop`), as failed with that reason; one whose runner died is found by its stale
-heartbeat (api.replay_reconcile).
+data_dir/replays/<id>/. A replay runs once: only a queued one is started, in one
+statement, so a task delivered twice (even to two workers at once) does not run it
+twice. In-process, the service's shutdown stops it (`stop`), as failed with that
+reason; one whose runner died is found by its stale heartbeat (api.replay_reconcile).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from sqlalchemy import update
 from sqlalchemy.exc import SQLAlchemyError
@@ -35,6 +35,13 @@ PROGRESS_EVERY_S = 1.0  # wall seconds between progress writes: cheap, still liv
 SHUTDOWN_ERROR = "interrupted: the service shut down while it ran; submit it again"
 
 
+class StopFlag(Protocol):
+    """What ends a running replay: a threading.Event, or the API's replay processes'
+    flag (api.replay_executor)."""
+
+    def is_set(self) -> bool: ...
+
+
 class ReplayStopped(Exception):
     """The service is shutting down: the replay ends here, as failed."""
 
@@ -43,7 +50,7 @@ def run_stored_replay(
     sessions: sessionmaker[Session],
     data_dir: Path,
     replay_id: int,
-    stop: threading.Event | None = None,
+    stop: StopFlag | None = None,
 ) -> str:
     """Run replay `replay_id` if it is queued; returns its final status (or "missing").
     Setting `stop` ends it between two progress reports."""
@@ -52,13 +59,17 @@ def run_stored_replay(
         if replay is None:
             log.warning("replay %s no longer exists; skipped", replay_id)
             return "missing"
-        if replay.status != "queued":
+        started = session.execute(  # one statement: of two deliveries, one starts it
+            update(Replay)
+            .where(Replay.id == replay_id, Replay.status == "queued")
+            .values(status="running", heartbeat_at=utcnow())
+        )
+        session.commit()
+        session.refresh(replay)
+        if started.rowcount != 1:  # type: ignore[attr-defined]
             log.warning("replay %s is %s, not queued; not run again", replay_id, replay.status)
             return replay.status
         trace = session.get(TraceFile, replay.trace_id)
-        replay.status = "running"
-        replay.heartbeat_at = utcnow()
-        session.commit()
         try:
             if trace is None:
                 raise ValueError(f"trace {replay.trace_id} no longer exists")
@@ -94,7 +105,7 @@ def _simulate(
     data_dir: Path,
     replay: Replay,
     trace_row: TraceFile,
-    stop: threading.Event | None,
+    stop: StopFlag | None,
 ) -> None:
     cluster = named_cluster(replay.cluster)  # a stored name, never a path (routes/replays)
     trace = load_trace(trace_row.path, trace_row.fmt)
@@ -119,7 +130,7 @@ def _simulate(
 
 
 def _progress_writer(
-    sessions: sessionmaker[Session], replay_id: int, stop: threading.Event | None
+    sessions: sessionmaker[Session], replay_id: int, stop: StopFlag | None
 ) -> Callable[[int, int], None]:
     last = [0.0]
 

@@ -57,6 +57,18 @@ class Settings(BaseSettings):
     # A running replay whose heartbeat is older than this lost its worker and is failed
     # (api.replay_reconcile); a heartbeat is written each second of a replay's progress.
     replay_stale_after_s: float = Field(default=600.0, ge=1)
+    # Replays running or sent to a runner at once (api.replay_dispatch): in-process, the
+    # API's replay threads; with a broker, what is sent to it at a time, to be set to the
+    # workers' slots in all (sum of their --concurrency). The rest wait in the database
+    # and each free slot goes to the next tenant in turn.
+    replay_concurrency: int = Field(default=2, ge=1, le=256)
+    # A replay sent and not started within replay_start_timeout_s lost its task: sent again,
+    # or failed once sent replay_max_dispatches times; checked every
+    # replay_reconcile_every_s (api.replay_reconcile), so a lost replay ends or runs within
+    # about replay_max_dispatches x (start timeout + check period).
+    replay_start_timeout_s: float = Field(default=60.0, gt=0, le=86400)
+    replay_max_dispatches: int = Field(default=3, ge=1, le=100)
+    replay_reconcile_every_s: float = Field(default=30.0, gt=0, le=3600)
     live: bool = True  # run the LiveCluster and its ticker (off for API-only tests)
     # Cluster mode (api.cluster): jobs become DLJobs on this Kubernetes cluster instead
     # of running on the LiveCluster. Either a kubeconfig or the pod's service account.

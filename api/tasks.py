@@ -1,31 +1,34 @@
 """Celery: the one app object and the replay task. Worker: `celery -A api.tasks worker`.
 
 A worker reads its configuration from GPUFLOW_* (api.settings.Settings) as it starts;
-the API process gets it from `create_app`. Tasks take ids and
-store everything in the database, so no result backend is needed. A sweep fans out
-as a group of one replay_task per (trace, policy, cluster): a replay is the unit of
-work, sized by its trace, and one simulation cannot be split further.
+the API process gets it from `create_app`. Tasks take ids and store everything in
+the database, so no result backend is needed. A sweep is one replay_task per (trace,
+policy, cluster): a replay is the unit of work, sized by its trace, and one
+simulation cannot be split further.
 
-With no broker configured, `dispatch` runs replays in-process on a `ReplayExecutor`,
-so the embedded default needs no Redis. Replays a dead runner left behind are
-reconciled as the API or a worker starts (`start_replays`, api.replay_reconcile).
+Replays wait in the database; `start_next` sends those that free slots go to
+(api.replay_dispatch, fair across tenants) to the broker or, with no broker
+configured, to the API's own replay processes (api.replay_executor), so the
+embedded default needs no Redis. A replay that ends hands its slot on (`start_next`
+again). Replays a dead runner or a lost task left behind are reconciled as the API
+or a worker starts and then periodically (`start_replays`, `reconcile`,
+api.replay_reconcile).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from celery import Celery, group
 from celery.signals import celeryd_init, worker_ready
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.db import make_engine, make_sessionmaker
-from api.replay_reconcile import reconcile_at_start, reconcile_orphans
+from api.replay_dispatch import pump
+from api.replay_executor import ReplayExecutor
+from api.replay_reconcile import reconcile_at_start, reconcile_lost, reconcile_orphans
 from api.replay_run import run_stored_replay
 from api.settings import Settings
 
@@ -43,39 +46,85 @@ def _configure_worker(sender: Any = None, **_: Any) -> None:
 
 @worker_ready.connect
 def _reconcile_on_worker_start(sender: Any = None, **_: Any) -> None:
-    """Replays whose worker died (a stale heartbeat) are failed as this one starts."""
+    """As this worker starts: replays whose worker died (a stale heartbeat) failed, lost
+    tasks sent again, and the free slots (this worker's among them) filled."""
     settings, sessions = _worker_sessions()
     try:
-        reconcile_orphans(sessions, settings.replay_stale_after_s)
-    except SQLAlchemyError as exc:
-        log.warning("replays not reconciled, database unavailable: %s", exc)
+        reconcile(settings, sessions, None)
+    except Exception as exc:  # database or broker down: the API's periodic check follows
+        log.warning("replays not reconciled: %s", exc)
 
 
-class ReplayExecutor(ThreadPoolExecutor):
-    """The API's in-process replay runner (no broker): one thread, and a flag that ends
-    the running replay at shutdown instead of waiting for it to finish."""
-
-    def __init__(self) -> None:
-        super().__init__(max_workers=1, thread_name_prefix="replay")
-        self.stopping = threading.Event()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.shutdown(wait=True, cancel_futures=True)
-
-
-def start_replays(settings: Settings, sessions: sessionmaker[Session], executor: Executor) -> None:
+def start_replays(
+    settings: Settings, sessions: sessionmaker[Session], executor: ReplayExecutor
+) -> None:
     """As the API starts: in-process, the replays of the process before (interrupted:
-    failed; queued: run again); with a broker, those of dead workers."""
+    failed; queued: sent again); with a broker, those of dead workers and lost tasks."""
     try:
-        if settings.broker_url:
-            reconcile_orphans(sessions, settings.replay_stale_after_s)
-            return
-        done = reconcile_at_start(sessions)
-    except SQLAlchemyError as exc:  # the periodic check (api.app) comes back to them
-        log.warning("replays not reconciled, database unavailable: %s", exc)
-        return
-    dispatch(settings, sessions, executor, done.requeued)
+        if not settings.broker_url:
+            reconcile_at_start(sessions)
+        reconcile(settings, sessions, executor)
+    except Exception as exc:  # database or broker down: the periodic check (api.app) follows
+        log.warning("replays not reconciled: %s", exc)
+
+
+def reconcile(
+    settings: Settings, sessions: sessionmaker[Session], executor: ReplayExecutor | None
+) -> None:
+    """Every settings.replay_reconcile_every_s (api.app): replays whose runner died or
+    whose task was lost (api.replay_reconcile), then the free slots filled."""
+    reconcile_orphans(sessions, settings.replay_stale_after_s)
+    reconcile_lost(sessions, settings.replay_start_timeout_s, settings.replay_max_dispatches)
+    start_next(settings, sessions, executor)
+
+
+def start_next(
+    settings: Settings, sessions: sessionmaker[Session], executor: ReplayExecutor | None
+) -> list[int]:
+    """Send the replays that free slots go to (api.replay_dispatch) to the broker, or to
+    `executor` when there is none; their ids.
+
+    Raises kombu's OperationalError (or redis' ConnectionError) if the broker is down."""
+    if settings.broker_url:
+        return pump(sessions, settings.replay_concurrency, partial(_send, settings))
+    if executor is None or executor.stopping.is_set():
+        return []
+    return pump(sessions, settings.replay_concurrency, partial(_run, settings, sessions, executor))
+
+
+def check_broker(settings: Settings) -> None:
+    """Raise as `start_next` would if the broker is down (nothing sent)."""
+    _send(settings, [])
+
+
+def _send(settings: Settings, replay_ids: list[int]) -> None:
+    # An explicit connection (not the app's pool) so that the broker of these settings
+    # is used and a dead one fails at once instead of being retried.
+    with celery_app.connection_for_write(settings.broker_url) as conn:
+        conn.ensure_connection(max_retries=1)
+        if replay_ids:
+            tasks = group(replay_task.si(i) for i in replay_ids)
+            tasks.apply_async(producer=conn.Producer(), queue=settings.celery_queue)
+
+
+def _run(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    executor: ReplayExecutor,
+    replay_ids: list[int],
+) -> None:
+    for replay_id in replay_ids:  # each, as it ends, hands its slot on
+        executor.submit(replay_id, partial(_hand_on, settings, sessions, executor))
+
+
+def _hand_on(
+    settings: Settings, sessions: sessionmaker[Session], executor: ReplayExecutor | None
+) -> None:
+    """A replay ended: the next fills its slot now (not at the next reconcile)."""
+    try:
+        start_next(settings, sessions, executor)
+    except Exception as exc:  # the periodic reconcile (api.app) comes back to them
+        log.warning("next replays not started: %s", exc)
 
 
 def configure(app: Celery, settings: Settings) -> None:
@@ -105,29 +154,8 @@ def _worker_sessions() -> tuple[Settings, sessionmaker[Session]]:
 
 @celery_app.task(name="gpuflow.replay_task")
 def replay_task(replay_id: int) -> str:
-    """Run one stored replay (api.replay_run); returns its final status."""
+    """Run one stored replay (api.replay_run), then send the next; its final status."""
     settings, sessions = _worker_sessions()
-    return run_stored_replay(sessions, settings.data_dir, replay_id)
-
-
-def dispatch(
-    settings: Settings,
-    sessions: sessionmaker[Session],
-    executor: Executor,
-    replay_ids: Sequence[int],
-) -> None:
-    """Queue replays on the broker, or run them in-process when there is none.
-
-    Raises kombu's OperationalError (or redis' ConnectionError) if the broker is down.
-    """
-    if settings.broker_url:
-        # An explicit connection (not the app's pool) so that the broker of these
-        # settings is used and a dead one fails at once instead of being retried.
-        with celery_app.connection_for_write(settings.broker_url) as conn:
-            conn.ensure_connection(max_retries=1)
-            tasks = group(replay_task.si(i) for i in replay_ids)
-            tasks.apply_async(producer=conn.Producer(), queue=settings.celery_queue)
-        return
-    stop = executor.stopping if isinstance(executor, ReplayExecutor) else None
-    for replay_id in replay_ids:
-        executor.submit(run_stored_replay, sessions, settings.data_dir, replay_id, stop)
+    status = run_stored_replay(sessions, settings.data_dir, replay_id)
+    _hand_on(settings, sessions, None)
+    return status

@@ -1,7 +1,11 @@
-"""Replays and sweeps: submit (queued on Celery), progress, results, plots.
+"""Replays and sweeps: submit, progress, results, plots.
 
-A replay row is committed before its task is queued, and deleted again if the
-broker refuses it, so a 503 leaves no orphan row and a 202 is never lost. With an
+A request only checks and stores: replay rows are committed as queued, and the
+dispatcher (api.tasks.start_next, api.replay_dispatch) sends those that free slots go
+to, fairly across tenants, to the broker or the in-process runner; the cluster is
+built and the trace loaded there, never in the request's thread. If the broker is
+down (whether or not the request's replays were sent at once), the request's rows
+are deleted again, so a 503 leaves no orphan row and a 202 is never lost. With an
 `Idempotency-Key`, the key is committed with the rows (api.idempotency): a retry gets
 the first 202 and queues nothing; a 503 leaves the key unused.
 """
@@ -35,9 +39,9 @@ from api.schemas.replays import (
     SweepPublic,
 )
 from api.settings import Settings
-from api.tasks import dispatch
+from api.tasks import check_broker, start_next
 from controller.placement import PLACERS
-from controller.spec import ClusterSpecError, named_cluster
+from controller.spec import ClusterSpecError, named_cluster_gpus
 from policies.registry import POLICIES
 
 log = logging.getLogger(__name__)
@@ -68,10 +72,11 @@ def _label(loc: tuple[str | int, ...]) -> str:
 
 
 def check_cluster(loc: tuple[str | int, ...], name: str) -> None:
-    """A caller's cluster is a preset, PRESET:N or NODESxGPUS, resolved without opening
-    any file (`named_cluster`): a 422 naming the field otherwise, never a path read."""
+    """A caller's cluster is a preset, PRESET:N or NODESxGPUS, checked without opening
+    any file and without building it (`named_cluster_gpus`: the runner builds it, not
+    the request's thread): a 422 naming the field otherwise, never a path read."""
     try:
-        named_cluster(name)
+        named_cluster_gpus(name)
     except ClusterSpecError as exc:
         raise _invalid(loc, f"{_label(loc)}: {exc.message}", name) from None
 
@@ -135,7 +140,9 @@ def _queue(
 ) -> None:
     ids = [r.id for r in rows]
     try:
-        dispatch(settings, request.app.state.sessions, request.app.state.executor, ids)
+        sent = start_next(settings, request.app.state.sessions, request.app.state.executor)
+        if settings.broker_url and not set(sent) & set(ids):
+            check_broker(settings)  # every slot busy: still a 503 if it could not be sent
     except Exception as exc:
         session.execute(delete(Replay).where(Replay.id.in_(ids)))
         if sweep is not None:

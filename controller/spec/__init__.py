@@ -62,6 +62,9 @@ from __future__ import annotations
 import csv
 import os
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from controller.model.cluster import Cluster
@@ -72,6 +75,7 @@ from controller.spec.types import (
     GENERIC_NIC_GBPS,
     MAX_GPUS,
     MAX_GPUS_PER_NODE,
+    MAX_LANES,
     MAX_NODES,
     MAX_SPEC_BYTES,
     PRESET_COUNT,
@@ -98,6 +102,7 @@ __all__ = [
     "generic_node_type",
     "load_cluster",
     "named_cluster",
+    "named_cluster_gpus",
     "pcie_topology",
     "preset_names",
 ]
@@ -120,7 +125,7 @@ def load_cluster(arg: str) -> Cluster:
             raise ClusterSpecError(f"not a CSV file: {exc}", source=arg) from None
         except OSError as exc:
             raise ClusterSpecError(f"cannot read: {exc.strerror or exc}", source=arg) from None
-    return _named(arg, files=True)
+    return _named(arg, files=True)()
 
 
 def _check_spec_file(path: Path, arg: str) -> None:
@@ -140,15 +145,40 @@ def named_cluster(name: str) -> Cluster:
     """The cluster a preset, `PRESET:N` or `NODESxGPUS` names, never touching the
     filesystem for `name`: what the API resolves a caller's cluster with (a caller must
     not make the server open its files). Anything else is a ClusterSpecError."""
-    return _named(name, files=False)
+    return _named(name, files=False)()
 
 
-def _named(arg: str, *, files: bool) -> Cluster:
+def named_cluster_gpus(name: str) -> int:
+    """The GPUs of the cluster `named_cluster(name)` builds, found without building it
+    (microseconds where building 100,000 GPUs takes seconds): what the API checks a
+    request with, leaving the building to the replay's runner. The same names are
+    refused, with the same ClusterSpecError."""
+    return _named(name, files=False).gpus
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """A cluster name checked, its size known, not yet built: call it to build."""
+
+    gpus: int
+    build: Callable[[], Cluster]
+
+    def __call__(self) -> Cluster:
+        return self.build()
+
+
+def _named(arg: str, *, files: bool) -> _Named:
     if m := clos.LINGJUN_NAME.fullmatch(arg):
         node_type = presets()[1][clos.LINGJUN_NODE_TYPE]
-        return clos.lingjun_cluster(node_type, lanes=int(m[1] or 1))
+        lanes = _lanes(int(m[1] or 1), arg)
+        hosts = sum(len(t.hosts) for t in clos.lingjun_tors()[1])
+        return _sized(arg, hosts * len(node_type.numa), partial(_lingjun, node_type, lanes))
     if arg.startswith("clos:"):
-        return clos.shorthand_cluster(arg, presets()[1][clos.CLOS_NODE_TYPE])
+        node_type = presets()[1][clos.CLOS_NODE_TYPE]
+        groups, per_group, hosts, lanes = clos.parse_shorthand(arg)
+        _lanes(lanes, arg)
+        gpus = groups * per_group * hosts * len(node_type.numa)
+        return _sized(arg, gpus, partial(clos.shorthand_cluster, arg, node_type))
     if m := SHORTHAND.fullmatch(arg):
         nodes, gpus = int(m[1]), int(m[2])
         if nodes < 1 or gpus < 1:
@@ -158,7 +188,9 @@ def _named(arg: str, *, files: bool) -> Cluster:
                 f"NODESxGPUS takes at most {MAX_NODES} nodes of at most {MAX_GPUS_PER_NODE} GPUs",
                 source=arg,
             )
-        return uniform_cluster(arg, generic_node_type(gpus), nodes)
+        return _sized(
+            arg, nodes * gpus, lambda: uniform_cluster(arg, generic_node_type(gpus), nodes)
+        )
     name, count = arg, PRESET_NODES
     if m := PRESET_COUNT.fullmatch(arg):
         name, count = m[1], int(m[2])
@@ -177,7 +209,30 @@ def _named(arg: str, *, files: bool) -> Cluster:
             "or NODESxGPUS (e.g. 16x4)",
             source=arg,
         )
-    return uniform_cluster(arg, node_types[name], count, prefix=name)
+    node_type = node_types[name]
+    return _sized(
+        arg,
+        count * len(node_type.numa),
+        lambda: uniform_cluster(arg, node_type, count, prefix=name),
+    )
+
+
+def _sized(arg: str, gpus: int, build: Callable[[], Cluster]) -> _Named:
+    """`assemble`'s bound on the GPUs in all, applied before anything is built."""
+    if gpus > MAX_GPUS:
+        raise ClusterSpecError(f"{gpus} GPUs in all: more than {MAX_GPUS}", source=arg)
+    return _Named(gpus, build)
+
+
+def _lanes(lanes: int, arg: str) -> int:
+    """`/ecmpK` lanes, within clos_cluster's bound."""
+    if not 1 <= lanes <= MAX_LANES:
+        raise ClusterSpecError(f"lanes must be in 1..{MAX_LANES}, got {lanes}", source=arg)
+    return lanes
+
+
+def _lingjun(node_type: NodeType, lanes: int) -> Cluster:
+    return clos.lingjun_cluster(node_type, lanes=lanes)
 
 
 def preset_names() -> list[str]:

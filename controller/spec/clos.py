@@ -107,14 +107,7 @@ def clos_cluster(
 def shorthand_cluster(arg: str, node_type: NodeType) -> Cluster:
     """`clos:GxTxH[/ecmpK]`: G groups x T ToRs x H hosts named g<i>-t<j>-<k>, K lanes
     per uplink."""
-    m = CLOS_SHORTHAND.fullmatch(arg)
-    if m is None:
-        raise ClusterSpecError(
-            "expected clos:GROUPSxTORSxHOSTS[/ecmpLANES], e.g. clos:2x4x8", source=arg
-        )
-    groups, per_group, hosts = int(m[1]), int(m[2]), int(m[3])
-    if min(groups, per_group, hosts) < 1:
-        raise ClusterSpecError("clos:GxTxH needs at least 1 of each", source=arg)
+    groups, per_group, hosts, lanes = parse_shorthand(arg)
     tors = [
         Tor(f"g{g}-t{t}", g, tuple(f"g{g}-t{t}-{h}" for h in range(hosts)))
         for g in range(groups)
@@ -127,8 +120,22 @@ def shorthand_cluster(arg: str, node_type: NodeType) -> Cluster:
         tors,
         tor_oversubscription=CLOS_TOR_OVERSUBSCRIPTION,
         group_oversubscription=CLOS_GROUP_OVERSUBSCRIPTION,
-        lanes=int(m[4] or 1),
+        lanes=lanes,
     )
+
+
+def parse_shorthand(arg: str) -> tuple[int, int, int, int]:
+    """`clos:GxTxH[/ecmpK]` as (G, T, H, K), K 1 when not given; a ClusterSpecError
+    unless each count is at least 1 (K's bound is clos_cluster's)."""
+    m = CLOS_SHORTHAND.fullmatch(arg)
+    if m is None:
+        raise ClusterSpecError(
+            "expected clos:GROUPSxTORSxHOSTS[/ecmpLANES], e.g. clos:2x4x8", source=arg
+        )
+    groups, per_group, hosts = int(m[1]), int(m[2]), int(m[3])
+    if min(groups, per_group, hosts) < 1:
+        raise ClusterSpecError("clos:GxTxH needs at least 1 of each", source=arg)
+    return groups, per_group, hosts, int(m[4] or 1)
 
 
 def lingjun_tors() -> tuple[list[str], list[Tor]]:

@@ -29,9 +29,9 @@ MAX_GPUS_PER_NODE = 512
 # Equal-cost links per rack or group uplink (ECMP lanes): about a switch's radix.
 MAX_LANES = 64
 # In all, 100,000 GPUs: the largest training clusters built today, 15 times the
-# largest public trace's (Alibaba PAI, ~6,500). A replay holds its thread for the
+# largest public trace's (Alibaba PAI, ~6,500). A replay holds its runner for the
 # cluster's size: 200 jobs under FIFO take 4 s on 12500x8 but 27 s on 62500x16 (1M
-# GPUs) on the dev machine, and the API replays one at a time.
+# GPUs) on the dev machine, and the API runs settings.replay_concurrency at a time.
 MAX_GPUS = 100_000
 # The largest cluster spec file read: an openb node list of 100,000 nodes is ~5 MB.
 MAX_SPEC_BYTES = 16 * 2**20

@@ -101,11 +101,20 @@ def worker_settings(pg_url: str, session_dir: Path) -> Settings:
 @pytest.fixture(scope="session")
 def celery_worker(worker_settings: Settings, session_dir: Path) -> Iterator[subprocess.Popen[str]]:
     """A real worker process on a queue of its own; stopped after the session."""
+    proc = start_celery_worker(worker_settings, session_dir / "worker.log")
+    yield proc
+    stop_process(proc)
+
+
+def start_celery_worker(
+    settings: Settings, log: Path, *options: str, name: str = f"test-{RUN_ID}"
+) -> subprocess.Popen[str]:
+    """`celery -A api.tasks worker` (one solo slot) on settings' queue, configured by
+    GPUFLOW_* as in production, once it has logged that it is ready."""
     env = {**os.environ}
-    for key, value in worker_settings.model_dump().items():
+    for key, value in settings.model_dump().items():
         if value is not None:
             env[f"GPUFLOW_{key.upper()}"] = str(value)
-    log = session_dir / "worker.log"
     cmd = [
         sys.executable,
         "-m",
@@ -117,24 +126,29 @@ def celery_worker(worker_settings: Settings, session_dir: Path) -> Iterator[subp
         "-c",
         "1",
         "-Q",
-        worker_settings.celery_queue,
+        settings.celery_queue,
         "-n",
-        f"test-{RUN_ID}@%h",
+        f"{name}@%h",
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",
         "-l",
         "info",
         f"--logfile={log}",
+        *options,
     ]
     proc = subprocess.Popen(cmd, env=env, text=True)
     deadline = time.monotonic() + 60
     while "ready." not in (log.read_text() if log.exists() else ""):
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+            stop_process(proc)
             pytest.fail(f"celery worker did not start:\n{log.read_text() if log.exists() else ''}")
         time.sleep(0.2)
-    yield proc
+    return proc
+
+
+def stop_process(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL after 20 s; reaped either way."""
     proc.terminate()
     try:
         proc.wait(timeout=20)

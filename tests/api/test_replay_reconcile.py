@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -19,7 +20,8 @@ from api.settings import Settings
 from controller.traces import write_canonical
 from controller.traces.synthetic import generate
 from tests.api.builders import auth, upload_trace, wait_for
-from tests.api.conftest import REDIS_URL
+from tests.api.conftest import DEAD_REDIS_URL, REDIS_URL
+from tests.postgres import RUN_ID
 
 REPLAYS = "/api/v1/replays"
 BIG_TRACE_JOBS = 20_000  # a replay of these on 2x4 runs for minutes: still running at exit
@@ -74,8 +76,13 @@ def test_in_process_a_restart_fails_the_interrupted_replay_and_runs_the_queued(
 def test_with_a_broker_a_replay_whose_worker_died_is_failed_and_a_live_one_kept(
     pg_settings: Settings, trace_file: Path
 ) -> None:
+    own_queue = {  # what is sent waits on a queue of this test run's own: no worker
+        "broker_url": REDIS_URL,
+        "broker_key_prefix": f"gpuflow-reconcile-{RUN_ID}:",
+        "celery_queue": f"gpuflow-reconcile-{RUN_ID}",
+    }
     settings = pg_settings.model_copy(
-        update={"broker_url": REDIS_URL, "live": False, "replay_stale_after_s": 120.0}
+        update={**own_queue, "live": False, "replay_stale_after_s": 120.0}
     )
     orphan, alive, queued = stored(
         settings, trace_file, ("running", 600.0), ("running", 1.0), ("queued", 1.0)
@@ -85,7 +92,10 @@ def test_with_a_broker_a_replay_whose_worker_died_is_failed_and_a_live_one_kept(
         assert failed.status == "failed"
         assert failed.error == ORPHANED_ERROR.format(s=120.0)
         assert replay(client, alive).status == "running"  # its worker still beats
-        assert replay(client, queued).status == "queued"  # it waits in the broker
+        assert replay(client, queued).status == "queued"  # sent; it waits in the broker
+        assert replay(client, queued).dispatched_at is not None
+    with redis.Redis.from_url(REDIS_URL) as broker:
+        assert broker.delete(f"{own_queue['broker_key_prefix']}{own_queue['celery_queue']}") == 1
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +121,14 @@ def test_a_shutdown_ends_a_running_in_process_replay_as_failed(
     with TestClient(create_app(sqlite_settings.model_copy(update={"live": False}))) as client:
         stopped = replay(client, replay_id)
         assert stopped.status == "failed" and stopped.error == SHUTDOWN_ERROR
+
+
+def test_an_api_started_with_the_broker_down_keeps_its_queued_replays_for_later(
+    pg_settings: Settings, trace_file: Path
+) -> None:
+    settings = pg_settings.model_copy(update={"broker_url": DEAD_REDIS_URL, "live": False})
+    (queued,) = stored(settings, trace_file, ("queued", 1.0))
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/healthz").status_code == 200
+        row = replay(client, queued)
+        assert row.status == "queued" and row.dispatched_at is None and row.dispatches == 0

@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.models import Replay
 from api.settings import Settings
 from tests.api.builders import auth, upload_trace, wait_for
 from tests.api.conftest import DEAD_REDIS_URL
@@ -113,13 +114,34 @@ def test_a_sweep_fans_out_one_replay_per_combination(
     assert combos == {("fifo", "2x4"), ("srtf", "2x4"), ("fifo", "1x8"), ("srtf", "1x8")}
 
 
+@pytest.mark.parametrize("slot_busy", [False, True])
 def test_with_the_broker_down_a_replay_is_503_and_leaves_no_row(
-    pg_settings: Settings, trace_file: Path
+    pg_settings: Settings, trace_file: Path, slot_busy: bool
 ) -> None:
-    settings = pg_settings.model_copy(update={"broker_url": DEAD_REDIS_URL, "live": False})
+    """Whether the replay would be sent at once or wait for a busy slot."""
+    down = {"broker_url": DEAD_REDIS_URL, "live": False, "replay_concurrency": 1}
+    settings = pg_settings.model_copy(update=down)
     with TestClient(create_app(settings)) as client:
         alice = auth(client, "alice", "vision")
         trace = upload_trace(client, alice, trace_file)
+        if slot_busy:  # another tenant's replay runs on a worker
+            bob = auth(client, "bob", "speech")
+            with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+                bob_id = client.get("/api/v1/users/me", headers=bob).json()["id"]
+                session.add(
+                    Replay(
+                        tenant="speech",
+                        user_id=bob_id,
+                        trace_id=trace["id"],
+                        policy="fifo",
+                        cluster="2x4",
+                        placement="consolidated",
+                        interval_s=60.0,
+                        seed=0,
+                        status="running",
+                    )
+                )
+                session.commit()
         body = {"trace_id": trace["id"], "policy": "fifo", "cluster": "2x4"}
         r = client.post(REPLAYS, json=body, headers=alice)
         assert r.status_code == 503 and "broker unavailable" in r.json()["detail"]

@@ -17,6 +17,8 @@ from controller.spec import (
     cluster_summary,
     describe,
     load_cluster,
+    named_cluster,
+    named_cluster_gpus,
     pcie_topology,
     preset_names,
 )
@@ -177,6 +179,42 @@ def test_zero_counts_are_rejected(arg: str) -> None:
 def test_sizes_past_the_bounds_are_rejected_at_once(arg: str, message: str) -> None:
     with pytest.raises(ClusterSpecError, match=f"^{arg}: .*{message}"):
         load_cluster(arg)
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "16x4",
+        "3x8",
+        "dgx-a100",
+        "pcie4:37",
+        "lingjun",
+        "lingjun/ecmp8",
+        "clos:2x3x5",
+        "clos:2x3x5/ecmp4",
+        "100001x8",
+        "62500x16",
+        "dgx-a100:0",
+        "dgx-b200",
+        "clos:2x0x5",
+        "clos:2x3",
+        "clos:100x100x100",
+        "clos:2x3x5/ecmp65",
+        "lingjun/ecmp0",
+        "./cluster.yaml",
+    ],
+)
+def test_the_size_of_a_named_cluster_is_known_without_building_it(arg: str) -> None:
+    """named_cluster_gpus (what the API checks a request with) refuses what
+    named_cluster refuses, with the same message, and counts the GPUs it builds."""
+    try:
+        built = sum(len(n.gpus) for n in named_cluster(arg).nodes)
+    except ClusterSpecError as exc:
+        with pytest.raises(ClusterSpecError) as info:
+            named_cluster_gpus(arg)
+        assert str(info.value) == str(exc)
+    else:
+        assert named_cluster_gpus(arg) == built
 
 
 def test_a_topology_matrix_past_the_gpu_bound_is_refused(tmp_path: Path) -> None:

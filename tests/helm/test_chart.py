@@ -187,7 +187,9 @@ def test_api_and_worker_get_urls_from_the_secret(render: Render, variant: str) -
             assert broker.startswith("redis://:")
             assert broker.endswith(f"@{name('redis')}.{NAMESPACE}.svc:6379/0")
         (config,) = c["envFrom"]
-        assert m.get("ConfigMap", config["configMapRef"]["name"])["data"]["GPUFLOW_DATA_DIR"]
+        data = m.get("ConfigMap", config["configMapRef"]["name"])["data"]
+        assert data["GPUFLOW_DATA_DIR"]
+        assert data["GPUFLOW_REPLAY_CONCURRENCY"] == "4"  # 2 workers x 2 slots: all sent at once
     assert container(worker)["command"] == ["celery"]
     assert container(worker)["args"][:3] == ["-A", "api.tasks", "worker"]
 
