@@ -2,9 +2,10 @@
 
 gpuflow/sandbox_cmd.py builds a `Sandbox` and uses it as a context manager; leaving
 it tears everything down in reverse order, also on errors. Inside: the real Kubernetes
-control plane (controlplane.py: etcd, kube-apiserver and kube-controller-manager as
-subprocesses on 127.0.0.1), the chart's CRDs (helm/gpuflow/crds/*.yaml) installed
-as Helm installs them, and in this process a ProcessKubelet per node (kubelet.py,
+control plane (controlplane.py: etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler as subprocesses on 127.0.0.1; pods reach the API server at the bridge's
+address), the chart's CRDs (helm/gpuflow/crds/*.yaml) installed as Helm installs them,
+and in this process a ProcessKubelet per node (kubelet.py,
 with its node's own credentials: it registers the Node, renews its Lease and runs the
 pods bound to it), the network (network.py), the node agent per node publishing its
 GPUs from a topology file (operators/agent/main.py `run_agent`, a thread each), and
@@ -166,7 +167,12 @@ class Sandbox:
 
     def up(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        options = ControlPlaneOptions(nodes=tuple(self.node_names), port=self.config.port)
+        # First: pods in network namespaces reach the API server at the bridge's address.
+        self.network = NodeNetwork.create(self.node_names)
+        pod_address = self.network.host_address if self.network.isolated else None
+        options = ControlPlaneOptions(
+            nodes=tuple(self.node_names), port=self.config.port, pod_address=pod_address
+        )
         self.control_plane = ControlPlane(self.directory / "controlplane", options=options)
         self.control_plane.start()
         shutil.copyfile(self.control_plane.kubeconfig, self.kubeconfig)
@@ -174,7 +180,6 @@ class Sandbox:
         self.api = self.client()
         for path in sorted(crd.CRD_PATH.parent.glob("*.yaml")):  # as `helm install` does
             self.api.apply_crd(crd.load_crd_manifest(path))
-        self.network = NodeNetwork.create(self.node_names)
         # Started early so that its imports overlap the nodes' start; waited for below.
         self.service = ApiService.start(
             self.network.host_address,
@@ -192,6 +197,7 @@ class Sandbox:
                 self.config.workdir,
                 dns_api=self.client(),  # the cluster DNS's part: the admin's
                 devices=_device_plugin_gpus(self.config.gpus_per_node),
+                apiserver_host=pod_address,
             )
             self.kubelets.append(kubelet.start())
         topology = self._write_topology()

@@ -12,16 +12,24 @@ is no scheduler, so a pod without one stays Pending. A Pending pod's worker cont
 (named `worker`, else the first; other and init containers are not run), once
 admitted (admission.py: its extended resources fit the node's allocatable, else it
 goes Failed with reason OutOf<resource>), starts as a
-process group: its command and args (podenv.py: env, `$(VAR)`, the venv's python),
-in the repository root or `workdir`, as root inside a network namespace of the pod's
-own with an address of its own on the node's bridge (network.py `attach_pod`; freed
+process group: its command and args (podenv.py: env and envFrom, `$(VAR)`, the
+venv's programs, the chart's image's entrypoint), in the repository root or
+`workdir`, as root inside a network namespace of the pod's own with
+an address of its own on the node's bridge (network.py `attach_pod`; freed
 when the pod is deleted for good), stdout and stderr to `<pod dir>/<container>.log`;
-volumes are host directories (volumes.py). Status is a kubelet's, written through the
+volumes are host directories (volumes.py). As a real kubelet it gives the process
+KUBERNETES_SERVICE_HOST and _PORT (the API server as pods reach it: `apiserver_host`,
+the sandbox bridge's address when pods have network namespaces) and writes the
+ServiceAccount admission plugin's `kube-api-access-*` volume (a token for the pod's
+own ServiceAccount from the TokenRequest API, ca.crt, namespace); the process finds
+that folder in $GPUFLOW_SERVICE_ACCOUNT_DIR (operators/kube_client.py), so it acts
+under its ServiceAccount and RBAC. Status is a kubelet's, written through the
 status subresource with the pod's resourceVersion (a 409 rereads and retries): Running
 with startTime, podIP (the pod's), hostIP (the node's) and `state.running.startedAt`;
 at exit Succeeded (0) or Failed with `state.terminated` (exitCode, 128+N for signal
 N, reason Completed or Error, startedAt, finishedAt). A configuration error (a missing
-Secret key, no command, no free pod address) leaves it Pending with `waiting.reason`
+Secret key, no command, no free pod address, a volume source that cannot be read)
+leaves it Pending with `waiting.reason`
 CreateContainerConfigError, retried.
 A graceful delete (the API server sets deletionTimestamp and deletionGracePeriodSeconds
 on a bound pod that has not ended) sends SIGTERM to the group, SIGKILL after the grace
@@ -39,6 +47,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,9 +60,10 @@ from gpuflow.sandbox.admission import refusal
 from gpuflow.sandbox.heartbeat import HeartbeatConfig, NodeHeartbeat
 from gpuflow.sandbox.network import NetworkError, NodeNetwork
 from gpuflow.sandbox.podenv import EnvError, command_line, process_env
-from gpuflow.sandbox.volumes import PodVolumes
+from gpuflow.sandbox.volumes import PodVolumes, Projections, VolumeError
 from operators.informer import Informer
-from operators.kube import API_ERRORS, CONFLICT, NOT_FOUND, KubeApi, Obj, Resource
+from operators.kube import API_ERRORS, CONFLICT, NOT_FOUND, KubeApi, Obj, Resource, error_message
+from operators.kube_client import SERVICE_ACCOUNT_DIR, SERVICE_ACCOUNT_DIR_ENV
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +115,18 @@ class ProcessKubelet:
         heartbeat: HeartbeatConfig | None = None,
         dns_api: KubeApi | None = None,
         devices: Mapping[str, str] | None = None,
+        apiserver_host: str | None = None,
     ) -> None:
         self.api = api
+        # KUBERNETES_SERVICE_HOST and _PORT: the API server at the port this kubelet's
+        # client uses, on `apiserver_host` (where pods in network namespaces reach it)
+        # or the client's own host.
+        url = urllib.parse.urlsplit(str(api.client.configuration.host))
+        self.service_env = {
+            "KUBERNETES_SERVICE_HOST": apiserver_host or str(url.hostname),
+            "KUBERNETES_SERVICE_PORT": str(url.port or 443),
+        }
+        self.projections = Projections(self._lookup, self._token)
         # What resolves a peer pod's DNS name (a cluster DNS's part, which may read any
         # pod): a node's own credentials may read only the pods bound to it.
         self.dns_api = dns_api or api
@@ -251,8 +271,8 @@ class ProcessKubelet:
         ns, name = meta["namespace"], meta["name"]
         container = worker_container(pod)
         pod_dir = self.sandbox_dir / "pods" / f"{ns}_{name}_{uid[:8]}"
-        volumes = PodVolumes(self.sandbox_dir, pod_dir, pod)
         try:
+            volumes = PodVolumes(self.sandbox_dir, pod_dir, pod, self.projections)
             pod_ip = self.network.attach_pod(self.node, uid)
             env = process_env(
                 pod,
@@ -262,8 +282,12 @@ class ProcessKubelet:
                 host_ip=self.network.address(self.node),
                 mounts=volumes.mounts(container),
                 resolve=self._pod_ip,
+                service_env=self.service_env,
             )
-            argv = command_line(container, env)
+            account_dir = volumes.mounts(container).rewrite(SERVICE_ACCOUNT_DIR)
+            if account_dir != SERVICE_ACCOUNT_DIR:  # the pod mounts its token
+                env[SERVICE_ACCOUNT_DIR_ENV] = account_dir
+            argv = command_line(container, env, self.workdir)
             interface = self.network.pod_interface(uid)
             if interface is not None:
                 # A real pod's hostname resolves to its own address (the kubelet's
@@ -271,7 +295,7 @@ class ProcessKubelet:
                 # NCCL would then advertise to their peers: name the interface instead.
                 env.setdefault("GLOO_SOCKET_IFNAME", interface)
                 env.setdefault("NCCL_SOCKET_IFNAME", interface)
-        except (EnvError, NetworkError) as exc:
+        except (EnvError, NetworkError, VolumeError) as exc:
             self._retry_at[uid] = time.monotonic() + CONFIG_RETRY_S
             waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}
             self._write_status(ns, name, self._status(pod, container, {"waiting": waiting}))
@@ -429,6 +453,33 @@ class ProcessKubelet:
 
     def _lookup(self, kind: str, ns: str, name: str) -> Obj | None:
         return self._get(kind, ns, name)
+
+    def _token(self, pod: Obj, audience: str | None, expiration_s: int) -> str:
+        """A token of the pod's ServiceAccount bound to the pod (TokenRequest), as the
+        kubelet's token manager asks for it with the node's credentials."""
+        meta = pod["metadata"]
+        account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        body = {
+            "spec": {
+                "audiences": [audience] if audience else [],
+                "expirationSeconds": expiration_s,
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                },
+            }
+        }
+        try:
+            resp = self.api.core.create_namespaced_service_account_token(
+                account, meta["namespace"], body, _preload_content=False
+            )
+        except ApiException as exc:
+            raise VolumeError(
+                f"token of serviceaccount {meta['namespace']}/{account}: {error_message(exc)}"
+            ) from None
+        return str(json.loads(resp.data)["status"]["token"])
 
     def _pod_ip(self, ns: str, name: str) -> str | None:
         """A pod's IP once it is bound to a node: reserved now if its kubelet has not
