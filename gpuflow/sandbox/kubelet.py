@@ -401,6 +401,7 @@ class ProcessKubelet:
         if ip is not None:
             status.update({"podIP": ip, "podIPs": [{"ip": ip}]})
         running = "running" in state
+        status["conditions"] = _conditions(status, running, now_rfc3339())
         status["containerStatuses"] = [
             {
                 "name": container["name"],
@@ -500,6 +501,34 @@ class ProcessKubelet:
         except NetworkError as exc:
             log.warning("no address for pod=%s/%s error=%s", ns, name, exc)
             return None
+
+
+def _conditions(status: Obj, running: bool, now: str) -> list[Obj]:
+    """The pod's conditions as a kubelet keeps them (status.generateAPIPodStatus):
+    Initialized (no init containers are run), ContainersReady and Ready true while the
+    container runs (there are no probes), false otherwise with the kubelet's reasons;
+    the scheduler's PodScheduled and any other kept. A condition whose status is
+    unchanged keeps its lastTransitionTime. Ready is what a ReplicaSet's and a
+    DaemonSet's ready counts, and `helm install --wait`, read."""
+    phase = status.get("phase")
+    if running:
+        ready: Obj = {"status": "True"}
+    elif phase in ("Succeeded", "Failed"):
+        ready = {"status": "False", "reason": "PodCompleted"}
+    else:
+        ready = {"status": "False", "reason": "ContainersNotReady"}
+    ours = {
+        "Initialized": {"status": "True"},
+        "ContainersReady": ready,
+        "Ready": ready,
+    }
+    kept = [c for c in status.get("conditions") or [] if c.get("type") not in ours]
+    before = {c.get("type"): c for c in status.get("conditions") or []}
+    for kind, condition in ours.items():
+        old = before.get(kind) or {}
+        since = old.get("lastTransitionTime") if old.get("status") == condition["status"] else None
+        kept.append({"type": kind, **condition, "lastTransitionTime": since or now})
+    return kept
 
 
 def _signal_group(proc: subprocess.Popen[Any], sig: signal.Signals) -> None:
