@@ -16,7 +16,9 @@ subprocess (service.py: `gpuflow serve` in cluster mode on the
 bridge's address, its own SQLite database) and writes the jobs' reports into their
 DLJobs' `status.train`. The jobs run on it (`sandbox run`, the end-to-end tests)
 are gpuflow/sandbox/jobs.py's: `run_jobs` applies DLJobs and waits for them;
-`job_results` is the JSON that `sandbox run --json` prints.
+`job_results` is the JSON that `sandbox run --json` prints. A `bare` sandbox
+(`sandbox up --bare`) starts only the control plane, the network and the kubelets:
+the chart brings the rest (docs/helm.md, "Into the sandbox").
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ CONTROL_PLANE_STOP_S = 2.0
 NODE_DEVICE = "eth0"  # each node namespace's end of its veth, a port of its cbr0
 # The pods' HTB leaf queue: pfifo is on every kernel (docs/bandwidth.md, "Leaf qdisc").
 LEAF_QDISC = "pfifo"
+GPU_NODE_LABEL = "nvidia.com/gpu.present"  # GPU Feature Discovery's, the chart agent's selector
 
 
 class SandboxError(ValueError):
@@ -90,6 +93,9 @@ class SandboxConfig:
     # a short one lets `run` read a finished job's last reports soon after it ends).
     train_summary_interval_s: float = 1.0
     start_operator: bool = True  # False: the caller starts it (`run_jobs` does)
+    # Only the control plane, the network and the kubelets (their Nodes labelled as
+    # GPU nodes): the operator, agents, API and CRDs come from `helm install`.
+    bare: bool = False
     # Each node's NIC in Gbit/s, one figure for all or one per node: what the allocator
     # shares and each agent shapes its eth0 to as root (a few 100 Mbit/s: measurable).
     nic_gbps: tuple[float, ...] = (GENERIC_NIC_GBPS,)
@@ -178,15 +184,16 @@ class Sandbox:
         shutil.copyfile(self.control_plane.kubeconfig, self.kubeconfig)
         self.kubeconfig.chmod(0o600)
         self.api = self.client()
-        for path in sorted(crd.CRD_PATH.parent.glob("*.yaml")):  # as `helm install` does
-            self.api.apply_crd(crd.load_crd_manifest(path))
-        # Started early so that its imports overlap the nodes' start; waited for below.
-        self.service = ApiService.start(
-            self.network.host_address,
-            self.directory,
-            self.kubeconfig,
-            self.config.train_summary_interval_s,
-        )
+        if not self.config.bare:
+            for path in sorted(crd.CRD_PATH.parent.glob("*.yaml")):  # as `helm install` does
+                self.api.apply_crd(crd.load_crd_manifest(path))
+            # Started early so that its imports overlap the nodes' start; waited for below.
+            self.service = ApiService.start(
+                self.network.host_address,
+                self.directory,
+                self.kubeconfig,
+                self.config.train_summary_interval_s,
+            )
         for name in self.node_names:  # each registers its Node
             node_api = KubeApi(api_client(str(self.control_plane.node_kubeconfig(name))))
             kubelet = ProcessKubelet(
@@ -201,14 +208,25 @@ class Sandbox:
             )
             self.kubelets.append(kubelet.start())
         topology = self._write_topology()
+        if self.config.bare:
+            for name in self.node_names:  # GPU Feature Discovery's label: the agent's selector
+                self.api.patch_node(name, {"metadata": {"labels": {GPU_NODE_LABEL: "true"}}})
+            return
         for name in self.node_names:
             agent = self._agent_options(name, topology)
             self._thread(f"agent-{name}", run_agent, agent, api=self.client(), stop=self.stop_event)
         self._wait_ready()
+        assert self.service is not None
         self.service.wait_healthy(SERVICE_TIMEOUT_S)
         log.info("gpuflow service url=%s log=%s", self.service.url, self.service.log_path)
         if self.config.start_operator:
             self.start_operator()
+
+    @property
+    def topology_file(self) -> Path:
+        """The node types the agents publish (`agent run --topology-file`), one per
+        node, named after it (`--node-type=$(NODE_NAME)`)."""
+        return self.directory / "topology.yaml"
 
     def start_operator(self) -> None:
         """Start the operator thread (once), its pods given the service's URL."""
@@ -254,7 +272,7 @@ class Sandbox:
         """One node type per node, named after it, in the format of `gpuflow agent run
         --topology-file` (operators/agent/topology_file.py): a generic PCIe node with
         the sandbox's GPU count and the node's NIC speed."""
-        path = self.directory / "topology.yaml"
+        path = self.topology_file
         types = {
             name: {
                 "gpu": GENERIC_GPU,
