@@ -11,9 +11,9 @@ when it starts a pod. What a real kubelet does and how it is emulated:
   kubelet keeps it); `fieldRef` metadata.name/namespace/uid, labels['k'],
   annotations['k'], spec.nodeName, spec.serviceAccountName, status.podIP,
   status.hostIP;
-- `envFrom`: every key of a `configMapRef` or `secretRef` that is a valid variable
-  name, with the `prefix`, before `env` (which overrides it); a missing source is an
-  EnvError unless `optional`;
+- `envFrom`: every key of a `configMapRef` or `secretRef`, with the `prefix` (any key
+  the API server accepts is a variable name under 1.34's relaxed rule), before `env`
+  (which overrides it); a missing source is an EnvError unless `optional`;
 - the API server's address as a real kubelet gives it: KUBERNETES_SERVICE_HOST and
   KUBERNETES_SERVICE_PORT (`service_env`, the kubelet's; an `env` item overrides);
 - the image: its entrypoint and working directory are known for one image only, the
@@ -57,7 +57,6 @@ INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_
 GPUFLOW_IMAGE = "gpuflow"
 IMAGE_ENTRYPOINT = "gpuflow"
 IMAGE_WORKDIR = "/app"
-_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # what the API server accepts
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _SVC_NAME = re.compile(r"([a-z0-9-]+)\.[a-z0-9-]+\.([a-z0-9-]+)\.svc(\.cluster\.local)?\.?")
 
@@ -106,7 +105,7 @@ def _from_source(pod: Obj, ref: Obj, lookup: Lookup, pod_ip: str, host_ip: str) 
 
 def _env_from(pod: Obj, container: Obj, lookup: Lookup) -> dict[str, str]:
     """The variables of the container's `envFrom` sources, in order (a later source's
-    key wins); keys that are no valid variable name are skipped, as the kubelet does."""
+    key wins)."""
     ns = str((pod.get("metadata") or {}).get("namespace", "default"))
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
@@ -122,8 +121,7 @@ def _env_from(pod: Obj, container: Obj, lookup: Lookup) -> dict[str, str]:
                 what = "secret" if kind == "secrets" else "configmap"
                 raise EnvError(f'{what} "{ref.get("name")}" not found')
             for name, value in object_data(obj).items():
-                if _ENV_NAME.fullmatch(prefix + name):
-                    env[prefix + name] = value
+                env[prefix + name] = value
     return env
 
 
