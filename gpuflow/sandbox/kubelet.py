@@ -283,6 +283,7 @@ class ProcessKubelet:
                 mounts=volumes.mounts(container),
                 resolve=self._pod_ip,
                 service_env=self.service_env,
+                resolve_service=self._service_endpoint,
             )
             account_dir = volumes.mounts(container).rewrite(SERVICE_ACCOUNT_DIR)
             if account_dir != SERVICE_ACCOUNT_DIR:  # the pod mounts its token
@@ -482,6 +483,37 @@ class ProcessKubelet:
             ) from None
         return str(json.loads(resp.data)["status"]["token"])
 
+    def _service_endpoint(self, ns: str, service: str, port: int) -> tuple[str, int] | None:
+        """A ready pod behind the Service and the target port of its `port`, the first
+        by name (kube-proxy picks one at random per connection; one is enough for a
+        process that resolves once); None if the Service or a ready pod is missing.
+        Read with `dns_api`, as a cluster DNS reads Services and their endpoints."""
+        try:
+            resp = self.dns_api.core.read_namespaced_service(service, ns, _preload_content=False)
+            svc: Obj = json.loads(resp.data)
+            selector = (svc.get("spec") or {}).get("selector") or {}
+            entry = next(
+                (p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("port") == port),
+                None,
+            )
+            if not selector or entry is None:
+                return None
+            labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+            resp = self.dns_api.core.list_namespaced_pod(
+                ns, label_selector=labels, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == NOT_FOUND:
+                return None
+            raise
+        pods: list[Obj] = json.loads(resp.data).get("items") or []
+        for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+            ip = (pod.get("status") or {}).get("podIP")
+            target = _target_port(pod, entry.get("targetPort", port))
+            if ip and _ready(pod) and target is not None:
+                return str(ip), target
+        return None
+
     def _pod_ip(self, ns: str, name: str) -> str | None:
         """A pod's IP once it is bound to a node: reserved now if its kubelet has not
         started it yet (the rank-0 pod need not have); None if unbound or none free.
@@ -501,6 +533,17 @@ class ProcessKubelet:
         except NetworkError as exc:
             log.warning("no address for pod=%s/%s error=%s", ns, name, exc)
             return None
+
+
+def _target_port(pod: Obj, target: Any) -> int | None:
+    """A Service port's targetPort on `pod`: a number, or a container port's name."""
+    if isinstance(target, int) or str(target).isdigit():
+        return int(target)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == target:
+                return int(port["containerPort"])
+    return None
 
 
 def _conditions(status: Obj, running: bool, now: str) -> list[Obj]:
@@ -529,6 +572,11 @@ def _conditions(status: Obj, running: bool, now: str) -> list[Obj]:
         since = old.get("lastTransitionTime") if old.get("status") == condition["status"] else None
         kept.append({"type": kind, **condition, "lastTransitionTime": since or now})
     return kept
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _signal_group(proc: subprocess.Popen[Any], sig: signal.Signals) -> None:

@@ -25,11 +25,14 @@ when it starts a pod. What a real kubelet does and how it is emulated:
 - not emulated: `resourceFieldRef` (left out, a warning), the other Services'
   *_SERVICE_HOST variables.
 
-Two rewrites follow because a process sees neither mounts nor cluster DNS: a value
-that starts with a volume's mountPath points at the volume's host directory, and a
+Rewrites follow because a process sees neither mounts nor cluster DNS: a value
+that starts with a volume's mountPath points at the volume's host directory, a
 cluster DNS name (`<pod>.<svc>.<ns>.svc[.cluster.local]`, e.g. MASTER_ADDR) becomes
 that pod's own IP as the kubelet's resolver finds it (as root each pod has an address
-of its own, network.py; else every pod is 127.0.0.1).
+of its own, network.py; else every pod is 127.0.0.1), and an http(s) URL to a
+Service (`http://<svc>.<ns>.svc:<port>/...`, e.g. the GPUFLOW_API_URL the chart's
+operator gives its workers) points at a ready pod behind the Service and its target
+port (`rewrite_service_url`), as kube-proxy would route it.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 # (namespace, pod name) -> the IP the pod has, or None.
 PodIpResolver = Callable[[str, str], str | None]
+# (namespace, Service name, port) -> the (IP, port) of a ready pod behind it, or None.
+ServiceResolver = Callable[[str, str, int], tuple[str, int] | None]
 
 # What a process inherits from the sandbox: enough to find programs and the venv.
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "TZ")
@@ -59,6 +64,10 @@ IMAGE_ENTRYPOINT = "gpuflow"
 IMAGE_WORKDIR = "/app"
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _SVC_NAME = re.compile(r"([a-z0-9-]+)\.[a-z0-9-]+\.([a-z0-9-]+)\.svc(\.cluster\.local)?\.?")
+# An http(s) URL whose host is a Service's name: <svc>.<ns>.svc[.cluster.local][:port]
+_SVC_URL = re.compile(
+    r"(https?)://([a-z0-9-]+)\.([a-z0-9-]+)\.svc(?:\.cluster\.local)?(?::(\d+))?(/.*)?"
+)
 
 
 class EnvError(ValueError):
@@ -135,6 +144,21 @@ def rewrite_dns(value: str, namespace: str, resolve: PodIpResolver) -> str:
     return ip if ip is not None else value
 
 
+def rewrite_service_url(value: str, resolve: ServiceResolver) -> str:
+    """An http(s) URL to a Service (`http://<svc>.<ns>.svc:<port>/...`) pointed at a
+    ready pod behind it, as cluster DNS and kube-proxy would route it, resolved once
+    when the process starts; other values, and Services with no ready pod, unchanged."""
+    m = _SVC_URL.fullmatch(value)
+    if not m:
+        return value
+    scheme, service, namespace, port, path = m.groups()
+    default_port = 443 if scheme == "https" else 80
+    found = resolve(namespace, service, int(port) if port else default_port)
+    if found is None:
+        return value
+    return f"{scheme}://{found[0]}:{found[1]}{path or ''}"
+
+
 def process_env(
     pod: Obj,
     container: Obj,
@@ -145,6 +169,7 @@ def process_env(
     mounts: Mounts,
     resolve: PodIpResolver,
     service_env: Mapping[str, str] | None = None,
+    resolve_service: ServiceResolver | None = None,
 ) -> dict[str, str]:
     """The environment of the process that plays `container` of `pod`; `host_ip` is
     the node's address (None: the pod's, as with hostNetwork); `service_env` the
@@ -162,6 +187,8 @@ def process_env(
             value = expand(str(item.get("value", "")), env)
         env[name] = value
     env = {k: rewrite_dns(mounts.rewrite(v), ns, resolve) for k, v in env.items()}
+    if resolve_service is not None:
+        env = {k: rewrite_service_url(v, resolve_service) for k, v in env.items()}
     base = {k: os.environ[k] for k in INHERITED if k in os.environ}
     base["HOSTNAME"] = str((pod.get("spec") or {}).get("hostname") or meta.get("name", ""))
     return {**base, **env}

@@ -12,7 +12,8 @@ test) and Redis; the controller manager makes the pods, the scheduler binds them
 kubelet runs them as processes, each with its own ServiceAccount's token, so every
 request they make is judged by the chart's RBAC. Then `kubectl apply -f
 examples/train/dljob.yaml` must train to Succeeded, and the chart's API must list the
-job (it follows DLJobs through its ServiceAccount) and serve the dashboard. With
+job (it follows DLJobs through its ServiceAccount), receive the worker's metric
+reports and serve the dashboard. With
 `create` taken off the pods rule of the operator's ClusterRole, a second DLJob must
 wait with reason Forbidden naming the verb and resource, the operator must log the
 refusal, and the job must start once the verb is back. One release serves both tests
@@ -201,6 +202,9 @@ def release(
             f"helm install: {install.stderr}\n{kubectl(control_plane, 'get', 'pods', '-A')}"
             f"\n{pod_logs(sandbox)}"
         )
+        # The API server's field validation warns of a field no schema knows (helm
+        # prints each warning): every template and the CRD's schema must be exact.
+        assert "unknown field" not in install.stderr, install.stderr
         yield Release(namespace, f"http://{LOOPBACK}:{api_port}", database, sandbox)
     finally:
         subprocess.run(
@@ -263,6 +267,18 @@ def test_helm_install_trains_the_example(control_plane: ControlPlane, release: R
         found = wait_for("the chart's API to record the job", listed, 30, lambda: "")
         job_id = found[0]["id"]
         assert get_json(f"{release.api_url}/api/v1/jobs/{job_id}", token)["id"] == job_id
+        # The worker reported its training to the chart's API through the operator's
+        # --api-url (a Service's name, routed to the API pod by the kubelet), and the
+        # API summarised it into the DLJob's status.train with its own ServiceAccount.
+        metrics = get_json(f"{release.api_url}/api/v1/jobs/{job_id}/metrics", token)
+        assert metrics["count"] > 0, metrics
+        train = wait_for(
+            "status.train",
+            lambda: dljob_status(control_plane, "mlp").get("train"),
+            30,
+            lambda: dljob_status(control_plane, "mlp"),
+        )
+        assert train["step"] > 0, train
         with urllib.request.urlopen(f"{release.api_url}/", timeout=10) as resp:
             assert resp.status == 200 and b"<html" in resp.read().lower()
     finally:

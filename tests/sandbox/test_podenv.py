@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from gpuflow.sandbox.podenv import EnvError, command_line, is_gpuflow_image, process_env
+from gpuflow.sandbox.podenv import (
+    EnvError,
+    command_line,
+    is_gpuflow_image,
+    process_env,
+    rewrite_service_url,
+)
 from gpuflow.sandbox.volumes import Mounts, PodVolumes, Projections, VolumeError
 
 VENV_BIN = Path(sys.executable).parent
@@ -144,3 +150,26 @@ def test_an_unreadable_projected_source_is_a_volume_error(tmp_path: Path) -> Non
     projections = Projections(lookup, lambda p, a, e: "jwt")
     with pytest.raises(VolumeError, match='secret "nope" not found'):
         PodVolumes(tmp_path, tmp_path / "pod", pod(volumes=[volume]), projections)
+
+
+def test_a_service_url_is_routed_to_a_ready_pod_behind_it() -> None:
+    endpoints = {("gf", "gpuflow-api", 80): ("10.0.0.7", 8000)}
+
+    def resolve(ns: str, service: str, port: int) -> tuple[str, int] | None:
+        return endpoints.get((ns, service, port))
+
+    assert (
+        rewrite_service_url("http://gpuflow-api.gf.svc:80/api/v1", resolve)
+        == "http://10.0.0.7:8000/api/v1"
+    )
+    # No port: the scheme's; the cluster domain is optional.
+    assert (
+        rewrite_service_url("http://gpuflow-api.gf.svc.cluster.local", resolve)
+        == "http://10.0.0.7:8000"
+    )
+    for unchanged in (
+        "http://other.gf.svc/api",  # no ready pod behind it
+        "http://example.com/api",
+        "rank-0.job.gf.svc",  # a pod's name, not a URL: rewrite_dns's
+    ):
+        assert rewrite_service_url(unchanged, resolve) == unchanged
