@@ -17,7 +17,8 @@ metrics. Nothing is logged or counted while not leading: nothing is written then
 A worker pod the API server refuses to create with 403 (the operator's ClusterRole
 lacks `create` on pods: RBAC, not the job) is logged by KubeApi with its verb and
 resource; at `flush()` the job goes back to Queued with reason Forbidden and the
-server's message in its status and conditions, and a Warning event, so that
+server's message in its status and conditions, and a Warning event (repeated at most
+every PENDING_REFRESH_S while the message stays the same), so that
 `kubectl describe dljob` says why it waits. The next round tries again, and starts
 it once the role allows.
 """
@@ -133,6 +134,7 @@ class Writer:
         # (namespace, job) -> the API server's message, for jobs whose pods RBAC refused
         self._refused: dict[tuple[str, str], str] = {}
         self._refused_lock = threading.Lock()
+        self._refused_events: dict[tuple[str, str], tuple[str, float]] = {}  # (message, at)
         self._lock = threading.Lock()
         self.writes = 0
 
@@ -196,11 +198,16 @@ class Writer:
         attempt = max(0, int((obj.get("status") or {}).get("attempt") or 1) - 1)
         fields = {"attempt": attempt, "restarts": max(0, attempt - 1)}
         mutate = status_mutator(QUEUED, why, pending=why, fields=fields, now_s=time.time())
+        now = time.monotonic()
         try:
             self._status(obj, mutate)
         except API_ERRORS:
             return  # KubeApi logged it; the next round tries the start again
-        self.event(obj, why.reason, why.message, "Warning")
+        last = self._refused_events.get(key)
+        # Every round tries again: one event per message, repeated every PENDING_REFRESH_S.
+        if last is None or last[0] != message or now - last[1] >= PENDING_REFRESH_S:
+            self._refused_events[key] = (message, now)
+            self.event(obj, why.reason, why.message, "Warning")
 
     def close(self) -> None:
         self.flush()

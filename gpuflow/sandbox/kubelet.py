@@ -7,8 +7,8 @@ another thing: a double that plays workloads without processes.)
 
 start() registers the node and keeps up its status and Lease (heartbeat.py), then it
 watches the pods whose spec.nodeName is its node: those the operator binds and those
-the controller manager creates with a nodeName (a Deployment's, a ReplicaSet's); there
-is no scheduler, so a pod without one stays Pending. A Pending pod's worker container
+kube-scheduler binds (the controller manager's: a Deployment's, a DaemonSet's, a
+Job's). A Pending pod's worker container
 (named `worker`, else the first; other and init containers are not run), once
 admitted (admission.py: its extended resources fit the node's allocatable, else it
 goes Failed with reason OutOf<resource>), starts as a
@@ -29,8 +29,9 @@ with startTime, podIP (the pod's), hostIP (the node's) and `state.running.starte
 at exit Succeeded (0) or Failed with `state.terminated` (exitCode, 128+N for signal
 N, reason Completed or Error, startedAt, finishedAt). A configuration error (a missing
 Secret key, no command, no free pod address, a volume source that cannot be read)
-leaves it Pending with `waiting.reason`
-CreateContainerConfigError, retried.
+leaves it Pending with `waiting.reason` CreateContainerConfigError, retried. The pod's
+conditions are a kubelet's (Initialized, ContainersReady, Ready), which ReplicaSets,
+DaemonSets and `helm install --wait` count.
 A graceful delete (the API server sets deletionTimestamp and deletionGracePeriodSeconds
 on a bound pod that has not ended) sends SIGTERM to the group, SIGKILL after the grace
 period, and once the process is gone deletes the pod for good (grace 0). The

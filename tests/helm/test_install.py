@@ -321,6 +321,22 @@ def test_a_verb_taken_from_the_operator_role_is_named(
         # The API server's own words, through the operator: who, which verb, which resource.
         assert 'cannot create resource "pods"' in queued["message"], queued
         assert f"system:serviceaccount:{release.namespace}:{OPERATOR}" in queued["message"]
+        events = wait_for(
+            "the Warning event",
+            lambda: json.loads(
+                kubectl(
+                    control_plane,
+                    "get",
+                    "events",
+                    "--field-selector=involvedObject.name=mlp-rbac,reason=Forbidden",
+                    "-o",
+                    "json",
+                )
+            )["items"],
+            10,
+            lambda: kubectl(control_plane, "get", "events"),
+        )
+        assert events[0]["type"] == "Warning" and "cannot create" in events[0]["message"]
         log = pod_logs(release.sandbox, "gpuflow-operator")
         assert "api error verb=create resource=pods code=403" in log, log
 
