@@ -20,7 +20,7 @@ install: $(BIN)/.installed
 services:
 	bash .ci/services.sh
 
-# etcd, kube-apiserver and kube-controller-manager from Go modules into .cache/controlplane/bin
+# etcd, kube-apiserver, kube-controller-manager and kube-scheduler from Go modules into .cache/controlplane/bin
 # (docs/controlplane.md); a no-op while they are up to date.
 controlplane:
 	bash controlplane/build.sh

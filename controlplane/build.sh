@@ -15,7 +15,7 @@ root=$(cd "$here/.." && pwd)
 cache="$root/.cache/controlplane"
 bin="$cache/bin"
 log="$cache/build.log"
-binaries=(etcd kube-apiserver kube-controller-manager)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 
 fail() {
     echo "controlplane/build.sh: $*" >&2

@@ -37,6 +37,11 @@ def add_parsers(sub: Any) -> None:
     actions = sb.add_subparsers(metavar="ACTION")
     up = actions.add_parser("up", help="start the sandbox and keep it running for kubectl")
     _common(up)
+    up.add_argument(
+        "--bare",
+        action="store_true",
+        help="only the control plane and the kubelets: gpuflow itself from `helm install`",
+    )
     up.set_defaults(func=cmd_up)
     run = actions.add_parser("run", help="run DLJobs to the end in a fresh sandbox")
     _common(run)
@@ -85,6 +90,7 @@ def _config(args: argparse.Namespace) -> Any:
         port=args.port,
         directory=Path(args.dir).resolve() if args.dir else None,
         workdir=Path(args.workdir).resolve() if args.workdir else None,
+        bare=bool(getattr(args, "bare", False)),
     )
 
 
@@ -141,6 +147,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def _up_banner(sandbox: Any) -> str:
     config, service = sandbox.config, sandbox.service
+    if config.bare:
+        return _bare_banner(sandbox)
     return (
         f"sandbox up: {config.nodes} node(s) x {config.gpus_per_node} GPU(s), "
         f"policy {config.policy}, Kubernetes API server {sandbox.url}\n"
@@ -155,6 +163,25 @@ def _up_banner(sandbox: Any) -> str:
         """'{"num_gpus": 1, "duration_s": 60, "command": ["python", "-c", "print(1)"]}'\n"""
         "  gpuflow jobs\n"
         f"files (pod logs, volumes, database): {sandbox.directory}\n"
+        "Ctrl-C stops it and removes everything it made.\n"
+    )
+
+
+def _bare_banner(sandbox: Any) -> str:
+    config = sandbox.config
+    return (
+        f"sandbox up (bare): {config.nodes} node(s) x {config.gpus_per_node} GPU(s), "
+        f"Kubernetes API server {sandbox.url}\n"
+        f"  export KUBECONFIG={sandbox.kubeconfig}\n"
+        "  helm install gpuflow helm/gpuflow -n gpuflow --create-namespace \\\n"
+        "    --set postgresql.enabled=false,externalDatabase.url=postgresql://... \\\n"
+        "    --set redis.enabled=false,externalRedis.url=redis://... \\\n"
+        "    --set worker.enabled=false,agent.enforceBandwidth=false \\\n"
+        f'    --set-json \'agent.extraArgs=["--topology-file={sandbox.topology_file}",'
+        '"--node-type=$(NODE_NAME)"]\'\n'
+        f"  pods reach this machine (its database, Redis, the API server) at "
+        f"{sandbox.network.host_address}\n"
+        f"files (pod logs, volumes): {sandbox.directory}\n"
         "Ctrl-C stops it and removes everything it made.\n"
     )
 

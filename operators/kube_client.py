@@ -4,13 +4,26 @@ Called where a process starts talking to Kubernetes: the operator's and the node
 agent's commands, the API service's cluster mode (api.cluster.ClusterModeBackend), which wrap
 the client in operators.kube.KubeApi. A configuration that cannot be loaded is a
 `KubeConfigError` with a one-line message.
+
+In a pod the service account's files are at SERVICE_ACCOUNT_DIR, the path every
+kubelet mounts them at. A process that plays a pod without its own mount namespace
+(the sandbox's process kubelet, gpuflow/sandbox/kubelet.py) has them elsewhere and
+names that folder in $GPUFLOW_SERVICE_ACCOUNT_DIR; the API server's address comes
+from KUBERNETES_SERVICE_HOST and _PORT either way, as in any pod.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
+from kubernetes.config.incluster_config import (  # type: ignore[import-untyped]
+    InClusterConfigLoader,
+)
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SERVICE_ACCOUNT_DIR_ENV = "GPUFLOW_SERVICE_ACCOUNT_DIR"  # overrides SERVICE_ACCOUNT_DIR
 
 
 class KubeConfigError(ValueError):
@@ -25,7 +38,9 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
     config.connection_pool_maxsize = 32
     if kubeconfig is None:
         try:
-            kubernetes.config.load_incluster_config(client_configuration=config)
+            directory = os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR
+            loader = InClusterConfigLoader(f"{directory}/token", f"{directory}/ca.crt")
+            loader.load_and_set(config)
             return kubernetes.client.ApiClient(config)
         except kubernetes.config.ConfigException:
             pass

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 from operators.logs import one_line
 
 CONFLICT, NOT_FOUND, GONE, ALREADY_EXISTS = 409, 404, 410, 409
+FORBIDDEN = 403  # RBAC refused the request: the message names the verb and resource
 # How loud an error response is: a 404 is an answer its caller acts on (a pod gone,
 # no Lease yet, no CRD: the caller says what it means), a 409 or 410 is retried
 # (a conflict re-read, a watch too old relisted); anything else is a warning.
@@ -34,6 +35,7 @@ __all__ = [
     "API_ERRORS",
     "CONFLICT",
     "ERROR_LEVELS",
+    "FORBIDDEN",
     "GONE",
     "NETWORK",
     "NOT_FOUND",

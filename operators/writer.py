@@ -13,6 +13,14 @@ Kubernetes Event on the DLJob), and a waiting job's reason in `status_throttled(
 the writer logs each as one line `decision job=.. action=.. reason=..` (with the
 GPUs and nodes of a start, the pods of a stop) and counts it in the operator's
 metrics. Nothing is logged or counted while not leading: nothing is written then.
+
+A worker pod the API server refuses to create with 403 (the operator's ClusterRole
+lacks `create` on pods: RBAC, not the job) is logged by KubeApi with its verb and
+resource; at `flush()` the job goes back to Queued with reason Forbidden and the
+server's message in its status and conditions, and a Warning event (repeated at most
+every PENDING_REFRESH_S while the message stays the same), so that
+`kubectl describe dljob` says why it waits. The next round tries again, and starts
+it once the role allows.
 """
 
 from __future__ import annotations
@@ -27,10 +35,18 @@ from typing import TYPE_CHECKING, Any
 from operators import crd
 from operators.informer import Caches, newer
 from operators.kube import API_ERRORS, KubeApi, Obj
+from operators.kube_errors import FORBIDDEN, ApiException, error_message
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
 from operators.pods import WorkerSpec, headless_service, worker_pods
-from operators.resources import Reasoned, format_time, job_id, micro_time, status_mutator
+from operators.resources import (
+    QUEUED,
+    Reasoned,
+    format_time,
+    job_id,
+    micro_time,
+    status_mutator,
+)
 
 if TYPE_CHECKING:
     from operators.jobs import JobRecord
@@ -62,6 +78,7 @@ ACTIONS = {
     "InvalidImageName": "fail",
     "PodFailurePolicy": "fail",
     "InvalidSpec": "invalid",
+    "Forbidden": "requeue",  # its pods refused by RBAC
     "Unschedulable": "unschedulable",
     "PreemptedByPolicy": "preempt",
     "PreemptedForReclaim": "preempt",
@@ -114,6 +131,10 @@ class Writer:
         self._staged: dict[str, tuple[Obj, list[Callable[[Obj], Obj | None]]]] = {}
         self._services: set[tuple[str, str]] = set()
         self._pending: dict[str, tuple[str, float]] = {}  # job -> (reason code, written at)
+        # (namespace, job) -> the API server's message, for jobs whose pods RBAC refused
+        self._refused: dict[tuple[str, str], str] = {}
+        self._refused_lock = threading.Lock()
+        self._refused_events: dict[tuple[str, str], tuple[str, float]] = {}  # (message, at)
         self._lock = threading.Lock()
         self.writes = 0
 
@@ -161,6 +182,32 @@ class Writer:
                 pass  # KubeApi logged it; the next round sees the cluster as it is
             except Exception as exc:  # one failed write must not stop the round
                 emit(log, logging.WARNING, "write failed", error=one_line(exc))
+        with self._refused_lock:
+            refused, self._refused = self._refused, {}
+        for key, message in refused.items():
+            self._report_refused(key, message)
+
+    def _report_refused(self, key: tuple[str, str], message: str) -> None:
+        """The job whose pods RBAC refused back to Queued, saying why (after this
+        round's other writes, its start's status among them)."""
+        obj = self.caches.dljobs.get(key)
+        if obj is None:
+            return
+        why = Reasoned("Forbidden", f"its pods cannot be created: {message}")
+        # The start that made no pod is no attempt: its count goes back.
+        attempt = max(0, int((obj.get("status") or {}).get("attempt") or 1) - 1)
+        fields = {"attempt": attempt, "restarts": max(0, attempt - 1)}
+        mutate = status_mutator(QUEUED, why, pending=why, fields=fields, now_s=time.time())
+        now = time.monotonic()
+        try:
+            self._status(obj, mutate)
+        except API_ERRORS:
+            return  # KubeApi logged it; the next round tries the start again
+        last = self._refused_events.get(key)
+        # Every round tries again: one event per message, repeated every PENDING_REFRESH_S.
+        if last is None or last[0] != message or now - last[1] >= PENDING_REFRESH_S:
+            self._refused_events[key] = (message, now)
+            self.event(obj, why.reason, why.message, "Warning")
 
     def close(self) -> None:
         self.flush()
@@ -239,7 +286,7 @@ class Writer:
             self._submit(self.api.create_service, rec.namespace, headless_service(rec.obj))
         pods = worker_pods(worker, self.api_url)
         for pod in pods:
-            self._submit(self._create_pod, rec.namespace, pod)
+            self._submit(self._create_pod, rec.namespace, pod, rec.name)
         gpus = sum(s.fraction for s in worker.shares)
         self._details[rec.key] = {
             "action": "start",
@@ -249,8 +296,14 @@ class Writer:
             "attempt": worker.attempt,
         }
 
-    def _create_pod(self, namespace: str, pod: Obj) -> None:
-        self.caches.pods.upsert(self.api.create_pod(namespace, pod))
+    def _create_pod(self, namespace: str, pod: Obj, job: str) -> None:
+        try:
+            self.caches.pods.upsert(self.api.create_pod(namespace, pod))
+        except ApiException as exc:
+            if exc.status == FORBIDDEN:
+                with self._refused_lock:
+                    self._refused[(namespace, job)] = error_message(exc)
+            raise
 
     def delete_pods(self, pods: list[Obj], grace_s: int, now: float) -> None:
         if pods and self.leading():

@@ -2,9 +2,10 @@
 
 gpuflow/sandbox_cmd.py builds a `Sandbox` and uses it as a context manager; leaving
 it tears everything down in reverse order, also on errors. Inside: the real Kubernetes
-control plane (controlplane.py: etcd, kube-apiserver and kube-controller-manager as
-subprocesses on 127.0.0.1), the chart's CRDs (helm/gpuflow/crds/*.yaml) installed
-as Helm installs them, and in this process a ProcessKubelet per node (kubelet.py,
+control plane (controlplane.py: etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler as subprocesses on 127.0.0.1; pods reach the API server at the bridge's
+address), the chart's CRDs (helm/gpuflow/crds/*.yaml) installed as Helm installs them,
+and in this process a ProcessKubelet per node (kubelet.py,
 with its node's own credentials: it registers the Node, renews its Lease and runs the
 pods bound to it), the network (network.py), the node agent per node publishing its
 GPUs from a topology file (operators/agent/main.py `run_agent`, a thread each), and
@@ -15,7 +16,9 @@ subprocess (service.py: `gpuflow serve` in cluster mode on the
 bridge's address, its own SQLite database) and writes the jobs' reports into their
 DLJobs' `status.train`. The jobs run on it (`sandbox run`, the end-to-end tests)
 are gpuflow/sandbox/jobs.py's: `run_jobs` applies DLJobs and waits for them;
-`job_results` is the JSON that `sandbox run --json` prints.
+`job_results` is the JSON that `sandbox run --json` prints. A `bare` sandbox
+(`sandbox up --bare`) starts only the control plane, the network and the kubelets:
+the chart brings the rest (docs/helm.md, "Into the sandbox").
 
 Before anything starts, `up` cleans what dead sandboxes left (remains.py
 `clean_dead`) and records this one: its id names its network, and every process it
@@ -65,6 +68,7 @@ CONTROL_PLANE_STOP_S = 2.0
 NODE_DEVICE = "eth0"  # each node namespace's end of its veth, a port of its cbr0
 # The pods' HTB leaf queue: pfifo is on every kernel (docs/bandwidth.md, "Leaf qdisc").
 LEAF_QDISC = "pfifo"
+GPU_NODE_LABEL = "nvidia.com/gpu.present"  # GPU Feature Discovery's, the chart agent's selector
 
 
 class SandboxError(ValueError):
@@ -97,6 +101,9 @@ class SandboxConfig:
     # a short one lets `run` read a finished job's last reports soon after it ends).
     train_summary_interval_s: float = 1.0
     start_operator: bool = True  # False: the caller starts it (`run_jobs` does)
+    # Only the control plane, the network and the kubelets (their Nodes labelled as
+    # GPU nodes): the operator, agents, API and CRDs come from `helm install`.
+    bare: bool = False
     # Each node's NIC in Gbit/s, one figure for all or one per node: what the allocator
     # shares and each agent shapes its eth0 to as root (a few 100 Mbit/s: measurable).
     nic_gbps: tuple[float, ...] = (GENERIC_NIC_GBPS,)
@@ -180,7 +187,12 @@ class Sandbox:
             log.warning("removed what a dead sandbox left id=%s", dead)
         self.remains = remains = Remains.open(self.directory, temporary=self._tmp is not None)
         self.reaper = Reaper.start(remains, self.directory / "reaper.log")
-        options = ControlPlaneOptions(nodes=tuple(self.node_names), port=self.config.port)
+        # First: pods in network namespaces reach the API server at the bridge's address.
+        self.network = NodeNetwork.create(self.node_names, tag=remains.id)
+        pod_address = self.network.host_address if self.network.isolated else None
+        options = ControlPlaneOptions(
+            nodes=tuple(self.node_names), port=self.config.port, pod_address=pod_address
+        )
         self.control_plane = ControlPlane(
             self.directory / "controlplane", options=options, on_start=remains.add
         )
@@ -188,17 +200,17 @@ class Sandbox:
         shutil.copyfile(self.control_plane.kubeconfig, self.kubeconfig)
         self.kubeconfig.chmod(0o600)
         self.api = self.client()
-        for path in sorted(crd.CRD_PATH.parent.glob("*.yaml")):  # as `helm install` does
-            self.api.apply_crd(crd.load_crd_manifest(path))
-        self.network = NodeNetwork.create(self.node_names, tag=remains.id)
-        # Started early so that its imports overlap the nodes' start; waited for below.
-        self.service = ApiService.start(
-            self.network.host_address,
-            self.directory,
-            self.kubeconfig,
-            self.config.train_summary_interval_s,
-            on_start=remains.add,
-        )
+        if not self.config.bare:
+            for path in sorted(crd.CRD_PATH.parent.glob("*.yaml")):  # as `helm install` does
+                self.api.apply_crd(crd.load_crd_manifest(path))
+            # Started early so that its imports overlap the nodes' start; waited for below.
+            self.service = ApiService.start(
+                self.network.host_address,
+                self.directory,
+                self.kubeconfig,
+                self.config.train_summary_interval_s,
+                on_start=remains.add,
+            )
         for name in self.node_names:  # each registers its Node
             node_api = KubeApi(api_client(str(self.control_plane.node_kubeconfig(name))))
             kubelet = ProcessKubelet(
@@ -210,17 +222,29 @@ class Sandbox:
                 dns_api=self.client(),  # the cluster DNS's part: the admin's
                 devices=_device_plugin_gpus(self.config.gpus_per_node),
                 on_start=remains.add,
+                apiserver_host=pod_address,
             )
             self.kubelets.append(kubelet.start())
         topology = self._write_topology()
+        if self.config.bare:
+            for name in self.node_names:  # GPU Feature Discovery's label: the agent's selector
+                self.api.patch_node(name, {"metadata": {"labels": {GPU_NODE_LABEL: "true"}}})
+            return
         for name in self.node_names:
             agent = self._agent_options(name, topology)
             self._thread(f"agent-{name}", run_agent, agent, api=self.client(), stop=self.stop_event)
         self._wait_ready()
+        assert self.service is not None
         self.service.wait_healthy(SERVICE_TIMEOUT_S)
         log.info("gpuflow service url=%s log=%s", self.service.url, self.service.log_path)
         if self.config.start_operator:
             self.start_operator()
+
+    @property
+    def topology_file(self) -> Path:
+        """The node types the agents publish (`agent run --topology-file`), one per
+        node, named after it (`--node-type=$(NODE_NAME)`)."""
+        return self.directory / "topology.yaml"
 
     def start_operator(self) -> None:
         """Start the operator thread (once), its pods given the service's URL."""
@@ -266,7 +290,7 @@ class Sandbox:
         """One node type per node, named after it, in the format of `gpuflow agent run
         --topology-file` (operators/agent/topology_file.py): a generic PCIe node with
         the sandbox's GPU count and the node's NIC speed."""
-        path = self.directory / "topology.yaml"
+        path = self.topology_file
         types = {
             name: {
                 "gpu": GENERIC_GPU,

@@ -1,24 +1,33 @@
-"""A real Kubernetes control plane on one machine: etcd, kube-apiserver and
-kube-controller-manager as subprocesses, from the binaries controlplane/build.sh builds.
+"""A real Kubernetes control plane on one machine: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler as subprocesses, from the binaries
+controlplane/build.sh builds.
 
-`ControlPlane(directory).start()` runs the three on 127.0.0.1 and free ports with
-everything under `directory`: the store's data, a service-account key pair, the static
-tokens of the admin (group system:masters) and of the controller manager, the API
-server's self-signed serving certificate (its --cert-dir), the kubeconfigs and one log
-per process. `ControlPlaneOptions` adds a static token and a kubeconfig for each named
-node (user `system:node:<name>` in group `system:nodes`, which the Node authorizer and the
-NodeRestriction admission plugin confine to its own Node, Lease and pods) and the node
-lifecycle controller's periods. start() returns once the API server's /readyz answers
-and the controller manager has made the `default` ServiceAccount of namespace `default`
-(the ServiceAccount admission plugin refuses pods before then); stop() ends them in the
-reverse order. gpuflow/sandbox/cluster.py (the sandbox) and tests/controlplane drive it;
+`ControlPlane(directory).start()` runs the four on 127.0.0.1 and free ports with
+everything under `directory`: the store's data, a service-account key pair (the API
+server issues pods' tokens through the TokenRequest API with it), the static tokens
+of the admin (group system:masters), of the controller manager and of the scheduler,
+a CA and the API server's serving certificate signed by it (pki/), the kubeconfigs and
+one log per process. `ControlPlaneOptions` adds a static token and a kubeconfig for
+each named node (user `system:node:<name>` in group `system:nodes`, which the Node
+authorizer and the NodeRestriction admission plugin confine to its own Node, Lease and
+pods), the node lifecycle controller's periods, and `pod_address`: an address of this
+machine that pods in network namespaces reach the API server at (it then listens on
+all addresses, and its certificate names that one too). The scheduler binds the pods
+the controller manager creates (a Deployment's, a DaemonSet's); its NodeResourcesFit
+plugin is off because the emulated nodes claim no CPU or memory (heartbeat.py). start()
+returns once the API server's /readyz answers and the controller manager has made the
+`default` ServiceAccount of namespace `default` (the ServiceAccount admission plugin
+refuses pods before then); stop() ends them in the reverse order.
+gpuflow/sandbox/cluster.py (the sandbox) and tests/controlplane drive it;
 docs/controlplane.md says what is built and why.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import functools
+import ipaddress
 import os
 import re
 import secrets
@@ -33,8 +42,10 @@ from pathlib import Path
 from types import TracebackType
 
 import yaml
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
 
 from gpuflow.sandbox.processes import ProcessHook, log_tail, start_process, stop_process
 from gpuflow.sandbox.service import free_port
@@ -46,11 +57,23 @@ BUILD_HINT = "build them with `make controlplane` (bash controlplane/build.sh)"
 
 HOST = "127.0.0.1"
 SERVICE_CIDR = "10.96.0.0/16"  # kubeadm's default service subnet
+KUBERNETES_SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service's: the CIDR's first address
+# The names kubeadm puts in the API server's certificate beside its addresses.
+APISERVER_DNS_NAMES = (
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
+CERT_DAYS = 365  # kubeadm's serving certificates last a year
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"  # kubeadm's default issuer
 ADMIN_USER = "admin"
 ADMIN_GROUP = "system:masters"  # bound to cluster-admin by the bootstrap RBAC policy
 # The user the bootstrap RBAC policy binds the system:kube-controller-manager role to.
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+# The user the bootstrap policy binds system:kube-scheduler and system:volume-scheduler to.
+SCHEDULER_USER = "system:kube-scheduler"
 # A kubelet's user and group as the Node authorizer recognises them (node_authorizer.go).
 NODE_USER_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
@@ -70,11 +93,12 @@ class BinariesMissing(ControlPlaneError):
 
 @dataclass(frozen=True)
 class Binaries:
-    """The folder holding etcd, kube-apiserver and kube-controller-manager."""
+    """The folder holding etcd, kube-apiserver, kube-controller-manager and
+    kube-scheduler."""
 
     directory: Path
 
-    NAMES = ("etcd", "kube-apiserver", "kube-controller-manager")
+    NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
     @classmethod
     def find(cls, directory: Path | None = None) -> Binaries:
@@ -98,6 +122,10 @@ class Binaries:
     @property
     def kube_controller_manager(self) -> Path:
         return self.directory / "kube-controller-manager"
+
+    @property
+    def kube_scheduler(self) -> Path:
+        return self.directory / "kube-scheduler"
 
     @functools.cached_property
     def kubernetes_version(self) -> str:
@@ -156,6 +184,9 @@ class ControlPlaneOptions:
     # 50 s): a test that stops a kubelet's heartbeats passes shorter ones.
     node_monitor_period_s: float | None = None
     node_monitor_grace_period_s: float | None = None
+    # An address of this machine (the sandbox bridge's) where pods in network
+    # namespaces reach the API server; None: 127.0.0.1 only.
+    pod_address: str | None = None
 
 
 @dataclass(frozen=True)
@@ -167,27 +198,21 @@ class _Credentials:
     token_file: Path  # --token-auth-file
     admin_token: str
     controller_manager_token: str
+    scheduler_token: str
     node_tokens: dict[str, str]  # node name -> its kubelet's token
 
     @classmethod
     def write(cls, directory: Path, nodes: Sequence[str]) -> _Credentials:
         key = rsa.generate_private_key(public_exponent=65537, key_size=SA_KEY_BITS)
         sa_key = directory / "sa.key"
-        sa_key.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.TraditionalOpenSSL,
-                serialization.NoEncryption(),
-            )
-        )
-        sa_key.chmod(0o600)
+        _write_key(sa_key, key)
         sa_pub = directory / "sa.pub"
         sa_pub.write_bytes(
             key.public_key().public_bytes(
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
         )
-        admin, controller_manager = secrets.token_hex(16), secrets.token_hex(16)
+        admin, controller_manager, scheduler = (secrets.token_hex(16) for _ in range(3))
         node_tokens = {node: secrets.token_hex(16) for node in nodes}
         token_file = directory / "tokens.csv"
         with token_file.open("w", newline="") as f:
@@ -195,11 +220,77 @@ class _Credentials:
             rows = csv.writer(f)
             rows.writerow([admin, ADMIN_USER, ADMIN_USER, ADMIN_GROUP])
             rows.writerow([controller_manager, CONTROLLER_MANAGER_USER, CONTROLLER_MANAGER_USER])
+            rows.writerow([scheduler, SCHEDULER_USER, SCHEDULER_USER])
             for node, token in node_tokens.items():
                 user = NODE_USER_PREFIX + node
                 rows.writerow([token, user, user, NODES_GROUP])
         token_file.chmod(0o600)
-        return cls(sa_key, sa_pub, token_file, admin, controller_manager, node_tokens)
+        return cls(sa_key, sa_pub, token_file, admin, controller_manager, scheduler, node_tokens)
+
+
+def _write_key(path: Path, key: rsa.RSAPrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+def write_serving_pki(directory: Path, addresses: Sequence[str]) -> tuple[Path, Path, Path]:
+    """A CA and the API server's serving certificate signed by it, as kubeadm lays
+    them out (ca.crt, apiserver.crt, apiserver.key in `directory`): valid for
+    `addresses`, the `kubernetes` Service's IP and APISERVER_DNS_NAMES. The CA is what
+    clients trust and what the controller manager publishes to every namespace as
+    ConfigMap kube-root-ca.crt (a pod's ca.crt)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=SA_KEY_BITS)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpuflow-sandbox-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=CERT_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = rsa.generate_private_key(public_exponent=65537, key_size=SA_KEY_BITS)
+    ips = dict.fromkeys([*addresses, KUBERNETES_SERVICE_IP])
+    names: list[x509.GeneralName] = [x509.DNSName(n) for n in APISERVER_DNS_NAMES]
+    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=CERT_DAYS))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_file, cert_file, key_file = (
+        directory / "ca.crt",
+        directory / "apiserver.crt",
+        directory / "apiserver.key",
+    )
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key_file, key)
+    return ca_file, cert_file, key_file
 
 
 def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> Path:
@@ -258,8 +349,13 @@ class ControlPlane:
 
     @property
     def ca_file(self) -> Path:
-        """The API server's self-signed serving certificate and the CA that signed it."""
-        return self.directory / "pki" / "apiserver.crt"
+        """The CA that signed the API server's serving certificate (write_serving_pki)."""
+        return self.directory / "pki" / "ca.crt"
+
+    @property
+    def port(self) -> int:
+        """The API server's port, once started."""
+        return int(self.url.rsplit(":", 1)[1])
 
     @property
     def version(self) -> str:
@@ -285,6 +381,7 @@ class ControlPlane:
             )
             self._write_node_kubeconfigs(credentials)
             self._start_controller_manager(credentials, deadline)
+            self._start_scheduler(credentials)
         except BaseException:
             self.stop()
             raise
@@ -338,13 +435,18 @@ class ControlPlane:
 
     def _start_apiserver(self, credentials: _Credentials, deadline: float) -> None:
         port = self.options.port or free_port(HOST)
+        pod_address = self.options.pod_address
+        addresses = [HOST, pod_address] if pod_address else [HOST]
+        _, cert_file, key_file = write_serving_pki(self.ca_file.parent, addresses)
         cmd = [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers={self.etcd_url}",
-            f"--bind-address={HOST}",
-            f"--advertise-address={HOST}",
+            # All addresses when pods in network namespaces reach it at pod_address.
+            f"--bind-address={'0.0.0.0' if pod_address else HOST}",
+            f"--advertise-address={pod_address or HOST}",
             f"--secure-port={port}",
-            f"--cert-dir={self.ca_file.parent}",
+            f"--tls-cert-file={cert_file}",
+            f"--tls-private-key-file={key_file}",
             "--authorization-mode=Node,RBAC",
             # Not on by default: it confines a kubelet to its own Node, Lease and pods.
             "--enable-admission-plugins=NodeRestriction",
@@ -364,7 +466,7 @@ class ControlPlane:
         )
         self._wait(
             "kube-apiserver to answer /readyz",
-            lambda: self.ca_file.exists() and _answers(ready, self._tls()),
+            lambda: _answers(ready, self._tls()),
             [apiserver],
             deadline,
         )
@@ -402,6 +504,37 @@ class ControlPlane:
             self._processes,
             deadline,
         )
+
+    def _start_scheduler(self, credentials: _Credentials) -> None:
+        """kube-scheduler with the default profile less NodeResourcesFit: the emulated
+        nodes publish no CPU or memory (heartbeat.py), so a pod requesting either
+        would fit none. Not waited for: a pod it has not bound yet stays Pending."""
+        kubeconfig = write_kubeconfig(
+            self.directory / "scheduler.kubeconfig",
+            self.url,
+            self.ca_file,
+            SCHEDULER_USER,
+            credentials.scheduler_token,
+        )
+        config = self.directory / "scheduler.yaml"
+        profile = {
+            "schedulerName": "default-scheduler",
+            "plugins": {"multiPoint": {"disabled": [{"name": "NodeResourcesFit"}]}},
+        }
+        scheduler_config = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [profile],
+        }
+        config.write_text(yaml.safe_dump(scheduler_config))
+        cmd = [
+            str(self.binaries.kube_scheduler),
+            f"--config={config}",
+            "--secure-port=0",  # as the controller manager's: nothing reads it
+        ]
+        self._run("kube-scheduler", cmd)
 
     def _run(self, name: str, cmd: Sequence[str]) -> _Process:
         process = _Process.start(name, cmd, self.directory, self.on_start)

@@ -7,22 +7,31 @@ another thing: a double that plays workloads without processes.)
 
 start() registers the node and keeps up its status and Lease (heartbeat.py), then it
 watches the pods whose spec.nodeName is its node: those the operator binds and those
-the controller manager creates with a nodeName (a Deployment's, a ReplicaSet's); there
-is no scheduler, so a pod without one stays Pending. A Pending pod's worker container
+kube-scheduler binds (the controller manager's: a Deployment's, a DaemonSet's, a
+Job's). A Pending pod's worker container
 (named `worker`, else the first; other and init containers are not run), once
 admitted (admission.py: its extended resources fit the node's allocatable, else it
 goes Failed with reason OutOf<resource>), starts as a
-process group: its command and args (podenv.py: env, `$(VAR)`, the venv's python),
-in the repository root or `workdir`, as root inside a network namespace of the pod's
-own with an address of its own on the node's bridge (network.py `attach_pod`; freed
+process group: its command and args (podenv.py: env and envFrom, `$(VAR)`, the
+venv's programs, the chart's image's entrypoint), in the repository root or
+`workdir`, as root inside a network namespace of the pod's own with
+an address of its own on the node's bridge (network.py `attach_pod`; freed
 when the pod is deleted for good), stdout and stderr to `<pod dir>/<container>.log`;
-volumes are host directories (volumes.py). Status is a kubelet's, written through the
+volumes are host directories (volumes.py). As a real kubelet it gives the process
+KUBERNETES_SERVICE_HOST and _PORT (the API server as pods reach it: `apiserver_host`,
+the sandbox bridge's address when pods have network namespaces) and writes the
+ServiceAccount admission plugin's `kube-api-access-*` volume (a token for the pod's
+own ServiceAccount from the TokenRequest API, ca.crt, namespace); the process finds
+that folder in $GPUFLOW_SERVICE_ACCOUNT_DIR (operators/kube_client.py), so it acts
+under its ServiceAccount and RBAC. Status is a kubelet's, written through the
 status subresource with the pod's resourceVersion (a 409 rereads and retries): Running
 with startTime, podIP (the pod's), hostIP (the node's) and `state.running.startedAt`;
 at exit Succeeded (0) or Failed with `state.terminated` (exitCode, 128+N for signal
 N, reason Completed or Error, startedAt, finishedAt). A configuration error (a missing
-Secret key, no command, no free pod address) leaves it Pending with `waiting.reason`
-CreateContainerConfigError, retried.
+Secret key, no command, no free pod address, a volume source that cannot be read)
+leaves it Pending with `waiting.reason` CreateContainerConfigError, retried. The pod's
+conditions are a kubelet's (Initialized, ContainersReady, Ready), which ReplicaSets,
+DaemonSets and `helm install --wait` count.
 A graceful delete (the API server sets deletionTimestamp and deletionGracePeriodSeconds
 on a bound pod that has not ended) sends SIGTERM to the group, SIGKILL after the grace
 period, and once the process is gone deletes the pod for good (grace 0). The
@@ -39,6 +48,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,9 +62,10 @@ from gpuflow.sandbox.heartbeat import HeartbeatConfig, NodeHeartbeat
 from gpuflow.sandbox.network import NetworkError, NodeNetwork
 from gpuflow.sandbox.podenv import EnvError, command_line, process_env
 from gpuflow.sandbox.processes import ProcessHook
-from gpuflow.sandbox.volumes import PodVolumes
+from gpuflow.sandbox.volumes import PodVolumes, Projections, VolumeError
 from operators.informer import Informer
-from operators.kube import API_ERRORS, CONFLICT, NOT_FOUND, KubeApi, Obj, Resource
+from operators.kube import API_ERRORS, CONFLICT, NOT_FOUND, KubeApi, Obj, Resource, error_message
+from operators.kube_client import SERVICE_ACCOUNT_DIR, SERVICE_ACCOUNT_DIR_ENV
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +118,19 @@ class ProcessKubelet:
         dns_api: KubeApi | None = None,
         devices: Mapping[str, str] | None = None,
         on_start: ProcessHook | None = None,
+        apiserver_host: str | None = None,
     ) -> None:
         self.api = api
         self.on_start = on_start  # told each pod's process (the sandbox records them)
+        # KUBERNETES_SERVICE_HOST and _PORT: the API server at the port this kubelet's
+        # client uses, on `apiserver_host` (where pods in network namespaces reach it)
+        # or the client's own host.
+        url = urllib.parse.urlsplit(str(api.client.configuration.host))
+        self.service_env = {
+            "KUBERNETES_SERVICE_HOST": apiserver_host or str(url.hostname),
+            "KUBERNETES_SERVICE_PORT": str(url.port or 443),
+        }
+        self.projections = Projections(self._lookup, self._token)
         # What resolves a peer pod's DNS name (a cluster DNS's part, which may read any
         # pod): a node's own credentials may read only the pods bound to it.
         self.dns_api = dns_api or api
@@ -254,8 +275,8 @@ class ProcessKubelet:
         ns, name = meta["namespace"], meta["name"]
         container = worker_container(pod)
         pod_dir = self.sandbox_dir / "pods" / f"{ns}_{name}_{uid[:8]}"
-        volumes = PodVolumes(self.sandbox_dir, pod_dir, pod)
         try:
+            volumes = PodVolumes(self.sandbox_dir, pod_dir, pod, self.projections)
             pod_ip = self.network.attach_pod(self.node, uid)
             env = process_env(
                 pod,
@@ -265,8 +286,13 @@ class ProcessKubelet:
                 host_ip=self.network.address(self.node),
                 mounts=volumes.mounts(container),
                 resolve=self._pod_ip,
+                service_env=self.service_env,
+                resolve_service=self._service_endpoint,
             )
-            argv = command_line(container, env)
+            account_dir = volumes.mounts(container).rewrite(SERVICE_ACCOUNT_DIR)
+            if account_dir != SERVICE_ACCOUNT_DIR:  # the pod mounts its token
+                env[SERVICE_ACCOUNT_DIR_ENV] = account_dir
+            argv = command_line(container, env, self.workdir)
             interface = self.network.pod_interface(uid)
             if interface is not None:
                 # A real pod's hostname resolves to its own address (the kubelet's
@@ -274,7 +300,7 @@ class ProcessKubelet:
                 # NCCL would then advertise to their peers: name the interface instead.
                 env.setdefault("GLOO_SOCKET_IFNAME", interface)
                 env.setdefault("NCCL_SOCKET_IFNAME", interface)
-        except (EnvError, NetworkError) as exc:
+        except (EnvError, NetworkError, VolumeError) as exc:
             self._retry_at[uid] = time.monotonic() + CONFIG_RETRY_S
             waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}
             self._write_status(ns, name, self._status(pod, container, {"waiting": waiting}))
@@ -382,6 +408,7 @@ class ProcessKubelet:
         if ip is not None:
             status.update({"podIP": ip, "podIPs": [{"ip": ip}]})
         running = "running" in state
+        status["conditions"] = _conditions(status, running, now_rfc3339())
         status["containerStatuses"] = [
             {
                 "name": container["name"],
@@ -435,6 +462,64 @@ class ProcessKubelet:
     def _lookup(self, kind: str, ns: str, name: str) -> Obj | None:
         return self._get(kind, ns, name)
 
+    def _token(self, pod: Obj, audience: str | None, expiration_s: int) -> str:
+        """A token of the pod's ServiceAccount bound to the pod (TokenRequest), as the
+        kubelet's token manager asks for it with the node's credentials."""
+        meta = pod["metadata"]
+        account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        body = {
+            "spec": {
+                "audiences": [audience] if audience else [],
+                "expirationSeconds": expiration_s,
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                },
+            }
+        }
+        try:
+            resp = self.api.core.create_namespaced_service_account_token(
+                account, meta["namespace"], body, _preload_content=False
+            )
+        except ApiException as exc:
+            raise VolumeError(
+                f"token of serviceaccount {meta['namespace']}/{account}: {error_message(exc)}"
+            ) from None
+        return str(json.loads(resp.data)["status"]["token"])
+
+    def _service_endpoint(self, ns: str, service: str, port: int) -> tuple[str, int] | None:
+        """A ready pod behind the Service and the target port of its `port`, the first
+        by name (kube-proxy picks one at random per connection; one is enough for a
+        process that resolves once); None if the Service or a ready pod is missing.
+        Read with `dns_api`, as a cluster DNS reads Services and their endpoints."""
+        try:
+            resp = self.dns_api.core.read_namespaced_service(service, ns, _preload_content=False)
+            svc: Obj = json.loads(resp.data)
+            selector = (svc.get("spec") or {}).get("selector") or {}
+            entry = next(
+                (p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("port") == port),
+                None,
+            )
+            if not selector or entry is None:
+                return None
+            labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+            resp = self.dns_api.core.list_namespaced_pod(
+                ns, label_selector=labels, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status == NOT_FOUND:
+                return None
+            raise
+        pods: list[Obj] = json.loads(resp.data).get("items") or []
+        for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+            ip = (pod.get("status") or {}).get("podIP")
+            target = _target_port(pod, entry.get("targetPort", port))
+            if ip and _ready(pod) and target is not None:
+                return str(ip), target
+        return None
+
     def _pod_ip(self, ns: str, name: str) -> str | None:
         """A pod's IP once it is bound to a node: reserved now if its kubelet has not
         started it yet (the rank-0 pod need not have); None if unbound or none free.
@@ -454,6 +539,50 @@ class ProcessKubelet:
         except NetworkError as exc:
             log.warning("no address for pod=%s/%s error=%s", ns, name, exc)
             return None
+
+
+def _target_port(pod: Obj, target: Any) -> int | None:
+    """A Service port's targetPort on `pod`: a number, or a container port's name."""
+    if isinstance(target, int) or str(target).isdigit():
+        return int(target)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == target:
+                return int(port["containerPort"])
+    return None
+
+
+def _conditions(status: Obj, running: bool, now: str) -> list[Obj]:
+    """The pod's conditions as a kubelet keeps them (status.generateAPIPodStatus):
+    Initialized (no init containers are run), ContainersReady and Ready true while the
+    container runs (there are no probes), false otherwise with the kubelet's reasons;
+    the scheduler's PodScheduled and any other kept. A condition whose status is
+    unchanged keeps its lastTransitionTime. Ready is what a ReplicaSet's and a
+    DaemonSet's ready counts, and `helm install --wait`, read."""
+    phase = status.get("phase")
+    if running:
+        ready: Obj = {"status": "True"}
+    elif phase in ("Succeeded", "Failed"):
+        ready = {"status": "False", "reason": "PodCompleted"}
+    else:
+        ready = {"status": "False", "reason": "ContainersNotReady"}
+    ours = {
+        "Initialized": {"status": "True"},
+        "ContainersReady": ready,
+        "Ready": ready,
+    }
+    kept = [c for c in status.get("conditions") or [] if c.get("type") not in ours]
+    before = {c.get("type"): c for c in status.get("conditions") or []}
+    for kind, condition in ours.items():
+        old = before.get(kind) or {}
+        since = old.get("lastTransitionTime") if old.get("status") == condition["status"] else None
+        kept.append({"type": kind, **condition, "lastTransitionTime": since or now})
+    return kept
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _signal_group(proc: subprocess.Popen[Any], sig: signal.Signals) -> None:

@@ -7,8 +7,17 @@ on the host and kubelet.py rewrites env values that point into a mountPath
 - emptyDir: `<pod dir>/volumes/<name>`, removed with the pod's directory;
 - downwardAPI: `<pod dir>/volumes/<name>`, one file per item rendered as the real
   kubelet does (`render_field`), rewritten when the pod's metadata changes;
-- projected: the same for its downwardAPI sources (the service-account volume's
-  `namespace`); its token, configMap and secret sources are not written (INFO line);
+- projected: one file per item of its sources, written when the pod starts: the
+  downwardAPI ones as above (rewritten with the metadata), a `serviceAccountToken`
+  from the API server's TokenRequest API bound to the pod (`Projections.token`, the
+  kubelet's, with its node's credentials as a real kubelet asks), `configMap` and
+  `secret` items from the API server. The ServiceAccount admission plugin's
+  `kube-api-access-*` volume so becomes token, ca.crt and namespace, as in a real pod;
+  without `Projections` (a caller with no API server) only the downwardAPI items are
+  written. A source that cannot be read (a required ConfigMap missing, a refused
+  TokenRequest) is a VolumeError: the kubelet keeps the pod waiting and retries.
+  The token is not refreshed: the API server extends a kubelet's default
+  one-hour tokens to a year (--service-account-extend-token-expiration);
 - persistentVolumeClaim: `<sandbox>/pvc/<namespace>/<claimName>`, shared by every pod
   that names the claim and kept across pod restarts (a checkpoint survives);
 - hostPath: `<sandbox>/hostpath/<path>`, never the real host path;
@@ -18,10 +27,11 @@ on the host and kubelet.py rewrites env values that point into a mountPath
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +39,23 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+# (kind "secrets"|"configmaps", namespace, name) -> the object, or None if missing.
+Lookup = Callable[[str, str, str], Obj | None]
+# (pod, audience or None, expirationSeconds) -> a token for the pod's ServiceAccount.
+TokenSource = Callable[[Obj, str | None, int], str]
+DEFAULT_TOKEN_EXPIRATION_S = 3600  # a projected token source's default
+
+
+class VolumeError(RuntimeError):
+    """A volume's source cannot be read: the pod cannot start yet."""
+
+
+@dataclass(frozen=True)
+class Projections:
+    """Where a projected volume's API sources come from (the kubelet's credentials)."""
+
+    lookup: Lookup
+    token: TokenSource
 
 
 def go_quote(text: str) -> str:
@@ -81,6 +108,17 @@ def render_field(pod: Obj, field_path: str) -> str:
     return str(simple.get(field_path) or "")
 
 
+def object_data(obj: Obj) -> dict[str, str]:
+    """A Secret's or ConfigMap's values as text (a Secret's `data` is base64)."""
+    out = {str(k): str(v) for k, v in (obj.get("stringData") or {}).items()}
+    if obj.get("kind") == "Secret":
+        for k, v in (obj.get("data") or {}).items():
+            out.setdefault(str(k), base64.b64decode(str(v)).decode("utf-8", "replace"))
+    else:
+        out.update({str(k): str(v) for k, v in (obj.get("data") or {}).items()})
+    return out
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` at once, so that a reader never sees half a file (the real
     kubelet swaps a `..data` symlink for the same reason)."""
@@ -115,14 +153,19 @@ class Mounts:
 class PodVolumes:
     """The host directories of one pod's volumes."""
 
-    def __init__(self, sandbox_dir: Path, pod_dir: Path, pod: Obj) -> None:
+    def __init__(
+        self, sandbox_dir: Path, pod_dir: Path, pod: Obj, projections: Projections | None = None
+    ) -> None:
         self.sandbox_dir = sandbox_dir
         self.pod_dir = pod_dir
+        self.projections = projections
         self.dirs: dict[str, Path] = {}
         self._downward: dict[str, list[Obj]] = {}  # volume name -> items
         ns = (pod.get("metadata") or {}).get("namespace", "default")
         for volume in (pod.get("spec") or {}).get("volumes") or []:
             self.dirs[volume["name"]] = self._materialise(ns, volume)
+            if "projected" in volume and projections is not None:
+                self._write_api_sources(pod, self.dirs[volume["name"]], volume["projected"])
         self.refresh(pod)
 
     def _materialise(self, ns: str, volume: Obj) -> Path:
@@ -146,16 +189,42 @@ class PodVolumes:
         return path
 
     def _project(self, name: str, projected: Obj) -> None:
-        """A projected volume's downwardAPI items are written; its other sources are
-        not. Every pod has one: the ServiceAccount admission plugin adds
-        `kube-api-access-*` (token, ca.crt, namespace), of which only `namespace` is
-        here, so an INFO line, not a warning, says what is left out."""
+        """A projected volume's downwardAPI items, (re)written by refresh()."""
         sources: list[Obj] = projected.get("sources") or []
         items = [i for src in sources for i in (src.get("downwardAPI") or {}).get("items") or []]
         self._downward[name] = items
-        others = sorted({k for src in sources for k in src if k != "downwardAPI"})
-        if others:
-            log.info("projected volume name=%s: %s not emulated", name, ", ".join(others))
+
+    def _write_api_sources(self, pod: Obj, path: Path, projected: Obj) -> None:
+        """A projected volume's token, configMap and secret items, read now."""
+        assert self.projections is not None
+        ns = str((pod.get("metadata") or {}).get("namespace", "default"))
+        for src in projected.get("sources") or []:
+            if "serviceAccountToken" in src:
+                spec = src["serviceAccountToken"]
+                expiration_s = int(spec.get("expirationSeconds") or DEFAULT_TOKEN_EXPIRATION_S)
+                token = self.projections.token(pod, spec.get("audience"), expiration_s)
+                write_atomic(path / str(spec.get("path", "token")), token)
+            for kind, key in (("configmaps", "configMap"), ("secrets", "secret")):
+                if key in src:
+                    self._write_object_items(ns, kind, src[key], path)
+
+    def _write_object_items(self, ns: str, kind: str, ref: Obj, path: Path) -> None:
+        """A configMap or secret source's items (all keys when it names none)."""
+        assert self.projections is not None
+        obj = self.projections.lookup(kind, ns, str(ref.get("name", "")))
+        if obj is None:
+            if ref.get("optional"):
+                return
+            raise VolumeError(f'{kind[:-1]} "{ref.get("name")}" not found')
+        data = object_data(obj)
+        items = ref.get("items") or [{"key": k, "path": k} for k in sorted(data)]
+        for item in items:
+            key = str(item.get("key", ""))
+            if key not in data:
+                if ref.get("optional"):
+                    continue
+                raise VolumeError(f'{kind[:-1]} "{ref.get("name")}" has no key "{key}"')
+            write_atomic(path / str(item.get("path", key)), data[key])
 
     def refresh(self, pod: Obj) -> None:
         """(Re)write the downward-API files from the pod's current metadata; a file

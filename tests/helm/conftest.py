@@ -11,8 +11,9 @@ import pytest
 
 from tests.helm.chart import ROOT, Helm, Manifests
 from tests.kube.fixtures import kube_server
+from tests.sandbox.conftest import control_plane
 
-__all__ = ["kube_server"]
+__all__ = ["control_plane", "kube_server"]
 
 INSTALL_SCRIPT = ROOT / ".ci" / "install-helm.sh"
 

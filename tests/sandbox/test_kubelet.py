@@ -159,9 +159,59 @@ def test_pvc_directory_survives_a_pod_restart(api: KubeApi, kubelet: Start) -> N
     assert st["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
 
 
+def test_pod_acts_under_its_own_service_account(
+    api: KubeApi, kubelet: Start, tmp_path: Path
+) -> None:
+    """A pod without nodeName is bound by kube-scheduler; its process gets the API
+    server's address (KUBERNETES_SERVICE_HOST/PORT), its envFrom ConfigMap, and the
+    token the kubelet obtained for the pod's ServiceAccount, which gpuflow's client
+    finds through GPUFLOW_SERVICE_ACCOUNT_DIR: the API server then sees the
+    ServiceAccount, not the node or the admin, and RBAC refuses what it may not do."""
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "sa-env"},
+        "data": {"MODE": "in-cluster"},
+    }
+    api.core.create_namespaced_config_map("default", config_map)
+    out = tmp_path / "who.txt"
+    code = (
+        "import os, pathlib, kubernetes\n"
+        "from operators.kube_client import api_client\n"
+        "client = api_client()\n"
+        "auth = kubernetes.client.AuthenticationV1Api(client)\n"
+        "review = {'apiVersion': 'authentication.k8s.io/v1', 'kind': 'SelfSubjectReview'}\n"
+        "me = auth.create_self_subject_review(review).status.user_info.username\n"
+        "try:\n"
+        "    kubernetes.client.CoreV1Api(client).list_namespaced_secret('default')\n"
+        "    denied = 'no'\n"
+        "except kubernetes.client.ApiException as exc:\n"
+        "    denied = str(exc.status)\n"
+        "client.close()\n"
+        "e = os.environ\n"
+        f"pathlib.Path({str(out)!r}).write_text("
+        "' '.join([me, denied, e['MODE'], e['KUBERNETES_SERVICE_HOST']]))\n"
+    )
+    pod = make_pod("sa-1", code)
+    del pod["spec"]["nodeName"]
+    pod["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "sa-env"}}]
+    try:
+        kubelet()
+        api.create_pod("default", pod)
+        st = wait_phase(api, "sa-1", "Succeeded", timeout_s=30)
+        assert any(c["type"] == "PodScheduled" and c["status"] == "True" for c in st["conditions"])
+        me, denied, mode, host = out.read_text().split()
+        assert me == "system:serviceaccount:default:default"
+        assert denied == "403"
+        assert (mode, host) == ("in-cluster", "127.0.0.1")
+    finally:
+        api.core.delete_namespaced_config_map("sa-env", "default")
+
+
 def test_deployment_pod_runs_and_is_collected(api: KubeApi, kubelet: Start) -> None:
     """The controller manager makes a Deployment's ReplicaSet and its pod (nodeName from
-    the template: there is no scheduler); the kubelet runs it; deleting the Deployment
+    the template; one without is bound by kube-scheduler, the test above); the kubelet
+    runs it; deleting the Deployment
     lets the garbage collector delete the ReplicaSet and the pod, gracefully: the
     kubelet stops the process and the pod goes."""
     apps = kubernetes.client.AppsV1Api(api.client)
