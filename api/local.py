@@ -142,10 +142,13 @@ class LocalMode:
         """Hand a committed job to the backend; returns the spec as placed (submit_s)."""
         return self.live.submit(job_spec(job))
 
-    async def store_and_submit(self, job: dict[str, Any], event: dict[str, Any]) -> JobSpec:
-        """Commit a new job (Job column values) and its "submitted" event with the other
-        requests waiting, then hand it to the backend; returns the spec as placed."""
-        return await self.writer.submit(job, event, row_spec(job))
+    async def store_and_submit(
+        self, job: dict[str, Any], event: dict[str, Any], claim: dict[str, Any] | None = None
+    ) -> JobSpec:
+        """Commit a new job (Job column values), its "submitted" event and its key's
+        `claim` with the other requests waiting, then hand it to the backend; returns
+        the spec as placed. Raises api.group_commit.KeyTaken if the key was taken."""
+        return await self.writer.submit(job, event, row_spec(job), claim)
 
     def cancel(self, session: Session, job: Job) -> bool:
         """Record the cancel and commit it, then take the job from the backend; False if

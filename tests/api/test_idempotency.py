@@ -1,13 +1,19 @@
 """POST /jobs with an Idempotency-Key: a retry answers as the first request and never
-creates a second job (api.idempotency), also when the first attempt got a 503."""
+creates a second job (api.idempotency), also when the first attempt got a 503 or when
+the same key arrives many times at once (claims go in the jobs' group commit)."""
 
 from __future__ import annotations
 
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 
+from api.idempotency import fingerprint, job_claim
 from api.models import IdempotencyKey, Job
+from api.schemas.jobs import JobCreate
 from tests.api.builders import auth, job_spec, statements_failing
 
 JOBS = "/api/v1/jobs"
@@ -65,7 +71,7 @@ def test_a_malformed_key_is_a_422_naming_the_header(client: TestClient, key: str
     assert r.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
 
 
-def test_a_retry_after_a_503_stores_the_job_once_under_the_first_id(client: TestClient) -> None:
+def test_a_retry_after_a_503_stores_the_job_once(client: TestClient) -> None:
     alice = auth(client, "alice", "vision")
     keyed = {**alice, "Idempotency-Key": "retry-1"}
     engine = client.app.state.engine  # type: ignore[attr-defined]
@@ -74,11 +80,50 @@ def test_a_retry_after_a_503_stores_the_job_once_under_the_first_id(client: Test
         failed = client.post(JOBS, json=job_spec(), headers=keyed)
     assert failed.status_code == 503 and jobs_stored(client) == 0
     with client.app.state.sessions() as session:  # type: ignore[attr-defined]
-        claimed = session.scalars(select(IdempotencyKey)).one()
+        # The claim went with the job's transaction: the key is free for the retry.
+        assert session.scalar(select(func.count()).select_from(IdempotencyKey)) == 0
     retried = client.post(JOBS, json=job_spec(), headers=keyed)
     assert retried.status_code == 201, retried.text
-    assert retried.json()["id"] == claimed.job_id
-    assert retried.json()["metrics_token"] == claimed.response["metrics_token"]
     again = client.post(JOBS, json=job_spec(), headers=keyed)
     assert again.json() == retried.json()
+    assert jobs_stored(client) == 1
+
+
+def test_a_claim_stored_without_its_job_is_completed_under_the_claimed_id(
+    client: TestClient,
+) -> None:
+    # What a version that claimed keys in their own transaction left when the job's
+    # commit then failed: the retry stores the job under the id the claim names.
+    alice = auth(client, "alice", "vision")
+    keyed = {**alice, "Idempotency-Key": "old-1"}
+    model = client.post(JOBS, json=job_spec(), headers=alice).json()  # a whole answer
+    first = {**model, "id": uuid.uuid4().hex, "metrics_token": "t" * 43}
+    body = fingerprint(JobCreate.model_validate(job_spec()).model_dump_json())
+    with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+        claim = job_claim(model["user_id"], "old-1", body, first)
+        session.execute(insert(IdempotencyKey), [claim])
+        session.commit()
+    retried = client.post(JOBS, json=job_spec(), headers=keyed)
+    assert retried.status_code == 201, retried.text
+    assert retried.json()["id"] == first["id"]
+    assert retried.json()["metrics_token"] == first["metrics_token"]
+    assert client.post(JOBS, json=job_spec(), headers=keyed).json() == retried.json()
+    assert jobs_stored(client) == 2
+
+
+@pytest.mark.parametrize("db", ["postgresql", "sqlite"])
+def test_concurrent_requests_with_one_key_store_one_job_and_answer_alike(
+    db: str, request: pytest.FixtureRequest
+) -> None:
+    client: TestClient = request.getfixturevalue(
+        "client" if db == "postgresql" else "sqlite_client"
+    )
+    alice = auth(client, "alice", "vision")
+    keyed = {**alice, "Idempotency-Key": "burst-1"}
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(
+            pool.map(lambda _: client.post(JOBS, json=job_spec(), headers=keyed), range(16))
+        )
+    assert {r.status_code for r in answers} == {201}
+    assert len({r.text for r in answers}) == 1  # one id, one metrics token
     assert jobs_stored(client) == 1
