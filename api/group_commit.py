@@ -14,8 +14,8 @@ A submission with an `Idempotency-Key` brings its claim (an IdempotencyKey row,
 api.idempotency) and it is inserted in the same transaction as the job: the key and
 its job are stored together or not at all. Keys already claimed, in the database or
 earlier in the same batch, are not inserted again; their requests get `KeyTaken` once
-the batch has committed, and look up the first answer (api.routes.jobs). Expired keys
-of the batch's users are deleted first, in the same transaction.
+the batch has committed, and look up the first answer (api.routes.jobs). Once a
+minute a batch also deletes the expired keys, in the same transaction.
 
 Used by `api.local.LocalMode` (submit) and started and stopped with it.
 """
@@ -27,6 +27,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,7 @@ from sqlalchemy import insert
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.idempotency import KeyTaken, claim_batch
+from api.idempotency import KeyTaken, claim_batch, forget_expired_keys
 from api.models import Job, JobEvent
 from controller.model import JobSpec
 
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 JOBS = Job.metadata.tables[Job.__tablename__]
 EVENTS = JobEvent.metadata.tables[JobEvent.__tablename__]
 MAX_BATCH = 500  # rows per transaction; more waiting requests go in the next one
+# How often a batch also deletes expired idempotency keys: keys expire after a day,
+# so once a minute keeps the table within a minute of a day's keys, at one statement.
+FORGET_KEYS_EVERY_S = 60.0
 
 
 class WriterStopped(RuntimeError):
@@ -92,6 +96,7 @@ class SubmitWriter:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._keys_forgotten_at = -FORGET_KEYS_EVERY_S  # time.monotonic() of the last purge
         self.batches = 0  # transactions committed (for tests and the benchmark)
         self.committed = 0  # jobs committed
 
@@ -205,6 +210,9 @@ class SubmitWriter:
         with self._sessions() as session:
             conn = session.connection()
             keyed = [item for item in batch if item.claim is not None]
+            if keyed and time.monotonic() - self._keys_forgotten_at >= FORGET_KEYS_EVERY_S:
+                forget_expired_keys(conn)
+                self._keys_forgotten_at = time.monotonic()
             claimed = claim_batch(conn, [item.claim for item in keyed if item.claim is not None])
             taken = {item for item, new in zip(keyed, claimed, strict=True) if not new}
             stored = [item for item in batch if item not in taken]

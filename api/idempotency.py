@@ -31,7 +31,7 @@ from typing import Any
 from fastapi import Header
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
-from sqlalchemy import Connection, and_, delete, insert, or_, select
+from sqlalchemy import Connection, delete, insert, select, tuple_
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -118,21 +118,26 @@ def job_claim(
 
 
 def claim_batch(conn: Connection, claims: Sequence[dict[str, Any]]) -> list[bool]:
-    """Insert `claims` (from `job_claim`) in `conn`'s transaction, after forgetting their
-    users' expired keys; for each, True if claimed now, False if the key was claimed
-    already (by an earlier request, or an earlier claim of `claims`), not inserted.
-    One query per step whatever the number of claims. A key claimed meanwhile by
-    another transaction fails the insert (IntegrityError, unique user and key)."""
+    """Insert `claims` (from `job_claim`) in `conn`'s transaction; for each, True if
+    claimed now, False if the key was claimed already (by an earlier request within
+    WINDOW, or an earlier claim of `claims`), not inserted. A claimed key older than
+    WINDOW is deleted and claimed anew. One lookup and one insert whatever the number
+    of claims, both statements cached by SQLAlchemy (an expanding IN). A key claimed
+    meanwhile by another transaction fails the insert (IntegrityError, unique user
+    and key). Other expired keys are left to `forget_expired_keys`."""
     if not claims:
         return []
     cutoff = utcnow() - WINDOW
-    users = {c["user_id"] for c in claims}
-    conn.execute(delete(KEYS).where(KEYS.c.user_id.in_(users), KEYS.c.created_at < cutoff))
-    pairs = {(c["user_id"], c["key"]) for c in claims}
-    wanted = or_(*(and_(KEYS.c.user_id == u, KEYS.c.key == k) for u, k in pairs))
-    seen = {
-        (r.user_id, r.key) for r in conn.execute(select(KEYS.c.user_id, KEYS.c.key).where(wanted))
-    }
+    pairs = list({(c["user_id"], c["key"]) for c in claims})
+    found = conn.execute(
+        select(KEYS.c.id, KEYS.c.user_id, KEYS.c.key, KEYS.c.created_at).where(
+            tuple_(KEYS.c.user_id, KEYS.c.key).in_(pairs)
+        )
+    ).all()
+    expired = [r.id for r in found if r.created_at < cutoff]
+    if expired:
+        conn.execute(delete(KEYS).where(KEYS.c.id.in_(expired)))
+    seen = {(r.user_id, r.key) for r in found if r.created_at >= cutoff}
     claimed: list[bool] = []
     for c in claims:
         pair = (c["user_id"], c["key"])
@@ -142,6 +147,12 @@ def claim_batch(conn: Connection, claims: Sequence[dict[str, Any]]) -> list[bool
     if new:
         conn.execute(insert(KEYS), new)
     return claimed
+
+
+def forget_expired_keys(conn: Connection) -> None:
+    """Delete every key older than WINDOW (an index on created_at): api.group_commit's
+    writer calls it now and then, so that the table holds a day of keys, not all."""
+    conn.execute(delete(KEYS).where(KEYS.c.created_at < utcnow() - WINDOW))
 
 
 def first_answer(

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 
-from api.idempotency import fingerprint, job_claim
-from api.models import IdempotencyKey, Job
+from api.idempotency import WINDOW, fingerprint, job_claim
+from api.models import IdempotencyKey, Job, utcnow
 from api.schemas.jobs import JobCreate
 from tests.api.builders import auth, job_spec, statements_failing
 
@@ -127,3 +128,22 @@ def test_concurrent_requests_with_one_key_store_one_job_and_answer_alike(
     assert {r.status_code for r in answers} == {201}
     assert len({r.text for r in answers}) == 1  # one id, one metrics token
     assert jobs_stored(client) == 1
+
+
+def test_a_key_older_than_a_day_is_forgotten_and_claimed_anew(client: TestClient) -> None:
+    alice = auth(client, "alice", "vision")
+    keyed = {**alice, "Idempotency-Key": "old-key"}
+    first = client.post(JOBS, json=job_spec(num_gpus=1), headers=keyed)
+    with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+        session.execute(
+            update(IdempotencyKey).values(created_at=utcnow() - WINDOW - timedelta(seconds=1))
+        )
+        session.commit()
+    # Another body under the expired key: a new job, not a 422.
+    again = client.post(JOBS, json=job_spec(num_gpus=2), headers=keyed)
+    assert again.status_code == 201, again.text
+    assert again.json()["id"] != first.json()["id"]
+    with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+        (claim,) = session.scalars(select(IdempotencyKey)).all()
+    assert claim.job_id == again.json()["id"]
+    assert jobs_stored(client) == 2
