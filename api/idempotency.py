@@ -31,7 +31,9 @@ from typing import Any
 from fastapi import Header
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
-from sqlalchemy import Connection, delete, insert, select, tuple_
+from sqlalchemy import Connection, delete, select, tuple_
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -120,33 +122,45 @@ def job_claim(
 def claim_batch(conn: Connection, claims: Sequence[dict[str, Any]]) -> list[bool]:
     """Insert `claims` (from `job_claim`) in `conn`'s transaction; for each, True if
     claimed now, False if the key was claimed already (by an earlier request within
-    WINDOW, or an earlier claim of `claims`), not inserted. A claimed key older than
-    WINDOW is deleted and claimed anew. One lookup and one insert whatever the number
-    of claims, both statements cached by SQLAlchemy (an expanding IN). A key claimed
-    meanwhile by another transaction fails the insert (IntegrityError, unique user
-    and key). Other expired keys are left to `forget_expired_keys`."""
+    WINDOW, or an earlier claim of `claims`), not inserted. One statement whatever the
+    number of claims (INSERT ... ON CONFLICT DO NOTHING RETURNING, on PostgreSQL and
+    SQLite alike); a key claimed by another transaction not yet committed waits for
+    it (PostgreSQL) and is then taken. A claimed key older than WINDOW, found only
+    where a claim was refused, is deleted and claimed anew. Other expired keys are
+    left to `forget_expired_keys`."""
     if not claims:
         return []
-    cutoff = utcnow() - WINDOW
-    pairs = list({(c["user_id"], c["key"]) for c in claims})
-    found = conn.execute(
-        select(KEYS.c.id, KEYS.c.user_id, KEYS.c.key, KEYS.c.created_at).where(
-            tuple_(KEYS.c.user_id, KEYS.c.key).in_(pairs)
-        )
-    ).all()
-    expired = [r.id for r in found if r.created_at < cutoff]
-    if expired:
-        conn.execute(delete(KEYS).where(KEYS.c.id.in_(expired)))
-    seen = {(r.user_id, r.key) for r in found if r.created_at >= cutoff}
+    inserted = _insert_new(conn, claims)
+    refused = {(c["user_id"], c["key"]) for c in claims} - inserted
+    if refused:
+        expired = conn.execute(
+            delete(KEYS)
+            .where(tuple_(KEYS.c.user_id, KEYS.c.key).in_(refused))
+            .where(KEYS.c.created_at < utcnow() - WINDOW)
+            .returning(KEYS.c.user_id, KEYS.c.key)
+        ).all()
+        if expired:
+            again = {(r.user_id, r.key) for r in expired}
+            inserted |= _insert_new(conn, [c for c in claims if (c["user_id"], c["key"]) in again])
     claimed: list[bool] = []
     for c in claims:
         pair = (c["user_id"], c["key"])
-        claimed.append(pair not in seen)
-        seen.add(pair)
-    new = [c for c, ok in zip(claims, claimed, strict=True) if ok]
-    if new:
-        conn.execute(insert(KEYS), new)
+        claimed.append(pair in inserted)
+        inserted.discard(pair)  # a second claim of the same key in `claims` is taken
     return claimed
+
+
+def _insert_new(conn: Connection, claims: Sequence[dict[str, Any]]) -> set[tuple[int, str]]:
+    """Insert the claims whose key is free (the first of several with one key); the
+    (user, key) pairs inserted."""
+    upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    statement = (
+        upsert(KEYS)
+        .on_conflict_do_nothing(index_elements=[KEYS.c.user_id, KEYS.c.key])
+        .returning(KEYS.c.user_id, KEYS.c.key)
+    )
+    rows = conn.execute(statement, list(claims)).all()
+    return {(r.user_id, r.key) for r in rows}
 
 
 def forget_expired_keys(conn: Connection) -> None:
