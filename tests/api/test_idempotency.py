@@ -4,6 +4,7 @@ the same key arrives many times at once (claims go in the jobs' group commit).""
 
 from __future__ import annotations
 
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -12,9 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, insert, select, update
 
-from api.idempotency import WINDOW, fingerprint, job_claim
-from api.models import IdempotencyKey, Job, utcnow
+from api.db import make_engine
+from api.idempotency import WINDOW, claim_batch, fingerprint, job_claim
+from api.models import IdempotencyKey, Job, User, utcnow
 from api.schemas.jobs import JobCreate
+from api.settings import Settings
 from tests.api.builders import auth, job_spec, statements_failing
 
 JOBS = "/api/v1/jobs"
@@ -147,3 +150,36 @@ def test_a_key_older_than_a_day_is_forgotten_and_claimed_anew(client: TestClient
         (claim,) = session.scalars(select(IdempotencyKey)).all()
     assert claim.job_id == again.json()["id"]
     assert jobs_stored(client) == 2
+
+
+def test_a_key_claimed_by_a_transaction_in_flight_is_taken_once_it_commits(
+    pg_settings: Settings,
+) -> None:
+    # Two processes' group commits claiming one key: the second waits for the first
+    # transaction (no IntegrityError) and finds the key taken when it commits.
+    engine = make_engine(pg_settings)
+    try:
+        with engine.connect() as conn:
+            user_id = conn.execute(
+                insert(User).values(name="alice", tenant="vision", role="user").returning(User.id)
+            ).scalar_one()
+            conn.commit()
+        first, second = engine.connect(), engine.connect()
+        try:
+            claim = job_claim(user_id, "race-1", "f" * 64, {"id": "a" * 32})
+            assert claim_batch(first, [claim]) == [True]  # not committed yet
+            with ThreadPoolExecutor(1) as pool:
+                other = job_claim(user_id, "race-1", "f" * 64, {"id": "b" * 32})
+                waiting = pool.submit(claim_batch, second, [other])
+                time.sleep(0.3)
+                assert not waiting.done()  # blocked on the first transaction's row
+                first.commit()
+                assert waiting.result(timeout=10) == [False]
+            second.commit()
+        finally:
+            first.close()
+            second.close()
+        with engine.connect() as conn:
+            assert conn.execute(select(IdempotencyKey.job_id)).scalars().all() == ["a" * 32]
+    finally:
+        engine.dispose()
