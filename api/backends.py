@@ -70,7 +70,7 @@ class JobBackend(Protocol):
         """Store the job (Job column values, which it may complete) and its "submitted"
         event durably, with its idempotency key's `claim` (api.idempotency.job_claim) in
         the same transaction, then hand it to the cluster (with the job's metrics token,
-        for its workers). Raises BackendUnavailable, or KeyTaken (api.group_commit) or
+        for its workers). Raises BackendUnavailable, or KeyTaken (api.idempotency) or
         IntegrityError when the key was claimed first: nothing stored."""
         ...
 

@@ -135,7 +135,7 @@ def claim_batch(conn: Connection, claims: Sequence[dict[str, Any]]) -> list[bool
     if refused:
         expired = conn.execute(
             delete(KEYS)
-            .where(tuple_(KEYS.c.user_id, KEYS.c.key).in_(refused))
+            .where(tuple_(KEYS.c.user_id, KEYS.c.key).in_(sorted(refused)))
             .where(KEYS.c.created_at < utcnow() - WINDOW)
             .returning(KEYS.c.user_id, KEYS.c.key)
         ).all()

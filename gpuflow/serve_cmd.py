@@ -151,9 +151,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (ValidationError, ValueError) as exc:
         return _fail(" ".join(str(exc).split()), 2)
     workers: int = getattr(args, "workers", 1)
-    if workers > 1 and not (settings.cluster_mode and settings.broker_url):
-        why = "cluster mode with a broker" if settings.cluster_mode else "cluster mode"
-        return _fail(f"--workers {workers} needs {why}: local mode schedules in one process", 2)
+    if workers > 1 and not settings.cluster_mode:
+        return _fail(
+            f"--workers {workers} needs cluster mode: local mode schedules in one process", 2
+        )
+    if workers > 1 and not settings.broker_url:
+        why = "replays must run in Celery workers, not in each process"
+        return _fail(f"--workers {workers} needs a broker (GPUFLOW_BROKER_URL): {why}", 2)
     lock = None
     lost: list[str] = []
 

@@ -30,15 +30,31 @@ __all__ = ["kube_server"]
 JOBS = "/api/v1/jobs"
 
 
-def test_local_mode_refuses_several_workers_before_touching_the_database(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("kubeconfig", "message"),
+    [
+        (False, "--workers 2 needs cluster mode: local mode schedules in one process"),
+        (True, "--workers 2 needs a broker (GPUFLOW_BROKER_URL): replays must run in"),
+    ],
+)
+def test_several_workers_are_refused_outside_cluster_mode_with_a_broker(
+    kubeconfig: bool,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert run(["serve", "--workers", "2", "--data-dir", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
-        "gpuflow: error: --workers 2 needs cluster mode: local mode schedules in one process"
-    ]
-    assert list(tmp_path.iterdir()) == []  # no database made, no lock taken
+    monkeypatch.delenv("GPUFLOW_BROKER_URL", raising=False)
+    monkeypatch.delenv("GPUFLOW_KUBECONFIG", raising=False)
+    monkeypatch.delenv("GPUFLOW_IN_CLUSTER", raising=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    if kubeconfig:
+        monkeypatch.setenv("GPUFLOW_KUBECONFIG", str(tmp_path / "kubeconfig"))
+    assert run(["serve", "--workers", "2", "--data-dir", str(data)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"gpuflow: error: {message}")
+    assert list(data.iterdir()) == []  # no database made, no lock taken
 
 
 def _worker_pids(pid: int) -> list[int]:
