@@ -60,11 +60,18 @@ class JobBackend(Protocol):
         ...
 
     async def submit(
-        self, job: dict[str, Any], event: dict[str, Any], body: JobCreate, metrics_token: str
+        self,
+        job: dict[str, Any],
+        event: dict[str, Any],
+        body: JobCreate,
+        metrics_token: str,
+        claim: dict[str, Any] | None = None,
     ) -> None:
         """Store the job (Job column values, which it may complete) and its "submitted"
-        event durably, then hand it to the cluster (with the job's metrics token, for
-        its workers). Raises BackendUnavailable."""
+        event durably, with its idempotency key's `claim` (api.idempotency.job_claim) in
+        the same transaction, then hand it to the cluster (with the job's metrics token,
+        for its workers). Raises BackendUnavailable, or KeyTaken (api.idempotency) or
+        IntegrityError when the key was claimed first: nothing stored."""
         ...
 
     def metrics_reported(self, job_id: str) -> None:
@@ -114,10 +121,15 @@ class LocalBackend:
         return self.local.live.now_s()
 
     async def submit(
-        self, job: dict[str, Any], event: dict[str, Any], body: JobCreate, metrics_token: str
+        self,
+        job: dict[str, Any],
+        event: dict[str, Any],
+        body: JobCreate,
+        metrics_token: str,
+        claim: dict[str, Any] | None = None,
     ) -> None:
         try:
-            await self.local.store_and_submit(job, event)
+            await self.local.store_and_submit(job, event, claim)
         except WriterStopped as exc:
             raise BackendUnavailable(str(exc)) from None
 

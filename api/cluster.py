@@ -32,9 +32,10 @@ from api.dljob_follower import Follower
 from api.dljob_manifest import dljob_manifest, dljob_name
 from api.dljob_reaper import DLJobRef, Reaper
 from api.errors import one_line
+from api.idempotency import KeyTaken, claim_batch
 from api.job_close import close
 from api.kube_describe import describe_kube
-from api.models import Job, JobEvent
+from api.models import IdempotencyKey, Job, JobEvent
 from api.node_admin import patch_node
 from api.schemas.cluster import NodePublic, TopologyPublic
 from api.schemas.jobs import JobCreate
@@ -108,7 +109,12 @@ class ClusterModeBackend:
         self.train.reported(job_id)
 
     async def submit(
-        self, job: dict[str, Any], event: dict[str, Any], body: JobCreate, metrics_token: str
+        self,
+        job: dict[str, Any],
+        event: dict[str, Any],
+        body: JobCreate,
+        metrics_token: str,
+        claim: dict[str, Any] | None = None,
     ) -> None:
         image = body.image or self.image
         if not image:
@@ -120,17 +126,25 @@ class ClusterModeBackend:
         job["dljob_name"] = dljob_name(job["name"], job["id"])
         manifest = dljob_manifest(job, body, image)
         job["dljob_uid"] = await run_in_threadpool(
-            self._store_and_create, job, event, manifest, metrics_token
+            self._store_and_create, job, event, manifest, metrics_token, claim
         )
 
     def _store_and_create(
-        self, job: dict[str, Any], event: dict[str, Any], manifest: Obj, token: str
+        self,
+        job: dict[str, Any],
+        event: dict[str, Any],
+        manifest: Obj,
+        token: str,
+        claim: dict[str, Any] | None,
     ) -> str:
-        """Commit the row, then create the job's metrics-token Secret and its DLJob: the
-        follower always finds the row of a DLJob the service made, and no worker pod
-        starts before its Secret exists. A DLJob that could not be created takes its
-        row and Secret with it (the request fails, nothing was acknowledged)."""
+        """Commit the row (with its key's claim), then create the job's metrics-token
+        Secret and its DLJob: the follower always finds the row of a DLJob the service
+        made, and no worker pod starts before its Secret exists. A DLJob that could not
+        be created takes its row, claim and Secret with it (the request fails, nothing
+        was acknowledged, a retry starts afresh)."""
         with self._sessions() as session:
+            if claim is not None and not claim_batch(session.connection(), [claim])[0]:
+                raise KeyTaken(claim["key"])
             session.execute(insert(Job), [job])
             session.execute(insert(JobEvent), [event])
             session.commit()
@@ -143,6 +157,13 @@ class ClusterModeBackend:
             if secret:
                 self._forget_secret(job["dljob_name"])
             with self._sessions() as session:
+                if claim is not None:
+                    session.execute(
+                        delete(IdempotencyKey).where(
+                            IdempotencyKey.user_id == claim["user_id"],
+                            IdempotencyKey.key == claim["key"],
+                        )
+                    )
                 session.execute(delete(JobEvent).where(JobEvent.job_id == job["id"]))
                 session.execute(delete(Job).where(Job.id == job["id"]))
                 session.commit()

@@ -10,6 +10,13 @@ waits for a timer. Durability is unchanged: a request is answered 201 only after
 its batch's commit returned, and a failed commit fails every request of the batch
 (503 for a database that is down), so nothing acknowledged is lost.
 
+A submission with an `Idempotency-Key` brings its claim (an IdempotencyKey row,
+api.idempotency) and it is inserted in the same transaction as the job: the key and
+its job are stored together or not at all. Keys already claimed, in the database or
+earlier in the same batch, are not inserted again; their requests get `KeyTaken` once
+the batch has committed, and look up the first answer (api.routes.jobs). Once a
+minute a batch also deletes the expired keys, in the same transaction.
+
 Used by `api.local.LocalMode` (submit) and started and stopped with it.
 """
 
@@ -20,6 +27,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +36,7 @@ from sqlalchemy import insert
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.idempotency import KeyTaken, claim_batch, forget_expired_keys
 from api.models import Job, JobEvent
 from controller.model import JobSpec
 
@@ -36,6 +45,9 @@ log = logging.getLogger(__name__)
 JOBS = Job.metadata.tables[Job.__tablename__]
 EVENTS = JobEvent.metadata.tables[JobEvent.__tablename__]
 MAX_BATCH = 500  # rows per transaction; more waiting requests go in the next one
+# How often a batch also deletes expired idempotency keys: keys expire after a day,
+# so once a minute keeps the table within a minute of a day's keys, at one statement.
+FORGET_KEYS_EVERY_S = 60.0
 
 
 class WriterStopped(RuntimeError):
@@ -51,6 +63,7 @@ class Submission:
     spec: JobSpec
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[JobSpec] = field(repr=False)
+    claim: dict[str, Any] | None = None  # IdempotencyKey column values, if keyed
 
     def resolve(self, placed: JobSpec | None, exc: BaseException | None) -> None:
         def settle() -> None:
@@ -83,6 +96,7 @@ class SubmitWriter:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._keys_forgotten_at = -FORGET_KEYS_EVERY_S  # time.monotonic() of the last purge
         self.batches = 0  # transactions committed (for tests and the benchmark)
         self.committed = 0  # jobs committed
 
@@ -104,13 +118,20 @@ class SubmitWriter:
         if thread is not None:
             thread.join(timeout=timeout_s)
 
-    async def submit(self, job: dict[str, Any], event: dict[str, Any], spec: JobSpec) -> JobSpec:
-        """Store the job durably and hand it to the scheduler; returns it as placed.
+    async def submit(
+        self,
+        job: dict[str, Any],
+        event: dict[str, Any],
+        spec: JobSpec,
+        claim: dict[str, Any] | None = None,
+    ) -> JobSpec:
+        """Store the job durably, with its idempotency key's `claim` if any, and hand it
+        to the scheduler; returns it as placed.
 
-        Raises what the commit raised (SQLAlchemy errors), or WriterStopped.
+        Raises what the commit raised (SQLAlchemy errors), WriterStopped, or KeyTaken.
         """
         loop = asyncio.get_running_loop()
-        item = Submission(job, event, spec, loop, loop.create_future())
+        item = Submission(job, event, spec, loop, loop.create_future(), claim)
         with self._lock:
             if self._stopped:
                 raise WriterStopped("the service is shutting down")
@@ -150,7 +171,7 @@ class SubmitWriter:
 
     def _write(self, batch: list[Submission]) -> None:
         try:
-            self._commit(batch)
+            taken = self._commit(batch)
         except (IntegrityError, DataError) as exc:
             if len(batch) == 1:
                 batch[0].resolve(None, exc)
@@ -164,8 +185,14 @@ class SubmitWriter:
             for item in batch:
                 item.resolve(None, exc)
             return
+        for item in taken:
+            item.resolve(None, KeyTaken(item.claim["key"] if item.claim else ""))
+        if taken:
+            batch = [item for item in batch if item not in taken]
         self.batches += 1
         self.committed += len(batch)
+        if not batch:
+            return
         try:
             placed = self._schedule([item.spec for item in batch])
         except Exception as exc:  # committed, so a restart resubmits them
@@ -176,10 +203,21 @@ class SubmitWriter:
         for item, spec in zip(batch, placed, strict=True):
             item.resolve(spec, None)
 
-    def _commit(self, batch: list[Submission]) -> None:
+    def _commit(self, batch: list[Submission]) -> set[Submission]:
+        """Insert the batch in one transaction; the keyed submissions whose key was
+        taken (left out)."""
         # Core inserts (executemany), not the ORM's bulk path: the rows are plain dicts.
         with self._sessions() as session:
             conn = session.connection()
-            conn.execute(insert(JOBS), [item.job for item in batch])
-            conn.execute(insert(EVENTS), [item.event for item in batch])
+            keyed = [item for item in batch if item.claim is not None]
+            if keyed and time.monotonic() - self._keys_forgotten_at >= FORGET_KEYS_EVERY_S:
+                forget_expired_keys(conn)
+                self._keys_forgotten_at = time.monotonic()
+            claimed = claim_batch(conn, [item.claim for item in keyed if item.claim is not None])
+            taken = {item for item, new in zip(keyed, claimed, strict=True) if not new}
+            stored = [item for item in batch if item not in taken]
+            if stored:
+                conn.execute(insert(JOBS), [item.job for item in stored])
+                conn.execute(insert(EVENTS), [item.event for item in stored])
             session.commit()
+        return taken

@@ -1,11 +1,14 @@
 """Idempotency keys of submissions (an `Idempotency-Key` header on POST /jobs,
 /replays and /replays/sweeps).
 
-Jobs: api.routes.jobs.submit_job claims the key (`claim`) in a transaction of its own,
-with the job's id and its first answer, before the job is handed to the backend: a
-retry of the same request (a client that timed out, a 503) finds the claim and reuses
-that id, so the job's primary key allows one job at most however many times the
-request is sent, and a retry after the job was stored gets the first answer back.
+Jobs: api.routes.jobs.submit_job builds the key's claim (`job_claim`: the job's id and
+its first answer) and the backend stores it in the transaction that stores the job
+(`claim_batch`, called by api.group_commit for a whole batch of submissions, and by
+cluster mode for one), so the key and its job are committed together or not at all. A
+request whose key was taken looks up the first answer (`first_answer`): a retry of
+the same request (a client that timed out, a lost answer) gets it back, and no key
+ever stands for two jobs. A claim stored without its job (by a version that claimed
+keys in a transaction of their own) is completed by the retry under the claimed id.
 
 Replays and sweeps: api.routes.replays looks the key up first (`answered`), then
 stores the claim (`hold`) in the transaction that stores the replay rows, so the key
@@ -20,6 +23,7 @@ and kept for WINDOW; the same key with another body or on another route is refus
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,7 +31,9 @@ from typing import Any
 from fastapi import Header
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
-from sqlalchemy import delete, select
+from sqlalchemy import Connection, delete, select, tuple_
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -38,6 +44,7 @@ from api.models import IDEMPOTENCY_KEY_LEN, IdempotencyKey, Job, User, utcnow
 WINDOW = timedelta(hours=24)
 # What a key was used on: POST /api/v1/<scope>.
 JOBS, REPLAYS, SWEEPS = "jobs", "replays", "replays/sweeps"
+KEYS = IdempotencyKey.metadata.tables[IdempotencyKey.__tablename__]
 
 
 def key_header(description: str) -> Any:
@@ -65,6 +72,12 @@ class KeyReused(ValueError):
         return "already used for a request with another body (keys last 24 h)"
 
 
+class KeyTaken(RuntimeError):
+    """A submission's key was claimed already (by an earlier request, or one committed
+    in the same batch): nothing of the submission was stored; its answer is the first
+    request's (`first_answer`)."""
+
+
 def reused_error(exc: KeyReused, scope: str) -> RequestValidationError:
     """The 422 of a key reused on `scope`, naming the header."""
     error = {
@@ -90,36 +103,81 @@ def fingerprint(body_json: str) -> str:
     return hashlib.sha256(body_json.encode()).hexdigest()
 
 
-def claim(
-    sessions: sessionmaker[Session],
-    user_id: int,
-    key: str,
-    body_fingerprint: str,
-    response: dict[str, Any],
+def job_claim(
+    user_id: int, key: str, body_fingerprint: str, response: dict[str, Any]
+) -> dict[str, Any]:
+    """The claim of `key` for a new job whose answer is `response` (its "id" the job's):
+    IdempotencyKey column values, for `claim_batch`."""
+    return {
+        "user_id": user_id,
+        "key": key,
+        "scope": JOBS,
+        "fingerprint": body_fingerprint,
+        "job_id": response["id"],
+        "response": response,
+        "created_at": utcnow(),
+    }
+
+
+def claim_batch(conn: Connection, claims: Sequence[dict[str, Any]]) -> list[bool]:
+    """Insert `claims` (from `job_claim`) in `conn`'s transaction; for each, True if
+    claimed now, False if the key was claimed already (by an earlier request within
+    WINDOW, or an earlier claim of `claims`), not inserted. One statement whatever the
+    number of claims (INSERT ... ON CONFLICT DO NOTHING RETURNING, on PostgreSQL and
+    SQLite alike); a key claimed by another transaction not yet committed waits for
+    it (PostgreSQL) and is then taken. A claimed key older than WINDOW, found only
+    where a claim was refused, is deleted and claimed anew. Other expired keys are
+    left to `forget_expired_keys`."""
+    if not claims:
+        return []
+    inserted = _insert_new(conn, claims)
+    refused = {(c["user_id"], c["key"]) for c in claims} - inserted
+    if refused:
+        expired = conn.execute(
+            delete(KEYS)
+            .where(tuple_(KEYS.c.user_id, KEYS.c.key).in_(sorted(refused)))
+            .where(KEYS.c.created_at < utcnow() - WINDOW)
+            .returning(KEYS.c.user_id, KEYS.c.key)
+        ).all()
+        if expired:
+            again = {(r.user_id, r.key) for r in expired}
+            inserted |= _insert_new(conn, [c for c in claims if (c["user_id"], c["key"]) in again])
+    claimed: list[bool] = []
+    for c in claims:
+        pair = (c["user_id"], c["key"])
+        claimed.append(pair in inserted)
+        inserted.discard(pair)  # a second claim of the same key in `claims` is taken
+    return claimed
+
+
+def _insert_new(conn: Connection, claims: Sequence[dict[str, Any]]) -> set[tuple[int, str]]:
+    """Insert the claims whose key is free (the first of several with one key); the
+    (user, key) pairs inserted."""
+    upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    statement = (
+        upsert(KEYS)
+        .on_conflict_do_nothing(index_elements=[KEYS.c.user_id, KEYS.c.key])
+        .returning(KEYS.c.user_id, KEYS.c.key)
+    )
+    rows = conn.execute(statement, list(claims)).all()
+    return {(r.user_id, r.key) for r in rows}
+
+
+def forget_expired_keys(conn: Connection) -> None:
+    """Delete every key older than WINDOW (an index on created_at): api.group_commit's
+    writer calls it now and then, so that the table holds a day of keys, not all."""
+    conn.execute(delete(KEYS).where(KEYS.c.created_at < utcnow() - WINDOW))
+
+
+def first_answer(
+    sessions: sessionmaker[Session], user_id: int, key: str, body_fingerprint: str
 ) -> Claim | None:
-    """Claim `key` for a new job whose answer is `response` (its "id" the job's); None
-    if claimed now, else the earlier claim. Raises KeyReused."""
+    """The claim of `key` (a key of POST /jobs) as stored; None if there is none (it
+    expired, or its request failed). Raises KeyReused."""
     with sessions() as session:
-        _forget_expired(session, user_id)
         found = _claimed(session, user_id, key)
         if found is None:
-            session.add(
-                IdempotencyKey(
-                    user_id=user_id,
-                    key=key,
-                    scope=JOBS,
-                    fingerprint=body_fingerprint,
-                    job_id=response["id"],
-                    response=response,
-                )
-            )
-            try:
-                session.commit()
-                return None
-            except IntegrityError:  # the same key, claimed at the same moment
-                session.rollback()
-                found = _claimed(session, user_id, key)
-                assert found is not None
+            return None
         _check(found, JOBS, body_fingerprint)
         assert found.job_id is not None  # a key of POST /jobs
         stored = session.get(Job, found.job_id) is not None

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -49,6 +49,7 @@ from policies.registry import UnknownPolicyError, make_policy
 
 log = logging.getLogger(__name__)
 FINISHED = frozenset(JobStatus(s) for s in TERMINAL_STATUSES)
+JOBS = Job.metadata.tables[Job.__tablename__]
 # A waiting job whose reason keeps its code but not its message ("and 41 more behind",
 # "3 are free") has its row rewritten at most this often, as the operator does
 # (operators/writer.py): every round would rewrite every waiting row as the queue moves.
@@ -56,6 +57,20 @@ REASON_REFRESH_S = 10.0
 # The simulated clock is stored at most this often (a write of one row); a restart
 # resumes at the later of it and the last recorded event, so no timeline runs back.
 CLOCK_SAVE_EVERY_S = 1.0
+
+
+def _update_jobs(session: Session, rows: list[dict[str, Any]]) -> None:
+    """UPDATE job rows by id, each dict the id and the columns it sets (the same columns
+    in each), as one Core executemany: the ORM's bulk UPDATE by primary key costs
+    23-26 us of CPU a row against 18 us (200-row updates on PostgreSQL), and the ticker
+    writes thousands of rows a second while a queue grows. `updated_at` is set as the
+    ORM set it (the column's onupdate)."""
+    if rows:
+        by_id = update(JOBS).where(JOBS.c.id == bindparam("row_id"))
+        params = [
+            {**{k: v for k, v in row.items() if k != "id"}, "row_id": row["id"]} for row in rows
+        ]
+        session.connection().execute(by_id, params)
 
 
 def job_spec(job: Job) -> JobSpec:
@@ -145,10 +160,13 @@ class LocalMode:
         """Hand a committed job to the backend; returns the spec as placed (submit_s)."""
         return self.live.submit(job_spec(job))
 
-    async def store_and_submit(self, job: dict[str, Any], event: dict[str, Any]) -> JobSpec:
-        """Commit a new job (Job column values) and its "submitted" event with the other
-        requests waiting, then hand it to the backend; returns the spec as placed."""
-        return await self.writer.submit(job, event, row_spec(job))
+    async def store_and_submit(
+        self, job: dict[str, Any], event: dict[str, Any], claim: dict[str, Any] | None = None
+    ) -> JobSpec:
+        """Commit a new job (Job column values), its "submitted" event and its key's
+        `claim` with the other requests waiting, then hand it to the backend; returns
+        the spec as placed. Raises api.group_commit.KeyTaken if the key was taken."""
+        return await self.writer.submit(job, event, row_spec(job), claim)
 
     def cancel(self, session: Session, job: Job) -> bool:
         """Record the cancel and commit it, then take the job from the backend; False if
@@ -208,7 +226,7 @@ class LocalMode:
                 self._seen[job_id] = Seen(state.status, state.restarts)
             with self._sessions() as session:
                 if states:
-                    session.execute(update(Job), [row_values(s, self.node_names) for s in states])
+                    _update_jobs(session, [row_values(s, self.node_names) for s in states])
                 session.add_all(events)
                 session.commit()
             return preempted
@@ -293,7 +311,7 @@ class LocalMode:
                         for s in changed
                     }
                     rows = [row_values(s, self.node_names) for s in changed]
-                    session.execute(update(Job), rows)
+                    _update_jobs(session, rows)
                     session.add_all(_event_rows(events))
                 done = {s.job_id for s in changed}
                 # Waiting jobs whose place moved while they waited on.
@@ -301,7 +319,7 @@ class LocalMode:
                     {"id": j, "queue_position": positions.get(j)} for j in sorted(reordered - done)
                 ]
                 if shifted:
-                    session.execute(update(Job), shifted)
+                    _update_jobs(session, shifted)
                 session.commit()
         self._positions = positions
         at_s = time.monotonic()

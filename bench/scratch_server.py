@@ -60,8 +60,11 @@ def wait_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -
 
 
 @contextmanager
-def scratch_server(serve_args: list[str], pg_admin_url: str = PG_ADMIN_URL) -> Iterator[Server]:
-    """`gpuflow serve SERVE_ARGS` on a new database, with an admin `bench` signed in."""
+def scratch_server(
+    serve_args: list[str], pg_admin_url: str = PG_ADMIN_URL, *, sqlite: bool = False
+) -> Iterator[Server]:
+    """`gpuflow serve SERVE_ARGS` on a new database (PostgreSQL, or SQLite in a temporary
+    data dir if `sqlite`), with an admin `bench` signed in."""
     # Imported here: run as scripts, bench/ comes first on sys.path and bench/api.py
     # would hide the api package until the script has put the project root first.
     from api.db import make_engine, make_sessionmaker
@@ -71,19 +74,23 @@ def scratch_server(serve_args: list[str], pg_admin_url: str = PG_ADMIN_URL) -> I
 
     db = f"gpuflow_bench_{uuid.uuid4().hex[:8]}"
     base = pg_admin_url.rpartition("/")[0]
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
+    if not sqlite:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{db}"')
     proc = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            settings = Settings(database_url=f"{base}/{db}", data_dir=Path(tmp))
+            url = None if sqlite else f"{base}/{db}"
+            settings = Settings(database_url=url, data_dir=Path(tmp))
             engine = make_engine(settings)
             upgrade(engine)
             with make_sessionmaker(engine)() as session:
                 token = create_admin(session, "bench", "bench")
             engine.dispose()
             port = free_port()
-            env = {**os.environ, "GPUFLOW_DATABASE_URL": settings.database_url or ""}
+            env = {k: v for k, v in os.environ.items() if k != "GPUFLOW_DATABASE_URL"}
+            if not sqlite:
+                env["GPUFLOW_DATABASE_URL"] = settings.database_url or ""
             cmd = [sys.executable, "-c", SERVE, "serve", "--port", str(port)]
             cmd += ["--data-dir", tmp, *serve_args]
             log = Path(tmp) / "server.log"
@@ -98,5 +105,6 @@ def scratch_server(serve_args: list[str], pg_admin_url: str = PG_ADMIN_URL) -> I
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=30)
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{db}" WITH (FORCE)')
+        if not sqlite:
+            with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE "{db}" WITH (FORCE)')

@@ -6,6 +6,13 @@ through api.client (--url/--token or GPUFLOW_URL/GPUFLOW_TOKEN). Each handler
 returns an exit code: 0 ok, 1 the server or the database refused or could not be
 reached, 2 bad input or, for `serve` in local mode, a database another server holds
 (api.server_lock).
+
+`serve --workers N` runs N uvicorn worker processes on one port, each its own app
+over the database (submissions, group commits, followers: all stateless over it, as
+several API replicas are). The rule: N > 1 only in cluster mode with a broker. Local
+mode keeps its scheduler, the LiveCluster, in the memory of one process (one server
+per database, api.server_lock), and without a broker each process would run the
+replays it found at start (api.tasks.start_replays) as its own.
 """
 
 from __future__ import annotations
@@ -38,6 +45,13 @@ def add_parsers(sub: Any) -> None:
         help="simulated seconds per wall second (default 1)",
     )
     serve.add_argument("--data-dir", dest="data_dir", help="SQLite, uploads, plots")
+    serve.add_argument(
+        "--workers",
+        type=options.bounded_int(1, 64),
+        default=1,
+        help="HTTP worker processes (default 1); more than 1 in cluster mode with a"
+        " broker only: local mode's scheduler lives in one process",
+    )
     serve.set_defaults(func=cmd_serve)
 
     submit = sub.add_parser("submit", help="submit a job to a running server")
@@ -106,6 +120,13 @@ def _settings(args: argparse.Namespace) -> Any:
     return Settings(**overrides)
 
 
+def _settings_env(args: argparse.Namespace) -> dict[str, str]:
+    """The command line's settings as GPUFLOW_* variables, for worker processes."""
+    given = {arg: getattr(args, arg, None) for arg in ("cluster", "policy", "time_scale")}
+    given["data_dir"] = getattr(args, "data_dir", None)
+    return {f"GPUFLOW_{arg.upper()}": str(v) for arg, v in given.items() if v is not None}
+
+
 def _fail(message: str, code: int) -> int:
     sys.stderr.write(f"gpuflow: error: {message}\n")
     return code
@@ -135,6 +156,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = _settings(args)
     except (ValidationError, ValueError) as exc:
         return _fail(" ".join(str(exc).split()), 2)
+    workers: int = getattr(args, "workers", 1)
+    if workers > 1 and not settings.cluster_mode:
+        return _fail(
+            f"--workers {workers} needs cluster mode: local mode schedules in one process", 2
+        )
+    if workers > 1 and not settings.broker_url:
+        why = "replays must run in Celery workers, not in each process"
+        return _fail(f"--workers {workers} needs a broker (GPUFLOW_BROKER_URL): {why}", 2)
     lock = None
     lost: list[str] = []
 
@@ -153,8 +182,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             upgrade(engine)
         finally:
             engine.dispose()
-        app = create_app(settings)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        if workers > 1:
+            # Each worker builds its app from the environment (api.app.create_app).
+            os.environ.update(_settings_env(args))
+            uvicorn.run(
+                "api.app:create_app",
+                factory=True,
+                workers=workers,
+                host=args.host,
+                port=args.port,
+                log_level="info",
+            )
+        else:
+            uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
     except server_lock.ServerLockHeld as exc:
         return _fail(str(exc), 2)
     except (OperationalError, psycopg.OperationalError) as exc:

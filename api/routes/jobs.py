@@ -17,7 +17,14 @@ from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
 from api.deps import BackendDep, CurrentUser, MaybeBackendDep, SessionDep, can_see
-from api.idempotency import KeyReused, claim, fingerprint, update_answer
+from api.idempotency import (
+    KeyReused,
+    KeyTaken,
+    fingerprint,
+    first_answer,
+    job_claim,
+    update_answer,
+)
 from api.models import IDEMPOTENCY_KEY_LEN, Job, JobEvent, JobMetric, User, utcnow
 from api.redaction import redact_texts
 from api.schemas.common import Limit, Name, Responses, Skip
@@ -144,21 +151,22 @@ def created(job: dict[str, Any], secret: str) -> JobCreated:
 async def submit_once(
     request: Request, body: JobCreate, user: User, backend: JobBackend, key: str
 ) -> JobCreated:
-    """Submit under an idempotency key: a new job if the key is new, else the first
-    request's job and answer; never a second job for one key."""
-    sessions = request.app.state.sessions
+    """Submit under an idempotency key: a new job if the key is new (the key's claim
+    stored with it, in one transaction), else the first request's job and answer;
+    never a second job for one key."""
     secret = new_token()
     job, event = new_job(body, user, backend, uuid.uuid4().hex, secret)
     answer = created(job, secret)
+    body_fingerprint = fingerprint(body.model_dump_json())
+    claim = job_claim(user.id, key, body_fingerprint, answer.model_dump(mode="json"))
     try:
-        earlier = await run_in_threadpool(
-            claim,
-            sessions,
-            user.id,
-            key,
-            fingerprint(body.model_dump_json()),
-            answer.model_dump(mode="json"),
-        )
+        await backend.submit(job, event, body, secret, claim)
+        return answer
+    except (KeyTaken, IntegrityError) as exc:
+        taken = exc  # the key was claimed first by another request (or another process)
+    sessions = request.app.state.sessions
+    try:
+        earlier = await run_in_threadpool(first_answer, sessions, user.id, key, body_fingerprint)
     except KeyReused:
         raise RequestValidationError(
             [
@@ -171,17 +179,19 @@ async def submit_once(
             ]
         ) from None
     if earlier is None:
-        await backend.submit(job, event, body, secret)
-        return answer
+        if isinstance(taken, IntegrityError):
+            raise taken  # not the key: another constraint refused the row (409)
+        # Claimed, then expired in the instant since: the key is new again.
+        return await submit_once(request, body, user, backend, key)
     first = JobCreated.model_validate(earlier.response)
     if earlier.stored:
         return first
-    # The first request claimed the key but its job is not stored (it failed, or it is
-    # still on its way): store it now, under the same id and metrics token.
+    # A claim stored alone, by a version that claimed keys in a transaction of their
+    # own, whose job was not stored: store it now, under the same id and metrics token.
     job, event = new_job(body, user, backend, first.id, first.metrics_token)
     try:
         await backend.submit(job, event, body, first.metrics_token)
-    except IntegrityError:  # the first request stored it meanwhile: its answer stands
+    except IntegrityError:  # stored meanwhile by another retry: the first answer stands
         return first
     answer = created(job, first.metrics_token)
     await run_in_threadpool(update_answer, sessions, user.id, key, answer.model_dump(mode="json"))

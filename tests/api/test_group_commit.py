@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.db import make_engine, make_sessionmaker
 from api.group_commit import SubmitWriter, WriterStopped
+from api.idempotency import KeyTaken, job_claim
 from api.local import row_spec
-from api.models import Job, JobEvent, User, utcnow
+from api.models import IdempotencyKey, Job, JobEvent, User, utcnow
 from api.security import TokenCache
 from api.settings import Settings
 from controller.live import LiveCluster
@@ -83,12 +84,20 @@ def _rows(user_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
 Rows = list[tuple[dict[str, Any], dict[str, Any]]]
 
 
-async def _submit_all(writer: SubmitWriter, rows: Rows) -> Any:
-    calls = (writer.submit(job, ev, row_spec(job)) for job, ev in rows)
+async def _submit_all(
+    writer: SubmitWriter, rows: Rows, claims: list[dict[str, Any] | None] | None = None
+) -> Any:
+    claims = claims or [None] * len(rows)
+    calls = (
+        writer.submit(job, ev, row_spec(job), claim)
+        for (job, ev), claim in zip(rows, claims, strict=True)
+    )
     return await asyncio.gather(*calls, return_exceptions=True)
 
 
-def _count(sessions: sessionmaker[Session], model: type[Job] | type[JobEvent]) -> int:
+def _count(
+    sessions: sessionmaker[Session], model: type[Job] | type[JobEvent] | type[IdempotencyKey]
+) -> int:
     with sessions() as session:
         return session.scalar(select(func.count()).select_from(model)) or 0
 
@@ -138,6 +147,59 @@ def test_one_refused_row_does_not_fail_its_neighbours(
     assert isinstance(results[3], IntegrityError)
     assert sum(1 for r in results if not isinstance(r, Exception)) == 5
     assert _count(sessions, Job) == 5 and len(live.jobs()) == 5
+
+
+def _claim(user_id: int, key: str, job: dict[str, Any]) -> dict[str, Any]:
+    return job_claim(user_id, key, "f" * 64, {"id": job["id"]})
+
+
+def test_keyed_submissions_commit_with_their_claims_and_a_taken_key_stores_nothing(
+    sessions: sessionmaker[Session], user_id: int, live: LiveCluster
+) -> None:
+    # 30 keyed submissions, three of each key pair k0..k9 sent together: the first of
+    # each key is stored with its claim, the two others get KeyTaken and store nothing.
+    rows = [_rows(user_id) for _ in range(30)]
+    claims: list[dict[str, Any] | None] = [
+        _claim(user_id, f"k{i % 10}", job) for i, (job, _) in enumerate(rows)
+    ]
+    writer = SubmitWriter(sessions, live.submit_many)
+    try:
+        results = asyncio.run(_submit_all(writer, rows, claims))
+        # A key claimed in an earlier batch is taken too.
+        again = asyncio.run(
+            _submit_all(writer, [_rows(user_id)], [_claim(user_id, "k3", {"id": "x"})])
+        )
+    finally:
+        writer.stop()
+    stored = [i for i, r in enumerate(results) if not isinstance(r, Exception)]
+    assert stored == list(range(10))
+    assert all(isinstance(r, KeyTaken) for r in results[10:]) and isinstance(again[0], KeyTaken)
+    assert _count(sessions, Job) == 10 and _count(sessions, IdempotencyKey) == 10
+    assert writer.batches < 30  # claims went in the batches, not a transaction each
+    with sessions() as session:
+        by_key = dict(session.execute(select(IdempotencyKey.key, IdempotencyKey.job_id)).all())
+    assert by_key == {f"k{i}": rows[i][0]["id"] for i in range(10)}
+    assert {s.job_id for s in live.jobs()} == {rows[i][0]["id"] for i in range(10)}
+
+
+def test_a_failed_commit_stores_neither_the_jobs_nor_their_claims(
+    pg_settings: Settings, user_id: int, live: LiveCluster
+) -> None:
+    engine = make_engine(pg_settings)
+    sessions = make_sessionmaker(engine)
+    rows = [_rows(user_id) for _ in range(5)]
+    claims: list[dict[str, Any] | None] = [
+        _claim(user_id, f"k{i}", job) for i, (job, _) in enumerate(rows)
+    ]
+    with statements_failing(engine, "INSERT INTO job_events"):
+        writer = SubmitWriter(sessions, live.submit_many)
+        try:
+            results = asyncio.run(_submit_all(writer, rows, claims))
+        finally:
+            writer.stop()
+    assert all(isinstance(r, OperationalError) for r in results)
+    assert _count(sessions, Job) == 0 and _count(sessions, IdempotencyKey) == 0
+    engine.dispose()
 
 
 def test_a_stopped_writer_refuses_new_submissions(

@@ -222,9 +222,10 @@ def test_the_default_api_manages_the_cluster(render: Render) -> None:
 
 
 def test_cluster_mode_api(render: Render) -> None:
-    m = render(api__mode="cluster", api__replicas=3)
+    m = render(api__mode="cluster", api__replicas=3, api__workers=4)
     api = m.component("Deployment", "api")
     assert api["spec"]["replicas"] == 3 and "strategy" not in api["spec"]
+    assert "--workers=4" in container(api)["args"]
     spec = pod_spec(api)
     assert spec["automountServiceAccountToken"] is True
     assert rules_of(bound_role(m, spec["serviceAccountName"])) == {
@@ -352,6 +353,7 @@ def test_references_resolve(render: Render, variant: str) -> None:
         ({"postgresql__enabled": False}, "needs externalDatabase.url"),
         ({"redis__enabled": False}, "needs externalRedis.url"),
         ({"api__mode": "local", "api__replicas": 2}, "api.replicas must be 1"),
+        ({"api__mode": "local", "api__workers": 2}, "api.workers must be 1"),
     ],
 )
 def test_values_that_cannot_work_fail(helm: Helm, values: dict[str, object], message: str) -> None:

@@ -136,4 +136,7 @@ value on its own: types, ranges, names). */}}
 {{- if and (eq .Values.api.mode "local") (gt (int .Values.api.replicas) 1) }}
 {{- fail "api.mode=local runs the simulated cluster in the API process: api.replicas must be 1" }}
 {{- end }}
+{{- if and (eq .Values.api.mode "local") (gt (int .Values.api.workers) 1) }}
+{{- fail "api.mode=local runs the simulated cluster in one process: api.workers must be 1" }}
+{{- end }}
 {{- end }}
