@@ -1,5 +1,6 @@
 """Fixtures for the chart's tests: a real helm (installed by .ci/install-helm.sh) and
-renders of helm/gpuflow with given values, parsed into manifests."""
+renders of helm/gpuflow with given values, parsed into manifests. The real control
+plane the install tests use is the session's one (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ import pytest
 
 from tests.helm.chart import ROOT, Helm, Manifests
 from tests.kube.fixtures import kube_server
-from tests.sandbox.conftest import control_plane
-
-__all__ = ["control_plane", "kube_server"]
+__all__ = ["kube_server"]
 
 INSTALL_SCRIPT = ROOT / ".ci" / "install-helm.sh"
 

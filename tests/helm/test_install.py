@@ -1,7 +1,7 @@
 """`helm install` of the chart into a real control plane, the example DLJob trained to
 Succeeded by the chart's own operator, agent and API.
 
-The control plane is the tests' shared one (tests/sandbox/conftest.py `control_plane`:
+The control plane is the tests' shared one (tests/controlplane/fixtures.py `control_plane`:
 etcd, kube-apiserver with RBAC and service-account tokens, kube-controller-manager,
 kube-scheduler); one process kubelet (gpuflow/sandbox/kubelet.py) plays node-0 with
 its own credentials, labelled as GPU Feature Discovery labels a GPU node, with the
