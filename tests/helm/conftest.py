@@ -12,6 +12,7 @@ import pytest
 
 from tests.helm.chart import ROOT, Helm, Manifests
 from tests.kube.fixtures import kube_server
+
 __all__ = ["kube_server"]
 
 INSTALL_SCRIPT = ROOT / ".ci" / "install-helm.sh"
