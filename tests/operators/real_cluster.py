@@ -9,8 +9,8 @@ each other's objects. Used by tests/operators/conftest.py's `gpu_cluster`."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,14 @@ from gpuflow.sandbox.controlplane import ControlPlane
 from gpuflow.sandbox.heartbeat import NodeHeartbeat
 from gpuflow.sandbox.network import LOOPBACK
 from operators import crd
-from operators.kube import ALREADY_EXISTS, ApiException, KubeApi, Resource, api_client
+from operators.kube import (
+    ALREADY_EXISTS,
+    NOT_FOUND,
+    ApiException,
+    KubeApi,
+    Resource,
+    api_client,
+)
 from operators.kube_calls import drain
 from tests.operators.builders import install_crd, make_node_body
 
@@ -79,53 +86,32 @@ def reset(api: KubeApi) -> None:
     jobs, _ = api.list_objects(Resource(crd.PLURAL))
     for ns in {j["metadata"]["namespace"] for j in jobs} | {NAMESPACE}:
         for job in (j for j in jobs if j["metadata"]["namespace"] == ns):
-            with contextlib.suppress(ApiException):  # gone meanwhile
-                drain(
-                    custom.patch_namespaced_custom_object(
-                        group,
-                        version,
-                        ns,
-                        crd.PLURAL,
-                        job["metadata"]["name"],
-                        NO_FINALIZERS,
-                        _preload_content=False,
-                    )
-                )
-        drain(
-            custom.delete_collection_namespaced_custom_object(
-                group, version, ns, crd.PLURAL, _preload_content=False
-            )
-        )
+            name = job["metadata"]["name"]
+            call(custom.patch_namespaced_custom_object, group, version, ns, crd.PLURAL, name,
+                 NO_FINALIZERS)  # fmt: skip
+        call(custom.delete_collection_namespaced_custom_object, group, version, ns, crd.PLURAL)
     queues, _ = api.list_objects(Resource(crd.QUEUE_PLURAL))
     for queue in queues:
-        with contextlib.suppress(ApiException):
-            drain(
-                custom.patch_cluster_custom_object(
-                    group,
-                    version,
-                    crd.QUEUE_PLURAL,
-                    queue["metadata"]["name"],
-                    NO_FINALIZERS,
-                    _preload_content=False,
-                )
-            )
-    drain(
-        custom.delete_collection_cluster_custom_object(
-            group, version, crd.QUEUE_PLURAL, _preload_content=False
-        )
-    )
-    raw = {"_preload_content": False}
-    drain(core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0, **raw))
+        name = queue["metadata"]["name"]
+        call(custom.patch_cluster_custom_object, group, version, crd.QUEUE_PLURAL, name,
+             NO_FINALIZERS)  # fmt: skip
+    call(custom.delete_collection_cluster_custom_object, group, version, crd.QUEUE_PLURAL)
+    call(core.delete_collection_namespaced_pod, NAMESPACE, grace_period_seconds=0)
     for svc in core.list_namespaced_service(NAMESPACE).items:
         if svc.metadata.name != "kubernetes":
-            with contextlib.suppress(ApiException):  # collected with its DLJob meanwhile
-                drain(core.delete_namespaced_service(svc.metadata.name, NAMESPACE, **raw))
-    drain(core.delete_collection_namespaced_event(NAMESPACE, **raw))
-    drain(core.delete_collection_namespaced_secret(NAMESPACE, **raw))
-    drain(
-        core.delete_collection_namespaced_config_map(
-            NAMESPACE, field_selector=SYSTEM_CONFIGMAPS, **raw
-        )
-    )
-    drain(api.coordination.delete_collection_namespaced_lease(NAMESPACE, **raw))
-    drain(core.delete_collection_node(**raw))
+            call(core.delete_namespaced_service, svc.metadata.name, NAMESPACE)
+    call(core.delete_collection_namespaced_event, NAMESPACE)
+    call(core.delete_collection_namespaced_secret, NAMESPACE)
+    call(core.delete_collection_namespaced_config_map, NAMESPACE, field_selector=SYSTEM_CONFIGMAPS)
+    call(api.coordination.delete_collection_namespaced_lease, NAMESPACE)
+    call(core.delete_collection_node)
+
+
+def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """`fn(*args, **kwargs)` with its answer read to the end; an object gone meanwhile
+    (a Service collected with its DLJob) is fine."""
+    try:
+        drain(fn(*args, **kwargs, _preload_content=False))
+    except ApiException as exc:
+        if exc.status != NOT_FOUND:
+            raise
