@@ -1,0 +1,89 @@
+"""bench/gpu_check.py without a GPU: the fake NVML's H200, the example job stopped and
+resumed on the CPU, the H200 session's pairs beside `gpuflow colocate`, and the
+sharing worker's pair protocol on the CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.gpu_check import FAKE_PRODUCT, RECORDED_SOURCE, _run_workers, main, table
+from controller.model.gpus import GPU_CATALOG
+from gpuflow.colocate_cmd import predict
+from gpuflow.train.preemption import EXIT_CHECKPOINTED
+
+
+def test_the_fake_h200_check_publishes_trains_resumes_and_compares(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["--fake-nvml", "--json", "--train-steps", "5", "--resume-steps", "7"]
+    args += ["--models", "resnet50,mlp"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+
+    ann = report["discovery"]["annotation"]
+    h200 = GPU_CATALOG.find(FAKE_PRODUCT)
+    assert h200 is not None
+    assert (ann["model"], ann["product"]) == (h200.name, FAKE_PRODUCT)
+    assert (ann["memMib"], ann["speed"]) == (h200.gpu_type().mem_mib, h200.gpu_type().speed)
+    assert len(ann["gpus"]) == 8 and report["discovery"]["unknown"] is None
+    assert report["discovery"]["nvml"].startswith("fake")
+
+    train = report["train"]
+    assert train["device"] == "cpu" and train["ok"]
+    assert train["stop_exit"] == EXIT_CHECKPOINTED
+    assert train["checkpoint_step"] >= train["stop_requested_after_step"] >= 5
+    assert train["resumed_at"] == train["checkpoint_step"]
+    assert (train["resume_exit"], train["final_step"]) == (0, train["checkpoint_step"] + 7)
+    assert train["resumed_loss"] < train["first_loss"]
+
+    rows = report["colocation"]
+    assert report["colocation_mode"].startswith("recorded")
+    assert [(r["sharing"], r["model"]) for r in rows] == [
+        ("time-slicing", "resnet50"),
+        ("time-slicing", "mlp"),
+        ("mps", "resnet50"),
+        ("mps", "mlp"),
+    ]
+    for r in rows:
+        assert r["source"] == f"recorded on H200 ({RECORDED_SOURCE})"
+        assert len(r["measured"]) == 2
+        mean = sum(r["measured"]) / 2
+        assert abs(r["predicted"] / mean - 1) < 0.10, r
+    ts_resnet = predict(FAKE_PRODUCT, "time-slicing", ["resnet50:util=0.9928:mem=16210"] * 2, None)
+    assert rows[0]["predicted"] == ts_resnet.out["jobs"][0]["slowdown"]
+    assert rows[0]["measured"] == [2.223, 2.223]  # 23.526 it/s alone, 10.583 and 10.585
+
+    text = table(report)
+    assert "discover   model                  H200-SXM-141GB" in text
+    assert "cpu (no CUDA: the CPU run)" in text
+    assert f"exit {EXIT_CHECKPOINTED}, checkpoint at step {train['checkpoint_step']}" in text
+    row = "time-slicing  resnet50     0.993     2.213   2.223, 2.223   -0.4%  recorded on H200"
+    assert row in text
+
+
+def test_without_nvml_the_check_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pynvml = pytest.importorskip("pynvml")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:
+        pynvml.nvmlShutdown()
+        pytest.skip("this machine has an NVIDIA driver")
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpu_check: NVML: ") and err.count("\n") == 1
+
+
+def test_a_pair_of_workers_start_their_window_together_and_report(tmp_path: Path) -> None:
+    out = _run_workers("mlp", 64, 0.3, 2, tmp_path, {})
+    assert [o["model"] for o in out] == ["mlp", "mlp"]
+    assert all(o["device"] == "cpu" and o["iters_per_s"] > 0 for o in out)
+    assert all(o["util_pct"] is None for o in out)  # no GPU: no NVML figure
+    barrier = next(tmp_path.glob("barrier-*"))
+    assert len(list(barrier.glob("ready-*"))) == 2
