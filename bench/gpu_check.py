@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -275,8 +276,11 @@ def measured_rows(product: str, options: Options, workdir: Path) -> list[dict[st
     rows = []
     for model in options.models:
         batch = BATCHES[model]
+        if model == "resnet50" and importlib.util.find_spec("torchvision") is None:
+            rows.append(_skipped(model, "torchvision is not installed (pip install torchvision)"))
+            continue
         try:
-            solo = _run_workers(model, batch, options.window_s, 1, workdir, {})[0]
+            solo = _run_workers(model, batch, options.window_s, 1, workdir, Sharing({}))[0]
         except CliError as exc:
             rows.append(_skipped(model, str(exc)))
             continue
@@ -285,8 +289,8 @@ def measured_rows(product: str, options: Options, workdir: Path) -> list[dict[st
         for mode in SharingMode:
             window = options.window_s + 1
             try:
-                with _sharing_env(mode, workdir) as env:
-                    pair = _run_workers(model, batch, window, 2, workdir, env)
+                with _sharing(mode, workdir) as sharing:
+                    pair = _run_workers(model, batch, window, 2, workdir, sharing)
             except CliError as exc:
                 rows.append(_skipped(model, str(exc), mode))
                 continue
@@ -331,13 +335,27 @@ def _skipped(model: str, why: str, mode: SharingMode | None = None) -> dict[str,
     }
 
 
+@dataclass
+class Sharing:
+    """How a pair's clients share the GPU: their extra environment, and for MPS what
+    the control daemon said while they were in their timed window."""
+
+    env: dict[str, str]
+    mps_env: dict[str, str] | None = None
+    servers: str | None = None
+
+    def in_window(self) -> None:
+        if self.mps_env is not None:
+            self.servers = _mps_command("get_server_list", self.mps_env)
+
+
 @contextlib.contextmanager
-def _sharing_env(mode: SharingMode, workdir: Path) -> Iterator[dict[str, str]]:
-    """The clients' environment for `mode`: nothing for time-slicing; for MPS, a
-    control daemon of the check's own (its pipe and log folders under `workdir`),
-    quit afterwards, and a CliError if no MPS server served the clients."""
+def _sharing(mode: SharingMode, workdir: Path) -> Iterator[Sharing]:
+    """Nothing for time-slicing; for MPS, a control daemon of the check's own (its
+    pipe and log folders under `workdir`), quit afterwards, and a CliError if it ran
+    no MPS server while the pair was in its window (the clients did not use MPS)."""
     if mode is SharingMode.TIME_SLICING:
-        yield {}
+        yield Sharing({})
         return
     pipe, logs = workdir / "mps-pipe", workdir / "mps-log"
     pipe.mkdir(exist_ok=True)
@@ -348,37 +366,43 @@ def _sharing_env(mode: SharingMode, workdir: Path) -> Iterator[dict[str, str]]:
         subprocess.run([MPS_CONTROL, "-d"], env=full, check=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         raise CliError(f"MPS: {MPS_CONTROL} -d failed ({exc})") from None
+    sharing = Sharing(env, full)
     try:
-        yield env
-        servers = _mps_command("get_server_list", full)
-        if not servers.strip():
-            raise CliError("MPS: no MPS server served the pair (the daemon's log: mps-log)")
+        yield sharing
+        if not (sharing.servers or "").strip():
+            raise CliError(f"MPS: no MPS server ran during the pair (see {logs}/control.log)")
     finally:
         _mps_command("quit", full)
 
 
 def _mps_command(command: str, env: dict[str, str]) -> str:
-    done = subprocess.run(
-        [MPS_CONTROL], input=command + "\n", env=env, capture_output=True, text=True, timeout=30
-    )
+    try:
+        done = subprocess.run(
+            [MPS_CONTROL], input=command + "\n", env=env, capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
     return done.stdout
 
 
 def _run_workers(
-    model: str, batch: int, window_s: float, n: int, workdir: Path, env: dict[str, str]
+    model: str, batch: int, window_s: float, n: int, workdir: Path, sharing: Sharing
 ) -> list[dict[str, Any]]:
-    """`n` bench/sharing_worker.py processes started together; their JSON lines."""
+    """`n` bench/sharing_worker.py processes started together; their JSON lines.
+    `sharing.in_window` is called once all of them have started their window."""
     barrier = Path(tempfile.mkdtemp(prefix="barrier-", dir=workdir))
     cmd = [sys.executable, "-m", "bench.sharing_worker", model, str(batch), str(window_s)]
     cmd += ["--barrier", str(barrier), "--nproc", str(n)]
+    # NVML numbers GPUs by PCI bus; CUDA fastest first unless told otherwise.
+    env = os.environ | {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"} | sharing.env
     procs = [
-        subprocess.Popen(
-            cmd, cwd=ROOT, env=os.environ | env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
+        subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(n)
     ]
     outs = []
     try:
+        _wait_ready(barrier, procs)
+        sharing.in_window()
         for proc in procs:
             stdout, stderr = proc.communicate(timeout=WORKER_TIMEOUT_S)
             if proc.returncode != 0:
@@ -388,8 +412,18 @@ def _run_workers(
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-                proc.communicate()
+            proc.communicate()
     return outs
+
+
+def _wait_ready(barrier: Path, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Until every worker has written its ready file, or one has ended (its exit is
+    read afterwards), or the worker timeout passes."""
+    end = time.monotonic() + WORKER_TIMEOUT_S
+    while time.monotonic() < end and any(p.poll() is None for p in procs):
+        if sum(1 for f in barrier.iterdir() if f.name.startswith("ready-")) >= len(procs):
+            return
+        time.sleep(0.05)
 
 
 # -- the whole check -------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpu_check import FAKE_PRODUCT, RECORDED_SOURCE, _run_workers, main, table
+from bench.gpu_check import FAKE_PRODUCT, RECORDED_SOURCE, Sharing, _run_workers, main, table
 from controller.model.gpus import GPU_CATALOG
 from gpuflow.colocate_cmd import predict
 from gpuflow.train.preemption import EXIT_CHECKPOINTED
@@ -81,7 +81,14 @@ def test_without_nvml_the_check_is_one_line_and_exit_2(
 
 
 def test_a_pair_of_workers_start_their_window_together_and_report(tmp_path: Path) -> None:
-    out = _run_workers("mlp", 64, 0.3, 2, tmp_path, {})
+    windows: list[int] = []
+
+    class Recording(Sharing):
+        def in_window(self) -> None:
+            windows.append(len(list(tmp_path.glob("barrier-*/ready-*"))))
+
+    out = _run_workers("mlp", 64, 0.3, 2, tmp_path, Recording({}))
+    assert windows == [2]  # called once, when both had started their window
     assert [o["model"] for o in out] == ["mlp", "mlp"]
     assert all(o["device"] == "cpu" and o["iters_per_s"] > 0 for o in out)
     assert all(o["util_pct"] is None for o in out)  # no GPU: no NVML figure
