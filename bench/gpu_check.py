@@ -137,11 +137,16 @@ def check_discovery(options: Options) -> dict[str, Any]:
     try:
         info = discover(nvml, options.nic_gbps)
         status = gpu_status(nvml)
+        if not info.gpus:
+            raise CliError("NVML: the driver answers but reports no GPU")
+        first = nvml.nvmlDeviceGetHandleByIndex(0)
+        nvml_mem_mib = int(nvml.nvmlDeviceGetMemoryInfo(first).total) // MIB
     finally:
         nvml.nvmlShutdown()
     return {
         "nvml": source,
         "product": info.product,
+        "nvml_mem_mib": nvml_mem_mib,
         "annotation": json.loads(info.to_annotation()),
         "labels": info.labels(),
         "unknown": info.unknown,
@@ -471,7 +476,8 @@ def table(report: dict[str, Any]) -> str:
         f"{'part':<10} {'item':<22} value",
         f"{'discover':<10} {'product':<22} {d['product']}",
         f"{'discover':<10} {'model':<22} {ann['model']}",
-        f"{'discover':<10} {'memory':<22} {ann['memMib']} MiB",
+        f"{'discover':<10} {'memory':<22} {ann['memMib']} MiB published, "
+        f"{d['nvml_mem_mib']} MiB NVML's total",
         f"{'discover':<10} {'speed':<22} {ann['speed']:g}",
         f"{'discover':<10} {'links':<22} PCIe {ann['pcieGbps']:g} Gbit/s, "
         f"NVLink {ann['nvlinkGbps']:g} Gbit/s a lane, NIC {ann['nicGbps']:g} Gbit/s",

@@ -28,6 +28,7 @@ def test_the_fake_h200_check_publishes_trains_resumes_and_compares(
     assert h200 is not None
     assert (ann["model"], ann["product"]) == (h200.name, FAKE_PRODUCT)
     assert (ann["memMib"], ann["speed"]) == (h200.gpu_type().mem_mib, h200.gpu_type().speed)
+    assert report["discovery"]["nvml_mem_mib"] == 143_771  # the fake's, as the H200's NVML
     assert len(ann["gpus"]) == 8 and report["discovery"]["unknown"] is None
     assert report["discovery"]["nvml"].startswith("fake")
 
