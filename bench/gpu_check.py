@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.model.catalog import resolve
 from controller.model.sharing import SharingMode
 from gpuflow.colocate_cmd import predict
 from gpuflow.options import CliError
@@ -284,15 +285,16 @@ def measured_rows(product: str, options: Options, workdir: Path) -> list[dict[st
         if model == "resnet50" and importlib.util.find_spec("torchvision") is None:
             rows.append(_skipped(model, "torchvision is not installed (pip install torchvision)"))
             continue
+        _say(f"{model}: alone, {options.window_s:g} s")
         try:
             solo = _run_workers(model, batch, options.window_s, 1, workdir, Sharing({}))[0]
         except CliError as exc:
             rows.append(_skipped(model, str(exc)))
             continue
-        util = min(1.0, max(MIN_MEASURED_UTIL, (solo["util_pct"] or 0.0) / 100))
-        job = f"{model}:batch={batch}:util={util:.3f}:mem={max(1, solo['peak_mem_mib'])}"
+        job, util, said = _job_alone(model, batch, solo)
         for mode in SharingMode:
             window = options.window_s + 1
+            _say(f"{model}: two, {mode}, {window:g} s")
             try:
                 with _sharing(mode, workdir) as sharing:
                     pair = _run_workers(model, batch, window, 2, workdir, sharing)
@@ -300,11 +302,28 @@ def measured_rows(product: str, options: Options, workdir: Path) -> list[dict[st
                 rows.append(_skipped(model, str(exc), mode))
                 continue
             slowdowns = [solo["iters_per_s"] / p["iters_per_s"] for p in pair]
-            source = f"measured here ({solo['iters_per_s']:.1f} it/s alone)"
+            source = f"measured here ({solo['iters_per_s']:.1f} it/s alone{said})"
             rows.append(
                 _row(mode, model, util, predicted(product, mode, [job, job]), slowdowns, source)
             )
     return rows
+
+
+def _job_alone(model: str, batch: int, solo: dict[str, Any]) -> tuple[str, float, str]:
+    """The `gpuflow colocate` JOB for a model measured alone, its utilisation, and
+    what the row should say of it: the utilisation NVML measured (at least
+    MIN_MEASURED_UTIL, as the operator takes a pod's), else the catalogue's."""
+    mem = f"mem={solo['peak_mem_mib']}" if solo["peak_mem_mib"] else ""
+    if solo["util_pct"] is None:
+        parts = [model, f"batch={batch}", mem]
+        return (
+            ":".join(p for p in parts if p),
+            resolve(model).gpu_util,
+            "; no NVML figure: util the catalogue's",
+        )
+    util = min(1.0, max(MIN_MEASURED_UTIL, solo["util_pct"] / 100))
+    parts = [model, f"batch={batch}", f"util={util:.3f}", mem]
+    return ":".join(p for p in parts if p), util, ""
 
 
 def _row(
@@ -454,6 +473,7 @@ def run_check(options: Options) -> dict[str, Any]:
     report: dict[str, Any] = {"machine": machine()}
     report["discovery"] = check_discovery(options)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        _say(f"train: {options.train_steps} steps, SIGTERM, resume")
         report["train"] = check_train(options, Path(tmp))
         if options.fake_nvml or report["machine"]["cuda_device"] is None:
             report["colocation_mode"] = "recorded (no CUDA or --fake-nvml: nothing measured)"
@@ -512,6 +532,11 @@ def table(report: dict[str, Any]) -> str:
             f"{r['source']}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _say(text: str) -> None:
+    """Progress on stderr: a GPU run is silent for minutes otherwise."""
+    sys.stderr.write(f"gpu_check: {text}\n")
 
 
 def _health(status: list[dict[str, Any]]) -> str:

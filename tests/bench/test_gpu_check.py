@@ -6,10 +6,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
-from bench.gpu_check import FAKE_PRODUCT, RECORDED_SOURCE, Sharing, _run_workers, main, table
+from bench.gpu_check import (
+    FAKE_PRODUCT,
+    RECORDED_SOURCE,
+    Sharing,
+    main,
+    measured_rows,
+    parse_args,
+    table,
+)
 from controller.model.gpus import GPU_CATALOG
 from gpuflow.colocate_cmd import predict
 from gpuflow.train.preemption import EXIT_CHECKPOINTED
@@ -81,17 +90,23 @@ def test_without_nvml_the_check_is_one_line_and_exit_2(
     assert err.startswith("gpu_check: NVML: ") and err.count("\n") == 1
 
 
-def test_a_pair_of_workers_start_their_window_together_and_report(tmp_path: Path) -> None:
+def test_measured_rows_time_a_pair_and_skip_mps_with_its_reason(tmp_path: Path) -> None:
+    # On the CPU, as the check never does by itself: the workers, their barrier and
+    # the rows are those of a GPU run; no MPS control daemon here, so its row says so.
+    options = parse_args(["--models", "mlp", "--window-s", "0.3"])
     windows: list[int] = []
 
     class Recording(Sharing):
         def in_window(self) -> None:
             windows.append(len(list(tmp_path.glob("barrier-*/ready-*"))))
 
-    out = _run_workers("mlp", 64, 0.3, 2, tmp_path, Recording({}))
-    assert windows == [2]  # called once, when both had started their window
-    assert [o["model"] for o in out] == ["mlp", "mlp"]
-    assert all(o["device"] == "cpu" and o["iters_per_s"] > 0 for o in out)
-    assert all(o["util_pct"] is None for o in out)  # no GPU: no NVML figure
-    barrier = next(tmp_path.glob("barrier-*"))
-    assert len(list(barrier.glob("ready-*"))) == 2
+    with patch("bench.gpu_check.Sharing", Recording):
+        rows = measured_rows(FAKE_PRODUCT, options, tmp_path)
+    assert windows == [1, 3]  # called once a run's workers were all in their window
+    ts, mps = rows
+    assert (ts["sharing"], ts["model"], len(ts["measured"])) == ("time-slicing", "mlp", 2)
+    assert all(s > 0 for s in ts["measured"]) and ts["predicted"] >= 1.0
+    assert ts["source"].startswith("measured here (")
+    assert ts["source"].endswith("; no NVML figure: util the catalogue's)")
+    assert mps["sharing"] == "mps" and mps["measured"] == []
+    assert mps["source"].startswith("skipped: MPS: ")  # here: nvidia-cuda-mps-control -d failed
