@@ -160,8 +160,6 @@ def check_discovery(options: Options) -> dict[str, Any]:
 
 def check_train(options: Options, workdir: Path) -> dict[str, Any]:
     """The example job stopped by SIGTERM and resumed (module docstring, part 2)."""
-    import torch
-
     ckpt = workdir / "ckpt"
     args = ["--report-interval-s", "0.05", "--checkpoint-interval-s", "3600"]
     first_log = workdir / "train-1.log"
@@ -169,13 +167,13 @@ def check_train(options: Options, workdir: Path) -> dict[str, Any]:
         reached = _wait_for_step(proc, first_log, options.train_steps)
         proc.send_signal(signal.SIGTERM)
         stop_exit = proc.wait(timeout=WORKER_TIMEOUT_S)
-    saved = torch.load(checkpoint.checkpoint_file(ckpt, 1), weights_only=True)
+    saved = _checkpoint(ckpt, 1, stop_exit, first_log)
     stopped_at = int(saved["train"]["step"])
     end = stopped_at + options.resume_steps
     second_log = workdir / "train-2.log"
     with _worker([*args, "--steps", str(end)], ckpt, 2, second_log) as proc:
         resume_exit = proc.wait(timeout=WORKER_TIMEOUT_S)
-    final = torch.load(checkpoint.checkpoint_file(ckpt, 2), weights_only=True)
+    final = _checkpoint(ckpt, 2, resume_exit, second_log)
     text = second_log.read_text()
     resumed = RESUMED_LINE.search(text)
     first_losses = [float(m[2]) for m in STEP_LINE.finditer(first_log.read_text())]
@@ -200,6 +198,18 @@ def check_train(options: Options, workdir: Path) -> dict[str, Any]:
         and bool(first_losses and later_losses and later_losses[0] < first_losses[0])
     )
     return out
+
+
+def _checkpoint(ckpt: Path, attempt: int, exit_code: int, log: Path) -> dict[str, Any]:
+    """The checkpoint attempt `attempt` wrote; CliError with its log's end if none."""
+    import torch
+
+    path = checkpoint.checkpoint_file(ckpt, attempt)
+    if not path.is_file():
+        tail = log.read_text()[-400:]
+        raise CliError(f"train: attempt {attempt} exited {exit_code} with no checkpoint: {tail!r}")
+    payload: dict[str, Any] = torch.load(path, weights_only=True)
+    return payload
 
 
 @contextlib.contextmanager
