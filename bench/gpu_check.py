@@ -302,6 +302,11 @@ def measured_rows(product: str, options: Options, workdir: Path) -> list[dict[st
             rows.append(_skipped(model, str(exc)))
             continue
         job, util, said = _job_alone(model, batch, solo)
+        agent = solo.get("process_sm_util_pct")
+        agent_util = min(1.0, max(MIN_MEASURED_UTIL, agent / 100)) if agent is not None else None
+        agent_job = f"{model}:batch={batch}:util={agent_util:.3f}" if agent_util else None
+        if agent_job and solo["peak_mem_mib"]:
+            agent_job += f":mem={solo['peak_mem_mib']}"
         for mode in SharingMode:
             window = options.window_s + 1
             _say(f"{model}: two, {mode}, {window:g} s")
@@ -313,9 +318,12 @@ def measured_rows(product: str, options: Options, workdir: Path) -> list[dict[st
                 continue
             slowdowns = [solo["iters_per_s"] / p["iters_per_s"] for p in pair]
             source = f"measured here ({solo['iters_per_s']:.1f} it/s alone{said})"
-            rows.append(
-                _row(mode, model, util, predicted(product, mode, [job, job]), slowdowns, source)
-            )
+            row = _row(mode, model, util, predicted(product, mode, [job, job]), slowdowns, source)
+            if agent_job and agent_util:
+                row["agent_util"] = round(agent_util, 3)
+                by_agent = predicted(product, mode, [agent_job, agent_job])
+                row["predicted_agent"] = by_agent[0] if isinstance(by_agent, list) else None
+            rows.append(row)
     return rows
 
 
@@ -353,6 +361,8 @@ def _row(
         "predicted": model_s,
         "measured": [round(m, 3) for m in measured],
         "error_pct": round((model_s / mean - 1) * 100, 1) if model_s else None,
+        "agent_util": None,  # the SM utilisation the node agent would read, where measured
+        "predicted_agent": None,  # the prediction from it
         "source": source if model_s else f"{source}; no prediction: {prediction}",
     }
 
@@ -365,6 +375,8 @@ def _skipped(model: str, why: str, mode: SharingMode | None = None) -> dict[str,
         "predicted": None,
         "measured": [],
         "error_pct": None,
+        "agent_util": None,
+        "predicted_agent": None,
         "source": f"skipped: {why}",
     }
 
@@ -529,17 +541,23 @@ def table(report: dict[str, Any]) -> str:
         f"{'train':<10} {'result':<22} {'ok' if t['ok'] else 'FAILED'}",
         "",
         f"co-location: {report['colocation_mode']}",
+        "(slowdown: time per step beside the other over alone; util: NVML utilization.gpu "
+        "alone, what the prediction uses;",
+        " agent u: the process's SM utilisation alone as the node agent reads it, pred(u): "
+        "the prediction from it)",
         f"{'sharing':<13} {'model':<12} {'util':>5} {'predicted':>9} {'measured':>14} "
-        f"{'error':>7}  source",
+        f"{'error':>7} {'agent u':>7} {'pred(u)':>7}  source",
     ]
     for r in report["colocation"]:
         util = f"{r['util']:.3f}" if r["util"] is not None else "-"
         pred = f"{r['predicted']:.3f}" if r["predicted"] is not None else "-"
         meas = ", ".join(f"{v:.3f}" for v in r["measured"]) or "-"
         err = f"{r['error_pct']:+.1f}%" if r["error_pct"] is not None else "-"
+        agent = f"{r['agent_util']:.3f}" if r["agent_util"] is not None else "-"
+        by_agent = f"{r['predicted_agent']:.3f}" if r["predicted_agent"] is not None else "-"
         lines.append(
-            f"{r['sharing']:<13} {r['model']:<12} {util:>5} {pred:>9} {meas:>14} {err:>7}  "
-            f"{r['source']}"
+            f"{r['sharing']:<13} {r['model']:<12} {util:>5} {pred:>9} {meas:>14} {err:>7} "
+            f"{agent:>7} {by_agent:>7}  {r['source']}"
         )
     return "\n".join(lines) + "\n"
 

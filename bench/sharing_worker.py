@@ -12,7 +12,9 @@ many steps as fit in WINDOW_S, synchronising every SYNC_EVERY steps; with --barr
 the processes of a pair start their window together (each writes a ready file in DIR
 and waits for N of them). `util_pct` is NVML's `utilization.gpu` of the device (the
 whole GPU, as the session's `gpu_util_pct`), sampled every UTIL_SAMPLE_S over the
-window. Models: `resnet50` (torchvision, when installed), `transformer` (a 6-layer
+window; `process_sm_util_pct` this process's SM utilisation as the node agent reads a
+pod's (its NVML process samples; None where NVML gives none of this process).
+Models: `resnet50` (torchvision, when installed), `transformer` (a 6-layer
 `nn.TransformerEncoder`, d=512, 8 heads, ff 2048, a 32,000-token embedding and output
 layer, sequences of 128), `mlp` (examples/train's student network, launch-bound).
 """
@@ -38,6 +40,8 @@ from examples.train.train import IN_FEATURES, student
 WARMUP_STEPS = 15
 SYNC_EVERY = 5
 UTIL_SAMPLE_S = 0.1
+# NVML keeps a bounded buffer of per-process samples: read them once a second.
+PROCESS_READ_S = 1.0
 BARRIER_TIMEOUT_S = 120.0
 VOCAB = 32_000
 SEQUENCE = 128
@@ -75,11 +79,16 @@ def build(
 
 
 class UtilSampler:
-    """NVML's utilization.gpu of GPU `index`, sampled in a thread; None without NVML."""
+    """In a thread over the window, from NVML (nothing without it): the GPU's
+    utilization.gpu every UTIL_SAMPLE_S, and this process's SM utilisation as the node
+    agent measures a pod's (operators/agent/gpu_use.py: the mean `smUtil` of its
+    nvmlDeviceGetProcessUtilization samples), read every PROCESS_READ_S."""
 
     def __init__(self, index: int) -> None:
         self.samples: list[int] = []
+        self.process_sm: list[float] = []
         self._index = index
+        self._seen_us = int(time.time() * 1e6)  # NVML stamps samples in CPU microseconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -102,13 +111,37 @@ class UtilSampler:
             return
         try:
             handle = pynvml.nvmlDeviceGetHandleByIndex(self._index)
+            last_read = time.monotonic()
             while not self._stop.wait(UTIL_SAMPLE_S):
                 self.samples.append(int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu))
+                if time.monotonic() - last_read >= PROCESS_READ_S:
+                    self._read_process(pynvml, handle)
+                    last_read = time.monotonic()
+            self._read_process(pynvml, handle)
         finally:
             pynvml.nvmlShutdown()
 
+    def _read_process(self, pynvml: Any, handle: Any) -> None:
+        try:
+            samples = pynvml.nvmlDeviceGetProcessUtilization(handle, self._seen_us)
+        except pynvml.NVMLError_NotFound:
+            return  # no kernel of any process since the last read
+        except pynvml.NVMLError:
+            return  # NotSupported: the GPU keeps no per-process samples
+        for sample in samples:
+            self._seen_us = max(self._seen_us, int(sample.timeStamp))
+            if int(sample.pid) == os.getpid():
+                self.process_sm.append(float(sample.smUtil))
+
     def mean_pct(self) -> float | None:
         return sum(self.samples) / len(self.samples) if self.samples else None
+
+    def process_pct(self) -> float | None:
+        """This process's mean SM utilisation over the window, as one read of the
+        agent's would give it; None where NVML gave no sample of this process (a GPU
+        that keeps none, or NVML's pids are not this process's: a container without
+        the host's PID namespace)."""
+        return sum(self.process_sm) / len(self.process_sm) if self.process_sm else None
 
 
 def wait_barrier(directory: Path, nproc: int) -> None:
@@ -160,6 +193,7 @@ def measure(
         "device": str(device),
         "iters_per_s": steps / elapsed,
         "util_pct": util.mean_pct() if cuda else None,
+        "process_sm_util_pct": util.process_pct() if cuda else None,
         "peak_mem_mib": round(peak),
         "mps_pct": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
     }

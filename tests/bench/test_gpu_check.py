@@ -70,7 +70,8 @@ def test_the_fake_h200_check_publishes_trains_resumes_and_compares(
     assert "discover   model                  H200-SXM-141GB" in text
     assert "cpu (no CUDA: the CPU run)" in text
     assert f"exit {EXIT_CHECKPOINTED}, checkpoint at step {train['checkpoint_step']}" in text
-    row = "time-slicing  resnet50     0.993     2.213   2.223, 2.223   -0.4%  recorded on H200"
+    row = "time-slicing  resnet50     0.993     2.213   2.223, 2.223   -0.4%       -       -  "
+    row += "recorded on H200"
     assert row in text
 
 
@@ -108,5 +109,6 @@ def test_measured_rows_time_a_pair_and_skip_mps_with_its_reason(tmp_path: Path) 
     assert all(s > 0 for s in ts["measured"]) and ts["predicted"] >= 1.0
     assert ts["source"].startswith("measured here (")
     assert ts["source"].endswith("; no NVML figure: util the catalogue's)")
+    assert ts["agent_util"] is None and ts["predicted_agent"] is None  # no NVML here
     assert mps["sharing"] == "mps" and mps["measured"] == []
     assert mps["source"].startswith("skipped: MPS: ")  # here: nvidia-cuda-mps-control -d failed
