@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ from controller.model.sharing import SharingMode, Tenant, colocate
 from controller.spec.yaml_spec import known_gpu
 from gpuflow.options import CliError
 
-__all__ = ["JobArg", "add_parser", "parse_job", "run"]
+__all__ = ["Answer", "JobArg", "add_parser", "parse_job", "predict", "run"]
 
 # Memory that does not grow with the batch: weights, gradients and optimizer state,
 # 16 bytes a parameter in mixed-precision Adam (Rajbhandari et al., "ZeRO", SC'20
@@ -75,21 +76,44 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.gpu:
+    answer = predict(args.gpu, args.sharing, args.jobs, args.mps_pct)
+    if args.json:
+        sys.stdout.write(json.dumps(answer.out) + "\n")
+    else:
+        sys.stdout.write(_table(answer.out, answer.tenants, answer.mem_mib))
+    return 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What `colocate` answers: `out`, the `--json` object, and the tenants asked
+    about on a GPU of `mem_mib`."""
+
+    out: dict[str, Any]
+    tenants: list[Tenant]
+    mem_mib: int
+
+
+def predict(
+    gpu_name: str | None, sharing: str | None, job_args: Sequence[str], mps_pct: str | None
+) -> Answer:
+    """The command's answer for its arguments as written (bench/gpu_check.py asks it
+    too); CliError naming the field for bad input."""
+    if not gpu_name:
         raise CliError("--gpu: a GPU model is required (e.g. 'NVIDIA H200' or H100-SXM5-80GB)")
-    gpu = known_gpu(args.gpu)
+    gpu = known_gpu(gpu_name)
     if gpu is None:
         raise CliError(
-            f"--gpu: unknown GPU model {args.gpu[:60]!r} (known: "
+            f"--gpu: unknown GPU model {gpu_name[:60]!r} (known: "
             f"{', '.join(GPU_CATALOG.by_name)}; or the name nvidia-smi -L prints)"
         )
-    mode = _sharing(args.sharing)
-    if not args.jobs:
+    mode = _sharing(sharing)
+    if not job_args:
         raise CliError("JOB: at least one job, MODEL[:batch=B][:util=U][:mem=MIB]")
-    if len(args.jobs) > MAX_JOBS:
-        raise CliError(f"JOB: at most {MAX_JOBS} jobs on one GPU, got {len(args.jobs)}")
-    jobs = [parse_job(text, i) for i, text in enumerate(args.jobs)]
-    fractions = _mps_pct(args.mps_pct, len(jobs), mode)
+    if len(job_args) > MAX_JOBS:
+        raise CliError(f"JOB: at most {MAX_JOBS} jobs on one GPU, got {len(job_args)}")
+    jobs = [parse_job(text, i) for i, text in enumerate(job_args)]
+    fractions = _mps_pct(mps_pct, len(jobs), mode)
     tenants = [
         _tenant(job, resolve(job.model), fraction)
         for job, fraction in zip(jobs, fractions, strict=True)
@@ -104,11 +128,7 @@ def run(args: argparse.Namespace) -> int:
         ],
         "throughput_gain": round(group.throughput_gain, 4),
     }
-    if args.json:
-        sys.stdout.write(json.dumps(out) + "\n")
-    else:
-        sys.stdout.write(_table(out, tenants, gpu.mem_mib))
-    return 0
+    return Answer(out, tenants, gpu.mem_mib)
 
 
 def parse_job(text: str, index: int) -> JobArg:
