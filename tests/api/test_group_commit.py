@@ -23,6 +23,7 @@ from api.models import IdempotencyKey, Job, JobEvent, User, utcnow
 from api.security import TokenCache
 from api.settings import Settings
 from controller.live import LiveCluster
+from controller.model.precision import DEFAULT_PRECISION
 from controller.placement import ConsolidatedPlacer
 from policies.registry import make_policy
 from tests.api.builders import statements_failing
@@ -66,6 +67,7 @@ def _rows(user_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
         "iterations": None,
         "batch_size": None,
         "gpu_mem_mib": None,
+        "precision": str(DEFAULT_PRECISION),
         "priority": 0,
         "metrics_token_hash": "0" * 64,
         "status": "Queued",

@@ -194,6 +194,9 @@ def test_pod_acts_under_its_own_service_account(
     )
     pod = make_pod("sa-1", code)
     del pod["spec"]["nodeName"]
+    # kube-scheduler binds it; to node-0, whose kubelet runs here (other tests' nodes
+    # may still be Ready on the session's shared control plane).
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "node-0"}
     pod["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "sa-env"}}]
     try:
         kubelet()
