@@ -1,9 +1,11 @@
 """Cluster mode: a cancel is committed before its DLJob is deleted, and a cancelled
 job's DLJob is deleted however long Kubernetes refuses (api.dljob_reaper).
 
-Against the strict Kubernetes API test server: its fault hook refuses DLJob deletes
-(503) until the test takes the faults back; the fixtures and helpers are
-tests/api/test_cluster_mode.py's.
+The refused deletes need the test API server (gpuflow/sandbox/kube,
+docs/kube-test-server.md): its fault hook refuses DLJob deletes (503) until the test
+takes the faults back, which a real kube-apiserver cannot be made to do on cue. The
+cancel whose database write fails runs on the real control plane. The fixtures and
+helpers are tests/api/test_cluster_mode.py's.
 """
 
 from __future__ import annotations
@@ -16,15 +18,17 @@ from operators.kube import ApiException, KubeApi
 from tests.api.builders import auth, statements_failing, submit, wait_for
 from tests.api.test_cluster_mode import (
     JOBS,
-    any_db,
+    fault_any_db,
+    fault_settings,
     kinds,
     service,
     settings,
     settle,
 )
 from tests.kube.fixtures import KubeServer, kube_server
+from tests.operators.real_cluster import RealCluster
 
-__all__ = ["any_db", "kube_server", "settings"]
+__all__ = ["fault_any_db", "fault_settings", "kube_server", "settings"]
 
 # More refusals than the reaper retries within any test: deletes fail until taken back.
 REFUSALS = 1000
@@ -57,10 +61,10 @@ def backend(client: Any) -> ClusterModeBackend:
 
 
 def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_it_can(
-    any_db: Settings, kube_server: KubeServer
+    fault_any_db: Settings, kube_server: KubeServer
 ) -> None:
     api = KubeApi(kube_server.api_client())
-    with service(any_db) as client:
+    with service(fault_any_db) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=2)
         refuse_deletes(kube_server)
@@ -81,12 +85,12 @@ def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_
 
 
 def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
-    any_db: Settings, kube_server: KubeServer
+    fault_any_db: Settings, kube_server: KubeServer
 ) -> None:
     """The service stopped between the cancel's commit and the DLJob's delete: the
     next start's list finds a Cancelled row with a live DLJob and deletes it."""
     api = KubeApi(kube_server.api_client())
-    with service(any_db) as client:
+    with service(fault_any_db) as client:
         alice = auth(client, "alice", "vision")
         cancelled = submit(client, alice, num_gpus=2)
         kept = submit(client, alice, num_gpus=1)
@@ -95,7 +99,7 @@ def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
         assert r.status_code == 200 and r.json()["status"] == "Cancelled"
     allow_deletes(kube_server)
     assert dljob_exists(api, cancelled["dljob_name"])  # what a crash there leaves
-    with service(any_db) as client:
+    with service(fault_any_db) as client:
         wait_for(lambda: not dljob_exists(api, cancelled["dljob_name"]), timeout_s=60)
         settle(client)
         assert dljob_exists(api, kept["dljob_name"])  # only the cancelled job's
@@ -104,9 +108,9 @@ def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
 
 
 def test_a_cancel_whose_database_write_fails_deletes_nothing(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
-    api = KubeApi(kube_server.api_client())
+    api = kube_cluster.api
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=2)
