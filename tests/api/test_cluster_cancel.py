@@ -1,47 +1,107 @@
 """Cluster mode: a cancel is committed before its DLJob is deleted, and a cancelled
 job's DLJob is deleted however long Kubernetes refuses (api.dljob_reaper).
 
-The refused deletes need the test API server (gpuflow/sandbox/kube,
-docs/kube-test-server.md): its fault hook refuses DLJob deletes (503) until the test
-takes the faults back, which a real kube-apiserver cannot be made to do on cue. The
-cancel whose database write fails runs on the real control plane. The fixtures and
-helpers are tests/api/test_cluster_mode.py's.
+On the session's real control plane: a ValidatingAdmissionPolicy bound for the test
+(`DeleteRefusal`) makes the kube-apiserver refuse every DLJob delete (403 Forbidden)
+until the test removes its binding; a dry-run delete tells when the policy has taken
+effect and when it has gone. The fixtures and helpers are
+tests/api/test_cluster_mode.py's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
 
 from api.cluster import ClusterModeBackend
 from api.settings import Settings
+from operators import crd
 from operators.kube import ApiException, KubeApi
 from tests.api.builders import auth, statements_failing, submit, wait_for
 from tests.api.test_cluster_mode import (
     JOBS,
-    fault_any_db,
-    fault_settings,
+    any_db,
     kinds,
     service,
     settings,
     settle,
 )
-from tests.kube.fixtures import KubeServer, kube_server
 from tests.operators.real_cluster import RealCluster
 
-__all__ = ["fault_any_db", "fault_settings", "kube_server", "settings"]
+__all__ = ["any_db", "settings"]
 
-# More refusals than the reaper retries within any test: deletes fail until taken back.
-REFUSALS = 1000
-
-
-def refuse_deletes(server: KubeServer) -> None:
-    for _ in range(REFUSALS):
-        server.fail_next("delete", "dljobs", 503)
+POLICY = "gpuflow-test-refuse-dljob-deletes"
+FORBIDDEN = 403
 
 
-def allow_deletes(server: KubeServer) -> None:
-    while server.faults.take("delete", "dljobs") is not None:
-        pass
+class DeleteRefusal:
+    """DLJob deletes refused by the real kube-apiserver's admission (a
+    ValidatingAdmissionPolicy whose one rule is false) while its binding exists."""
+
+    def __init__(self, cluster: RealCluster) -> None:
+        self.api = cluster.api
+        self.admission = kubernetes.client.AdmissionregistrationV1Api(cluster.client)
+        rule = {"apiGroups": [crd.GROUP], "apiVersions": ["*"], "operations": ["DELETE"],
+                "resources": [crd.PLURAL]}  # fmt: skip
+        refusal = {"expression": "false", "reason": "Forbidden",
+                   "message": "DLJob deletes refused by the test's admission policy"}  # fmt: skip
+        self.admission.create_validating_admission_policy(
+            {
+                "metadata": {"name": POLICY},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [rule]},
+                    "validations": [refusal],
+                },
+            }
+        )
+
+    def refuse(self, name: str) -> None:
+        """Bind the policy; back once a (dry-run) delete of DLJob `name` is refused."""
+        binding = {"policyName": POLICY, "validationActions": ["Deny"]}
+        self.admission.create_validating_admission_policy_binding(
+            {"metadata": {"name": POLICY}, "spec": binding}
+        )
+        wait_for(lambda: not self._allowed(name), timeout_s=30)
+
+    def allow(self, name: str) -> None:
+        """Unbind it; back once a (dry-run) delete of DLJob `name` goes through."""
+        self.admission.delete_validating_admission_policy_binding(POLICY)
+        wait_for(lambda: self._allowed(name), timeout_s=30)
+
+    def _allowed(self, name: str) -> bool:
+        try:
+            self.api.custom.delete_namespaced_custom_object(
+                crd.GROUP, crd.VERSION, "default", crd.PLURAL, name, dry_run="All"
+            )
+        except ApiException as exc:
+            if exc.status != FORBIDDEN:
+                raise
+            return False
+        return True
+
+    def close(self) -> None:
+        for delete in (
+            self.admission.delete_validating_admission_policy_binding,
+            self.admission.delete_validating_admission_policy,
+        ):
+            try:
+                delete(POLICY)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+@pytest.fixture
+def deletes(kube_cluster: RealCluster) -> Iterator[DeleteRefusal]:
+    refusal = DeleteRefusal(kube_cluster)
+    try:
+        yield refusal
+    finally:
+        refusal.close()
 
 
 def dljob_exists(api: KubeApi, name: str) -> bool:
@@ -61,13 +121,13 @@ def backend(client: Any) -> ClusterModeBackend:
 
 
 def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_it_can(
-    fault_any_db: Settings, kube_server: KubeServer
+    any_db: Settings, kube_cluster: RealCluster, deletes: DeleteRefusal
 ) -> None:
-    api = KubeApi(kube_server.api_client())
-    with service(fault_any_db) as client:
+    api = kube_cluster.api
+    with service(any_db) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=2)
-        refuse_deletes(kube_server)
+        deletes.refuse(job["dljob_name"])
         r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
         assert r.status_code == 200, r.text
         assert r.json()["status"] == "Cancelled"
@@ -76,7 +136,7 @@ def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_
         assert client.post(f"{JOBS}/{job['id']}/cancel", headers=alice).status_code == 409
         got = client.get(f"{JOBS}/{job['id']}", headers=alice).json()
         assert got["status"] == "Cancelled"
-        allow_deletes(kube_server)
+        deletes.allow(job["dljob_name"])
         wait_for(lambda: not dljob_exists(api, job["dljob_name"]), timeout_s=60)
         wait_for(lambda: backend(client).reaper.pending() == 0, timeout_s=30)
         settle(client)
@@ -85,21 +145,21 @@ def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_
 
 
 def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
-    fault_any_db: Settings, kube_server: KubeServer
+    any_db: Settings, kube_cluster: RealCluster, deletes: DeleteRefusal
 ) -> None:
     """The service stopped between the cancel's commit and the DLJob's delete: the
     next start's list finds a Cancelled row with a live DLJob and deletes it."""
-    api = KubeApi(kube_server.api_client())
-    with service(fault_any_db) as client:
+    api = kube_cluster.api
+    with service(any_db) as client:
         alice = auth(client, "alice", "vision")
         cancelled = submit(client, alice, num_gpus=2)
         kept = submit(client, alice, num_gpus=1)
-        refuse_deletes(kube_server)
+        deletes.refuse(cancelled["dljob_name"])
         r = client.post(f"{JOBS}/{cancelled['id']}/cancel", headers=alice)
         assert r.status_code == 200 and r.json()["status"] == "Cancelled"
-    allow_deletes(kube_server)
+    deletes.allow(cancelled["dljob_name"])
     assert dljob_exists(api, cancelled["dljob_name"])  # what a crash there leaves
-    with service(fault_any_db) as client:
+    with service(any_db) as client:
         wait_for(lambda: not dljob_exists(api, cancelled["dljob_name"]), timeout_s=60)
         settle(client)
         assert dljob_exists(api, kept["dljob_name"])  # only the cancelled job's

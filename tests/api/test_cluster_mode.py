@@ -75,16 +75,6 @@ def fault_settings(tmp_path: Path, kube_server: KubeServer) -> Settings:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def any_db(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """Cluster-mode settings on SQLite or on the session's PostgreSQL database."""
-    return _on_db(request, settings)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def fault_any_db(request: pytest.FixtureRequest, fault_settings: Settings) -> Settings:
-    """`fault_settings` on SQLite or on the session's PostgreSQL database."""
-    return _on_db(request, fault_settings)
-
-
-def _on_db(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     if request.param == "sqlite":
         return settings
     pg: Settings = request.getfixturevalue("pg_settings")  # truncated after the test
