@@ -1,19 +1,17 @@
 """Cluster mode: a cancel is committed before its DLJob is deleted, and a cancelled
 job's DLJob is deleted however long Kubernetes refuses (api.dljob_reaper).
 
-On the session's real control plane: a ValidatingAdmissionPolicy bound for the test
-(`DeleteRefusal`) makes the kube-apiserver refuse every DLJob delete (403 Forbidden)
-until the test removes its binding; a dry-run delete tells when the policy has taken
-effect and when it has gone. The fixtures and helpers are
+On the session's real control plane: an admission policy bound for the test
+(tests/controlplane/refusal.py) makes the kube-apiserver refuse every DLJob delete
+(403 Forbidden) until the test removes its binding. The fixtures and helpers are
 tests/api/test_cluster_mode.py's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import kubernetes  # type: ignore[import-untyped]
 import pytest
 
 from api.cluster import ClusterModeBackend
@@ -29,79 +27,27 @@ from tests.api.test_cluster_mode import (
     settings,
     settle,
 )
+from tests.controlplane.refusal import AdmissionRefusal
 from tests.operators.real_cluster import RealCluster
 
 __all__ = ["any_db", "settings"]
 
-POLICY = "gpuflow-test-refuse-dljob-deletes"
-FORBIDDEN = 403
-
-
-class DeleteRefusal:
-    """DLJob deletes refused by the real kube-apiserver's admission (a
-    ValidatingAdmissionPolicy whose one rule is false) while its binding exists."""
-
-    def __init__(self, cluster: RealCluster) -> None:
-        self.api = cluster.api
-        self.admission = kubernetes.client.AdmissionregistrationV1Api(cluster.client)
-        rule = {"apiGroups": [crd.GROUP], "apiVersions": ["*"], "operations": ["DELETE"],
-                "resources": [crd.PLURAL]}  # fmt: skip
-        refusal = {"expression": "false", "reason": "Forbidden",
-                   "message": "DLJob deletes refused by the test's admission policy"}  # fmt: skip
-        self.admission.create_validating_admission_policy(
-            {
-                "metadata": {"name": POLICY},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "matchConstraints": {"resourceRules": [rule]},
-                    "validations": [refusal],
-                },
-            }
-        )
-
-    def refuse(self, name: str) -> None:
-        """Bind the policy; back once a (dry-run) delete of DLJob `name` is refused."""
-        binding = {"policyName": POLICY, "validationActions": ["Deny"]}
-        self.admission.create_validating_admission_policy_binding(
-            {"metadata": {"name": POLICY}, "spec": binding}
-        )
-        wait_for(lambda: not self._allowed(name), timeout_s=30)
-
-    def allow(self, name: str) -> None:
-        """Unbind it; back once a (dry-run) delete of DLJob `name` goes through."""
-        self.admission.delete_validating_admission_policy_binding(POLICY)
-        wait_for(lambda: self._allowed(name), timeout_s=30)
-
-    def _allowed(self, name: str) -> bool:
-        try:
-            self.api.custom.delete_namespaced_custom_object(
-                crd.GROUP, crd.VERSION, "default", crd.PLURAL, name, dry_run="All"
-            )
-        except ApiException as exc:
-            if exc.status != FORBIDDEN:
-                raise
-            return False
-        return True
-
-    def close(self) -> None:
-        for delete in (
-            self.admission.delete_validating_admission_policy_binding,
-            self.admission.delete_validating_admission_policy,
-        ):
-            try:
-                delete(POLICY)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-
 
 @pytest.fixture
-def deletes(kube_cluster: RealCluster) -> Iterator[DeleteRefusal]:
-    refusal = DeleteRefusal(kube_cluster)
+def deletes(kube_cluster: RealCluster) -> Iterator[AdmissionRefusal]:
+    """DLJob deletes refused on cue (refuse(probe(name)), allow(probe(name)))."""
+    refusal = AdmissionRefusal(kube_cluster.client, "DELETE", crd.GROUP, crd.PLURAL)
     try:
         yield refusal
     finally:
         refusal.close()
+
+
+def probe(api: KubeApi, name: str) -> Callable[[], Any]:
+    """A dry-run delete of DLJob `name`, which must exist for admission to see it."""
+    return lambda: api.custom.delete_namespaced_custom_object(
+        crd.GROUP, crd.VERSION, "default", crd.PLURAL, name, dry_run="All"
+    )
 
 
 def dljob_exists(api: KubeApi, name: str) -> bool:
@@ -121,13 +67,13 @@ def backend(client: Any) -> ClusterModeBackend:
 
 
 def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_it_can(
-    any_db: Settings, kube_cluster: RealCluster, deletes: DeleteRefusal
+    any_db: Settings, kube_cluster: RealCluster, deletes: AdmissionRefusal
 ) -> None:
     api = kube_cluster.api
     with service(any_db) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=2)
-        deletes.refuse(job["dljob_name"])
+        deletes.refuse(probe(api, job["dljob_name"]))
         r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
         assert r.status_code == 200, r.text
         assert r.json()["status"] == "Cancelled"
@@ -136,7 +82,7 @@ def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_
         assert client.post(f"{JOBS}/{job['id']}/cancel", headers=alice).status_code == 409
         got = client.get(f"{JOBS}/{job['id']}", headers=alice).json()
         assert got["status"] == "Cancelled"
-        deletes.allow(job["dljob_name"])
+        deletes.allow(probe(api, job["dljob_name"]))
         wait_for(lambda: not dljob_exists(api, job["dljob_name"]), timeout_s=60)
         wait_for(lambda: backend(client).reaper.pending() == 0, timeout_s=30)
         settle(client)
@@ -145,7 +91,7 @@ def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_
 
 
 def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
-    any_db: Settings, kube_cluster: RealCluster, deletes: DeleteRefusal
+    any_db: Settings, kube_cluster: RealCluster, deletes: AdmissionRefusal
 ) -> None:
     """The service stopped between the cancel's commit and the DLJob's delete: the
     next start's list finds a Cancelled row with a live DLJob and deletes it."""
@@ -154,10 +100,10 @@ def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
         alice = auth(client, "alice", "vision")
         cancelled = submit(client, alice, num_gpus=2)
         kept = submit(client, alice, num_gpus=1)
-        deletes.refuse(cancelled["dljob_name"])
+        deletes.refuse(probe(api, cancelled["dljob_name"]))
         r = client.post(f"{JOBS}/{cancelled['id']}/cancel", headers=alice)
         assert r.status_code == 200 and r.json()["status"] == "Cancelled"
-    deletes.allow(cancelled["dljob_name"])
+    deletes.allow(probe(api, cancelled["dljob_name"]))
     assert dljob_exists(api, cancelled["dljob_name"])  # what a crash there leaves
     with service(any_db) as client:
         wait_for(lambda: not dljob_exists(api, cancelled["dljob_name"]), timeout_s=60)

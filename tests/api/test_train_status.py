@@ -1,9 +1,9 @@
 """Cluster mode's metrics path: tokens reach the pods through a Secret, and a job's
 reports reach its DLJob's status.train, throttled, without losing the operator's
 fields. On the session's real control plane with the DLJob CRD and PostgreSQL
-database; the two tests that need the test API server (gpuflow/sandbox/kube,
-docs/kube-test-server.md) use it: one refuses a create on cue (`fail_next`), the other
-counts the status writes the server received (`requests`)."""
+database (creates refused on cue by an admission policy, tests/controlplane/refusal.py);
+the test that counts the status writes the server received (`requests`) runs on the
+test API server (gpuflow/sandbox/kube, docs/kube-test-server.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import base64
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,9 @@ from operators.kube import KubeApi, Obj
 from operators.resources import RUNNING, Reasoned, foreign_id, status_mutator
 from tests.api.builders import auth, submit, wait_for
 from tests.api.test_cluster_mode import Kube, _settings, kubectl_dljob, service
+from tests.controlplane.refusal import AdmissionRefusal
 from tests.kube.fixtures import KubeServer, kube_server
-from tests.operators.builders import install_crd
+from tests.operators.builders import install_crd, make_dljob
 from tests.operators.real_cluster import RealCluster
 
 __all__ = ["kube_server"]
@@ -115,23 +118,50 @@ def test_a_rest_jobs_secret_holds_the_token_that_reports_are_accepted_with(
         assert report(client, job["id"], "gf_wrong", 1, loss=0.5) == 404
 
 
+@pytest.fixture
+def refusals(kube_cluster: RealCluster) -> Iterator[tuple[AdmissionRefusal, AdmissionRefusal]]:
+    """Secret creates and DLJob creates refused on cue by the real API server."""
+    with ExitStack() as stack:
+        secrets = AdmissionRefusal(kube_cluster.client, "CREATE", "", "secrets")
+        stack.callback(secrets.close)
+        dljobs = AdmissionRefusal(kube_cluster.client, "CREATE", crd.GROUP, crd.PLURAL)
+        stack.callback(dljobs.close)
+        yield secrets, dljobs
+
+
 def test_a_refused_secret_fails_the_submission_and_leaves_nothing(
-    fault_settings: Settings, kube_server: KubeServer
+    settings: Settings,
+    kube_cluster: RealCluster,
+    refusals: tuple[AdmissionRefusal, AdmissionRefusal],
 ) -> None:
-    with service(fault_settings) as client:
+    secrets, dljobs = refusals
+    core, custom = kube_cluster.api.core, kube_cluster.api.custom
+    probe_secret = {"metadata": {"name": "probe"}, "stringData": {"token": "x"}}
+
+    def secret_probe() -> Any:
+        return core.create_namespaced_secret("default", probe_secret, dry_run="All")
+
+    def dljob_probe() -> Any:
+        return custom.create_namespaced_custom_object(
+            crd.GROUP, crd.VERSION, "default", crd.PLURAL, make_dljob("probe"), dry_run="All"
+        )
+
+    with service(settings) as client:
         alice = auth(client, "alice", "vision")
-        kube_server.fail_next("create", "secrets", 500)
+        secrets.refuse(secret_probe)
         r = client.post(JOBS, json={"num_gpus": 1, "duration_s": 5}, headers=alice)
         assert r.status_code == 503 and "Kubernetes API" in r.json()["detail"]
+        assert "refused by the test" in r.json()["detail"]
         assert client.get(JOBS, headers=alice).json()["count"] == 0
-        assert KubeApi(kube_server.api_client()).list_dljobs("default")[0] == []
+        assert kube_cluster.api.list_dljobs("default")[0] == []
+        secrets.allow(secret_probe)
         # The DLJob refused after its Secret was made: the Secret goes too.
-        kube_server.fail_next("create", "dljobs", 500)
+        dljobs.refuse(dljob_probe)
         r = client.post(JOBS, json={"num_gpus": 1, "duration_s": 5}, headers=alice)
-        assert r.status_code == 503
-        core = KubeApi(kube_server.api_client()).core
+        assert r.status_code == 503 and "refused by the test" in r.json()["detail"]
         listed = core.list_namespaced_secret("default", _preload_content=False)
         assert json.loads(listed.data)["items"] == []
+        assert client.get(JOBS, headers=alice).json()["count"] == 0
 
 
 def test_a_kubectl_dljob_gets_a_secret_at_adoption(
