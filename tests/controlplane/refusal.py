@@ -53,10 +53,11 @@ class AdmissionRefusal:
         wait_for(f"{self.name} in effect", lambda: not admitted(probe), TIMEOUT_S)
 
     def allow(self, probe: Callable[[], Any]) -> None:
-        """Unbind it; back once `probe` is admitted."""
+        """Unbind it; back once `probe` is admitted, or its object is gone (a delete
+        the test waits for, got through the moment the binding went)."""
         self.admission.delete_validating_admission_policy_binding(self.name)
         self._probe = None
-        wait_for(f"{self.name} gone", lambda: admitted(probe), TIMEOUT_S)
+        wait_for(f"{self.name} gone", lambda: admitted(probe, gone_too=True), TIMEOUT_S)
 
     def close(self) -> None:
         """Remove the binding and the policy; if still bound, back once the last
