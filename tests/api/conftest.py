@@ -4,7 +4,8 @@ PostgreSQL: one fresh database per test session (migrated with Alembic), every t
 truncated after each test. Redis: a key prefix and a queue name unique to the session.
 SQLite tests get a fresh file per test. Services: 127.0.0.1:5432 (database `test`
 reachable to create ours) and 127.0.0.1:6379; override with GPUFLOW_TEST_PG_ADMIN_URL
-and GPUFLOW_TEST_REDIS_URL.
+and GPUFLOW_TEST_REDIS_URL. Cluster mode: `kube_cluster` (tests/conftest.py), the
+session's real Kubernetes control plane.
 """
 
 from __future__ import annotations

@@ -1,17 +1,22 @@
 """Cluster mode: a cancel is committed before its DLJob is deleted, and a cancelled
 job's DLJob is deleted however long Kubernetes refuses (api.dljob_reaper).
 
-Against the strict Kubernetes API test server: its fault hook refuses DLJob deletes
-(503) until the test takes the faults back; the fixtures and helpers are
+On the session's real control plane: an admission policy bound for the test
+(tests/controlplane/refusal.py) makes the kube-apiserver refuse every DLJob delete
+(403 Forbidden) until the test removes its binding. The fixtures and helpers are
 tests/api/test_cluster_mode.py's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import pytest
 
 from api.cluster import ClusterModeBackend
 from api.settings import Settings
+from operators import crd
 from operators.kube import ApiException, KubeApi
 from tests.api.builders import auth, statements_failing, submit, wait_for
 from tests.api.test_cluster_mode import (
@@ -22,22 +27,27 @@ from tests.api.test_cluster_mode import (
     settings,
     settle,
 )
-from tests.kube.fixtures import KubeServer, kube_server
+from tests.controlplane.refusal import AdmissionRefusal
+from tests.operators.real_cluster import RealCluster
 
-__all__ = ["any_db", "kube_server", "settings"]
-
-# More refusals than the reaper retries within any test: deletes fail until taken back.
-REFUSALS = 1000
+__all__ = ["any_db", "settings"]
 
 
-def refuse_deletes(server: KubeServer) -> None:
-    for _ in range(REFUSALS):
-        server.fail_next("delete", "dljobs", 503)
+@pytest.fixture
+def deletes(kube_cluster: RealCluster) -> Iterator[AdmissionRefusal]:
+    """DLJob deletes refused on cue (refuse(probe(name)), allow(probe(name)))."""
+    refusal = AdmissionRefusal(kube_cluster.client, "DELETE", crd.GROUP, crd.PLURAL)
+    try:
+        yield refusal
+    finally:
+        refusal.close()
 
 
-def allow_deletes(server: KubeServer) -> None:
-    while server.faults.take("delete", "dljobs") is not None:
-        pass
+def probe(api: KubeApi, name: str) -> Callable[[], Any]:
+    """A dry-run delete of DLJob `name`, which must exist for admission to see it."""
+    return lambda: api.custom.delete_namespaced_custom_object(
+        crd.GROUP, crd.VERSION, "default", crd.PLURAL, name, dry_run="All"
+    )
 
 
 def dljob_exists(api: KubeApi, name: str) -> bool:
@@ -57,13 +67,13 @@ def backend(client: Any) -> ClusterModeBackend:
 
 
 def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_it_can(
-    any_db: Settings, kube_server: KubeServer
+    any_db: Settings, kube_cluster: RealCluster, deletes: AdmissionRefusal
 ) -> None:
-    api = KubeApi(kube_server.api_client())
+    api = kube_cluster.api
     with service(any_db) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=2)
-        refuse_deletes(kube_server)
+        deletes.refuse(probe(api, job["dljob_name"]))
         r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
         assert r.status_code == 200, r.text
         assert r.json()["status"] == "Cancelled"
@@ -72,7 +82,7 @@ def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_
         assert client.post(f"{JOBS}/{job['id']}/cancel", headers=alice).status_code == 409
         got = client.get(f"{JOBS}/{job['id']}", headers=alice).json()
         assert got["status"] == "Cancelled"
-        allow_deletes(kube_server)
+        deletes.allow(probe(api, job["dljob_name"]))
         wait_for(lambda: not dljob_exists(api, job["dljob_name"]), timeout_s=60)
         wait_for(lambda: backend(client).reaper.pending() == 0, timeout_s=30)
         settle(client)
@@ -81,19 +91,19 @@ def test_a_cancel_kubernetes_refuses_is_acknowledged_and_its_dljob_deleted_once_
 
 
 def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
-    any_db: Settings, kube_server: KubeServer
+    any_db: Settings, kube_cluster: RealCluster, deletes: AdmissionRefusal
 ) -> None:
     """The service stopped between the cancel's commit and the DLJob's delete: the
     next start's list finds a Cancelled row with a live DLJob and deletes it."""
-    api = KubeApi(kube_server.api_client())
+    api = kube_cluster.api
     with service(any_db) as client:
         alice = auth(client, "alice", "vision")
         cancelled = submit(client, alice, num_gpus=2)
         kept = submit(client, alice, num_gpus=1)
-        refuse_deletes(kube_server)
+        deletes.refuse(probe(api, cancelled["dljob_name"]))
         r = client.post(f"{JOBS}/{cancelled['id']}/cancel", headers=alice)
         assert r.status_code == 200 and r.json()["status"] == "Cancelled"
-    allow_deletes(kube_server)
+    deletes.allow(probe(api, cancelled["dljob_name"]))
     assert dljob_exists(api, cancelled["dljob_name"])  # what a crash there leaves
     with service(any_db) as client:
         wait_for(lambda: not dljob_exists(api, cancelled["dljob_name"]), timeout_s=60)
@@ -104,9 +114,9 @@ def test_a_restart_deletes_the_dljob_of_a_job_cancelled_before_the_stop(
 
 
 def test_a_cancel_whose_database_write_fails_deletes_nothing(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
-    api = KubeApi(kube_server.api_client())
+    api = kube_cluster.api
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=2)

@@ -8,36 +8,34 @@ import json
 
 from api.settings import Settings
 from operators import crd
-from operators.kube import KubeApi
 from tests.api.builders import auth, submit, wait_for
 from tests.api.test_cluster_mode import T0, Operatorish, kubectl_dljob, service, settings
-from tests.kube.fixtures import KubeServer, kube_server
-from tests.operators.builders import make_node_body, node_gpus
+from tests.operators.builders import node_gpus
+from tests.operators.real_cluster import RealCluster
 
-__all__ = ["kube_server", "settings"]
+__all__ = ["settings"]
 
 API = "/api/v1"
 
 
 def test_gpus_utilisation_fragmentation_and_topology_from_kubernetes(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
-    api = KubeApi(kube_server.api_client())
-    for i in range(2):
-        body = make_node_body(f"node-{i}", rack=f"r{i}")
-        if i == 0:  # the agent's reading of GPU 0 (utilPct by UUID)
-            status = {"gpus": [{"uuid": node_gpus("node-0").gpus[0].uuid, "utilPct": 87}]}
-            body["metadata"]["annotations"][crd.ANN_NODE_GPU_STATUS] = json.dumps(status)
-        api.create_node(body)
+    # The agent's reading of GPU 0 (utilPct by UUID) on node-0.
+    status = {"gpus": [{"uuid": node_gpus("node-0").gpus[0].uuid, "utilPct": 87}]}
+    kube_cluster.add_node(
+        "node-0", rack="r0", annotations={crd.ANN_NODE_GPU_STATUS: json.dumps(status)}
+    )
+    kube_cluster.add_node("node-1", rack="r1")
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
         bob = auth(client, "bob", "speech")
         wait_for(lambda: client.get(f"{API}/cluster", headers=alice).json()["gpus"] == 16)
         job = submit(client, alice, num_gpus=4)
-        op = Operatorish(kube_server, job["dljob_name"])
+        op = Operatorish(kube_cluster, job["dljob_name"])
         op.admitted(T0, attempt=1)  # GPUs 0-3 of node-0
         op.running(T0 + 1)
-        kubectl_dljob(kube_server, "big", "speech", gpus=12)  # no status: it waits
+        kubectl_dljob(kube_cluster, "big", "speech", gpus=12)  # no status: it waits
         summary = wait_for(
             lambda: (
                 (s := client.get(f"{API}/cluster", headers=alice).json())["running"] == 1

@@ -1,9 +1,12 @@
 """Cluster mode: REST jobs become DLJobs, and every DLJob's history reaches the database.
 
-Against the strict Kubernetes API test server (gpuflow/sandbox/kube) with the DLJob CRD; the
-service runs with GPUFLOW_KUBECONFIG pointing at it. Statuses are written as the
-operator writes them (operators.resources.status_mutator through the status
-subresource); the last test runs the real operator and the kubelet simulator.
+Against the session's real control plane (`kube_cluster`, tests/api/conftest.py) with
+the DLJob CRD; the service runs with GPUFLOW_KUBECONFIG pointing at it. Statuses are
+written as the operator writes them (operators.resources.status_mutator through the
+status subresource); one test runs the real operator and the kubelet simulator. Two
+tests need a fault on cue and stay on the test API server (gpuflow/sandbox/kube,
+docs/kube-test-server.md): a 500 on the next DLJob create, and a compaction (410 Gone)
+of the follower's watch.
 """
 
 from __future__ import annotations
@@ -42,19 +45,29 @@ from operators.resources import (
     status_mutator,
 )
 from tests.api.builders import auth, submit, wait_for
-from tests.kube.fixtures import KubeServer, ServerOptions, kube_server
-from tests.operators.builders import DURATION_ENV, install_crd, make_node_body
+from tests.kube.fixtures import KubeServer, kube_server
+from tests.operators.builders import DURATION_ENV, install_crd
 from tests.operators.harness import running_operator
 from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 __all__ = ["kube_server"]
+
+# What the helpers need of a cluster: `.kubeconfig` and `.api_client()`.
+Kube = RealCluster | KubeServer
 
 JOBS = "/api/v1/jobs"
 T0 = float(int(time.time()) - 100)  # transition times the tests write, whole seconds
 
 
 @pytest.fixture
-def settings(tmp_path: Path, kube_server: KubeServer) -> Settings:
+def settings(tmp_path: Path, kube_cluster: RealCluster) -> Settings:
+    return _settings(tmp_path, kube_cluster)
+
+
+@pytest.fixture
+def fault_settings(tmp_path: Path, kube_server: KubeServer) -> Settings:
+    """Cluster mode on the test API server, for the tests that need its faults on cue."""
     install_crd(kube_server.api_client())
     return _settings(tmp_path, kube_server)
 
@@ -68,11 +81,14 @@ def any_db(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     return settings.model_copy(update={"database_url": pg.database_url})
 
 
-def _settings(tmp_path: Path, server: KubeServer, **overrides: Any) -> Settings:
+def _settings(tmp_path: Path, server: Kube, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "data_dir": tmp_path,
         "kubeconfig": str(server.kubeconfig),
-        "kube_watch_timeout_s": 5,
+        # A watch thread ends at its next event, bookmark or timeout, and a real
+        # kube-apiserver sends a bookmark about once a minute: a 1-s timeout keeps a
+        # service's stop (its follower joins those threads) short.
+        "kube_watch_timeout_s": 1,
         "kube_image": "registry.example/train:1",
         **overrides,
     }
@@ -112,7 +128,7 @@ def kinds(client: TestClient, headers: dict[str, str], job_id: str) -> list[str]
     return [e["kind"] for e in r.json()["data"]]
 
 
-def kubectl_dljob(server: KubeServer, name: str, tenant: str, gpus: int = 4, **extra: Any) -> Obj:
+def kubectl_dljob(server: Kube, name: str, tenant: str, gpus: int = 4, **extra: Any) -> Obj:
     """A DLJob as `kubectl apply` makes it: the official client, no labels of ours."""
     custom = kubernetes.client.CustomObjectsApi(server.api_client())
     spec = {"image": "busybox", "gpus": gpus, "tenant": tenant, "model": "resnet50", **extra}
@@ -131,7 +147,7 @@ def kubectl_dljob(server: KubeServer, name: str, tenant: str, gpus: int = 4, **e
 class Operatorish:
     """Writes a DLJob's status as the operator does, at chosen (whole-second) times."""
 
-    def __init__(self, server: KubeServer, name: str) -> None:
+    def __init__(self, server: Kube, name: str) -> None:
         self.api = KubeApi(server.api_client())
         self.name = name
 
@@ -220,12 +236,12 @@ def test_submit_refusals_name_the_field_or_say_kubernetes_is_down(
 
 
 def test_a_kubectl_dljob_is_seen_by_its_tenant_only(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
     with service(settings) as client:
         alice, bob = auth(client, "alice", "vision"), auth(client, "bob", "nlp")
         root = auth(client, "root", "ops", "admin")
-        obj = kubectl_dljob(kube_server, "from-kubectl", "vision", precision="fp16")
+        obj = kubectl_dljob(kube_cluster, "from-kubectl", "vision", precision="fp16")
         job_id = obj["metadata"]["uid"].replace("-", "")
         listed = wait_for(lambda: client.get(JOBS, headers=alice).json()["data"])
         (job,) = listed
@@ -240,13 +256,13 @@ def test_a_kubectl_dljob_is_seen_by_its_tenant_only(
 
 
 def test_transitions_are_recorded_in_order_exactly_once(
-    any_db: Settings, kube_server: KubeServer
+    any_db: Settings, kube_cluster: RealCluster
 ) -> None:
     settings = any_db
-    op = Operatorish(kube_server, "train")
+    op = Operatorish(kube_cluster, "train")
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
-        job_id = kubectl_dljob(kube_server, "train", "vision")["metadata"]["uid"].replace("-", "")
+        job_id = kubectl_dljob(kube_cluster, "train", "vision")["metadata"]["uid"].replace("-", "")
         # Written back to back, as the operator does: every version is seen.
         op.queued(T0)
         op.admitted(T0 + 1, attempt=1)
@@ -262,11 +278,6 @@ def test_transitions_are_recorded_in_order_exactly_once(
         assert (job["status"], job["restarts"], job["nodes"]) == ("Running", 1, "node-0")
         assert job["first_start_s"] == T0 + 2
     with service(settings) as client:  # a restart relists: nothing is added
-        settle(client)
-        assert kinds(client, alice, job_id) == live
-        relists = follower(client).dljobs.relists
-        kube_server.compact()  # the watch gets 410 Gone and relists
-        wait_for(lambda: follower(client).dljobs.relists > relists)
         settle(client)
         assert kinds(client, alice, job_id) == live
     # While the service is down the job is preempted and restarted: read back from the
@@ -291,14 +302,36 @@ def test_transitions_are_recorded_in_order_exactly_once(
         assert kinds(client, alice, job_id) == [*missed, "finished"]
 
 
+def test_a_watch_too_old_relists_and_adds_nothing(
+    fault_settings: Settings, kube_server: KubeServer
+) -> None:
+    """A compaction (410 Gone on the follower's watch) on cue: the test API server's
+    `compact`, which a real server does only on its own schedule."""
+    op = Operatorish(kube_server, "train")
+    with service(fault_settings) as client:
+        alice = auth(client, "alice", "vision")
+        job_id = kubectl_dljob(kube_server, "train", "vision")["metadata"]["uid"].replace("-", "")
+        op.queued(T0)
+        op.admitted(T0 + 1, attempt=1)
+        op.running(T0 + 2)
+        live = ["submitted", "admitted", "started"]
+        wait_for(lambda: kinds(client, alice, job_id) == live)
+        settle(client)
+        relists = follower(client).dljobs.relists
+        kube_server.compact()  # the watch gets 410 Gone and relists
+        wait_for(lambda: follower(client).dljobs.relists > relists)
+        settle(client)
+        assert kinds(client, alice, job_id) == live
+
+
 def test_cancel_deletes_the_dljob_and_deletions_are_recorded(
-    any_db: Settings, kube_server: KubeServer
+    any_db: Settings, kube_cluster: RealCluster
 ) -> None:
     settings = any_db
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=2)
-        api = KubeApi(kube_server.api_client())
+        api = kube_cluster.api
         r = client.post(f"{JOBS}/{job['id']}/cancel", headers=alice)
         assert r.status_code == 200 and r.json()["status"] == "Cancelled"
         items, _ = api.list_dljobs("default")
@@ -307,8 +340,8 @@ def test_cancel_deletes_the_dljob_and_deletions_are_recorded(
         settle(client)
         assert kinds(client, alice, job["id"]) == ["submitted", "cancelled"]
         # kubectl delete: while the service runs, and while it is down.
-        live = kubectl_dljob(kube_server, "deleted-live", "vision")["metadata"]["uid"]
-        down = kubectl_dljob(kube_server, "deleted-down", "vision")["metadata"]["uid"]
+        live = kubectl_dljob(kube_cluster, "deleted-live", "vision")["metadata"]["uid"]
+        down = kubectl_dljob(kube_cluster, "deleted-down", "vision")["metadata"]["uid"]
         settle(client)
         api.delete_dljob("default", "deleted-live")
         job_id = live.replace("-", "")
@@ -325,18 +358,17 @@ def test_cancel_deletes_the_dljob_and_deletions_are_recorded(
 
 
 def test_nodes_and_cluster_come_from_the_nodes_annotations(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
-    api = KubeApi(kube_server.api_client())
     for i in range(2):
-        api.create_node(make_node_body(f"node-{i}", rack=f"r{i}"))
+        kube_cluster.add_node(f"node-{i}", rack=f"r{i}")
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
         wait_for(lambda: client.get("/api/v1/cluster", headers=alice).json()["gpus"] == 16)
         r = client.post(JOBS, json={"num_gpus": 17, "duration_s": 5}, headers=alice)
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "num_gpus"]
         job = submit(client, alice, num_gpus=4)
-        op = Operatorish(kube_server, job["dljob_name"])
+        op = Operatorish(kube_cluster, job["dljob_name"])
         op.admitted(T0, attempt=1)
         op.running(T0 + 1)
         wait_for(lambda: client.get("/api/v1/cluster", headers=alice).json()["running"] == 1)
@@ -351,36 +383,33 @@ def test_nodes_and_cluster_come_from_the_nodes_annotations(
 
 
 def test_the_operator_runs_a_rest_job_and_its_history_reaches_the_database(
-    tmp_path: Path,
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
-    with KubeServer(options=ServerOptions(graceful_pods=True)) as server:
-        kube = server.api_client()
-        install_crd(kube)
-        api = KubeApi(kube)
-        for i in range(2):
-            api.create_node(make_node_body(f"node-{i}"))
-        kubelet = Kubelet(kube).start()
-        try:
-            with running_operator(kube), service(_settings(tmp_path, server)) as client:
-                alice = auth(client, "alice", "vision")
-                env = {DURATION_ENV: "0.3"}
-                a = submit(client, alice, num_gpus=8, duration_s=30.0, env=env)
-                b = submit(client, alice, num_gpus=16, duration_s=30.0, env=env)  # waits for a
+    kube = kube_cluster.client
+    for i in range(2):
+        kube_cluster.add_node(f"node-{i}")
+    kubelet = Kubelet(kube).start()
+    try:
+        with running_operator(kube), service(settings) as client:
+            alice = auth(client, "alice", "vision")
+            env = {DURATION_ENV: "0.3"}
+            a = submit(client, alice, num_gpus=8, duration_s=30.0, env=env)
+            b = submit(client, alice, num_gpus=16, duration_s=30.0, env=env)  # waits for a
 
-                def done() -> bool:
-                    jobs = client.get(JOBS, headers=alice).json()["data"]
-                    return all(j["status"] == "Succeeded" for j in jobs)
+            def done() -> bool:
+                jobs = client.get(JOBS, headers=alice).json()["data"]
+                return all(j["status"] == "Succeeded" for j in jobs)
 
-                wait_for(done, timeout_s=30)
-                settle(client)
-                for job in (a, b):
-                    got = kinds(client, alice, job["id"])
-                    assert got == ["submitted", "admitted", "started", "finished"], got
-                row = client.get(f"{JOBS}/{b['id']}", headers=alice).json()
-                assert row["attained_gpu_s"] > 0 and row["progress"] == 1.0
-                assert row["first_start_s"] <= row["finish_s"]
-        finally:
-            kubelet.stop()
+            wait_for(done, timeout_s=30)
+            settle(client)
+            for job in (a, b):
+                got = kinds(client, alice, job["id"])
+                assert got == ["submitted", "admitted", "started", "finished"], got
+            row = client.get(f"{JOBS}/{b['id']}", headers=alice).json()
+            assert row["attained_gpu_s"] > 0 and row["progress"] == 1.0
+            assert row["first_start_s"] <= row["finish_s"]
+    finally:
+        kubelet.stop()
 
 
 def test_a_restart_within_one_second_still_shows() -> None:

@@ -1,6 +1,6 @@
 """The reaper deletes only the DLJob it read: a DLJob created under the same name
-since then (another job's) stays. Against the strict Kubernetes API test server,
-which checks a delete's uid precondition as the real one does (409 if it differs)."""
+since then (another job's) stays. Against the session's real control plane, which
+checks a delete's uid precondition (409 if it differs)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import pytest
 
 from api.dljob_reaper import DLJobRef, Reaper
 from operators.kube import KubeApi, Obj
-from tests.kube.fixtures import KubeServer, kube_server
-from tests.operators.builders import install_crd, make_dljob
-
-__all__ = ["kube_server"]
+from tests.operators.builders import make_dljob
+from tests.operators.real_cluster import RealCluster
 
 
 class ReplacedAfterRead(KubeApi):
@@ -32,12 +30,10 @@ def _uid(api: KubeApi, name: str) -> str:
 
 
 @pytest.fixture
-def kube(kube_server: KubeServer) -> Any:
+def kube(kube_cluster: RealCluster) -> Any:
     """An API client of a server with the DLJob CRD and one DLJob, "a"."""
-    client = kube_server.api_client()
-    install_crd(client)
-    KubeApi(client).create_dljob("default", make_dljob("a"))
-    return client
+    kube_cluster.api.create_dljob("default", make_dljob("a"))
+    return kube_cluster.client
 
 
 def test_a_dljob_replaced_between_read_and_delete_is_left_alone(kube: Any) -> None:

@@ -1,5 +1,5 @@
 """Cordon, drain and uncordon over REST in cluster mode: the API patches the Node in
-the strict test API server (api.node_admin) and GET /nodes follows it."""
+the session's real control plane (api.node_admin) and GET /nodes follows it."""
 
 from __future__ import annotations
 
@@ -10,24 +10,18 @@ from fastapi.testclient import TestClient
 
 from api.settings import Settings
 from operators import crd
-from operators.kube import KubeApi
 from tests.api.builders import auth, wait_for
 from tests.api.test_cluster_mode import _settings, service
-from tests.kube.fixtures import KubeServer, kube_server
-from tests.operators.builders import install_crd, make_node_body
-
-__all__ = ["kube_server"]
+from tests.operators.real_cluster import RealCluster
 
 API = "/api/v1"
 
 
 @pytest.fixture
-def settings(tmp_path: Path, kube_server: KubeServer) -> Settings:
-    client = kube_server.api_client()
-    install_crd(client)
+def settings(tmp_path: Path, kube_cluster: RealCluster) -> Settings:
     for name in ("node-0", "node-1"):
-        KubeApi(client).create_node(make_node_body(name))
-    return _settings(tmp_path, kube_server)
+        kube_cluster.add_node(name)
+    return _settings(tmp_path, kube_cluster)
 
 
 def _states(client: TestClient, headers: dict[str, str]) -> dict[str, str]:
@@ -37,9 +31,9 @@ def _states(client: TestClient, headers: dict[str, str]) -> dict[str, str]:
 
 
 def test_the_api_cordons_drains_and_uncordons_the_node(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
-    kube = KubeApi(kube_server.api_client())
+    kube = kube_cluster.api
     with service(settings) as client:
         root = auth(client, "root", "ops", "admin")
         alice = auth(client, "alice", "vision")

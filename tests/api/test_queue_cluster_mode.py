@@ -1,7 +1,8 @@
 """Cluster mode: GET /queue and GET /jobs/{id}/timeline from what the operator writes
 in DLJob status (status.queuePosition, status.preemptedBy, status.allocation; see
 operators/queue_status.py), recorded by the API's follower (api.dljob_history), on
-SQLite and PostgreSQL; another tenant's job counted, never named."""
+SQLite and PostgreSQL, on the session's real control plane; another tenant's job
+counted, never named."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from tests.api.test_cluster_mode import (  # noqa: F401 (fixtures)
     settings,
     settle,
 )
-from tests.kube.fixtures import KubeServer, kube_server  # noqa: F401 (a fixture)
+from tests.operators.real_cluster import RealCluster
 
 TIMEOUT_S = 60.0
 
@@ -47,14 +48,14 @@ def _id(obj: Obj) -> str:
 
 def test_queue_and_timeline_from_dljob_status(
     any_db: Settings,  # noqa: F811
-    kube_server: KubeServer,  # noqa: F811
+    kube_cluster: RealCluster,
 ) -> None:
     with service(any_db) as client:
         root = auth(client, "root", "ops", "admin")
         alice = auth(client, "alice", "vision")
-        mine = _id(kubectl_dljob(kube_server, "train", "vision"))
-        theirs = _id(kubectl_dljob(kube_server, "other", "nlp"))
-        train, other = Operatorish(kube_server, "train"), Operatorish(kube_server, "other")
+        mine = _id(kubectl_dljob(kube_cluster, "train", "vision"))
+        theirs = _id(kubectl_dljob(kube_cluster, "other", "nlp"))
+        train, other = Operatorish(kube_cluster, "train"), Operatorish(kube_cluster, "other")
         _queued(other, T0, 1)
         _queued(train, T0, 2)
 

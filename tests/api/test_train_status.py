@@ -1,7 +1,9 @@
 """Cluster mode's metrics path: tokens reach the pods through a Secret, and a job's
 reports reach its DLJob's status.train, throttled, without losing the operator's
-fields. Against the strict Kubernetes API test server with the DLJob CRD, on the
-session's PostgreSQL database."""
+fields. On the session's real control plane with the DLJob CRD and PostgreSQL
+database (creates refused on cue by an admission policy, tests/controlplane/refusal.py);
+the test that counts the status writes the server received (`requests`) runs on the
+test API server (gpuflow/sandbox/kube, docs/kube-test-server.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import base64
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +27,11 @@ from operators import crd
 from operators.kube import KubeApi, Obj
 from operators.resources import RUNNING, Reasoned, foreign_id, status_mutator
 from tests.api.builders import auth, submit, wait_for
-from tests.api.test_cluster_mode import _settings, kubectl_dljob, service
+from tests.api.test_cluster_mode import Kube, _settings, kubectl_dljob, service
+from tests.controlplane.refusal import AdmissionRefusal
 from tests.kube.fixtures import KubeServer, kube_server
-from tests.operators.builders import install_crd
+from tests.operators.builders import install_crd, make_dljob
+from tests.operators.real_cluster import RealCluster
 
 __all__ = ["kube_server"]
 
@@ -36,11 +42,20 @@ INTERVAL_S = 3.0
 
 
 @pytest.fixture
-def settings(tmp_path: Path, kube_server: KubeServer, pg_settings: Settings) -> Settings:
+def settings(tmp_path: Path, kube_cluster: RealCluster, pg_settings: Settings) -> Settings:
+    return _pg_settings(tmp_path, kube_cluster, pg_settings)
+
+
+@pytest.fixture
+def fault_settings(tmp_path: Path, kube_server: KubeServer, pg_settings: Settings) -> Settings:
     install_crd(kube_server.api_client())
+    return _pg_settings(tmp_path, kube_server, pg_settings)
+
+
+def _pg_settings(tmp_path: Path, kube: Kube, pg_settings: Settings) -> Settings:
     return _settings(
         tmp_path,
-        kube_server,
+        kube,
         database_url=pg_settings.database_url,
         train_summary_interval_s=INTERVAL_S,
     )
@@ -52,11 +67,11 @@ def backend(client: TestClient) -> ClusterModeBackend:
     return b
 
 
-def secret_or_none(server: KubeServer, dljob: str) -> Obj | None:
+def secret_or_none(server: Kube, dljob: str) -> Obj | None:
     return KubeApi(server.api_client()).get_secret("default", f"{dljob}-gpuflow-metrics")
 
 
-def secret(server: KubeServer, dljob: str) -> Obj:
+def secret(server: Kube, dljob: str) -> Obj:
     got = secret_or_none(server, dljob)
     assert got is not None, f"no Secret for {dljob}"
     return got
@@ -77,19 +92,19 @@ def status_writes(server: KubeServer, name: str) -> int:
     return sum(1 for r in list(server.requests) if r.method == "PUT" and path in r.path)
 
 
-def train_of(server: KubeServer, name: str) -> dict[str, Any]:
+def train_of(server: Kube, name: str) -> dict[str, Any]:
     obj = KubeApi(server.api_client()).get_dljob("default", name)
     train: dict[str, Any] = (obj.get("status") or {}).get("train") or {}
     return train
 
 
 def test_a_rest_jobs_secret_holds_the_token_that_reports_are_accepted_with(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=2)
-        got = secret(kube_server, job["dljob_name"])
+        got = secret(kube_cluster, job["dljob_name"])
         assert token_in(got) == job["metrics_token"]
         meta = got["metadata"]
         assert meta["labels"] == {crd.LABEL_JOB: job["dljob_name"]}
@@ -103,33 +118,60 @@ def test_a_rest_jobs_secret_holds_the_token_that_reports_are_accepted_with(
         assert report(client, job["id"], "gf_wrong", 1, loss=0.5) == 404
 
 
+@pytest.fixture
+def refusals(kube_cluster: RealCluster) -> Iterator[tuple[AdmissionRefusal, AdmissionRefusal]]:
+    """Secret creates and DLJob creates refused on cue by the real API server."""
+    with ExitStack() as stack:
+        secrets = AdmissionRefusal(kube_cluster.client, "CREATE", "", "secrets")
+        stack.callback(secrets.close)
+        dljobs = AdmissionRefusal(kube_cluster.client, "CREATE", crd.GROUP, crd.PLURAL)
+        stack.callback(dljobs.close)
+        yield secrets, dljobs
+
+
 def test_a_refused_secret_fails_the_submission_and_leaves_nothing(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings,
+    kube_cluster: RealCluster,
+    refusals: tuple[AdmissionRefusal, AdmissionRefusal],
 ) -> None:
+    secrets, dljobs = refusals
+    core, custom = kube_cluster.api.core, kube_cluster.api.custom
+    probe_secret = {"metadata": {"name": "probe"}, "stringData": {"token": "x"}}
+
+    def secret_probe() -> Any:
+        return core.create_namespaced_secret("default", probe_secret, dry_run="All")
+
+    def dljob_probe() -> Any:
+        return custom.create_namespaced_custom_object(
+            crd.GROUP, crd.VERSION, "default", crd.PLURAL, make_dljob("probe"), dry_run="All"
+        )
+
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
-        kube_server.fail_next("create", "secrets", 500)
+        secrets.refuse(secret_probe)
         r = client.post(JOBS, json={"num_gpus": 1, "duration_s": 5}, headers=alice)
         assert r.status_code == 503 and "Kubernetes API" in r.json()["detail"]
+        assert "refused by the test" in r.json()["detail"]
         assert client.get(JOBS, headers=alice).json()["count"] == 0
-        assert KubeApi(kube_server.api_client()).list_dljobs("default")[0] == []
+        assert kube_cluster.api.list_dljobs("default")[0] == []
+        secrets.allow(secret_probe)
         # The DLJob refused after its Secret was made: the Secret goes too.
-        kube_server.fail_next("create", "dljobs", 500)
+        dljobs.refuse(dljob_probe)
         r = client.post(JOBS, json={"num_gpus": 1, "duration_s": 5}, headers=alice)
-        assert r.status_code == 503
-        core = KubeApi(kube_server.api_client()).core
+        assert r.status_code == 503 and "refused by the test" in r.json()["detail"]
         listed = core.list_namespaced_secret("default", _preload_content=False)
         assert json.loads(listed.data)["items"] == []
+        assert client.get(JOBS, headers=alice).json()["count"] == 0
 
 
 def test_a_kubectl_dljob_gets_a_secret_at_adoption(
-    settings: Settings, kube_server: KubeServer
+    settings: Settings, kube_cluster: RealCluster
 ) -> None:
     with service(settings) as client:
         auth(client, "alice", "vision")
-        obj = kubectl_dljob(kube_server, "from-kubectl", "vision")
+        obj = kubectl_dljob(kube_cluster, "from-kubectl", "vision")
         job_id = foreign_id(obj["metadata"]["uid"])
-        got = wait_for(lambda: secret_or_none(kube_server, "from-kubectl"))
+        got = wait_for(lambda: secret_or_none(kube_cluster, "from-kubectl"))
         assert got["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
         token = token_in(got)
         sessions = client.app.state.sessions  # type: ignore[attr-defined]
@@ -144,9 +186,9 @@ def test_a_kubectl_dljob_gets_a_secret_at_adoption(
 
 
 def test_reports_reach_status_train_at_most_once_per_interval_with_the_last_landing(
-    settings: Settings, kube_server: KubeServer
+    fault_settings: Settings, kube_server: KubeServer
 ) -> None:
-    with service(settings) as client:
+    with service(fault_settings) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=4)
         name, token = job["dljob_name"], job["metrics_token"]
@@ -183,13 +225,13 @@ def test_reports_reach_status_train_at_most_once_per_interval_with_the_last_land
 
 
 def test_an_operator_status_write_in_between_is_kept(
-    settings: Settings, kube_server: KubeServer, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, kube_cluster: RealCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with service(settings) as client:
         alice = auth(client, "alice", "vision")
         job = submit(client, alice, num_gpus=4)
         name = job["dljob_name"]
-        operator = KubeApi(kube_server.api_client())
+        operator = kube_cluster.api
         api = backend(client).api
         original = api.replace_dljob_status
         calls: list[str] = []
@@ -209,7 +251,7 @@ def test_an_operator_status_write_in_between_is_kept(
 
         monkeypatch.setattr(api, "replace_dljob_status", operator_writes_first)
         assert report(client, job["id"], job["metrics_token"], 5, loss=0.7) == 201
-        wait_for(lambda: train_of(kube_server, name).get("step") == 5, timeout_s=5)
+        wait_for(lambda: train_of(kube_cluster, name).get("step") == 5, timeout_s=5)
         status = operator.get_dljob("default", name)["status"]
         assert (status["phase"], status["nodes"], status["attempt"]) == (RUNNING, "node-0", 1)
         assert status["train"]["loss"] == [[5, 0.7]]

@@ -1,9 +1,10 @@
 """The one real control plane of a test session (gpuflow/sandbox/controlplane.py:
 etcd, kube-apiserver and kube-controller-manager built from Go modules), started the
 first time a test asks for `control_plane` and shared by every test package that runs
-Kubernetes tests against it (tests/sandbox, tests/operators, tests/e2e). The fixture is
-registered for the whole suite by tests/conftest.py; tests are skipped only where the
-binaries are not built (`make controlplane`)."""
+Kubernetes tests against it (tests/sandbox, tests/operators, tests/e2e, tests/api,
+tests/helm, tests/gpuflow). The fixture is registered for the whole suite by
+tests/conftest.py, beside `kube_cluster`; tests are skipped only where the binaries are
+not built (`make controlplane`)."""
 
 from __future__ import annotations
 

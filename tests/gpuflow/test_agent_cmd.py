@@ -1,30 +1,20 @@
 """`gpuflow agent run` for a node the cluster does not have: one line and exit code 2,
-run as a user runs it (a process, the test Kubernetes API server)."""
+run as a user runs it (a process, the session's real control plane: `kube_cluster`)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from gpuflow.sandbox.kube.apiserver import KubeServer
-from operators.kube import KubeApi
+from tests.operators.real_cluster import RealCluster
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = REPO / "controller" / "presets" / "dgx1-v100.yaml"
 TIMEOUT_S = 60
 
 
-@pytest.fixture
-def kube() -> Iterator[KubeServer]:
-    with KubeServer() as server:
-        yield server
-
-
-def _agent(server: KubeServer, node: str) -> subprocess.CompletedProcess[str]:
+def _agent(server: RealCluster, node: str) -> subprocess.CompletedProcess[str]:
     argv = ["agent", "run", "--once", "--no-enforce-bandwidth"]
     argv += ["--kubeconfig", str(server.kubeconfig), "--topology-file", str(TOPOLOGY)]
     return subprocess.run(
@@ -37,8 +27,8 @@ def _agent(server: KubeServer, node: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_an_agent_for_a_missing_node_is_one_line_and_exit_2(kube: KubeServer) -> None:
-    proc = _agent(kube, "ghost")
+def test_an_agent_for_a_missing_node_is_one_line_and_exit_2(kube_cluster: RealCluster) -> None:
+    proc = _agent(kube_cluster, "ghost")
     assert proc.returncode == 2
     assert proc.stderr == (
         "gpuflow agent: error: node 'ghost' not found "
@@ -46,10 +36,10 @@ def test_an_agent_for_a_missing_node_is_one_line_and_exit_2(kube: KubeServer) ->
     )
 
 
-def test_an_agent_for_a_node_that_exists_publishes(kube: KubeServer) -> None:
-    api = KubeApi(kube.api_client())
+def test_an_agent_for_a_node_that_exists_publishes(kube_cluster: RealCluster) -> None:
+    api = kube_cluster.api
     api.create_node({"metadata": {"name": "n0"}})
-    proc = _agent(kube, "n0")
+    proc = _agent(kube_cluster, "n0")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert api.get_node("n0")["metadata"]["labels"]["gpuflow.dev/gpu.count"] == "8"

@@ -1,6 +1,7 @@
 """Fixtures for the chart's tests: a real helm (installed by .ci/install-helm.sh) and
 renders of helm/gpuflow with given values, parsed into manifests. The real control
-plane the install tests use is the session's one (tests/conftest.py)."""
+plane the install, kubectl and dry-run tests use is the session's one (tests/conftest.py:
+`control_plane`, and `kube_cluster` where a test needs the CRDs and a reset)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,6 @@ from collections.abc import Callable
 import pytest
 
 from tests.helm.chart import ROOT, Helm, Manifests
-from tests.kube.fixtures import kube_server
-
-__all__ = ["kube_server"]
 
 INSTALL_SCRIPT = ROOT / ".ci" / "install-helm.sh"
 

@@ -1,18 +1,16 @@
-"""The rendered chart against the real kubectl (1.32).
+"""The rendered chart against the real kubectl (1.32) and the session's real control
+plane (`kube_cluster`, tests/conftest.py):
 
-The strict test API server (gpuflow/sandbox/kube) serves core v1 (services, configmaps, pods,
-...), leases and CRDs, but not apps/v1, batch/v1, rbac.authorization.k8s.io/v1,
-Secrets or ServiceAccounts, and kubectl resolves every kind through discovery even
-for `apply --dry-run=client`. So:
-
-- the kinds it serves (the CRDs, ConfigMap, Services) are applied with
-  `kubectl apply -f` and a DLJob (examples/dljob.yaml) is created through the CRD;
-- workloads and role bindings are decoded by kubectl into its compiled-in Go types
-  with `kubectl set env --local` / `kubectl set subject --local`, which need no
+- the CRDs, the ConfigMap and the Services are applied with `kubectl apply -f` into the
+  chart's namespace (made for the test, deleted after it), a DLJob
+  (examples/dljob.yaml) is created through the CRD and the example Queues too;
+- every kind of every variant is applied with `--dry-run=server`: the real
+  kube-apiserver decodes, defaults and validates each object (kubectl asks for strict
+  field validation, so an unknown field is refused) and stores nothing;
+- workloads and role bindings are also decoded by kubectl into its compiled-in Go
+  types with `kubectl set env --local` / `kubectl set subject --local`, which need no
   server: a wrong type fails the decode, and a field the types do not know is
-  dropped, so the output must contain everything the input had;
-- the remaining kinds (ClusterRole, ServiceAccount, Secret) are checked with the
-  Python client's typed models in test_chart.py::test_typed_by_the_kubernetes_models.
+  dropped, so the output must contain everything the input had.
 """
 
 from __future__ import annotations
@@ -21,15 +19,16 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from gpuflow.sandbox.kube.apiserver import KubeServer
+from gpuflow.sandbox.controlplane import ControlPlane
 from tests.helm.chart import NAMESPACE, ROOT, VARIANTS, Manifests, Obj, name
+from tests.operators.real_cluster import RealCluster
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -38,7 +37,11 @@ SERVED = ("CustomResourceDefinition", "ConfigMap", "Service")
 
 
 def kubectl(
-    workdir: Path, *args: str, kubeconfig: Path | None = None, stdin: str | None = None
+    workdir: Path,
+    *args: str,
+    kubeconfig: Path | None = None,
+    stdin: str | None = None,
+    check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     assert KUBECTL is not None
     env = {**os.environ, "HOME": str(workdir)}
@@ -53,7 +56,7 @@ def kubectl(
         timeout=30,
         check=False,
     )
-    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+    assert result.returncode == 0 or not check, f"kubectl {' '.join(args)}: {result.stderr}"
     return result
 
 
@@ -79,24 +82,39 @@ def as_list(docs: list[Obj]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
 
 
+@pytest.fixture(scope="module")
+def chart_namespace(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The chart's namespace on the real control plane for this module's tests (its
+    deletion takes the namespace controller seconds), deleted with what they put in it
+    after them; yields the admin's kubeconfig."""
+    kc, workdir = control_plane.kubeconfig, tmp_path_factory.mktemp("namespace")
+    kubectl(workdir, "create", "namespace", NAMESPACE, kubeconfig=kc)
+    try:
+        yield kc
+    finally:
+        kubectl(workdir, "delete", "namespace", NAMESPACE, "--wait=false", kubeconfig=kc)
+
+
 def test_served_kinds_apply_and_the_crd_takes_a_dljob(
-    render: Render, kube_server: KubeServer, tmp_path: Path
+    render: Render, kube_cluster: RealCluster, chart_namespace: Path, tmp_path: Path
 ) -> None:
     m = render()
-    kc = kube_server.kubeconfig
+    kc = chart_namespace
     served = [d for d in m if d["kind"] in SERVED]
     assert sorted(d["kind"] for d in served) == [
         "ConfigMap", "CustomResourceDefinition", "CustomResourceDefinition", "Service",
         "Service", "Service",
     ]  # fmt: skip
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    ns_path = tmp_path / "namespace.yaml"
-    ns_path.write_text(yaml.safe_dump(namespace))
-    kubectl(tmp_path, "apply", "-f", str(ns_path), kubeconfig=kc)
     path = tmp_path / "served.yaml"
     path.write_text(yaml.safe_dump_all(served))
-    out = kubectl(tmp_path, "apply", "-f", str(path), kubeconfig=kc).stdout
-    assert out.count(" created") == len(served), out
+    out = kubectl(tmp_path, "apply", "-f", str(path), kubeconfig=kc).stdout.splitlines()
+    # The CRDs are there already (kube_cluster installs them as the chart does): apply
+    # records its last-applied configuration on them; the rest is new.
+    assert [line.rsplit(" ", 1)[1] for line in out] == [
+        "configured" if d["kind"] == "CustomResourceDefinition" else "created" for d in served
+    ], out
     assert kubectl(tmp_path, "apply", "-f", str(path), kubeconfig=kc).stdout.count(
         " unchanged"
     ) == len(served)
@@ -112,6 +130,19 @@ def test_served_kinds_apply_and_the_crd_takes_a_dljob(
     assert table[:6] == header and "resnet50" in table
     queues = kubectl(tmp_path, "apply", "-f", str(ROOT / "examples" / "queues.yaml"), kubeconfig=kc)
     assert queues.stdout.count(" created") == 4, queues.stdout
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_kind_passes_the_real_servers_validation(
+    render: Render, chart_namespace: Path, tmp_path: Path, variant: str
+) -> None:
+    docs = list(render(**VARIANTS[variant]))
+    path = tmp_path / "chart.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    out = kubectl(
+        tmp_path, "apply", "--dry-run=server", "-f", str(path), kubeconfig=chart_namespace
+    ).stdout.splitlines()
+    assert len(out) == len(docs) and all(line.endswith(" (server dry run)") for line in out), out
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -145,21 +176,34 @@ def test_role_bindings_decode_into_kubectls_types(
         assert missing(given, typed) == [], given["metadata"]["name"]
 
 
+MISSPELLED: Obj = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "x"},
+    "spec": {
+        "selector": {"matchLabels": {"a": "b"}},
+        "template": {
+            "metadata": {"labels": {"a": "b"}},
+            "spec": {"hostNetwerk": True, "containers": [{"name": "c", "image": "i"}]},
+        },
+    },
+}
+
+
 def test_the_check_catches_a_misspelled_field(tmp_path: Path) -> None:
     """The proof above is worth something: kubectl's types drop an unknown field."""
-    bad = {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "x"},
-        "spec": {
-            "selector": {"matchLabels": {"a": "b"}},
-            "template": {
-                "metadata": {"labels": {"a": "b"}},
-                "spec": {"hostNetwerk": True, "containers": [{"name": "c", "image": "i"}]},
-            },
-        },
-    }
+    bad = MISSPELLED
     out = kubectl(
         tmp_path, "set", "env", "--local", "-f", "-", "-o", "yaml", "X=1", stdin=json.dumps(bad)
     ).stdout
     assert missing(bad, yaml.safe_load(out)) == [".spec.template.spec.hostNetwerk"]
+
+
+def test_the_server_refuses_a_misspelled_field(chart_namespace: Path, tmp_path: Path) -> None:
+    """The server dry run above is worth something: an unknown field is refused."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(MISSPELLED))
+    args = ("apply", "--dry-run=server", "-n", NAMESPACE, "-f", str(path))
+    result = kubectl(tmp_path, *args, kubeconfig=chart_namespace, check=False)
+    assert result.returncode == 1
+    assert 'unknown field "spec.template.spec.hostNetwerk"' in result.stderr, result.stderr

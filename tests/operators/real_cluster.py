@@ -5,7 +5,9 @@ kube-node-lease, else the node lifecycle controller takes the node for lost, the
 so as it remembers a node of the same name from an earlier test), and everything a
 test made (DLJobs, Queues, pods, services, events, ConfigMaps, Secrets, Leases, Nodes)
 removed before and after it, so that tests sharing the one kube-apiserver see none of
-each other's objects. Used by tests/operators/conftest.py's `gpu_cluster`."""
+each other's objects. Used by tests/operators/conftest.py's `gpu_cluster` and
+tests/api/conftest.py's `kube_cluster` (the API's cluster-mode tests, which add their
+own nodes with `add_node`)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from operators.kube import (
     NOT_FOUND,
     ApiException,
     KubeApi,
+    Obj,
     Resource,
     api_client,
 )
@@ -47,9 +50,22 @@ class RealCluster:
         reset(self.api)
         self._heartbeats: list[tuple[NodeHeartbeat, threading.Thread]] = []
         for i in range(nodes):
-            body = make_node_body(f"node-{i}", rack=f"r{i // 4}")
-            self.api.create_node(body)
-            self._beat(f"node-{i}", body["status"]["capacity"])
+            self.add_node(f"node-{i}", rack=f"r{i // 4}")
+
+    def api_client(self) -> Any:
+        """The admin's client (the test server's `KubeServer.api_client()` surface);
+        closed by close()."""
+        return self.client
+
+    def add_node(
+        self, name: str, rack: str = "r0", annotations: dict[str, str] | None = None
+    ) -> Obj:
+        """A DGX-1 Node with `annotations` beside the GPU ones, heartbeating until close()."""
+        body = make_node_body(name, rack=rack)
+        body["metadata"]["annotations"].update(annotations or {})
+        node = self.api.create_node(body)
+        self._beat(name, body["status"]["capacity"])
+        return node
 
     def _beat(self, node: str, devices: dict[str, str]) -> None:
         """Register `node` as its kubelet would (status Ready, the GPUs its device

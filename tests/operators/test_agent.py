@@ -1,4 +1,7 @@
-"""The node agent: NVML discovery (through the fake), the topology file, publishing."""
+"""The node agent: NVML discovery (through the fake), the topology file, publishing
+(on the session's real control plane, `kube_cluster`: the Nodes the agent writes to
+are bare ones the test makes, without a kubelet's heartbeat, which the tests' few
+seconds do not need)."""
 
 from __future__ import annotations
 
@@ -18,11 +21,10 @@ from operators import crd
 from operators.agent.discovery import discover, gpu_status
 from operators.agent.main import EXIT_NO_NVML, AgentOptions, run_agent
 from operators.agent.topology_file import load_topology_file
-from operators.kube import KubeApi
 from operators.nodes import NodeGpus, build_cluster
-from tests.kube.fixtures import KubeServer
 from tests.nvml_names import NVML_NAMES
 from tests.operators.fake_nvml import FakeNvml, GpuFigures
+from tests.operators.real_cluster import RealCluster
 
 PRESETS = Path(__file__).resolve().parents[2] / "controller" / "presets"
 # An H100 SXM as NVML reports it (nvidia-smi -q: 16,896 cores, 1,980 MHz SM and 2,619
@@ -107,8 +109,8 @@ def test_topology_file_takes_a_preset_file() -> None:
     assert info.links[0][3] is not None and info.links[0][3].nvlinks == 2
 
 
-def test_agent_publishes_on_its_node(kube_server: KubeServer) -> None:
-    api = KubeApi(kube_server.api_client())
+def test_agent_publishes_on_its_node(kube_cluster: RealCluster) -> None:
+    api = kube_cluster.api
     api.create_node({"metadata": {"name": "n0"}})
     code = run_agent(AgentOptions(node_name="n0", once=True), nvml=initialised(), api=api)
     assert code == 0
@@ -123,11 +125,11 @@ def test_agent_publishes_on_its_node(kube_server: KubeServer) -> None:
 
 
 def test_agent_publishes_each_pods_gpu_use_on_its_node(
-    kube_server: KubeServer, tmp_path: Path
+    kube_cluster: RealCluster, tmp_path: Path
 ) -> None:
     """A pod's process on GPU 0 (found by its cgroup under --proc-root) reaches the
     Node's gpu-status, and from there the operator's ClusterView."""
-    api = KubeApi(kube_server.api_client())
+    api = kube_cluster.api
     api.create_node({"metadata": {"name": "n1"}})
     pod = api.create_pod(
         "default",
@@ -182,9 +184,9 @@ def conditions(node: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_the_agent_says_an_unknown_gpu_is_unknown_on_its_node(
-    kube_server: KubeServer, caplog: pytest.LogCaptureFixture
+    kube_cluster: RealCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    api = KubeApi(kube_server.api_client())
+    api = kube_cluster.api
     api.create_node({"metadata": {"name": "n0"}})
     ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"}
     api.patch_node_status("n0", {"status": {"conditions": [ready]}})
@@ -201,8 +203,8 @@ def test_the_agent_says_an_unknown_gpu_is_unknown_on_its_node(
     assert published.speed == pytest.approx(6.0, abs=0.01)
 
 
-def test_a_known_gpu_clears_the_condition(kube_server: KubeServer) -> None:
-    api = KubeApi(kube_server.api_client())
+def test_a_known_gpu_clears_the_condition(kube_cluster: RealCluster) -> None:
+    api = kube_cluster.api
     api.create_node({"metadata": {"name": "n0"}})
     assert run_agent(AgentOptions(node_name="n0", once=True), nvml=initialised(), api=api) == 0
     cond = conditions(api.get_node("n0"))[crd.CONDITION_GPU_UNKNOWN]

@@ -18,7 +18,6 @@ from operators.agent.egress import EgressAgent, default_route_interface, wanted_
 from operators.agent.main import AgentOptions, run_agent
 from operators.kube import KubeApi
 from operators.kube_calls import drain
-from tests.kube.fixtures import KubeServer
 from tests.operators.agent.fake_tc import FakeTc
 from tests.operators.agent.netns import (
     LINK_RATE_GBPS,
@@ -31,6 +30,7 @@ from tests.operators.agent.netns import (
     sh,
 )
 from tests.operators.fake_nvml import FakeNvml
+from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 NODE = "node-0"
@@ -182,9 +182,9 @@ def pod_classes(link: Link) -> set[str]:
 
 @needs_netns
 def test_the_agent_shapes_each_pod_to_its_rate_and_drops_a_deleted_one(
-    link: Link, kube_server: KubeServer
+    link: Link, kube_cluster: RealCluster
 ) -> None:
-    api = KubeApi(kube_server.api_client())
+    api = kube_cluster.api
     core = kubernetes.client.CoreV1Api(api.client)
     api.create_node({"metadata": {"name": NODE}})
     rates = {"pod-a": 0.2, "pod-b": 0.05}
