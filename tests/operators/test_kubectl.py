@@ -72,3 +72,29 @@ def test_kubectl_apply_get_describe_delete(gpu_cluster: RealCluster) -> None:
             assert "resnet50" not in kubectl(gpu_cluster, "get", "dljobs")
     finally:
         kubelet.stop()
+
+
+MALFORMED = {
+    "negative GPUs": ("spec: {image: busybox, gpus: -2}", "spec.gpus"),
+    "minGpus > maxGpus": (
+        "spec: {image: busybox, gpus: 2, minGpus: 4, maxGpus: 3}",
+        "spec.minGpus",
+    ),
+    "neither template nor image": ("spec: {gpus: 2}", "spec.template"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+@pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
+def test_kubectl_apply_of_a_malformed_dljob_is_refused_naming_the_field(
+    gpu_cluster: RealCluster, case: str
+) -> None:
+    """kube-apiserver itself refuses it (the CRD's schema and CEL rules): kubectl exits
+    non-zero naming the field, and nothing is stored."""
+    spec, field = MALFORMED[case]
+    manifest = f"apiVersion: {crd.API_VERSION}\nkind: DLJob\nmetadata: {{name: bad}}\n{spec}\n"
+    cmd = [KUBECTL, "--kubeconfig", str(gpu_cluster.kubeconfig), "apply", "-f", "-"]
+    done = subprocess.run(cmd, input=manifest, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert 'The DLJob "bad" is invalid' in done.stderr and f"{field}:" in done.stderr, done.stderr
+    assert gpu_cluster.api.list_dljobs("default")[0] == []
