@@ -1,4 +1,4 @@
-"""A kubelet simulator for operator tests: there is no real kubelet on the test server.
+"""A kubelet simulator for operator tests: the control plane's nodes have no real kubelet.
 
 It watches pods bound to nodes (spec.nodeName set) and plays their workload: a pod
 goes Running at once and Succeeded after the job's remaining time, the duration the

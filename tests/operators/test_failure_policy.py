@@ -2,7 +2,7 @@
 
 The back-off schedule and podFailurePolicy rules (operators/failure_policy.py), and
 `classify` (operators/jobs.py) and `judge` on pods as the kubelet reports them. The
-operator's failure handling against the test server is tests/operators/test_failures.py.
+operator's failure handling against the control plane is tests/operators/test_failures.py.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from tests.operators.kubelet import Kubelet
 from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
-# -- the operator against the test server -----------------------------------------------
+# -- the operator against the control plane ---------------------------------------------
 
 FAST = RestartPolicy(base_s=1.0, cap_s=4.0)
 

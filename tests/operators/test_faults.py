@@ -1,7 +1,7 @@
 """Fault test: the operator SIGKILLed and restarted 20+ times during a 200-job workload.
 
 The operator runs as a subprocess (`python -m gpuflow.operator_cmd operator run`)
-against the test server over HTTP, with a 1 s lease; a kubelet simulator runs the
+against the real control plane, with a 1 s lease; a kubelet simulator runs the
 workers and a checker watches every pod event for a GPU held twice.
 """
 
@@ -55,7 +55,8 @@ def wait_leader(
 
 
 @pytest.mark.slow
-# The test server's handler threads see the killed operators' connections reset.
+# Killed operators' connections are cut mid-request (on the test server its handler
+# threads saw them reset; kept for the threads that may see it here).
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("gpu_cluster", [4], indirect=True)

@@ -1,5 +1,5 @@
 """A job's GPU use measured by the node agent reaches the operator's round and outlives
-the job's pods: against the test API server, under SRTF, a running job whose worker
+the job's pods: against the real control plane, under SRTF, a running job whose worker
 the agent reports at 6 % alone is preempted, and its status keeps that figure
 (status.gpuUse) for its view while it waits (operators/views.py)."""
 

@@ -1,4 +1,4 @@
-"""The real kubectl against the test server with the operator running: apply, get,
+"""The real kubectl against the real control plane with the operator running: apply, get,
 describe (conditions, why pending), delete (finalizer released once pods are gone)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 25's restart storms, live on the test server: a GPU is free when its pod is
+"""Issue 25's restart storms, live on the real control plane: a GPU is free when its pod is
 gone, a new attempt starts after the old one checkpointed, and the policy decides at
 its own pace (controller.pace) instead of at every informer event."""
 

@@ -98,7 +98,7 @@ def test_an_unknown_network_is_refused_and_dedicated_publishes_nothing() -> None
     assert make_publisher("dedicated", writer) is None
 
 
-# --- the operator on the test API server ----------------------------------------------
+# --- the operator on the control plane -------------------------------------------------
 
 # make_node_body's DGX-1 V100 preset has a 400 Gbit/s NIC (controller/presets).
 DGX1_NIC_GBPS = 400.0

@@ -93,7 +93,7 @@ def test_networks_the_operator_cannot_run_are_refused_in_one_line() -> None:
     assert check_live_network("cassini") == "cassini"
 
 
-# --- the operator on the test API server ----------------------------------------------
+# --- the operator on the control plane -------------------------------------------------
 
 DGX1_NIC_GBPS = 400.0  # make_node_body's DGX-1 V100 preset
 

@@ -1,4 +1,4 @@
-"""Cordon and drain against the strict test API server with the operator running:
+"""Cordon and drain against the real control plane with the operator running:
 `kubectl cordon` keeps new work off a node while its jobs run on; a drain set by the
 API's code path (api.node_admin) preempts the node's jobs gracefully, places them
 elsewhere and ends once the node is empty."""

@@ -1,4 +1,4 @@
-"""The operator against the test API server over HTTP: jobs placed, run and finished."""
+"""The operator against the real control plane: jobs placed, run and finished."""
 
 from __future__ import annotations
 

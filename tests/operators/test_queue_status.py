@@ -1,6 +1,6 @@
 """The operator writes each waiting DLJob's place in the policy's order
 (status.queuePosition) and, on a stopped one, who took its GPUs (status.preemptedBy and
-its condition's message): against the test API server, under SRTF."""
+its condition's message): against the real control plane, under SRTF."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Queue resources to the quota tree (operators/quota_queues.py) and the calls on
-them (operators/queue_api.py), against the strict test API server."""
+them (operators/queue_api.py), against the real control plane (and a server without
+the Queue CRD, the test server)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """DLJobs as real jobs: the template's checks, CPU requests against nodes' allocatable
-on the test API server, and an invalid spec reported, then fixed."""
+on the real control plane, and an invalid spec reported, then fixed."""
 
 from __future__ import annotations
 
