@@ -57,6 +57,7 @@ from bench.operator_servers import (
     BenchServer,
     bench_server,
     node_bodies,
+    process_cpu_s,
 )
 from gpuflow.sandbox.controlplane import Binaries, BinariesMissing
 from tests.operators.builders import make_dljob
@@ -87,12 +88,6 @@ def default_server() -> str:
     except BinariesMissing:
         return "test"
     return "real"
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -147,9 +142,12 @@ class Run:
     total_s: float
     operator_cpu_s: float
     bench_cpu_s: float
+    server_cpu_s: dict[str, float]  # the real server's processes', by name
     rounds: int
     in_rounds_s: float
     requests: Counter[str]  # served meanwhile, by "VERB resource"
+    request_seconds: dict[str, float]  # spent serving them (real server only)
+    store_requests: dict[str, tuple[float, float]]  # (count, seconds) by etcd operation
     operator_requests: int  # the operator's among them
     own_requests: int  # the bench's own among them
     watches: int
@@ -228,7 +226,8 @@ def measure(args: argparse.Namespace, server: BenchServer, log_path: Path) -> Ru
     with log_path.open("w") as log:
         server.placed(0.0)  # what was placed before (nothing) is not counted as the operator's
         requests0, own0, watches0 = server.requests(), server.own_requests(), server.watches()
-        operator0 = server.operator_requests()
+        seconds0, store0 = server.request_seconds(), server.store_requests()
+        operator0, server_cpu0 = server.operator_requests(), server.cpu_s()
         t1, bench_cpu0 = time.perf_counter(), time.process_time()
         proc = subprocess.Popen(cmd, cwd=ROOT, stderr=log)
         try:
@@ -241,9 +240,17 @@ def measure(args: argparse.Namespace, server: BenchServer, log_path: Path) -> Ru
                     raise SystemExit(f"the operator exited ({proc.returncode}): see {log_path}")
             total_s = time.perf_counter() - t1
             bench_cpu_s = time.process_time() - bench_cpu0
-            operator_cpu_s = cpu_s(proc.pid)
+            operator_cpu_s = process_cpu_s(proc.pid)
+            server_cpu = Counter(server.cpu_s())
+            server_cpu.subtract(server_cpu0)
             requests = server.requests()
             requests.subtract(requests0)
+            seconds = server.request_seconds()
+            seconds = {key: s - seconds0.get(key, 0.0) for key, s in seconds.items()}
+            store = {
+                op: (n - store0.get(op, (0.0, 0.0))[0], s - store0.get(op, (0.0, 0.0))[1])
+                for op, (n, s) in server.store_requests().items()
+            }
             own = server.own_requests() - own0
             operator = server.operator_requests() - operator0
             watches = server.watches() - watches0
@@ -252,9 +259,21 @@ def measure(args: argparse.Namespace, server: BenchServer, log_path: Path) -> Ru
             proc.kill()
             proc.wait()
     return Run(
-        placed, first_s, total_s, operator_cpu_s, bench_cpu_s, rounds, in_rounds_s,
-        +requests, operator, own, watches,
-    )  # fmt: skip
+        placed=placed,
+        first_s=first_s,
+        total_s=total_s,
+        operator_cpu_s=operator_cpu_s,
+        bench_cpu_s=bench_cpu_s,
+        server_cpu_s=dict(server_cpu),
+        rounds=rounds,
+        in_rounds_s=in_rounds_s,
+        requests=+requests,
+        request_seconds=seconds,
+        store_requests=store,
+        operator_requests=operator,
+        own_requests=own,
+        watches=watches,
+    )
 
 
 def report(args: argparse.Namespace, run: Run) -> None:
@@ -265,31 +284,57 @@ def report(args: argparse.Namespace, run: Run) -> None:
     print(f"operator: {run.placed}/{args.jobs} jobs' pods created and bound in {total_s:.1f} s")
     where = "API server and bench" if args.server == "test" else "bench"
     cores = os.cpu_count() or 1
+    servers = "".join(f", {name} {s:.1f} s" for name, s in run.server_cpu_s.items())
     print(
         f"cpu until then: operator {run.operator_cpu_s:.1f} s, {where}"
-        f" {run.bench_cpu_s:.1f} s ({cores} cores: {cores * total_s:.0f} core-s)"
+        f" {run.bench_cpu_s:.1f} s{servers} ({cores} cores: {cores * total_s:.0f} core-s)"
     )
     mean = run.in_rounds_s / run.rounds if run.rounds else 0.0
     print(
         f"round latency (gpuflow_operator_round_seconds): {run.rounds} rounds,"
         f" {run.in_rounds_s:.1f} s in rounds, mean {mean:.3f} s"
     )
+    report_requests(args, run)
+    goal_s = GOAL_S[args.server]
+    met = run.placed >= args.jobs and total_s <= goal_s
+    print(f"goal: all placed within {goal_s:.0f} s:", "met" if met else "NOT met")
+
+
+def report_requests(args: argparse.Namespace, run: Run) -> None:
+    """The requests the API server served until every job was placed: the operator's,
+    the bench's own and the control plane's; by verb and resource; their latency and
+    the store's (real server); the operator's watches."""
     ops = run.operator_requests
     total = sum(run.requests.values())
     print(
         f"API server requests until then: {total}, the operator's {ops}"
-        f" ({ops / total_s:.0f}/s, {ops / max(args.jobs, 1):.1f} a job), the bench's own"
+        f" ({ops / run.total_s:.0f}/s, {ops / max(args.jobs, 1):.1f} a job), the bench's own"
         f" {run.own_requests}, the control plane's other {total - ops - run.own_requests}"
     )
     print(
         "  by verb and resource: "
         + ", ".join(f"{key} {n}" for key, n in run.requests.most_common(TOP_REQUESTS))
     )
+    top = [
+        key
+        for key, _ in run.requests.most_common(TOP_REQUESTS)
+        if key in run.request_seconds and not key.startswith("WATCH")  # open for minutes
+    ]
+    if top:
+        print(
+            "  mean latency at the API server: "
+            + ", ".join(
+                f"{k} {1000 * run.request_seconds[k] / run.requests[k]:.0f} ms" for k in top
+            )
+        )
+    busy = sorted(((n, op, s) for op, (n, s) in run.store_requests.items() if n), reverse=True)
+    if busy:
+        print(
+            "  its store (etcd) meanwhile: "
+            + ", ".join(f"{op} {n:.0f} x {1000 * s / n:.1f} ms" for n, op, s in busy[:6])
+        )
     kind = "open at the end" if args.server == "real" else "requests made"
     print(f"operator watches ({kind}): {run.watches}")
-    goal_s = GOAL_S[args.server]
-    met = run.placed >= args.jobs and total_s <= goal_s
-    print(f"goal: all placed within {goal_s:.0f} s:", "met" if met else "NOT met")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import re
 import tempfile
 import threading
@@ -77,6 +78,15 @@ class BenchServer(Protocol):
         """Requests served so far by "VERB resource[/subresource]"."""
         ...
 
+    def request_seconds(self) -> dict[str, float]:
+        """Seconds spent serving requests so far, by "VERB resource" (real only)."""
+        ...
+
+    def store_requests(self) -> dict[str, tuple[float, float]]:
+        """The API server's requests to its store so far: (count, seconds) by
+        operation (real only: kube-apiserver's etcd_request_duration_seconds)."""
+        ...
+
     def watches(self) -> int:
         """Real: watches open now; test: watch requests served so far."""
         ...
@@ -87,6 +97,10 @@ class BenchServer(Protocol):
 
     def own_requests(self) -> int:
         """Requests the bench itself sent since it started (its heartbeats, its watch)."""
+        ...
+
+    def cpu_s(self) -> dict[str, float]:
+        """CPU seconds so far of the server's processes that the bench started, by name."""
         ...
 
 
@@ -126,6 +140,12 @@ class TestServer:
     def requests(self) -> Counter[str]:
         return Counter(_test_request_key(r.method, r.path) for r in list(self.server.requests))
 
+    def request_seconds(self) -> dict[str, float]:
+        return {}  # its request log keeps no durations
+
+    def store_requests(self) -> dict[str, tuple[float, float]]:
+        return {}  # its store is a dict in this process
+
     def watches(self) -> int:
         return sum(1 for r in list(self.server.requests) if "watch=" in r.path)
 
@@ -135,6 +155,10 @@ class TestServer:
 
     def own_requests(self) -> int:
         return 0
+
+    def cpu_s(self) -> dict[str, float]:
+        """None of its own: it shares the bench's process (whose CPU the bench reads)."""
+        return {}
 
 
 def _test_request_key(method: str, path: str) -> str:
@@ -160,9 +184,11 @@ class RealServer:
         self._stack = ExitStack()
         try:
             folder = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
+            self._pids: dict[str, int] = {}
             if kubeconfig is None:
                 plane = self._stack.enter_context(ControlPlane(folder / "controlplane"))
                 kubeconfig = plane.kubeconfig
+                self._pids = plane.pids
                 self.name = f"real (Kubernetes {plane.version}, {plane.store})"
             else:
                 self.name = f"real (the cluster of {kubeconfig})"
@@ -199,22 +225,44 @@ class RealServer:
         return self._pods.placed(wait_s)
 
     def requests(self) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        for labels, value in self._metric("apiserver_request_total"):
+        totals = self._by_request("apiserver_request_total")
+        return Counter({key: int(n) for key, n in totals.items()})
+
+    def request_seconds(self) -> dict[str, float]:
+        return self._by_request("apiserver_request_duration_seconds_sum")
+
+    def store_requests(self) -> dict[str, tuple[float, float]]:
+        counts: dict[str, float] = collections.defaultdict(float)
+        seconds: dict[str, float] = collections.defaultdict(float)
+        for labels, value in self._metric("etcd_request_duration_seconds_count"):
+            counts[labels["operation"]] += value
+        for labels, value in self._metric("etcd_request_duration_seconds_sum"):
+            seconds[labels["operation"]] += value
+        return {op: (n, seconds[op]) for op, n in counts.items()}
+
+    def _by_request(self, metric: str) -> dict[str, float]:
+        """`metric`'s samples summed by "VERB resource[/subresource]"."""
+        sums: dict[str, float] = collections.defaultdict(float)
+        for labels, value in self._metric(metric):
             sub = labels.get("subresource")
-            counts[f"{labels['verb']} {labels['resource']}{'/' + sub if sub else ''}"] += value
-        return counts
+            sums[f"{labels['verb']} {labels['resource']}{'/' + sub if sub else ''}"] += value
+        return dict(sums)
 
     def watches(self) -> int:
         samples = self._metric("apiserver_longrunning_requests")
-        return sum(value for labels, value in samples if labels.get("verb") == "WATCH")
+        return int(sum(value for labels, value in samples if labels.get("verb") == "WATCH"))
 
     def operator_requests(self) -> int:
         samples = self._metric("apiserver_flowcontrol_dispatched_requests_total")
-        return sum(n for labels, n in samples if labels.get("flow_schema") == OPERATOR_IDENTITY)
+        return int(
+            sum(n for labels, n in samples if labels.get("flow_schema") == OPERATOR_IDENTITY)
+        )
 
     def own_requests(self) -> int:
         return self.renewer.renewals + self._pods.requests
+
+    def cpu_s(self) -> dict[str, float]:
+        return {name: process_cpu_s(pid) for name, pid in self._pids.items()}
 
     def _operator_identity(self, path: Path) -> Path:
         """The operator's ServiceAccount, bound to cluster-admin, and its FlowSchema
@@ -297,14 +345,14 @@ class RealServer:
         finally:
             operator.rest_client.pool_manager.clear()
 
-    def _metric(self, name: str) -> list[tuple[dict[str, str], int]]:
+    def _metric(self, name: str) -> list[tuple[dict[str, str], float]]:
         """(labels, value) of each sample of `name` on kube-apiserver's /metrics."""
         text = _get(self.client, "/metrics").decode()
         out = []
         for line in text.splitlines():
             if line.startswith(name + "{"):
                 labels, value = line[len(name) :].rsplit(" ", 1)
-                out.append((dict(METRIC_LABELS.findall(labels)), int(float(value))))
+                out.append((dict(METRIC_LABELS.findall(labels)), float(value)))
         return out
 
 
@@ -346,6 +394,12 @@ class _PodWatch:
                     with self._changed:
                         _count_placed(obj, self._jobs)
                         self._changed.notify_all()
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _create(fn: Callable[[], Any]) -> None:
