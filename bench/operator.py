@@ -203,7 +203,10 @@ def main(argv: list[str] | None = None) -> None:
             f"setup: {args.nodes} nodes, {args.jobs} DLJobs ({sum(sizes)} GPUs) in {setup_s:.1f} s"
         )
         run = measure(args, server, log_path)
+        heartbeats = server.heartbeats()
     report(args, run)
+    if heartbeats:
+        print(heartbeats)
     lines = round_lines(log_path)
     if lines:
         secs = [s for _, s, _, _ in lines]

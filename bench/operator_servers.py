@@ -103,6 +103,10 @@ class BenchServer(Protocol):
         """CPU seconds so far of the server's processes that the bench started, by name."""
         ...
 
+    def heartbeats(self) -> str:
+        """How the nodes' heartbeats kept up (real), or "" (test: none needed)."""
+        ...
+
 
 class TestServer:
     """gpuflow/sandbox/kube's KubeServer in this process."""
@@ -159,6 +163,9 @@ class TestServer:
     def cpu_s(self) -> dict[str, float]:
         """None of its own: it shares the bench's process (whose CPU the bench reads)."""
         return {}
+
+    def heartbeats(self) -> str:
+        return ""
 
 
 def _test_request_key(method: str, path: str) -> str:
@@ -263,6 +270,14 @@ class RealServer:
 
     def cpu_s(self) -> dict[str, float]:
         return {name: process_cpu_s(pid) for name, pid in self._pids.items()}
+
+    def heartbeats(self) -> str:
+        r = self.renewer
+        return (
+            f"node Leases: {r.renewals} renewals, {r.failures} failed, the longest a node"
+            f" went unrenewed {r.longest_gap_s:.1f} s (the kubelet renews every"
+            f" {r.config.renew_s:.0f} s; a Lease lasts {r.config.lease_duration_s} s)"
+        )
 
     def _operator_identity(self, path: Path) -> Path:
         """The operator's ServiceAccount, bound to cluster-admin, and its FlowSchema
