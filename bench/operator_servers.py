@@ -224,9 +224,9 @@ class RealServer:
             )
             self.renewer.add(node)
 
+        self.renewer.start()  # renewing the Leases as they are made
         with ThreadPoolExecutor(SETUP_THREADS) as pool:
             list(pool.map(register, bodies))
-        self.renewer.start()
 
     def placed(self, wait_s: float) -> int:
         return self._pods.placed(wait_s)

@@ -209,7 +209,8 @@ class NodeHeartbeat:
 
 class LeaseRenewer:
     """Every node's Lease in kube-node-lease renewed at the kubelet's period
-    (`config.renew_s`) by `threads` threads, each over its share of the nodes with
+    (`config.renew_s`) by `threads` threads, each over its share of the nodes (those
+    added so far, taken again every period: nodes may be added after start()) with
     the renewals spread evenly over the period (one thread alone cannot keep 2,000
     Leases at 200 renewals a second once each takes tens of milliseconds on a busy
     machine). `renewals` counts the patches sent (a caller subtracts them from the API
@@ -233,7 +234,7 @@ class LeaseRenewer:
 
     def add(self, node: Obj) -> None:
         """Create `node`'s Lease (owned by the Node, as the kubelet makes it) and renew
-        it once started. Thread-safe against other add() calls, not against start()."""
+        it from the renewing thread's next period on. Thread-safe."""
         name = str(node["metadata"]["name"])
         owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
         meta = {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]}
@@ -244,13 +245,13 @@ class LeaseRenewer:
             "renewTime": micro_time(time.time()),
         }
         self.api.create_lease(LEASE_NAMESPACE, body)
-        self._last[name] = time.monotonic()
-        self._nodes.append(name)
+        with self._lock:
+            self._last[name] = time.monotonic()
+            self._nodes.append(name)
 
     def start(self) -> None:
-        for i in range(min(self._threads, len(self._nodes))):
-            share = self._nodes[i :: self._threads]
-            thread = threading.Thread(target=self._run, args=(share,), name=f"lease-renewer-{i}")
+        for i in range(self._threads):
+            thread = threading.Thread(target=self._run, args=(i,), name=f"lease-renewer-{i}")
             thread.start()
             self._running.append(thread)
 
@@ -259,15 +260,22 @@ class LeaseRenewer:
         for thread in self._running:
             thread.join()
 
-    def _run(self, nodes: list[str]) -> None:
+    def _run(self, index: int) -> None:
         client = self.api.core.api_client
         headers = _auth_headers(client)
         headers["Content-Type"] = "application/merge-patch+json"
         base = f"{client.configuration.host}/apis/coordination.k8s.io/v1/namespaces/"
         pool = client.rest_client.pool_manager
-        gap_s = self.config.renew_s / len(nodes)
         due = time.monotonic()
         while True:
+            with self._lock:
+                nodes = self._nodes[index :: self._threads]
+            if not nodes:  # none added yet
+                due += self.config.renew_s / 10
+                if self._stop.wait(max(due - time.monotonic(), 0.0)):
+                    return
+                continue
+            gap_s = self.config.renew_s / len(nodes)
             for name in nodes:
                 due += gap_s
                 if self._stop.wait(max(due - time.monotonic(), 0.0)):
