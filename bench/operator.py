@@ -166,7 +166,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--kubeconfig",
         type=Path,
-        help="--server real: an admin's kubeconfig of a running cluster (default: start one)",
+        help="--server real: an admin's kubeconfig of a running scratch cluster, where the"
+        " bench makes its Nodes and DLJobs (default: start one)",
     )
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--interval", type=float, default=5.0, help="the operator's --interval")
@@ -309,10 +310,12 @@ def report_requests(args: argparse.Namespace, run: Run) -> None:
     the store's (real server); the operator's watches."""
     ops = run.operator_requests
     total = sum(run.requests.values())
+    # The counters are read a moment apart: a request or two may fall between them.
+    other = max(total - ops - run.own_requests, 0)
     print(
         f"API server requests until then: {total}, the operator's {ops}"
         f" ({ops / run.total_s:.0f}/s, {ops / max(args.jobs, 1):.1f} a job), the bench's own"
-        f" {run.own_requests}, the control plane's other {total - ops - run.own_requests}"
+        f" {run.own_requests}, the control plane's other {other}"
     )
     print(
         "  by verb and resource: "
