@@ -11,7 +11,7 @@ controlplane`) starts etcd, kube-apiserver, kube-controller-manager and kube-sch
 gpuflow/sandbox/kube's KubeServer in this process, as the figures before issue 26 were
 measured (bench/operator_servers.py has both). The bench creates the nodes with the GPU
 annotation the node agent publishes (DGX-1 V100; on the real server registered Ready as
-a kubelet registers, their Leases renewed every 10 s from one thread) and the DLJobs
+a kubelet registers, their Leases renewed every 10 s by a few threads) and the DLJobs
 (1, 2, 4 or 8 GPUs, seeded), then starts `gpuflow operator run -v` as a subprocess and
 times until every job has its worker pods created and bound (nodeName set).
 

@@ -7,14 +7,16 @@ placed, and how it counts the requests the operator sends.
   folder, or an already running one given by an admin's kubeconfig (the smoke test's
   session control plane). Nodes register as a kubelet registers them (Ready, the GPUs
   their device plugin publishes: heartbeat.py `NodeHeartbeat.register`) and stay
-  alive through one `LeaseRenewer` thread renewing every node's Lease at the
-  kubelet's 10-s period. The operator runs as its own ServiceAccount (bound to
-  cluster-admin), which a FlowSchema of its own puts at priority level workload-low,
-  where the bootstrap `service-accounts` schema would put it: kube-apiserver's /metrics
-  then count its requests apart (`apiserver_flowcontrol_dispatched_requests_total` of
-  that schema), beside every request by verb and resource (`apiserver_request_total`)
-  and the open watches (`apiserver_longrunning_requests`). Placements are counted
-  from a watch on the operator's pods.
+  alive through a `LeaseRenewer` (16 threads) renewing every node's Lease at the
+  kubelet's 10-s period, from before the first node is made. The operator runs as
+  its own ServiceAccount (bound to cluster-admin), which a FlowSchema of its own puts
+  at priority level workload-low, where the bootstrap `service-accounts` schema would
+  put it: kube-apiserver's /metrics then count its requests apart
+  (`apiserver_flowcontrol_dispatched_requests_total` of that schema), beside every
+  request by verb and resource (`apiserver_request_total`) and the open watches
+  (`apiserver_longrunning_requests`), with the requests' latency and the store's
+  (`etcd_request_duration_seconds`). Placements are counted from a watch on the
+  operator's pods.
 - `TestServer`: gpuflow/sandbox/kube's KubeServer in this process, as before: nodes
   created with their GPU resources (it runs no node lifecycle controller),
   placements read from its store, requests from its request log.
