@@ -358,6 +358,11 @@ class ControlPlane:
         return int(self.url.rsplit(":", 1)[1])
 
     @property
+    def pids(self) -> dict[str, int]:
+        """The process id of each process started, by name ("kube-apiserver")."""
+        return {p.name: p.process.pid for p in self._processes}
+
+    @property
     def version(self) -> str:
         """The Kubernetes release, as "v1.34.4" (what /version's gitVersion says)."""
         return self.binaries.kubernetes_version

@@ -23,10 +23,17 @@ that to see the controller mark the node NotReady.
 Every write is the node's own, so it passes the Node authorizer and NodeRestriction
 when the kubelet holds the credentials of user `system:node:<name>`
 (controlplane.py `ControlPlane.node_kubeconfig`).
+
+`LeaseRenewer` is the lighter emulation bench/operator.py uses for thousands of nodes
+registered once (`register(metadata)`) and then kept alive: a few threads renew every
+node's Lease at the kubelet's period, spread evenly over it, each renewal one merge
+patch of `renewTime` (no GET first, no status posts: the node lifecycle controller
+counts a renewed Lease as the node's heartbeat).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import platform
 import threading
@@ -34,6 +41,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from operators.kube import ALREADY_EXISTS, API_ERRORS, KubeApi, Obj, status_code
 from operators.resources import micro_time
@@ -87,21 +95,22 @@ class NodeHeartbeat:
         self._uid = ""
         self._status_posted_at = 0.0
 
-    def register(self) -> None:
+    def register(self, metadata: Obj | None = None) -> Obj:
         """Create the Node, or, if it is there already (a restart), set its default
-        labels and post its status, as the kubelet does (updateDefaultLabels)."""
+        labels and post its status, as the kubelet does (updateDefaultLabels).
+        `metadata`'s labels and annotations (a GPU node's, which its node agent would
+        publish) go into a Node it creates, beside the default labels. Returns the Node."""
         arch = GOARCH.get(platform.machine(), platform.machine())
         labels = {
             "kubernetes.io/hostname": self.node,
             "kubernetes.io/os": "linux",
             "kubernetes.io/arch": arch,
         }
-        body = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": self.node, "labels": labels},
-            "status": self._status(None),
-        }
+        extra = metadata or {}
+        meta: Obj = {"name": self.node, "labels": {**(extra.get("labels") or {}), **labels}}
+        if extra.get("annotations"):
+            meta["annotations"] = dict(extra["annotations"])
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": meta, "status": self._status(None)}
         try:
             node = self.api.create_node(body)
             self._status_posted_at = time.monotonic()
@@ -112,6 +121,7 @@ class NodeHeartbeat:
             node = self._post_status()
         self._uid = str(node["metadata"]["uid"])
         log.info("registered node=%s address=%s", self.node, self.address)
+        return node
 
     def run(self, stop: threading.Event) -> None:
         """Renew the Lease and post status until `stop` or stop() is set."""
@@ -195,3 +205,102 @@ class NodeHeartbeat:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta}
         body["spec"] = spec
         self.api.create_lease(LEASE_NAMESPACE, body)
+
+
+class LeaseRenewer:
+    """Every node's Lease in kube-node-lease renewed at the kubelet's period
+    (`config.renew_s`) by `threads` threads, each over its share of the nodes (those
+    added so far, taken again every period: nodes may be added after start()) with
+    the renewals spread evenly over the period (one thread alone cannot keep 2,000
+    Leases at 200 renewals a second once each takes tens of milliseconds on a busy
+    machine). `renewals` counts the patches sent (a caller subtracts them from the API
+    server's counts); `longest_gap_s` is the longest a node went without one (from its
+    Lease's creation on), to hold against the Lease's 40 s."""
+
+    def __init__(
+        self, api: KubeApi, config: HeartbeatConfig | None = None, threads: int = 16
+    ) -> None:
+        self.api = api
+        self.config = config or HeartbeatConfig()
+        self.renewals = 0
+        self.failures = 0
+        self.longest_gap_s = 0.0
+        self._last: dict[str, float] = {}  # node -> when its Lease was last written
+        self._threads = threads
+        self._nodes: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._running: list[threading.Thread] = []
+
+    def add(self, node: Obj) -> None:
+        """Create `node`'s Lease (owned by the Node, as the kubelet makes it) and renew
+        it from the renewing thread's next period on. Thread-safe."""
+        name = str(node["metadata"]["name"])
+        owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+        meta = {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]}
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta}
+        body["spec"] = {
+            "holderIdentity": name,
+            "leaseDurationSeconds": self.config.lease_duration_s,
+            "renewTime": micro_time(time.time()),
+        }
+        self.api.create_lease(LEASE_NAMESPACE, body)
+        with self._lock:
+            self._last[name] = time.monotonic()
+            self._nodes.append(name)
+
+    def start(self) -> None:
+        for i in range(self._threads):
+            thread = threading.Thread(target=self._run, args=(i,), name=f"lease-renewer-{i}")
+            thread.start()
+            self._running.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._running:
+            thread.join()
+
+    def _run(self, index: int) -> None:
+        client = self.api.core.api_client
+        headers = _auth_headers(client)
+        headers["Content-Type"] = "application/merge-patch+json"
+        base = f"{client.configuration.host}/apis/coordination.k8s.io/v1/namespaces/"
+        pool = client.rest_client.pool_manager
+        due = time.monotonic()
+        while True:
+            with self._lock:
+                nodes = self._nodes[index :: self._threads]
+            if not nodes:  # none added yet
+                due += self.config.renew_s / 10
+                if self._stop.wait(max(due - time.monotonic(), 0.0)):
+                    return
+                continue
+            gap_s = self.config.renew_s / len(nodes)
+            for name in nodes:
+                due += gap_s
+                if self._stop.wait(max(due - time.monotonic(), 0.0)):
+                    return
+                patch = {"spec": {"renewTime": micro_time(time.time())}}
+                resp = pool.request(
+                    "PATCH",
+                    f"{base}{LEASE_NAMESPACE}/leases/{name}",
+                    body=json.dumps(patch).encode(),
+                    headers=headers,
+                    timeout=10.0,
+                )
+                with self._lock:
+                    self.renewals += 1
+                    if resp.status == 200:
+                        now = time.monotonic()
+                        self.longest_gap_s = max(self.longest_gap_s, now - self._last[name])
+                        self._last[name] = now
+                    else:
+                        self.failures += 1
+                if resp.status != 200:
+                    log.warning("lease renewal failed node=%s status=%s", name, resp.status)
+
+
+def _auth_headers(client: Any) -> dict[str, str]:
+    """The headers an ApiClient authenticates with (a bearer token from the kubeconfig)."""
+    settings: Mapping[str, Mapping[str, str]] = client.configuration.auth_settings()
+    return {s["key"]: s["value"] for s in settings.values() if s.get("in") == "header"}

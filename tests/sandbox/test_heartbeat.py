@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpuflow.sandbox.controlplane import ControlPlane, ControlPlaneOptions
-from gpuflow.sandbox.heartbeat import LEASE_NAMESPACE, HeartbeatConfig
+from gpuflow.sandbox.heartbeat import LEASE_NAMESPACE, HeartbeatConfig, LeaseRenewer, NodeHeartbeat
 from operators.kube import API_ERRORS, KubeApi, api_client, status_code
 from tests.controlplane.fixtures import NEEDS_CONTROL_PLANE
 from tests.sandbox.conftest import Start
@@ -100,3 +100,40 @@ def test_stopped_heartbeats_make_the_node_unknown(
         return "node.kubernetes.io/unreachable" in {t["key"] for t in taints}
 
     assert wait_for("the unreachable taint", unreachable, 30)
+
+
+def renew_time(api: KubeApi, node: str) -> str:
+    lease = api.get_lease(LEASE_NAMESPACE, node)
+    assert lease is not None, node
+    return str(lease["spec"]["renewTime"])
+
+
+def test_one_lease_renewer_keeps_many_nodes_leases(api: KubeApi) -> None:
+    """The lighter emulation bench/operator.py runs for 2,000 nodes: each registered
+    once with the node agent's metadata, then one thread renewing every Lease."""
+    names = ["renewer-0", "renewer-1", "renewer-2"]
+    renewer = LeaseRenewer(api, HeartbeatConfig(renew_s=0.3))
+    meta = {"labels": {"rack": "r1"}, "annotations": {"gpus": "8 x V100"}}
+    try:
+        for name in names:
+            heartbeat = NodeHeartbeat(api, name, "127.0.0.1", devices={"nvidia.com/gpu": "8"})
+            node = heartbeat.register(meta)
+            labels = node["metadata"]["labels"]
+            assert (labels["rack"], labels["kubernetes.io/hostname"]) == ("r1", name)
+            assert node["metadata"]["annotations"] == {"gpus": "8 x V100"}
+            assert ready(node)["status"] == "True"
+            assert node["status"]["capacity"] == {"pods": "110", "nvidia.com/gpu": "8"}
+            renewer.add(node)
+        first = {name: renew_time(api, name) for name in names}
+        renewer.start()
+        wait_for(
+            "every Lease's renewTime to move",
+            lambda: all(renew_time(api, name) > first[name] for name in names),
+            10,
+        )
+    finally:
+        renewer.stop()
+        for name in names:
+            api.core.delete_node(name)
+    assert renewer.renewals >= len(names) and renewer.failures == 0
+    assert 0 < renewer.longest_gap_s < 5
