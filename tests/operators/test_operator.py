@@ -9,7 +9,7 @@ import pytest
 from operators import crd
 from operators.resources import parse_time
 from policies.registry import policy_names
-from tests.operators.builders import dljob_status, make_dljob, make_node_body
+from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
@@ -92,7 +92,7 @@ def test_a_job_no_node_set_can_hold_is_unschedulable_and_blocks_nobody(
                 "Unschedulable"
             ) == 1
             # The cluster grows: the job queues and runs.
-            api.create_node(make_node_body("node-2", rack="r0"))
+            gpu_cluster.add_node("node-2", rack="r0")  # with its kubelet's heartbeat
             wait_phases(api, "Succeeded", ["huge"])
     finally:
         kubelet.stop()
