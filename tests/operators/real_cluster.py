@@ -58,10 +58,15 @@ class RealCluster:
         return self.client
 
     def add_node(
-        self, name: str, rack: str = "r0", annotations: dict[str, str] | None = None
+        self,
+        name: str,
+        rack: str = "r0",
+        annotations: dict[str, str] | None = None,
+        node_type: str = "dgx1-v100",
     ) -> Obj:
-        """A DGX-1 Node with `annotations` beside the GPU ones, heartbeating until close()."""
-        body = make_node_body(name, rack=rack)
+        """A Node of `node_type` (a DGX-1) with `annotations` beside the GPU ones,
+        heartbeating until close()."""
+        body = make_node_body(name, node_type, rack=rack)
         body["metadata"]["annotations"].update(annotations or {})
         node = self.api.create_node(body)
         self._beat(name, body["status"]["capacity"])

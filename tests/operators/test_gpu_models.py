@@ -74,7 +74,7 @@ def test_a_job_runs_only_on_a_model_it_accepts(gpu_cluster: RealCluster) -> None
     api = gpu_cluster.api
     # node-0 is a DGX-1 (V100), node-1 a DGX A100; names sort node-0 first, so a
     # placer blind to models would put a 1-GPU job on node-0.
-    api.create_node(make_node_body("node-1", "dgx-a100", rack="r0"))
+    gpu_cluster.add_node("node-1", rack="r0", node_type="dgx-a100")
     api.create_dljob("default", with_models(make_dljob("on-a100", 1, duration_s=0.2), [A100]))
     api.create_dljob("default", with_models(make_dljob("on-h100", 1), ["H100-SXM5-80GB"]))
     kubelet = Kubelet(gpu_cluster.client).start()
