@@ -191,20 +191,26 @@ class NodeHeartbeat:
             self._post_status()
 
     def _renew_lease(self) -> None:
-        spec = {
-            "holderIdentity": self.node,
-            "leaseDurationSeconds": self.config.lease_duration_s,
-            "renewTime": micro_time(time.time()),
-        }
+        body = node_lease(self.node, self._uid, self.config.lease_duration_s)
         lease = self.api.get_lease(LEASE_NAMESPACE, self.node)
         if lease is not None:
-            self.api.replace_lease(LEASE_NAMESPACE, {**lease, "spec": {**lease["spec"], **spec}})
+            spec = {**lease["spec"], **body["spec"]}
+            self.api.replace_lease(LEASE_NAMESPACE, {**lease, "spec": spec})
             return
-        owner = {"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": self._uid}
-        meta = {"name": self.node, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]}
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta}
-        body["spec"] = spec
         self.api.create_lease(LEASE_NAMESPACE, body)
+
+
+def node_lease(node: str, uid: str, duration_s: int) -> Obj:
+    """A node's Lease in kube-node-lease as its kubelet makes it (owned by the Node),
+    renewed now."""
+    owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
+    meta = {"name": node, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]}
+    spec = {
+        "holderIdentity": node,
+        "leaseDurationSeconds": duration_s,
+        "renewTime": micro_time(time.time()),
+    }
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 
 
 class LeaseRenewer:
@@ -236,15 +242,8 @@ class LeaseRenewer:
         """Create `node`'s Lease (owned by the Node, as the kubelet makes it) and renew
         it from the renewing thread's next period on. Thread-safe."""
         name = str(node["metadata"]["name"])
-        owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
-        meta = {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]}
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta}
-        body["spec"] = {
-            "holderIdentity": name,
-            "leaseDurationSeconds": self.config.lease_duration_s,
-            "renewTime": micro_time(time.time()),
-        }
-        self.api.create_lease(LEASE_NAMESPACE, body)
+        uid = str(node["metadata"]["uid"])
+        self.api.create_lease(LEASE_NAMESPACE, node_lease(name, uid, self.config.lease_duration_s))
         with self._lock:
             self._last[name] = time.monotonic()
             self._nodes.append(name)
