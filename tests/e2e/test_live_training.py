@@ -170,7 +170,7 @@ def test_pollux_decides_on_what_the_processes_measure(sandbox: Sandbox) -> None:
     for name in names:
         # Noisy labels: the gradient noise the jobs measure is worth a larger batch
         # than the profile's early figures that Pollux starts them with.
-        body = example_job(name, steps=4000, duration_s=120.0, sleep_s=0.01, noise_std=3.0)
+        body = example_job(name, steps=40_000, duration_s=600.0, sleep_s=0.01, noise_std=3.0)
         body["spec"].update({"gpus": 1, "model": "cifar10"})  # a profiled application
         sb.api.create_dljob("default", body)
 
@@ -197,25 +197,28 @@ def test_pollux_decides_on_what_the_processes_measure(sandbox: Sandbox) -> None:
         assert seen == pytest.approx(logged, rel=0.2), name
 
     # Pollux moves a batch size on the jobs' own gradient statistics; the process
-    # adopts it between steps, without a restart: its first attempt's log holds more
-    # than one batch size. Read from the log, which keeps every size the process ran
-    # at: with no hysteresis here Pollux may move a batch and move it back (128 -> 224
-    # -> 128 within 20 s was seen) before the windows above fill.
-    def rebatched() -> list[tuple[str, set[int]]]:
-        out = []
-        for n in names:
-            logged = {int(b) for *_, b in LOG_LINE.findall(logs(sb, n).get(1, ""))}
-            if len(logged) > 1:
-                out.append((n, logged))
-        return out
+    # adopts it between steps, without a restart: one attempt's log holds more than one
+    # batch size. Read from the logs, which keep every size a process ran at: with no
+    # hysteresis here Pollux may move a batch and move it back (128 -> 224 -> 128 within
+    # 20 s was seen) before the windows above fill. Any attempt counts: Pollux may first
+    # give a job a second GPU (a restart) and move its batch in the new process.
+    def batches(name: str) -> dict[int, set[int]]:
+        return {a: {int(b) for *_, b in LOG_LINE.findall(t)} for a, t in logs(sb, name).items()}
 
-    changed, _ = wait_for("a new batch size", rebatched, 150)[0]
-    st = status(sb, changed)
-    assert st["restarts"] == 0 and st["attempt"] == 1  # adopted in place
+    def rebatched() -> list[tuple[str, int]]:
+        return [(n, a) for n in names for a, sizes in batches(n).items() if len(sizes) > 1]
+
+    try:
+        changed, attempt = wait_for("a new batch size", rebatched, 150)[0]
+    except AssertionError as e:  # say where each job was: phase, attempt, sizes run at
+        seen = {n: (status(sb, n).get("phase"), status(sb, n).get("attempt"), batches(n))
+                for n in names}  # fmt: skip
+        raise AssertionError(f"{e}; jobs: {seen}") from None
+    assert status(sb, changed)["attempt"] >= attempt  # the log is of a pod of this job
 
     def adopted() -> bool:  # the operator's latest choice is one the process runs at
-        logged = {int(b) for *_, b in LOG_LINE.findall(logs(sb, changed)[1])}
-        return int(status(sb, changed)["batchSize"]) in logged
+        st = status(sb, changed)
+        return int(st["batchSize"]) in batches(changed).get(st["attempt"], set())
 
     wait_for("the operator's batch size in the log", adopted, 30)
     events = sb.api.core.list_namespaced_event("default").items
