@@ -160,6 +160,9 @@ def step_rate_from_log(text: str, batch: int) -> float:
 # Pollux re-allocates every 10 s here (the paper's 60 s would leave the test two rounds
 # while the jobs run), and adopts any better batch (batch_margin 0: the test is on what
 # the processes measure, not on the hysteresis): the operator's --policy-opt.
+# Measured on real processes sharing 2 cores with the rest of the run: one rerun when
+# a burst of load moves a process's speed past the tolerance (both tries must miss).
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize(
     "sandbox", [("pollux", 4, {"interval_s": 10.0, "batch_margin": 0.0})], indirect=True
 )
@@ -227,6 +230,9 @@ def test_pollux_decides_on_what_the_processes_measure(sandbox: Sandbox) -> None:
 
 # Optimus refits every second here (5 s by default): the test judges the fit, and a
 # job of a minute leaves few 5-s refits before half-way.
+# Measured on real processes sharing 2 cores with the rest of the run: one rerun when
+# a burst of load moves a process's speed past the tolerance (both tries must miss).
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("sandbox", [("optimus", 2, {"refit_s": 1.0})], indirect=True)
 def test_optimus_predicts_the_remaining_time_from_the_losses_a_job_reports(
     sandbox: Sandbox,

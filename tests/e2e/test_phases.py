@@ -71,6 +71,9 @@ def assert_close(measured: float, model: float, what: str) -> None:
     assert error <= TOLERANCE, f"{what}: measured {measured:.4f} s, model {model:.4f} s"
 
 
+# Measured on real processes sharing 2 cores with the rest of the run: one rerun when
+# a burst of load moves a process's speed past the tolerance (both tries must miss).
+@pytest.mark.flaky(reruns=1)
 def test_the_model_predicts_a_pair_in_phase_and_shifted_by_half_a_period(
     link: SharedLink, solo: Calibration
 ) -> None:
