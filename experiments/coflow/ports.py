@@ -12,7 +12,7 @@ entry still unfrozen in each round.
 
 The rules are those of `fair`, `varys`, `aalo` and `sincronia` (read the rules and
 the deviations there); the functions here compute the same rates up to float
-rounding, which `tests/controller/network/test_ports.py` checks against the
+rounding, which `tests/experiments/coflow/test_ports.py` checks against the
 `FlowArrays` allocators on random instances and the replay checks end to end on
 prefixes of the Facebook trace. Link ids: the up link of port p is p, its down
 link P + p.

@@ -41,7 +41,7 @@ port-fabric forms of the policies (`experiments.coflow.ports`: water-filling on 
 P x P matrix of paths instead of the flows x links incidence); `replay_reference`
 rebuilds `FlowArrays` at every event for the generic allocators. They take the same
 events and give the same completion times up to float rounding
-(tests/controller/network/test_ports.py checks it on slices of the FB trace).
+(tests/experiments/coflow/test_ports.py checks it on slices of the FB trace).
 """
 
 from __future__ import annotations
