@@ -7,7 +7,7 @@ Prints, per policy: coflows, avg and p95 CCT, average CCT per bin (SN/LN/SW/LW),
 events and wall time. `--coflows N` replays the first N coflows only; `--reference`
 runs the generic `FlowArrays` replay (the oracle the port-fabric fast path is
 tested against) instead of the fast path; `--reallocate` picks when rates are
-recomputed (default coflowsim's rule, see controller/network/coflowsim.py).
+recomputed (default coflowsim's rule, see experiments/coflow/replay.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from controller.network.coflowsim import REALLOCATE, ReplayConfig, replay, replay_reference
-from controller.network.trace import read_trace
+from experiments.coflow.replay import REALLOCATE, ReplayConfig, replay, replay_reference
+from experiments.coflow.trace import read_trace
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "coflow" / "FB2010-1Hr-150-0.txt"
 

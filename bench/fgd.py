@@ -22,10 +22,10 @@ import platform
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from controller.packing.experiment import FIRST_SEED, ExperimentResult, run_seed
-from controller.packing.fragmentation import TargetWorkload
-from controller.packing.registry import PACKERS
-from controller.traces.alibaba import load_openb_node_resources, load_openb_tasks
+from experiments.packing.experiment import FIRST_SEED, ExperimentResult, run_seed
+from experiments.packing.fragmentation import TargetWorkload
+from experiments.packing.openb import load_openb_node_resources, load_openb_tasks
+from experiments.packing.registry import PACKERS
 from gpuflow.placement_cmd import summary, write_outputs
 
 OPENB = Path("/work/shared/data/openb")

@@ -1,15 +1,19 @@
 """The controller: one scheduling decision over any backend.
 
-The simulator (controller.sim) calls `Controller.decide` at each scheduling round;
-the Kubernetes operator (operators/) calls it from its reconcile loop, far more
-often, so it makes its Controller `paced` (controller.pace): the policy is asked
-only when the world moved as it does at a replay's rounds, and the last plan is
-kept in between. Both
-backends implement `Backend`: `observe()` builds the immutable snapshot of what is
-running and waiting, `apply(plan)` carries the plan out gang by gang (or raises
-PlanError for a plan that breaks the rules). The policy, and the explicit state it
-carries from round to round, live here and nowhere else, with the tally of what
-the plans did to each job (controller.tally), counted alike on both backends.
+The simulator (controller.sim), the API's local mode (api/local.py) and the
+Kubernetes operator (operators/) call `Controller.decide`: the simulator at each
+scheduling round, the others from their reconcile loops, far more often, so they
+make their Controller `paced` (controller.pace): the policy is asked only when the
+world moved as it does at a replay's rounds, and the last plan is kept in between.
+Every backend implements `Backend`: `observe()` builds the immutable snapshot of
+what is running and waiting, `apply(plan)` carries the plan out gang by gang (or
+raises PlanError for a plan that breaks the rules).
+
+A round: with quotas (controller.queues), their admission picks the jobs the policy
+sees and their settlement trims its plan; the plan is fenced against cordoned nodes
+(controller.maintenance.fence_plan) in either case. The policy, and the explicit
+state it carries from round to round, live here and nowhere else, with the tally of
+what the plans did to each job (controller.tally), counted alike on every backend.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ differs from it in a way that a replay would have met with a round:
 - the plan's `wake_s` has come, or the policy or the quotas were replaced.
 
 GPUs a plan freed but that a backend still holds (a preempted job's pods writing
-their checkpoint) become free later without a new round: the plan already decided
+their checkpoint) become free afterwards, without a new round: the plan already decided
 with them free. Otherwise the controller keeps the last plan (nothing starts, stops
 or changes) without calling the policy.
 """

@@ -53,10 +53,10 @@ def _input_errors() -> tuple[type[Exception], ...]:
     from controller.failures import FailureScheduleError
     from controller.model.queues import QueueSpecError
     from controller.network import UnknownNetworkPolicyError
-    from controller.network.trace import CoflowTraceError
     from controller.placement import UnknownPlacerError
     from controller.spec import ClusterSpecError
     from controller.traces import TraceError
+    from experiments.coflow.trace import CoflowTraceError
     from policies.registry import UnknownPolicyError
 
     return (

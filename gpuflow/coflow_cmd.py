@@ -1,7 +1,7 @@
 """`gpuflow coflow TRACE --policy NAME [--json]`: replay a coflow benchmark trace.
 
 Registered by `gpuflow.cli` through `add_parser`; the work is done by
-`controller.network.coflowsim`. A malformed trace raises `CoflowTraceError`
+`experiments.coflow.replay`. A malformed trace raises `CoflowTraceError`
 ("{path}:{line}: field '{field}': {message}"), which the CLI prints as one line
 with exit code 2.
 """
@@ -14,8 +14,8 @@ import sys
 from typing import Any
 
 from controller.network.allocators import POLICIES
-from controller.network.coflowsim import REALLOCATE, CoflowReplayResult, ReplayConfig, replay
-from controller.network.trace import CoflowTraceError, read_trace
+from experiments.coflow.replay import REALLOCATE, CoflowReplayResult, ReplayConfig, replay
+from experiments.coflow.trace import CoflowTraceError, read_trace
 from gpuflow import options
 
 __all__ = ["CoflowTraceError", "add_parser", "run", "summary"]

@@ -2,7 +2,7 @@
 [--seeds N] [--json] [--out DIR]`: FGD's placement experiment on an openb trace.
 
 Registered by `gpuflow.cli` through `add_parser`; the work is done by
-`controller.packing.experiment` (tasks drawn with replacement until their GPU
+`experiments.packing.experiment` (tasks drawn with replacement until their GPU
 requests reach --inflate x the cluster's GPU capacity, arriving one by one, never
 leaving; seeds 42, 43, …). Output per placer: the share of GPU capacity allocated at
 every 10 points of arrived workload, averaged over the seeds. A malformed file
@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.packing.experiment import ExperimentResult, run_experiment
-from controller.packing.registry import PACKERS
-from controller.traces.alibaba import load_openb_node_resources, load_openb_tasks
+from experiments.packing.experiment import ExperimentResult, run_experiment
+from experiments.packing.openb import load_openb_node_resources, load_openb_tasks
+from experiments.packing.registry import PACKERS
 from gpuflow import options
 
 __all__ = ["add_parser", "run", "summary"]

@@ -86,8 +86,8 @@ Deviations
   workloads (160 jobs on 16 nodes) are searched whole, as before.
 - Rounds: gpuflow's simulator runs a round after each arrival or completion; between
   them the plan asks to be woken (`wake_s`) when a running job's efficiency reaches
-  its next progress bucket (at once for a job whose speed on new GPUs is not yet
-  known, or one judged on gradient statistics it reports live, which may move at any
+  its next progress bucket (at once for a job whose speed on new GPUs is still
+  unknown, or one judged on gradient statistics it reports live, which may move at any
   report), but never sooner than `interval_s` (60 s) after this round, rather than
   every 60 s whatever happens. Live, the operator asks the policy only at those
   moments (controller.pace), so a decision stands for an interval as in replay.

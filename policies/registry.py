@@ -1,7 +1,8 @@
 """The policy registry: an explicit name -> factory map.
 
-The CLI, the simulator and (later) the operator make policies by name here; an
-unknown name is an error listing the known ones.
+The CLI (replays, the sandbox), the API (local mode, replays, policy switches), the
+what-if replays (controller/whatif.py) and the Kubernetes operator make policies by
+name here; an unknown name is an error listing the known ones.
 """
 
 from __future__ import annotations

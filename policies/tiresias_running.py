@@ -4,8 +4,8 @@ Called by `policies.tiresias` each round. A running job's place in its queue (th
 it entered the queue, its submit time, its id) stays the same while it runs until its
 attained service crosses the queue's upper threshold; without the Gittins index
 nothing else moves it. `KeptRunning` keeps the running jobs ranked, one sorted list
-per queue, with the time each will cross its threshold as of the round that ranked
-it. A round ranks the jobs that started since the last one, drops those that
+per queue, with the time at which each crosses its threshold as of the round that
+ranked it. A round ranks the jobs that started since the last one, drops those that
 stopped and re-ranks those whose crossing is due (`rerank_running`), so that it costs
 what changed and not every running job. With the Gittins index a running job's index
 moves with its service, so every round ranks every running job

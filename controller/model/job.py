@@ -1,7 +1,8 @@
 """Jobs: what a user asked for (`JobSpec`) and what the scheduler knows of it (`JobView`).
 
-Trace loaders and the API build `JobSpec`s; a backend (the simulator, later Kubernetes)
-turns each active job into a `JobView` for every snapshot it hands a policy.
+Trace loaders, the API and the operator (from each DLJob) build `JobSpec`s; a backend
+(the simulator, the API's local mode, the Kubernetes operator) turns each active job
+into a `JobView` for every snapshot it hands a policy.
 """
 
 from __future__ import annotations

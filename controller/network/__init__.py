@@ -2,7 +2,7 @@
 
 The allocators (`allocate`, and the per-family modules `fair`, `varys`, `aalo`,
 `sincronia`) turn link capacities and the flows that cross them into a rate per flow.
-They are called per event by a simulator (the coflow replay in `coflowsim`, the job
+They are called per event by a simulator (the coflow replay in `experiments.coflow`, the job
 simulator for multi-node DL jobs) and keep no state between calls: what a policy
 remembers (a coflow's attained service, a job's remaining time) comes in with the
 `Coflow` records.

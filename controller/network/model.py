@@ -1,6 +1,6 @@
 """The records the allocators read: links, flows and coflows (frozen, stdlib only).
 
-Built by whoever asks for rates: the coflow replay (`controller.network.coflowsim`)
+Built by whoever asks for rates: the coflow replay (`experiments.coflow.replay`)
 or the job simulator, which turns each multi-node DL job's iteration into a coflow
 over the NICs and rack uplinks it crosses.
 """

@@ -1,13 +1,14 @@
 """The phase networks' live form: a comm slot per job (cassini), a priority level (crux).
 
-The operator (operators/phase_publish.py) calls `live_phases` each round with the
-running multi-node jobs, as its network allocator sees them (`NetJob`s and the rate
-model's iteration time), and publishes the answer on the jobs' pods: a slot as
-`gpuflow.dev/comm-period-s` and `comm-offset-s`, which gpuflow.train.commslot holds
-each all-reduce to, and a level as `gpuflow.dev/net-priority`, which the node agent
-turns into an HTB class priority (operators/agent/bandwidth.py). The jobs' split into
-compute and burst, their grouping by shared links and Crux's levels are those of the
-replay (controller.network.phase_jobs), so that live and replay decide alike.
+The operator (`PhasePublisher`, operators/network_phases.py) calls `live_phases`
+each round with the running multi-node jobs, as its network allocator sees them
+(`NetJob`s and the rate model's iteration time), and publishes the answer on the
+jobs' pods: a slot as `gpuflow.dev/comm-period-s` and `comm-offset-s`, which
+gpuflow.train.commslot holds each all-reduce to, and a level as
+`gpuflow.dev/net-priority`, which the node agent turns into an HTB class priority
+(operators/agent/bandwidth.py). The jobs' split into compute and burst, their
+grouping by shared links and Crux's levels are those of the replay
+(controller.network.phase_jobs), so that live and replay decide alike.
 
 cassini. A job held to a slot of period P communicates once per P, so every job of
 a group of jobs joined by shared links is given the same period: the longest

@@ -65,7 +65,7 @@ _MIX_CACHE_ENTRIES = 1 << 16
 @dataclass(frozen=True)
 class WorkloadMix:
     """Requests and their probabilities: (GPUs, p) with GPUs a whole number >= 1 or a
-    share in (0, 1); probabilities sum to 1. Build with `of` or `from_jobs`."""
+    share in (0, 1); probabilities sum to 1. Build with `of`."""
 
     demands: tuple[tuple[float, float], ...]
     _cache: dict[tuple[int, int, tuple[float, ...]], float] = field(
@@ -90,14 +90,6 @@ class WorkloadMix:
         if total <= 0.0:
             raise ValueError("a workload mix needs a positive weight")
         return cls(tuple(sorted((float(g), w / total) for g, w in weights.items() if w > 0)))
-
-    @classmethod
-    def from_jobs(cls, jobs: Iterable[JobView], cluster: Cluster) -> WorkloadMix:
-        """The mix of `jobs`' requests (current size if running, else asked), shares
-        taken on the cluster's most common GPU type; {1 GPU} when there are none."""
-        gpu = reference_gpu(cluster)
-        counts = Counter(request(job, job.num_gpus, gpu) for job in jobs)
-        return cls.of(counts or {1.0: 1.0})
 
     def node_fragmentation(self, size: int, free: int, leftovers: tuple[float, ...] = ()) -> float:
         """F_n(M) of a node of `size` GPUs with `free` whole free GPUs and shared GPUs

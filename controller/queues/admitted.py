@@ -87,11 +87,6 @@ def within_share(room_gpus: float, gpus: float) -> bool:
     return gpus <= room_gpus + EPS_GPUS or gpus < 2.0 * room_gpus - EPS_GPUS
 
 
-def gpus_of(alloc: Allocation | None) -> float:
-    """GPUs an allocation holds, a shared GPU by its fraction (0 for none)."""
-    return 0.0 if alloc is None else alloc.gpu_weight
-
-
 def no_queue(job: JobView) -> Reason:
     named = f" and queue {job.spec.queue!r} is no leaf queue" if job.spec.queue else ""
     return Reason("NoQueue", f"no queue takes tenant {job.spec.tenant!r}{named}")

@@ -41,12 +41,8 @@ never deleted, or of zero length.
 `load_openb_nodes` reads the matching node list (`openb_node_list_*.csv`:
 sn,cpu_milli,memory_mib,gpu,model) for the cluster-spec code.
 
-For FGD's placement experiment (`controller.packing`, `gpuflow placement`), every
-resource a pod asks for is kept: `load_openb_tasks` reads each pod, CPU pods and
-never-scheduled ones included (FGD samples from the whole list), as a
-`TaskRequest` (CPU, memory, GPUs or milli-GPU share, `gpu_spec` models split on
-"|"), and `load_openb_node_resources` each node as `NodeResources` (CPU, memory,
-GPUs and their model).
+FGD's placement experiment reads the same files with every resource kept
+(`experiments.packing.openb`).
 
 Loaders called through `load_trace`.
 """
@@ -58,12 +54,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.model.job import JobSpec
-from controller.packing.resources import (
-    MILLI_PER_GPU,
-    NodeResources,
-    ResourceError,
-    TaskRequest,
-)
 from controller.spec.types import OPENB_MODELS
 from controller.traces.rows import (
     Collector,
@@ -257,71 +247,6 @@ def load_openb_nodes(path: str | Path) -> list[tuple[str, int, str]]:
         gpus = row.integer("gpu", minimum=0)
         model = row.text("model")
         nodes.append((name, gpus, "" if model.lower() == "nan" else model))
-    if not nodes:
-        raise TraceError(path, None, None, "no nodes")
-    return nodes
-
-
-def load_openb_tasks(path: str | Path) -> list[TaskRequest]:
-    """Every pod of an openb pod list with all it asks for (module docstring)."""
-    path = Path(path)
-    tasks: list[TaskRequest] = []
-    seen: set[str] = set()
-    required = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
-    for row in read_table(path, required=required):
-        name = row.text("name")
-        if not name or name in seen:
-            raise row.fail("name", f"missing or duplicate pod name {name!r}")
-        seen.add(name)
-        num_gpus = row.integer("num_gpu", minimum=0)
-        gpu_milli = row.optional_integer("gpu_milli", minimum=0) or 0
-        if num_gpus == 0:
-            gpu_milli = 0
-        elif not 0 < gpu_milli <= MILLI_PER_GPU:
-            raise row.fail(
-                "gpu_milli", f"must be in 1..{MILLI_PER_GPU} for a GPU pod, got {gpu_milli}"
-            )
-        elif gpu_milli < MILLI_PER_GPU and num_gpus > 1:
-            raise row.fail("gpu_milli", "a GPU share is only possible with num_gpu 1")
-        models = frozenset(m.strip() for m in row.text("gpu_spec").split("|") if m.strip())
-        tasks.append(
-            TaskRequest(
-                name=name,
-                cpu_milli=row.integer("cpu_milli", minimum=0),
-                memory_mib=row.integer("memory_mib", minimum=0),
-                num_gpus=num_gpus,
-                gpu_milli=gpu_milli,
-                gpu_models=models,
-            )
-        )
-    if not tasks:
-        raise TraceError(path, None, None, "no pods")
-    return tasks
-
-
-def load_openb_node_resources(path: str | Path) -> list[NodeResources]:
-    """Every node of an openb node list with its CPU, memory, GPUs and GPU model."""
-    path = Path(path)
-    nodes: list[NodeResources] = []
-    seen: set[str] = set()
-    for row in read_table(path, required=("sn", "cpu_milli", "memory_mib", "gpu")):
-        name = row.text("sn")
-        if not name or name in seen:
-            raise row.fail("sn", f"missing or duplicate node name {name!r}")
-        seen.add(name)
-        model = row.text("model")
-        model = "" if model.lower() == "nan" else model
-        try:
-            node = NodeResources(
-                name=name,
-                cpu_milli=row.integer("cpu_milli", minimum=0),
-                memory_mib=row.integer("memory_mib", minimum=0),
-                gpus=row.integer("gpu", minimum=0),
-                gpu_model=model,
-            )
-        except ResourceError as exc:
-            raise row.fail("model", str(exc)) from None
-        nodes.append(node)
     if not nodes:
         raise TraceError(path, None, None, "no nodes")
     return nodes

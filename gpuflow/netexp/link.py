@@ -113,19 +113,6 @@ class SharedLink:
     def exec_prefix(self, ns: str) -> list[str]:
         return ["ip", "netns", "exec", ns]
 
-    def class_bytes(self) -> dict[int, int]:
-        """Bytes each job's class has sent so far, from tc's counters (job -> bytes)."""
-        out = _run("tc", "-netns", self.sender_ns, "-s", "class", "show", "dev", self.sender_dev)
-        sent: dict[int, int] = {}
-        for block in out.split("class htb ")[1:]:
-            handle = block.split()[0]
-            words = block.split()
-            total = int(words[words.index("Sent") + 1])
-            minor = int(handle.split(":")[1], 16)
-            if FIRST_POD_MINOR <= minor < FIRST_POD_MINOR + self.jobs:
-                sent[minor - FIRST_POD_MINOR] = total
-        return sent
-
     def _build(self, receiver_dev: str) -> None:
         s, r, dev = self.sender_ns, self.receiver_ns, self.sender_dev
         _run("ip", "netns", "add", s)

@@ -6,9 +6,10 @@ It reads the placement the operator injects (placement), reports metrics to the 
 size between steps (batch), and drives a DDP loop (driver: `session()`). See docs/train.md.
 
 The torch parts (driver, checkpoint, distributed) load on first use, so the rest
-imports without torch (`pip install gpuflow[torch]` brings it). Nothing here imports
-the operator, the API service, kubernetes or a database: a job talks to gpuflow only
-through its env, its podinfo file and the API over HTTP.
+imports without torch. A training image installs this package alone, with torch and
+httpx, as the `gpuflow-train` distribution (`pip install packaging/gpuflow-train`).
+Nothing here imports the operator, the API service, kubernetes or a database: a job
+talks to gpuflow only through its env, its podinfo file and the API over HTTP.
 """
 
 from __future__ import annotations

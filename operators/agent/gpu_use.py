@@ -20,7 +20,7 @@ Per GPU it reads:
   figure is the mean of its samples since the last read. Since a period in which it
   ran nothing leaves no sample, that is its utilisation while active, an upper bound
   of its mean over the interval (and so errs toward packing less); how far the two
-  part for a real job is not yet measured on a GPU. A GPU that keeps no samples
+  part for a real job has not been measured on a GPU. A GPU that keeps no samples
   (NVMLError_NotSupported) gives memory only.
 
 A process belongs to the pod whose uid its cgroup names (`pod_uid_of_pid`: in

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from controller.traces import TraceError
-from controller.traces.alibaba import load_openb_node_resources, load_openb_tasks
+from experiments.packing.openb import load_openb_node_resources, load_openb_tasks
 from gpuflow.cli import main
 
 OPENB = Path("/work/shared/data/openb")
@@ -61,7 +61,7 @@ def pods(tmp_path: Path) -> Path:
 def test_json_is_one_object_per_placer_with_the_contract(
     nodes: Path, pods: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    placers = ("best-fit", "fgd", "fragmentation-aware")
+    placers = ("best-fit", "fgd", "fgd-cpu-aware")
     argv = ["placement", str(pods), "--nodes", str(nodes), "--placer", ",".join(placers)]
     assert main([*argv, "--seeds", "2", "--json"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -1,8 +1,6 @@
-"""Builders for network tests: `make_flow("f1", "c1", "a>b", 100)`, tiny traces."""
+"""Builders for network tests: `make_flow("f1", "c1", "a>b", 100)`."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from controller.network import Coflow, Flow, LinkId, nic_down, nic_up
 
@@ -27,9 +25,3 @@ def nics(*nodes: str, gbps: float = 10.0) -> dict[LinkId, float]:
 
 def make_coflow(coflow_id: str, arrival_s: float = 0.0, attained_mb: float = 0.0) -> Coflow:
     return Coflow(coflow_id, arrival_s=arrival_s, attained_mb=attained_mb)
-
-
-def write_trace(tmp: Path, ports: int, lines: list[str], name: str = "t.txt") -> Path:
-    file = tmp / name
-    file.write_text(f"{ports} {len(lines)}\n" + "".join(line + "\n" for line in lines))
-    return file

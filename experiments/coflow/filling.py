@@ -113,7 +113,7 @@ def _advance_fair(
     same_time: float,
     mb_s_per_gbps: float,
 ) -> tuple[float, IntArray, FloatArray, FloatArray]:
-    """One event of fair sharing kept per path (`coflowsim_states.PathState`).
+    """One event of fair sharing kept per path (`experiments.coflow.states.PathState`).
 
     Every flow of path k = i * P + j runs at the max-min rate min(level[i],
     level[P + j]); `clock[k]` is the MB each has been served, `head[k]` the

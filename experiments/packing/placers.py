@@ -21,9 +21,9 @@ Scores are the simulator's integers, truncations included: they decide which
 nodes tie. Constants: `MAX_SPEC_CPU_MILLI`, `MAX_SPEC_GPU_MILLI`
 (open-gpu-share `utils/const.go`: the largest node's CPU and GPUs).
 
-Called by `controller.packing.experiment` through `controller.packing.registry`; every placer keeps
-no state between calls but its random generator (the cluster's state, including the
-GPU tasks per node that GPU clustering reads, is `ClusterState`).
+Called by `experiments.packing.experiment` through `experiments.packing.registry`;
+every placer keeps no state between calls but its random generator (the cluster's
+state, including the GPU tasks per node that GPU clustering reads, is `ClusterState`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from controller.packing.fragmentation import FloatArray, TargetWorkload
-from controller.packing.resources import MILLI_PER_GPU, TaskRequest
-from controller.packing.state import ClusterState, IntArray, Placement, gpu_task_kind
+from experiments.packing.fragmentation import FloatArray, TargetWorkload
+from experiments.packing.resources import MILLI_PER_GPU, TaskRequest
+from experiments.packing.state import ClusterState, IntArray, Placement, gpu_task_kind
 
 MAX_SPEC_CPU_MILLI = 128_000
 MAX_SPEC_GPU_MILLI = 8_000
@@ -210,7 +210,7 @@ class GpuClusteringPacker(Packer):
 
 class FgdPacker(Packer):
     """FGD (§5, Algorithm 1): the node and GPU where the node's fragmentation
-    F_n(M) (`controller.packing.fragmentation`) grows least. Score as the simulator's
+    F_n(M) (`experiments.packing.fragmentation`) grows least. Score as the simulator's
     `FGDScore`: sigmoid((F_before - F_after) / 1000) x 100, truncated; a share goes
     on the node's GPU of highest score (lowest index among equals), whole GPUs on
     the lowest-numbered free ones."""
@@ -239,7 +239,7 @@ def sigmoid_score(drop_milli: npt.NDArray[np.float64]) -> IntArray:
 
 PackerFactory = Callable[[np.random.Generator, TargetWorkload, IntArray | None], Packer]
 
-# FGD's placers by name; with gpuflow's own in `controller.packing.registry.PACKERS`.
+# FGD's placers by name; with gpuflow's own in `experiments.packing.registry.PACKERS`.
 FGD_PACKERS: dict[str, PackerFactory] = {
     cls.name: cls
     for cls in (

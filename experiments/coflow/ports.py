@@ -6,13 +6,13 @@ between P ports). Flows with the same (up, down) pair, a *path*, always get the
 same max-min share, so every water-filling here runs on a dense P x P matrix of
 flow counts per path; and a link's saturation level is all a path needs, since
 a path's max-min rate is the lowest level among its two links. A filling then
-costs O(rounds x 2P + P^2) in a compiled loop (`_filling`), whatever the number of
+costs O(rounds x 2P + P^2) in a compiled loop (`experiments.coflow.filling`), whatever the number of
 flows in flight, where `waterfill.max_min_levels` passes over every (flow, link)
 entry still unfrozen in each round.
 
 The rules are those of `fair`, `varys`, `aalo` and `sincronia` (read the rules and
 the deviations there); the functions here compute the same rates up to float
-rounding, which `tests/controller/network/test_ports.py` checks against the
+rounding, which `tests/experiments/coflow/test_ports.py` checks against the
 `FlowArrays` allocators on random instances and the replay checks end to end on
 prefixes of the Facebook trace. Link ids: the up link of port p is p, its down
 link P + p.
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.network._filling import fill_levels
 from controller.network.aalo import DEFAULT as AALO_DEFAULT
 from controller.network.aalo import AaloConfig, queue_of
 from controller.network.problem import FloatArray, FlowArrays, IntArray
 from controller.network.sincronia import bssi_order
 from controller.network.varys import effective_bottleneck_s
 from controller.network.waterfill import SATURATED
+from experiments.coflow.filling import fill_levels
 
 MB_S_PER_GBPS = 125.0
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.packing.fragmentation import TargetWorkload, cluster_fragmentation_milli
-from controller.packing.state import ClusterState, Placement
-from tests.controller.packing.builders import make_node, make_task, used_state
+from experiments.packing.fragmentation import TargetWorkload, cluster_fragmentation_milli
+from experiments.packing.state import ClusterState, Placement
+from tests.experiments.packing.builders import make_node, make_task, used_state
 
 
 def mix(*kinds: tuple[int, int, int, float]) -> TargetWorkload:

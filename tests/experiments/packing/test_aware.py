@@ -1,4 +1,4 @@
-"""gpuflow's `fragmentation-aware` packer on hand-built nodes where its choice is known
+"""gpuflow's `fgd-cpu-aware` packer on hand-built nodes where its choice is known
 and differs from FGD's, its CPU-stranding term and its learned mix."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.packing.aware import (
+from experiments.packing.aware import (
     MIX_REFRESH_TASKS,
-    FragmentationAwarePacker,
+    CpuAwareFgdPacker,
     LearnedMix,
     cpu_per_gpu_milli,
     node_waste_growth,
@@ -16,10 +16,10 @@ from controller.packing.aware import (
     piece_waste_milli,
     stranding_growth,
 )
-from controller.packing.fragmentation import POPULARITY_THRESHOLD, TargetWorkload
-from controller.packing.placers import FgdPacker
-from controller.packing.state import ClusterState, Placement
-from tests.controller.packing.builders import make_node, make_task, used_state
+from experiments.packing.fragmentation import POPULARITY_THRESHOLD, TargetWorkload
+from experiments.packing.placers import FgdPacker
+from experiments.packing.state import ClusterState, Placement
+from tests.experiments.packing.builders import make_node, make_task, used_state
 
 # Three 1-GPU tasks of 8 cores to one CPU-only task of 16 cores: the mix asks
 # (3 x 8,000 + 16,000) / (3 x 1,000) = 13.3 milli-cores per milli-GPU.
@@ -28,9 +28,9 @@ CPU_TASK = make_task(gpus=0, cpu=16_000)
 MIX_TASKS = [GPU_TASK] * 3 + [CPU_TASK]
 
 
-def aware(seen: list = MIX_TASKS) -> FragmentationAwarePacker:  # type: ignore[type-arg]
+def aware(seen: list = MIX_TASKS) -> CpuAwareFgdPacker:  # type: ignore[type-arg]
     unused = TargetWorkload.from_tasks([make_task()])  # the packer learns its own
-    packer = FragmentationAwarePacker(np.random.default_rng(0), unused, None)
+    packer = CpuAwareFgdPacker(np.random.default_rng(0), unused, None)
     for task in seen[:-1]:
         packer.mix.observe(task)
     return packer

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from controller.network.allocators import POLICIES
-from controller.network.coflowsim import ReplayConfig, replay, replay_reference
-from controller.network.ports import PORT_RATES, PortArrays, bipartite_levels, port_arrays
-from controller.network.trace import read_trace
 from controller.network.waterfill import max_min_levels
+from experiments.coflow.ports import PORT_RATES, PortArrays, bipartite_levels, port_arrays
+from experiments.coflow.replay import ReplayConfig, replay, replay_reference
+from experiments.coflow.trace import read_trace
 
 FB_TRACE = Path(__file__).parents[3] / "data" / "coflow" / "FB2010-1Hr-150-0.txt"
 

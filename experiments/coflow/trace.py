@@ -10,7 +10,7 @@ it multiplies by 1048576) is rounded up to a whole MiB, then up to a multiple of
 number of mappers, and split evenly: one flow per mapper-reducer pair of at least
 1 MiB. A coflow with no mapper or no reducer has no flow and is skipped, as
 coflowsim's `ignoreThisJob` skips jobs without mappers. Called by
-`controller.network.coflowsim` and the `gpuflow coflow` command.
+`experiments.coflow.replay` and the `gpuflow coflow` command.
 """
 
 from __future__ import annotations

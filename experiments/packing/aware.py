@@ -1,12 +1,12 @@
-"""gpuflow's `fragmentation-aware` packer: FGD's fragmentation gradient plus the GPUs a
+"""gpuflow's `fgd-cpu-aware` packer: FGD's fragmentation gradient plus the GPUs a
 node's CPU can no longer feed, against the workload mix learned from the arrivals.
 
 Published (Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads
 with Fragmentation Gradient Descent", USENIX ATC 2023, §4.1 eq. 1-2 and §5 Alg. 1):
 the node fragmentation F_n(M) = sum_m p_m F_n(m), its growth when a task is placed
-(`controller.packing.fragmentation.TargetWorkload.gradient`), and the score of their
+(`experiments.packing.fragmentation.TargetWorkload.gradient`), and the score of their
 simulator (`FGDScore`: sigmoid of the drop in GPUs x 100, truncated), ties to the
-run's node order as for every packer of `controller.packing.placers`.
+run's node order as for every packer of `experiments.packing.placers`.
 
 Ours:
 
@@ -58,7 +58,7 @@ left out: memory in F_n(M) (a kind lacking memory sees every idle GPU as fragmen
 CPU alone), S_n at 0.5, 1.5 or 2 x its weight (0.03-0.05 below) and S_n as a tie-break of FGD's
 score only (0.03-0.05 below the sum); docs/placement.md has the figures.
 
-Called by `controller.packing.experiment` through `controller.packing.registry`.
+Called by `experiments.packing.experiment` through `experiments.packing.registry`.
 """
 
 from __future__ import annotations
@@ -67,10 +67,10 @@ from collections import Counter
 
 import numpy as np
 
-from controller.packing.fragmentation import FloatArray, TargetWorkload
-from controller.packing.placers import FgdPacker, sigmoid_score
-from controller.packing.resources import MILLI_PER_GPU, TaskRequest
-from controller.packing.state import ClusterState, IntArray, Placement
+from experiments.packing.fragmentation import FloatArray, TargetWorkload
+from experiments.packing.placers import FgdPacker, sigmoid_score
+from experiments.packing.resources import MILLI_PER_GPU, TaskRequest
+from experiments.packing.state import ClusterState, IntArray, Placement
 
 # The learned mix keeps every kind (module docstring).
 MIX_COVERAGE = 1.0
@@ -210,11 +210,11 @@ def node_waste_growth(
     return growth
 
 
-class FragmentationAwarePacker(FgdPacker):
+class CpuAwareFgdPacker(FgdPacker):
     """FGD's score on ΔF_n(M) + ΔS_n + 2 ΔV_n of the learned mix (module
     docstring)."""
 
-    name = "fragmentation-aware"
+    name = "fgd-cpu-aware"
 
     def __init__(
         self,

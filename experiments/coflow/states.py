@@ -1,11 +1,11 @@
 """The flows in flight during a coflow replay: three ways to keep them between events.
 
-Called by the event loop of controller/network/coflowsim.py (`replay`,
+Called by the event loop of experiments/coflow/replay.py (`replay`,
 `replay_reference`), which admits coflows into a state and asks it to `step` to the
 next event:
 
 - `PortState`: compact arrays with flow counts per (up, down) path, rates from the
-  port-fabric form of a policy (`controller.network.ports`);
+  port-fabric form of a policy (`experiments.coflow.ports`);
 - `PathState`: fair sharing reallocated at every flow completion, one clock per path;
 - `ReferenceState`: `FlowArrays` rebuilt at every event for the generic allocators,
   the oracle the other two are tested against.
@@ -19,13 +19,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from controller.network._filling import advance_fair
 from controller.network.allocators import NetworkPolicy
-from controller.network.coflowsim_flows import SAME_TIME, Advance, TraceFlows, owner_runs
 from controller.network.model import MB_PER_S_PER_GBPS
-from controller.network.ports import PortArrays
 from controller.network.problem import FloatArray, FlowArrays, IntArray
 from controller.network.waterfill import SATURATED
+from experiments.coflow.filling import advance_fair
+from experiments.coflow.flows import SAME_TIME, Advance, TraceFlows, owner_runs
+from experiments.coflow.ports import PortArrays
 
 
 class PortState:

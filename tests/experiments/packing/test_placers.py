@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.packing.experiment import checkpoints_pct, run_seed, sample_workload
-from controller.packing.fragmentation import TargetWorkload
-from controller.packing.placers import Packer
-from controller.packing.registry import PACKERS
-from controller.packing.resources import NodeResources, ResourceError, TaskRequest
-from controller.packing.state import ClusterState, Placement
-from tests.controller.packing.builders import make_node, make_task, used_state
+from experiments.packing.experiment import checkpoints_pct, run_seed, sample_workload
+from experiments.packing.fragmentation import TargetWorkload
+from experiments.packing.placers import Packer
+from experiments.packing.registry import PACKERS
+from experiments.packing.resources import NodeResources, ResourceError, TaskRequest
+from experiments.packing.state import ClusterState, Placement
+from tests.experiments.packing.builders import make_node, make_task, used_state
 
 ANY_MIX = TargetWorkload.from_tasks([make_task()])
 

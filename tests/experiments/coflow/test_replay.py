@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.network.coflowsim import ReplayConfig, admission_ms, replay
-from controller.network.trace import CoflowTraceError, read_trace
+from experiments.coflow.replay import ReplayConfig, admission_ms, replay
+from experiments.coflow.trace import CoflowTraceError, read_trace
 from gpuflow.coflow_cmd import add_parser
-from tests.controller.network.builders import write_trace
+from tests.experiments.coflow.builders import write_trace
 
 # 1 MiB per 8 ms, coflowsim's clock: a 125 MiB flow alone takes exactly 1 s.
 COFLOWSIM_CLOCK = ReplayConfig(port_gbps=1.048576)

@@ -1,10 +1,10 @@
 """The coflow replay's flows as arrays, and the step both of its event loops share.
 
-Called by the replay states (controller/network/coflowsim_states.py): `TraceFlows`
+Called by the replay states (experiments/coflow/states.py): `TraceFlows`
 lays out every flow of a trace coflow by coflow, `Advance` moves the flows in flight
 to the next event at the rates in force, and `owner_runs` numbers the coflows of the
 flows in flight for the allocators. The rules they follow (coflowsim's completion
-and epoch model) are in controller/network/coflowsim.py's docstring.
+and epoch model) are in experiments/coflow/replay.py's docstring.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from controller.network.allocators import NetworkPolicy
 from controller.network.problem import FloatArray, IntArray
-from controller.network.trace import MB_PER_MIB, TraceCoflow
+from experiments.coflow.trace import MB_PER_MIB, TraceCoflow
 
 # A flow whose finish time is within this fraction of the step is done in it.
 SAME_TIME = 1e-9

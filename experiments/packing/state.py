@@ -1,7 +1,7 @@
 """The free resources of a cluster of `NodeResources` as numpy arrays, and the filter.
 
-Placers (`controller.packing.placers`) read it to score nodes over the whole cluster
-at once and `controller.packing.experiment` applies their choices with `assign`.
+Placers (`experiments.packing.placers`) read it to score nodes over the whole cluster
+at once and `experiments.packing.experiment` applies their choices with `assign`.
 A node's GPUs are columns of `gpu_left_milli` (nodes x the largest node's GPUs);
 columns past a node's GPUs hold 0 and so never fit a request nor count as idle.
 `fits` is Kubernetes' filter for a pod: CPU and memory (NodeResourcesFit), the GPU
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from controller.packing.resources import MILLI_PER_GPU, NodeResources, TaskRequest
+from experiments.packing.resources import MILLI_PER_GPU, NodeResources, TaskRequest
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from controller.packing.resources import MILLI_PER_GPU, TaskRequest
-from controller.packing.state import ClusterState, IntArray
+from experiments.packing.resources import MILLI_PER_GPU, TaskRequest
+from experiments.packing.state import ClusterState, IntArray
 
 FloatArray = npt.NDArray[np.float64]
 

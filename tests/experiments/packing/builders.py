@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller.packing.resources import NodeResources, TaskRequest
-from controller.packing.state import ClusterState, Placement
+from experiments.packing.resources import NodeResources, TaskRequest
+from experiments.packing.state import ClusterState, Placement
 
 
 def make_node(

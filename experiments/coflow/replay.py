@@ -33,15 +33,15 @@ completion times are exact, not rounded up to 8 ms.
 
 This module holds the configuration, the results and the event loop; called by
 `gpuflow coflow` (gpuflow/coflow_cmd.py) and bench/coflow.py. The loop keeps the
-flows in flight in one of the states of controller/network/coflowsim_states.py,
-which share the trace layout and the step of controller/network/coflowsim_flows.py.
+flows in flight in one of the states of experiments/coflow/states.py,
+which share the trace layout and the step of experiments/coflow/flows.py.
 Two implementations of one event loop: `replay` keeps the flows in flight as
 compact arrays with flow counts per (up, down) path and allocates with the
-port-fabric forms of the policies (`controller.network.ports`: water-filling on a
+port-fabric forms of the policies (`experiments.coflow.ports`: water-filling on a
 P x P matrix of paths instead of the flows x links incidence); `replay_reference`
 rebuilds `FlowArrays` at every event for the generic allocators. They take the same
 events and give the same completion times up to float rounding
-(tests/controller/network/test_ports.py checks it on slices of the FB trace).
+(tests/experiments/coflow/test_ports.py checks it on slices of the FB trace).
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ from typing import Protocol
 import numpy as np
 
 from controller.network.allocators import NetworkPolicy, get_policy
-from controller.network.coflowsim_flows import TraceFlows
-from controller.network.coflowsim_states import PathState, PortState, ReferenceState
-from controller.network.ports import PORT_RATES
-from controller.network.trace import CoflowTrace
+from experiments.coflow.flows import TraceFlows
+from experiments.coflow.ports import PORT_RATES
+from experiments.coflow.states import PathState, PortState, ReferenceState
+from experiments.coflow.trace import CoflowTrace
 
 EPOCH_MS = 10 * 1024  # coflowsim CoflowSim.main: 10 x SIMULATION_SECOND_MILLIS
 # Varys §7 (Table 3) bins: short if the longest flow is under 5 MB, narrow if at

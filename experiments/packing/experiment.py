@@ -6,14 +6,14 @@ from the trace's task list until their GPU requests reach `inflate` times the
 cluster's GPU capacity (1.3 in Fig. 9); they arrive one by one in that order and
 never leave; a task that no node can hold fails. At every 10 points of arrived
 workload (GPU requests so far / GPU capacity) it records the share of GPU capacity
-allocated and the cluster's fragmentation F(M) (`controller.packing.fragmentation`,
+allocated and the cluster's fragmentation F(M) (`experiments.packing.fragmentation`,
 M learned from the whole task list), each in percent of the GPU capacity. Seeds
 42, 43, … as in the authors' run scripts.
 
 Deviation: the authors' simulator (`TunePodsByNodeTotalResource`) shuffles the whole
 task list and then adds random copies until the target; here every task is drawn
 with replacement, as the methodology states, with numpy's generator instead of Go's.
-Each run also draws the node order that breaks ties (`controller.packing.placers`).
+Each run also draws the node order that breaks ties (`experiments.packing.placers`).
 
 Called by `gpuflow placement` (gpuflow/placement_cmd.py) and bench/fgd.py.
 """
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.packing.fragmentation import TargetWorkload, cluster_fragmentation_milli
-from controller.packing.registry import PACKERS
-from controller.packing.resources import MILLI_PER_GPU, NodeResources, TaskRequest
-from controller.packing.state import ClusterState, IntArray
+from experiments.packing.fragmentation import TargetWorkload, cluster_fragmentation_milli
+from experiments.packing.registry import PACKERS
+from experiments.packing.resources import MILLI_PER_GPU, NodeResources, TaskRequest
+from experiments.packing.state import ClusterState, IntArray
 
 FIRST_SEED = 42
 CHECKPOINT_STEP_PCT = 10
