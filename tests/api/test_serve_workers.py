@@ -1,5 +1,6 @@
 """`gpuflow serve --workers N`: several HTTP processes in cluster mode, each its own app
-over the database; refused in local mode, whose scheduler lives in one process."""
+over the database, against the session's real control plane (`kube_cluster`,
+tests/conftest.py); refused in local mode, whose scheduler lives in one process."""
 
 from __future__ import annotations
 
@@ -22,10 +23,7 @@ from operators import crd
 from tests.api.builders import job_spec, wait_for
 from tests.api.conftest import REDIS_URL
 from tests.api.test_serve_cmd import SERVE, _free_port, run
-from tests.kube.fixtures import KubeServer, kube_server
-from tests.operators.builders import install_crd
-
-__all__ = ["kube_server"]
+from tests.operators.real_cluster import RealCluster
 
 JOBS = "/api/v1/jobs"
 
@@ -72,9 +70,8 @@ def _worker_pids(pid: int) -> list[int]:
 
 
 def test_cluster_mode_workers_store_each_keyed_submission_once(
-    tmp_path: Path, kube_server: KubeServer, pg_settings: Settings
+    tmp_path: Path, kube_cluster: RealCluster, pg_settings: Settings
 ) -> None:
-    install_crd(kube_server.api_client())
     engine = make_engine(pg_settings)
     sessions = make_sessionmaker(engine)
     with sessions() as session:
@@ -83,7 +80,7 @@ def test_cluster_mode_workers_store_each_keyed_submission_once(
     env = {
         **os.environ,
         "GPUFLOW_DATABASE_URL": pg_settings.database_url or "",
-        "GPUFLOW_KUBECONFIG": str(kube_server.kubeconfig),
+        "GPUFLOW_KUBECONFIG": str(kube_cluster.kubeconfig),
         "GPUFLOW_KUBE_IMAGE": "registry.example/train:1",
         "GPUFLOW_KUBE_WATCH_TIMEOUT_S": "5",
         "GPUFLOW_BROKER_URL": REDIS_URL,
@@ -123,7 +120,7 @@ def test_cluster_mode_workers_store_each_keyed_submission_once(
         submitted = select(func.count()).where(JobEvent.kind == "submitted")
         assert session.scalar(submitted) == 8
     engine.dispose()
-    custom = kubernetes.client.CustomObjectsApi(kube_server.api_client())
+    custom = kubernetes.client.CustomObjectsApi(kube_cluster.client)
     dljobs = custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, crd.PLURAL)["items"]
     assert len(dljobs) == 8
     assert b"Traceback" not in err
