@@ -2,21 +2,25 @@
 
     PYTHONPATH=. .venv/bin/python bench/queues_live.py [--nodes 16] [--policy fifo tiresias]
 
-For each policy: the test API server (gpuflow/sandbox/kube) in this process with
-`--nodes` DGX-1 nodes, the Queue tree of controller/queues/show.py scaled to the
-cluster (team-a, team-b, team-c guaranteed 50/30/20 % of its GPUs under one `org`),
-the test kubelet (tests/operators/kubelet.py: a SIGTERMed worker checkpoints and
-exits after `--sigterm-s`) and the operator in a thread (tests/operators/harness.py,
-round interval 0.5 s). team-a floods the cluster with one-GPU jobs, one per GPU, and
-borrows every GPU over its guarantee; then team-b and team-c submit as many jobs as
-the cluster has GPUs, each. Timed, from the first of the others' submissions: the
-first PreemptedForReclaim event, and every team at exactly its guarantee (the
-issue's "within one round plus the grace period"), also from the last submission.
-Counted: reclaim preemptions, and any job of team-b or team-c preempted (should be
-none).
+For each policy: a real control plane of its own (bench/operator_servers.py's
+`RealServer`: etcd, kube-apiserver, kube-controller-manager and kube-scheduler in a
+temporary folder, as `bench/operator.py --server real` runs it) with `--nodes` DGX-1
+nodes registered Ready and their Leases renewed, the Queue tree of
+controller/queues/show.py scaled to the cluster (team-a, team-b, team-c guaranteed
+50/30/20 % of its GPUs under one `org`), the test kubelet (tests/operators/kubelet.py:
+a SIGTERMed worker checkpoints and exits after `--sigterm-s`, then deletes its pod
+with grace 0, as a kubelet does) and the operator in a thread
+(tests/operators/harness.py, round interval 0.5 s) under its own ServiceAccount's
+token. team-a floods the cluster with one-GPU jobs, one per GPU, and borrows every GPU
+over its guarantee; then team-b and team-c submit as many jobs as the cluster has
+GPUs, each. Timed, from the first of the others' submissions: the first
+PreemptedForReclaim event, and every team at exactly its guarantee (the issue's
+"within one round plus the grace period"), also from the last submission. Counted:
+reclaim preemptions, and any job of team-b or team-c preempted (should be none).
 
 Prints one line per policy, for docs/benchmarks.md. The machine's load skews the
-times: note it (`uptime`) beside the figures.
+times: note it (`uptime`) beside the figures. Needs the control plane's binaries
+(`make controlplane`).
 """
 
 from __future__ import annotations
@@ -26,13 +30,13 @@ import time
 from collections import Counter
 from typing import Any
 
+from bench.operator_servers import RealServer
 from controller.queues.show import GUARANTEES
 from operators import crd
 from operators.failure_policy import EXIT_CHECKPOINTED
-from operators.kube import KubeApi
+from operators.kube import KubeApi, api_client
 from operators.queue_api import QueueApi
-from tests.kube.fixtures import KubeServer, ServerOptions
-from tests.operators.builders import install_crd, make_dljob, make_node_body
+from tests.operators.builders import make_dljob, make_node_body
 from tests.operators.harness import phases, running_operator
 from tests.operators.kubelet import Kubelet
 
@@ -78,18 +82,18 @@ def wait(what: str, check: Any) -> float:
 def run(policy: str, nodes: int, sigterm_s: float) -> str:
     gpus = nodes * GPUS_PER_NODE
     want = guarantees(gpus)
-    with KubeServer(options=ServerOptions(graceful_pods=True)) as server:
-        client = server.api_client()
-        api, queues = KubeApi(client), QueueApi(KubeApi(client))
-        install_crd(client)
-        for i in range(nodes):
-            api.create_node(make_node_body(f"node-{i}", rack=f"r{i // 4}"))
+    server = RealServer(None)
+    try:
+        api, queues = server.api, QueueApi(server.api)
+        server.create_nodes([make_node_body(f"node-{i}", rack=f"r{i // 4}") for i in range(nodes)])
         queues.create(queue("org", guarantee=gpus))
         for team, g in want.items():
             queues.create(queue(team, parent="org", guarantee=g, weight=WEIGHTS[team]))
-        kubelet = Kubelet(client, sigterm_s=sigterm_s, sigterm_exit=EXIT_CHECKPOINTED).start()
+        kubelet = Kubelet(server.client, sigterm_s=sigterm_s, sigterm_exit=EXIT_CHECKPOINTED)
+        operator = api_client(str(server.operator_kubeconfig))
+        kubelet.start()
         try:
-            with running_operator(client, policy=policy, interval_s=INTERVAL_S):
+            with running_operator(operator, policy=policy, interval_s=INTERVAL_S):
                 for k in range(gpus):
                     api.create_dljob("default", job("team-a", k))
                 wait("the flood to run", lambda: running(api)["team-a"] == gpus)
@@ -102,12 +106,15 @@ def run(policy: str, nodes: int, sigterm_s: float) -> str:
                 settled = wait("each team at its guarantee", lambda: running(api) == want)
         finally:
             kubelet.stop()
+            operator.rest_client.pool_manager.clear()
         events = api.core.list_namespaced_event("default").items
         preempted = Counter(
             (e.involved_object.name[: len("team-a")], e.reason)
             for e in events
             if e.reason.startswith("Preempted")
         )
+    finally:
+        server.close()
     others = sum(n for (team, _), n in preempted.items() if team != "team-a")
     return (
         f"{policy}: {nodes}x{GPUS_PER_NODE} GPUs, guarantees {want}, sigterm {sigterm_s} s: "
