@@ -10,8 +10,10 @@ with its node's own credentials: it registers the Node, renews its Lease and run
 pods bound to it), the network (network.py), the node agent per node publishing its
 GPUs from a topology file (operators/agent/main.py `run_agent`, a thread each), and
 the operator (operators/operator.py, a thread) with `api_url` the REST root of the
-gpuflow service. The agents, the operator and the service use the admin's kubeconfig
-(group system:masters), not the chart's per-component RBAC. The service runs as a
+gpuflow service. The operator runs as the chart's operator ServiceAccount, bound to
+a ClusterRole of the chart's own rules (operator_identity.py), so that a verb the
+role lacks is refused here as on a cluster; the agents and the service use the
+admin's kubeconfig (group system:masters). The service runs as a
 subprocess (service.py: `gpuflow serve` in cluster mode on the
 bridge's address, its own SQLite database) and writes the jobs' reports into their
 DLJobs' `status.train`. The jobs run on it (`sandbox run`, the end-to-end tests)
@@ -45,6 +47,7 @@ from controller.spec.types import GENERIC_GPU, GENERIC_NIC_GBPS, SHORTHAND
 from gpuflow.sandbox.controlplane import ControlPlane, ControlPlaneOptions
 from gpuflow.sandbox.kubelet import ProcessKubelet
 from gpuflow.sandbox.network import NodeNetwork
+from gpuflow.sandbox.operator_identity import OperatorIdentity, create_operator_identity
 from gpuflow.sandbox.reaper import Reaper
 from gpuflow.sandbox.remains import Remains, clean_dead
 from gpuflow.sandbox.service import ApiService
@@ -132,6 +135,7 @@ class Sandbox:
         self.kubelets: list[ProcessKubelet] = []
         self.service: ApiService | None = None
         self.operator: Operator | None = None
+        self.operator_identity: OperatorIdentity | None = None
         self.remains: Remains | None = None
         self.reaper: Reaper | None = None
         self._threads: list[threading.Thread] = []
@@ -247,7 +251,8 @@ class Sandbox:
         return self.directory / "topology.yaml"
 
     def start_operator(self) -> None:
-        """Start the operator thread (once), its pods given the service's URL."""
+        """Start the operator thread (once), its pods given the service's URL, under
+        the chart's operator ServiceAccount (`operator_identity`)."""
         if self.operator is not None:
             return
         assert self.service is not None
@@ -261,7 +266,10 @@ class Sandbox:
             network=self.config.network,
             policy_options=self.config.policy_options,
         )
-        self.operator = Operator(self.client(), config)
+        self.operator_identity = identity = create_operator_identity(
+            self.api, self.directory / "operator.kubeconfig"
+        )
+        self.operator = Operator(KubeApi(api_client(str(identity.kubeconfig))), config)
         self._thread("operator", self.operator.run)
 
     def _thread(self, name: str, target: Any, *args: Any, **kwargs: Any) -> None:
