@@ -6,7 +6,11 @@ ports shared by all GPUs on the switch; otherwise nvmlDeviceGetTopologyCommonAnc
 PCIe level) and each GPU's NUMA node; `gpu_status(nvml)` reads health and use.
 
 The GPU model is the GPU catalogue's entry for the product name NVML reports
-(controller.model.gpus). A product the catalogue lacks is published with what NVML
+(controller.model.gpus), with the memory NVML measures in place of the catalogue's:
+the catalogue's is the datasheet's, and a board has less to give (an H200's NVML
+total is 143,771 MiB, the datasheet's 141 GB 144,384 MiB; docs/benchmarks.md, "The
+GPU check"), so publishing the datasheet's would let a job that fits on paper fail
+out of memory. A product the catalogue lacks is published with what NVML
 says about it: its memory, its PCIe generation, and a speed derived from its FP32
 throughput (CUDA cores x maximum SM clock) and memory bandwidth (maximum memory
 clock x bus width, double data rate) against the catalogued part nearest in compute
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from controller.model import Gpu, GpuType, PairLink, PcieLevel
@@ -57,7 +62,8 @@ def discover(nvml: Any, nic_gbps: float, sharing: SharingMode = DEFAULT_SHARING)
     has_nvlink = any(lanes.values())
     spec = GPU_CATALOG.find(product)
     if spec is not None:
-        return NodeGpus(spec.gpu_type(), gpus, links, nic_gbps, product, sharing=sharing)
+        gpu_type = replace(spec.gpu_type(), mem_mib=mem_mib)
+        return NodeGpus(gpu_type, gpus, links, nic_gbps, product, sharing=sharing)
     gpu_type, why = _derived_type(nvml, handles[0], product, mem_mib, has_nvlink)
     return NodeGpus(gpu_type, gpus, links, nic_gbps, product, unknown=why, sharing=sharing)
 

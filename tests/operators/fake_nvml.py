@@ -42,7 +42,11 @@ DGX1_LANES = {
     (5, 6): 2, (5, 7): 1,
     (6, 7): 2,
 }  # fmt: skip
-V100_MEM = 16 * 1024**3  # 16 GiB (NVML reports 16945512448 bytes on a real board)
+# nvmlDeviceGetMemoryInfo's total on real boards, below their datasheet's figure (the
+# GPU catalogue's): a V100-SXM2-16GB's 16,945,512,448 bytes (16,160 MiB of 16,384);
+# the H200 of issue 27 (driver 580) 143,771 MiB of 144,384.
+V100_MEM = 16_945_512_448
+H200_MEM = 143_771 * 1024**2
 NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
 
 

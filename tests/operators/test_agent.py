@@ -6,7 +6,9 @@ seconds do not need)."""
 from __future__ import annotations
 
 import importlib
+import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from operators.agent.main import EXIT_NO_NVML, AgentOptions, run_agent
 from operators.agent.topology_file import load_topology_file
 from operators.nodes import NodeGpus, build_cluster
 from tests.nvml_names import NVML_NAMES
-from tests.operators.fake_nvml import FakeNvml, GpuFigures
+from tests.operators.fake_nvml import H200_MEM, V100_FIGURES, FakeNvml, GpuFigures
 from tests.operators.real_cluster import RealCluster
 
 PRESETS = Path(__file__).resolve().parents[2] / "controller" / "presets"
@@ -154,9 +156,26 @@ def test_agent_publishes_each_pods_gpu_use_on_its_node(
 
 @pytest.mark.parametrize(("product", "name"), sorted(NVML_NAMES.items()))
 def test_every_nvml_product_is_published_as_its_catalogue_entry(product: str, name: str) -> None:
-    info = discover(initialised(product=product), nic_gbps=100)
-    assert info.gpu_type == GPU_CATALOG.by_name[name].gpu_type() and info.unknown is None
+    nvml = initialised(product=product)
+    info = discover(nvml, nic_gbps=100)
+    measured_mib = nvml.nvmlDeviceGetMemoryInfo(0).total // 2**20
+    # The catalogue's figures, with the memory NVML measures (the fake's V100 total).
+    catalogue = GPU_CATALOG.by_name[name].gpu_type()
+    assert info.gpu_type == replace(catalogue, mem_mib=measured_mib) and info.unknown is None
     assert info.product == product
+
+
+def test_an_h200_publishes_the_memory_nvml_measures_not_its_datasheets() -> None:
+    figures = replace(V100_FIGURES, compute_capability=(9, 0), mem_bytes=H200_MEM)
+    info = discover(initialised(product="NVIDIA H200", figures=figures), nic_gbps=100)
+    catalogue = GPU_CATALOG.by_name["H200-SXM-141GB"].gpu_type()
+    assert catalogue.mem_mib == 144_384  # the datasheet's 141 GB
+    assert info.gpu_type.name == catalogue.name and info.gpu_type.speed == catalogue.speed
+    assert info.gpu_type.mem_mib == 143_771  # NVML's total on issue 27's H200
+    assert json.loads(info.to_annotation())["memMib"] == 143_771
+    assert info.labels()[crd.LABEL_GPU_MEMORY] == "143771"
+    back = NodeGpus.from_annotation(info.to_annotation())
+    assert back.gpu_type.mem_mib == 143_771  # what the operator's placers read
 
 
 def test_an_unknown_gpu_gets_a_speed_derived_from_what_nvml_says() -> None:
