@@ -60,6 +60,7 @@ def without(rules: list[dict[str, Any]], resource: str, verb: str) -> list[dict[
     return out
 
 
+@pytest.mark.slow  # a sandbox of its own: its control plane, service and operator
 def test_the_operator_is_the_service_account_and_a_verb_its_role_lacks_is_refused(
     tmp_path: Path,
 ) -> None:
