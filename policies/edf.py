@@ -7,10 +7,14 @@ takes GPUs from a running job with a later one. Jobs without a deadline come aft
 every job with one, in submission order. A job keeps running after its deadline passes
 (it still counts as missed).
 
-Each round the jobs are taken in that order and given their gang (`num_gpus`) while
-the cluster's usable GPUs last; a job that does not fit is passed over, so smaller jobs
-behind it may still run (as ElasticFlow's EDF does). Running jobs so chosen keep their
-GPUs; the others are placed by the snapshot's placer, in order, in what is left.
+Each round the jobs are taken in that order and given their gang while the cluster's
+usable GPUs last: with `gang="asked"` (the default) the GPUs each job asked for
+(`num_gpus`); with `gang="max"` its largest size (`max_gpus`, at most the cluster),
+as ElasticFlow's own simulator runs its EDF baseline (scheduler.py `edf_sim_allocation`
+gives each job `min(max_gpu, cluster GPUs)`, max_gpu being its largest profiled size)
+(docs/benchmarks.md compares both with the paper's figure). A job that does not fit
+is passed over, so smaller jobs behind it may still run. Running jobs so chosen keep
+their GPUs; the others are placed by the snapshot's placer, in order, in what is left.
 Deviation: a chosen job the placer cannot place for fragmentation waits with a reason
 that says so rather than a whole repacking of the cluster.
 """
@@ -23,25 +27,34 @@ from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 
+GANGS = ("asked", "max")
+
 
 @dataclass(frozen=True)
 class Edf:
+    gang: str = "asked"
     name: str = "edf"
+
+    def __post_init__(self) -> None:
+        if self.gang not in GANGS:
+            raise ValueError(f"gang must be one of {', '.join(GANGS)}, not {self.gang!r}")
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         ordered = sorted(snapshot.jobs, key=deadline_key)
         budget = sum(snapshot.usable_gpus())
+        total = snapshot.cluster.num_gpus
+        size = {j.job_id: self._size(j, total) for j in ordered}
         chosen: set[str] = set()
         for job in ordered:
-            if job.spec.num_gpus <= budget:
+            if size[job.job_id] <= budget:
                 chosen.add(job.job_id)
-                budget -= job.spec.num_gpus
+                budget -= size[job.job_id]
         run: dict[str, Allocation] = {}
         pool = snapshot.free_pool()
         for job in snapshot.running():
             if job.allocation is None:
                 continue
-            if job.job_id in chosen and job.num_gpus == job.spec.num_gpus:
+            if job.job_id in chosen and job.num_gpus == size[job.job_id]:
                 run[job.job_id] = job.allocation
             else:
                 pool.release(job.allocation, job.spec.gpu_mem_mib)
@@ -50,19 +63,24 @@ class Edf:
             if job.job_id in run:
                 continue
             if job.job_id not in chosen:
-                reasons[job.job_id] = _later(job)
+                reasons[job.job_id] = _later(job, size[job.job_id])
                 continue
-            alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
+            alloc = snapshot.placer.place(pool, job, size[job.job_id])
             if alloc is None:
                 reasons[job.job_id] = Reason(
                     "Fragmented",
-                    f"its turn by deadline came, but no placement of its {job.spec.num_gpus} "
+                    f"its turn by deadline came, but no placement of its {size[job.job_id]} "
                     f"GPUs fits the {pool.total_free} free",
                 )
                 continue
             pool.take(alloc, job.spec.gpu_mem_mib)
             run[job.job_id] = alloc
         return Plan(run=run, reasons=reasons)
+
+    def _size(self, job: JobView, total_gpus: int) -> int:
+        if self.gang == "max":
+            return max(job.spec.min_gpus, min(job.spec.max_gpus, total_gpus))
+        return job.spec.num_gpus
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
         """EDF's order: deadline (none last), then submit time, then id."""
@@ -75,10 +93,9 @@ def deadline_key(job: JobView) -> tuple[float, float, str]:
     return (math.inf if due is None else due, job.spec.submit_s, job.job_id)
 
 
-def _later(job: JobView) -> Reason:
+def _later(job: JobView, gpus: int) -> Reason:
     due = job.spec.due_s
     when = "has no deadline" if due is None else f"is due at {due:.0f} s"
     return Reason(
-        "QueuedBehind",
-        f"needs {job.spec.num_gpus} GPUs; it {when}, and jobs due earlier hold the cluster",
+        "QueuedBehind", f"needs {gpus} GPUs; it {when}, and jobs due earlier hold the cluster"
     )

@@ -1,14 +1,15 @@
 """gpuflow's own trace format (`gpuflow`): one CSV row per `JobSpec`.
 
 Header: job_id,submit_s,num_gpus,min_gpus,max_gpus,model,duration_s,iterations,
-batch_size,work_batch,gpu_mem_mib,tenant,user,priority,precision,gpu_util,deadline_s (work_batch:
-the batch the iterations are counted at, see `JobSpec`; precision: what the job trains
-in, tf32, bf16, fp16 or fp32, controller.model.precision, default tf32; gpu_util: the
-job's own GPU utilisation alone, in (0, 1], where known, else its model's catalogue
-figure; deadline_s: seconds after submit_s by which the job must finish, empty for a
-best-effort job). job_id, submit_s, num_gpus and at least one of duration_s / iterations are
-required; an empty cell takes the `JobSpec` default. Columns may come in any order; an
-unknown column is an error (it is most likely a misspelt one). `write_canonical` writes
+batch_size,work_batch,gpu_mem_mib,tenant,user,priority,precision,gpu_util,deadline_s
+(work_batch: the batch the iterations are counted at, see `JobSpec`; precision: what
+the job trains in, tf32, bf16, fp16 or fp32, controller.model.precision, default tf32;
+gpu_util: the job's own GPU utilisation alone, in (0, 1], where known, else its
+model's catalogue figure; deadline_s: seconds after submit_s by which the job must
+finish, empty for a best-effort job). job_id, submit_s, num_gpus and at least one of
+duration_s / iterations are required; an empty cell takes the `JobSpec` default.
+Columns may come in any order; an unknown column is an error (it is most likely a
+misspelt one). `write_canonical` writes
 the same form, so converted traces and generated workloads can be saved and replayed.
 Called through `load_trace`.
 """

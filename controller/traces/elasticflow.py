@@ -13,8 +13,10 @@ num_gpu, is not needed (the steps are) and is ignored, as are extra columns.
 Each job becomes a `JobSpec` with `deadline_s = ddl - submit_time` (a deadline at or
 before the submission is an error on its line), its steps counted at its own batch
 (`work_batch = batch_size`, so a policy that changes the batch, as Pollux does, is
-credited each step's statistical gain), and elastic from 1 GPU to `MAX_GPUS`, as
-ElasticFlow chooses each job's GPUs itself. Called through `load_trace`.
+credited each step's statistical gain), and elastic from 1 GPU to at most `MAX_GPUS`
+and at most its batch size (one sample per GPU), the bound ElasticFlow's simulator
+sets (scheduler/jobs.py `max_gpu`), as ElasticFlow chooses each job's GPUs itself.
+Called through `load_trace`.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def load_elasticflow(path: Path) -> Parsed:
                 submit_s=submit_s,
                 num_gpus=num_gpus,
                 min_gpus=1,
-                max_gpus=max(MAX_GPUS, num_gpus),
+                max_gpus=max(min(MAX_GPUS, batch_size), num_gpus),
                 model=model,
                 iterations=row.number("iteration", minimum=1.0),
                 batch_size=batch_size,
