@@ -1,0 +1,93 @@
+"""ElasticFlow (ASPLOS 2023) and EDF replayed: admission by minimum satisfactory share,
+refusal with a reason, elastic growth by marginal return, and more deadlines met than
+EDF on a slice of the paper's own trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.metrics import deadline_fields
+from controller.model import JobSpec
+from controller.model.job import REFUSED
+from controller.placement import ConsolidatedPlacer
+from controller.records import ReplayResult
+from controller.sim import SimConfig, Simulator
+from controller.spec import load_cluster
+from controller.traces import load_trace
+from policies.registry import make_policy
+from tests.builders import make_cluster, make_job
+
+TRACE = Path(__file__).parents[2] / "examples" / "traces" / "elasticflow" / "elasticVpollux_e.csv"
+
+
+def _replay(jobs: list[JobSpec], policy: str, nodes: int = 1, gpus: int = 4) -> ReplayResult:
+    cluster = make_cluster(nodes=nodes, gpus=gpus)
+    cfg = SimConfig(round_interval_s=0.0, check_plans=True)
+    return Simulator(cluster, jobs, make_policy(policy), ConsolidatedPlacer(cluster), cfg).run()
+
+
+def test_a_job_no_share_can_finish_in_time_is_refused_and_never_runs() -> None:
+    # 100 s of work on its 4 GPUs, which it cannot exceed, due 10 s after submission.
+    hopeless = make_job("hopeless", 4, duration_s=100.0, deadline_s=10.0)
+    fine = make_job("fine", 2, submit_s=1.0, duration_s=100.0, deadline_s=1000.0)
+    result = _replay([hopeless, fine], "elasticflow")
+    out = {o.job_id: o for o in result.jobs}
+    assert out["hopeless"].first_start_s is None and out["hopeless"].finish_s is None
+    assert out["hopeless"].refused is not None
+    assert out["hopeless"].refused.startswith("no share meets its deadline at 10 s")
+    assert out["hopeless"].deadline_met is False
+    assert out["fine"].deadline_met is True
+    assert deadline_fields(result) == {
+        "deadline_jobs": 2,
+        "deadlines_met": 1,
+        "deadline_ratio": 0.5,
+    }
+
+
+def test_a_job_that_would_break_an_admitted_deadline_is_refused_saying_what_it_needs() -> None:
+    # `first` needs all 4 GPUs of the node for most of its 300 s; `second`, due sooner,
+    # could make it alone on 4 GPUs but only by taking them from `first`.
+    first = make_job("first", 4, duration_s=250.0, deadline_s=300.0)
+    second = make_job("second", 4, submit_s=10.0, duration_s=100.0, deadline_s=200.0)
+    result = _replay([first, second], "elasticflow")
+    out = {o.job_id: o for o in result.jobs}
+    assert out["first"].deadline_met is True
+    refused = out["second"].refused
+    assert refused is not None and "needs 4 GPUs from 10 s" in refused
+    assert "admitted before it leave too few" in refused
+    # EDF admits everyone: `second` preempts `first`, which then misses its deadline.
+    edf = {o.job_id: o for o in _replay([first, second], "edf").jobs}
+    assert edf["second"].deadline_met is True and edf["first"].deadline_met is False
+
+
+def test_an_elastic_job_alone_grows_past_its_share_by_marginal_return() -> None:
+    # Due in a day, its minimum share is 1 GPU; the idle 7 others still speed it up.
+    lone = make_job("lone", 1, min_gpus=1, max_gpus=8, duration_s=800.0, deadline_s=86400.0)
+    result = _replay([lone], "elasticflow", nodes=2)
+    (out,) = result.jobs
+    assert out.attained_gpu_s / out.executed_s > 4.0  # it ran on 8 GPUs, not 1
+    assert out.finish_s is not None and out.finish_s < 400.0
+
+
+def test_the_refusal_reason_code_is_the_one_the_backends_withdraw() -> None:
+    hopeless = make_job("hopeless", 4, duration_s=100.0, deadline_s=10.0)
+    cluster = make_cluster(nodes=1, gpus=4)
+    sim = Simulator(
+        cluster, [hopeless], make_policy("elasticflow"), ConsolidatedPlacer(cluster), SimConfig()
+    )
+    sim.run()
+    reason = sim.reason_for("hopeless")
+    assert reason is not None and reason.code == REFUSED
+
+
+def test_elasticflow_meets_more_deadlines_than_edf_on_a_slice_of_its_trace() -> None:
+    jobs = list(load_trace(TRACE).jobs[:40])
+    cluster = load_cluster("g4dn-12xlarge:4")
+    met = {}
+    for policy in ("edf", "elasticflow"):
+        sim = Simulator(
+            cluster, jobs, make_policy(policy), ConsolidatedPlacer(cluster), SimConfig()
+        )
+        met[policy] = deadline_fields(sim.run())["deadlines_met"]
+    # 29 against 6 of the 40 when written (docs/benchmarks.md, "Deadlines").
+    assert met["elasticflow"] >= 2 * met["edf"] + 10
