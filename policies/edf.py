@@ -9,10 +9,11 @@ every job with one, in submission order. A job keeps running after its deadline 
 
 Each round the jobs are taken in that order and given their gang while the cluster's
 usable GPUs last: with `gang="asked"` (the default) the GPUs each job asked for
-(`num_gpus`); with `gang="max"` its largest size (`max_gpus`, at most the cluster),
-as ElasticFlow's own simulator runs its EDF baseline (scheduler.py `edf_sim_allocation`
-gives each job `min(max_gpu, cluster GPUs)`, max_gpu being its largest profiled size)
-(docs/benchmarks.md compares both with the paper's figure). A job that does not fit
+(`num_gpus`); with `gang="max"` its largest size (`max_gpus`), or where fewer GPUs are
+left the largest power of two of them, as ElasticFlow's own simulator runs its EDF
+baseline (scheduler.py `edf_sim_allocation` gives each job its largest profiled size,
+or the largest profiled size of the GPUs still free). docs/benchmarks.md compares both
+with the paper's figure. A job that does not fit
 is passed over, so smaller jobs behind it may still run. Running jobs so chosen keep
 their GPUs; the others are placed by the snapshot's placer, in order, in what is left.
 Deviation: a chosen job the placer cannot place for fragmentation waits with a reason
@@ -42,13 +43,14 @@ class Edf:
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         ordered = sorted(snapshot.jobs, key=deadline_key)
         budget = sum(snapshot.usable_gpus())
-        total = snapshot.cluster.num_gpus
-        size = {j.job_id: self._size(j, total) for j in ordered}
+        size: dict[str, int] = {}
         chosen: set[str] = set()
         for job in ordered:
-            if size[job.job_id] <= budget:
+            gpus = self._size(job, budget)
+            size[job.job_id] = gpus
+            if gpus <= budget:
                 chosen.add(job.job_id)
-                budget -= size[job.job_id]
+                budget -= gpus
         run: dict[str, Allocation] = {}
         pool = snapshot.free_pool()
         for job in snapshot.running():
@@ -77,10 +79,14 @@ class Edf:
             run[job.job_id] = alloc
         return Plan(run=run, reasons=reasons)
 
-    def _size(self, job: JobView, total_gpus: int) -> int:
-        if self.gang == "max":
-            return max(job.spec.min_gpus, min(job.spec.max_gpus, total_gpus))
-        return job.spec.num_gpus
+    def _size(self, job: JobView, free_gpus: int) -> int:
+        """The GPUs `job` is given with `free_gpus` left (more than that: it waits)."""
+        spec = job.spec
+        if self.gang == "asked" or spec.min_gpus > free_gpus:
+            return spec.num_gpus
+        top = min(spec.max_gpus, free_gpus)
+        power = 1 << (top.bit_length() - 1)
+        return power if power >= spec.min_gpus else top
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
         """EDF's order: deadline (none last), then submit time, then id."""
