@@ -30,7 +30,12 @@ Throughputs come from the performance model (controller.model.perf) at each size
 placed on the fewest servers; on ElasticFlow's T4 cluster it agrees with the paper's
 measured T4 table within about 20 % (docs/benchmarks.md).
 
-Deviations: the admitted set is the only memory between rounds (`ElasticFlowState`);
+A refused job stays refused: a backend that withdraws it (the simulator) never shows
+it again, and one that keeps it waiting (a live cluster, where the DLJob stays) sees
+the same refusal every round (`ElasticFlowState.refused`), so it never runs.
+
+Deviations: the admitted and refused jobs are the only memory between rounds
+(`ElasticFlowState`);
 the plan is redone at every round from the jobs' progress, so an admitted job's
 guarantee holds only as far as the performance model is right; non-elastic jobs
 (min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory.
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,9 +67,11 @@ from policies.optimus_cluster import pack_fewest_servers
 
 @dataclass(frozen=True, slots=True)
 class ElasticFlowState:
-    """What ElasticFlow remembers between rounds: the jobs it has admitted."""
+    """What ElasticFlow remembers between rounds: the jobs it has admitted, and the
+    ones it refused with why."""
 
     admitted: frozenset[str] = frozenset()
+    refused: Mapping[str, Reason] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,9 @@ class ElasticFlow:
     )
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
-        previous = state.admitted if isinstance(state, ElasticFlowState) else frozenset()
+        if not isinstance(state, ElasticFlowState):
+            state = ElasticFlowState()
+        previous = state.admitted
         now, capacity = snapshot.now_s, sum(snapshot.usable_gpus())
         jobs = sorted(snapshot.jobs, key=deadline_key)
         curves = {job.job_id: self._curve(snapshot, job) for job in jobs}
@@ -87,10 +97,10 @@ class ElasticFlow:
         }
         admitted = [j for j in jobs if j.job_id in previous and j.job_id in demands]
         shares, _ = plan_shares(now, capacity, [demands[j.job_id] for j in admitted])
-        reasons: dict[str, Reason] = {}
+        reasons = {j.job_id: state.refused[j.job_id] for j in jobs if j.job_id in state.refused}
         kept = {j.job_id for j in jobs if j.job_id in previous or j.job_id not in demands}
         for job in jobs:
-            if job.job_id in kept:
+            if job.job_id in kept or job.job_id in reasons:
                 continue
             trial = [demands[j.job_id] for j in admitted if j.job_id in shares]
             trial.append(demands[job.job_id])
@@ -104,6 +114,7 @@ class ElasticFlow:
             shares = planned
         sizes = _allocate([j for j in jobs if j.job_id in kept], shares, curves, now, capacity)
         run, placed_reasons = _place(snapshot, sizes)
+        refused = {k: v for k, v in reasons.items() if v.code == REFUSED}
         reasons.update(placed_reasons)
         for job in jobs:
             if job.job_id in kept and job.job_id not in run and job.job_id not in reasons:
@@ -112,7 +123,7 @@ class ElasticFlow:
                     "no GPUs are left after the admitted jobs' minimum satisfactory shares "
                     "and the jobs with a higher marginal return",
                 )
-        return Plan(run=run, reasons=reasons, state=ElasticFlowState(frozenset(kept)))
+        return Plan(run=run, reasons=reasons, state=ElasticFlowState(frozenset(kept), refused))
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
         """Deadline order (none last), then submit time, then id."""

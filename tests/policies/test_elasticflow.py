@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.metrics import deadline_fields
-from controller.model import JobSpec
+from controller.model import JobSpec, Snapshot
 from controller.model.job import REFUSED
 from controller.placement import ConsolidatedPlacer
 from controller.records import ReplayResult
@@ -15,7 +15,7 @@ from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
 from policies.registry import make_policy
-from tests.builders import make_cluster, make_job
+from tests.builders import make_cluster, make_job, make_view
 
 TRACE = Path(__file__).parents[2] / "examples" / "traces" / "elasticflow" / "elasticVpollux_e.csv"
 
@@ -91,3 +91,22 @@ def test_elasticflow_meets_more_deadlines_than_edf_on_a_slice_of_its_trace() -> 
         met[policy] = deadline_fields(sim.run())["deadlines_met"]
     # 29 against 6 of the 40 when written (docs/benchmarks.md, "Deadlines").
     assert met["elasticflow"] >= 2 * met["edf"] + 10
+
+
+def test_a_refused_job_a_backend_keeps_waiting_stays_refused() -> None:
+    # A live cluster keeps the refused DLJob: each round refuses it again, with the
+    # same reason, rather than testing it for admission anew.
+    cluster = make_cluster(nodes=1, gpus=4)
+    policy = make_policy("elasticflow")
+    hopeless = make_view(make_job("hopeless", 4, deadline_s=10.0), total_iters=1e9)
+    snapshot = Snapshot(
+        now_s=0.0, cluster=cluster, jobs=(hopeless,), placer=ConsolidatedPlacer(cluster)
+    )
+    first = policy.schedule(snapshot, None)
+    reason = first.reason_for("hopeless")
+    assert reason is not None and reason.code == REFUSED and "hopeless" not in first.run
+    later = Snapshot(
+        now_s=1.0, cluster=cluster, jobs=(hopeless,), placer=ConsolidatedPlacer(cluster)
+    )
+    again = policy.schedule(later, first.state)
+    assert again.reason_for("hopeless") == reason and not again.run
