@@ -120,6 +120,8 @@ def _fit(now_s: float, free: np.ndarray, demand: Demand) -> tuple[Share, np.ndar
     span_s = demand.due_s - now_s
     if span_s <= 0:
         return None
+    if demand.remaining <= 0:  # done at this instant: it needs nothing more
+        return Share(0, 0, now_s), np.zeros(0, dtype=np.int64)
     n = min(len(free), math.ceil(span_s / SLOT_S))
     lengths = np.full(n, SLOT_S)
     lengths[-1] = span_s - SLOT_S * (n - 1)

@@ -77,3 +77,8 @@ def test_allowed_sizes_are_powers_of_two_in_range(
     min_gpus: int, max_gpus: int, total: int, sizes: tuple[int, ...]
 ) -> None:
     assert allowed_sizes(min_gpus, max_gpus, total) == sizes
+
+
+def test_a_job_with_nothing_left_needs_no_gpus() -> None:
+    shares, missed = plan_shares(0.0, 0, [_demand("done", 60.0, 0.0)])
+    assert missed == [] and shares["done"].now_gpus == 0 and shares["done"].finish_s == 0.0
