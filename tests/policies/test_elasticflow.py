@@ -110,3 +110,18 @@ def test_a_refused_job_a_backend_keeps_waiting_stays_refused() -> None:
     )
     again = policy.schedule(later, first.state)
     assert again.reason_for("hopeless") == reason and not again.run
+
+
+def test_a_best_effort_job_never_takes_the_gpus_an_admitted_deadline_needs() -> None:
+    # `due` needs the whole node to finish in time; the best-effort job, there first and
+    # running on 2 GPUs, gives them up (under FIFO it keeps them and `due` misses).
+    besteffort = make_job("besteffort", 2, duration_s=500.0)
+    due = make_job(
+        "due", 4, submit_s=1.0, min_gpus=1, max_gpus=4, duration_s=200.0, deadline_s=230.0
+    )
+    out = {o.job_id: o for o in _replay([besteffort, due], "elasticflow").jobs}
+    assert out["due"].deadline_met is True
+    assert out["besteffort"].finish_s is not None  # it runs once `due` is done
+    assert out["besteffort"].finish_s > out["due"].finish_s
+    fifo = {o.job_id: o for o in _replay([besteffort, due], "fifo").jobs}
+    assert fifo["due"].deadline_met is False
