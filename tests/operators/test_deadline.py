@@ -1,7 +1,9 @@
 """A DLJob's spec.deadlineSeconds (issue 32): read into JobSpec.deadline_s, absent for a
 best-effort job, refused naming the field when malformed (by the CRD schema on the real
 API server and by `job_spec`); and the API's manifest of a REST job with a deadline
-carries it."""
+carries it. Live, under `elasticflow`, with real worker processes: a job that can make
+its deadline is admitted and meets it, one no share can finish in time fails at once
+as Refused, with a Warning event saying why."""
 
 from __future__ import annotations
 
@@ -12,9 +14,12 @@ import pytest
 
 from api.dljob_manifest import dljob_manifest
 from api.schemas.jobs import JobCreate
-from operators.resources import job_spec
+from operators.resources import job_spec, parse_time
 from tests.operators.builders import make_dljob
 from tests.operators.conftest import GpuCluster
+from tests.operators.harness import running_operator, wait_phases
+from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
 
 
 def dljob(name: str, deadline: Any = None) -> dict[str, Any]:
@@ -71,3 +76,32 @@ def test_the_crd_schema_takes_a_deadline_and_refuses_one_not_above_zero(
         gpu_cluster.api.create_dljob("default", dljob("late", 0))
     assert err.value.status == 422
     assert "deadlineSeconds" in str(err.value.body)
+
+
+def test_live_elasticflow_meets_one_deadline_and_refuses_the_other(
+    gpu_cluster: RealCluster,
+) -> None:
+    api = gpu_cluster.api
+    fine = dljob("fine", 600)  # 0.5 s of work, due in 10 minutes
+    fine["spec"]["expectedDurationSeconds"] = 1
+    hopeless = dljob("hopeless", 5)  # an hour of work on its one GPU, due in 5 s
+    hopeless["spec"]["expectedDurationSeconds"] = 3600
+    api.create_dljob("default", fine)
+    api.create_dljob("default", hopeless)
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client, policy="elasticflow"):
+            wait_phases(api, "Failed", ["hopeless"])
+            wait_phases(api, "Succeeded", ["fine"])
+    finally:
+        kubelet.stop()
+    status = api.get_dljob("default", "hopeless")["status"]
+    assert status["reason"] == "Refused"
+    assert status["message"].startswith("no share meets its deadline")
+    assert "attempt" not in status or not status["attempt"]  # it never started
+    items = api.core.list_namespaced_event("default").items
+    refused = [e for e in items if e.involved_object.name == "hopeless" and e.reason == "Refused"]
+    assert len(refused) == 1 and refused[0].type == "Warning"
+    done = api.get_dljob("default", "fine")
+    due_s = parse_time(done["metadata"]["creationTimestamp"]) + 600
+    assert parse_time(done["status"]["completionTime"]) <= due_s
