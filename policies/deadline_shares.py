@@ -14,7 +14,8 @@ Deviations: a job's share is one of the sizes it may run at (`allowed_sizes`: po
 two, as ElasticFlow's buddy allocation places them), and in a slot with fewer GPUs left
 than its share it is planned at the largest such size that fits (ElasticFlow's
 progressive filling may give it any count). The slots start at the round's time, not
-on a fixed grid, and the restart a resize costs is not planned for (the simulator
+on a fixed grid, and past `MAX_SLOTS` the rest of the horizon is one slot; the restart
+a resize costs is not planned for (the simulator
 charges it; the plan is redone at every round).
 """
 
@@ -29,6 +30,9 @@ import numpy as np
 # ElasticFlow's simulator schedules in 60-second slots (its README; gpuflow's replays
 # run rounds at the same interval by default, controller.sim.config).
 SLOT_S = 60.0
+# Slots planned one by one (34 hours of 60 s slots); beyond them the plan has one slot
+# to the latest deadline, in which a job holds its share until it finishes.
+MAX_SLOTS = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +98,12 @@ def plan_shares(
     if not demands:
         return {}, []
     horizon_s = max(d.due_s for d in demands) - now_s
-    slots = max(1, math.ceil(horizon_s / SLOT_S))
-    free = np.full(slots, capacity, dtype=np.int64)
+    starts = _slot_starts(horizon_s)
+    free = np.full(len(starts), capacity, dtype=np.int64)
     shares: dict[str, Share] = {}
     missed: list[str] = []
     for demand in demands:
-        share = _fit(now_s, free, demand)
+        share = _fit(now_s, starts, horizon_s, free, demand)
         if share is None:
             missed.append(demand.job_id)
             continue
@@ -114,7 +118,17 @@ def min_share(now_s: float, capacity: int, demand: Demand) -> Share | None:
     return shares.get(demand.job_id)
 
 
-def _fit(now_s: float, free: np.ndarray, demand: Demand) -> tuple[Share, np.ndarray] | None:
+def _slot_starts(horizon_s: float) -> np.ndarray:
+    """The slots' starts, in seconds from now: every SLOT_S up to MAX_SLOTS of them,
+    then one slot to the horizon (a deadline months away, which REST and the traces
+    allow, plans in a few thousand slots, not millions)."""
+    count = max(1, min(MAX_SLOTS, math.ceil(horizon_s / SLOT_S)))
+    return np.arange(count, dtype=np.float64) * SLOT_S
+
+
+def _fit(
+    now_s: float, starts: np.ndarray, horizon_s: float, free: np.ndarray, demand: Demand
+) -> tuple[Share, np.ndarray] | None:
     """The smallest share that completes `demand` by its deadline in the `free` GPUs of
     each slot, with the GPUs it holds in each slot up to its finish; None if none does."""
     span_s = demand.due_s - now_s
@@ -122,9 +136,9 @@ def _fit(now_s: float, free: np.ndarray, demand: Demand) -> tuple[Share, np.ndar
         return None
     if demand.remaining <= 0:  # done at this instant: it needs nothing more
         return Share(0, 0, now_s), np.zeros(0, dtype=np.int64)
-    n = min(len(free), math.ceil(span_s / SLOT_S))
-    lengths = np.full(n, SLOT_S)
-    lengths[-1] = span_s - SLOT_S * (n - 1)
+    n = int(np.searchsorted(starts, span_s, side="left"))
+    ends = np.minimum(np.append(starts[1:n], horizon_s), span_s)
+    lengths = ends - starts[:n]
     curve = demand.curve
     top = int(max(free[:n].max(), 0))
     # gpus_at[x], ips_at[x]: the largest size of the curve at most x GPUs, and its speed.
@@ -141,6 +155,6 @@ def _fit(now_s: float, free: np.ndarray, demand: Demand) -> tuple[Share, np.ndar
         last = int(np.searchsorted(done, demand.remaining))
         before = float(done[last - 1]) if last > 0 else 0.0
         rate = float(ips_at[held[last]])
-        finish_s = now_s + SLOT_S * last + (demand.remaining - before) / rate
+        finish_s = now_s + float(starts[last]) + (demand.remaining - before) / rate
         return Share(size, int(held[0]), finish_s), held[: last + 1]
     return None

@@ -82,3 +82,13 @@ def test_allowed_sizes_are_powers_of_two_in_range(
 def test_a_job_with_nothing_left_needs_no_gpus() -> None:
     shares, missed = plan_shares(0.0, 0, [_demand("done", 60.0, 0.0)])
     assert missed == [] and shares["done"].now_gpus == 0 and shares["done"].finish_s == 0.0
+
+
+def test_a_deadline_years_away_plans_in_a_bounded_number_of_slots() -> None:
+    work = 3e9 / 60  # 3e9 s of work at 1/60 iteration per second
+    slow = Curve((1,), (1.0 / 60,))
+    far = Demand("far", 1e10, work, slow)
+    share = min_share(0.0, 1, far)
+    assert share is not None and share.gpus == 1
+    assert share.finish_s == pytest.approx(3e9)
+    assert min_share(0.0, 1, Demand("late", 1e10, 1e10 / 60 + 1, slow)) is None
