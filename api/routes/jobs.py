@@ -129,7 +129,7 @@ def new_job(
                 {
                     "loc": ("body", "deadline"),
                     "type": "value_error",
-                    "msg": f"the deadline must be in the future: {exc}",
+                    "msg": f"the deadline must be in the future, within reach: {exc}",
                     "input": body.deadline.isoformat() if body.deadline else None,
                 }
             ]

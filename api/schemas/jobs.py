@@ -14,6 +14,9 @@ from controller.model.precision import DEFAULT_PRECISION, Precision
 Gpus = Annotated[int, Field(ge=1, le=4096, strict=True)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
+# The furthest deadline a job may give, as its longest duration_s (about 32 years).
+MAX_DEADLINE_S = 1e9
+
 JOB_EXAMPLE = {
     "name": "bert-finetune",
     "num_gpus": 4,
@@ -52,7 +55,10 @@ class JobCreate(Strict):
         description="when the job must have finished: an ISO 8601 time with its zone",
     )
     deadline_s: float | None = Field(
-        default=None, gt=0, le=1e9, description="the deadline in seconds after submission"
+        default=None,
+        gt=0,
+        le=MAX_DEADLINE_S,
+        description="the deadline in seconds after submission",
     )
     # Cluster mode: the worker container of the job's DLJob (local mode ignores them).
     image: str | None = Field(
@@ -99,6 +105,8 @@ class JobCreate(Strict):
         seconds = (self.deadline - now).total_seconds()
         if seconds <= 0:
             raise ValueError(f"{self.deadline.isoformat()} is not in the future")
+        if seconds > MAX_DEADLINE_S:
+            raise ValueError(f"{self.deadline.isoformat()} is more than {MAX_DEADLINE_S:g} s away")
         return seconds
 
     @field_validator("iterations")

@@ -53,6 +53,8 @@ def test_a_deadline_in_seconds_or_as_a_utc_time_is_kept_in_seconds(client: TestC
         ({"deadline": "2030-01-01T00:00:00"}, "deadline"),  # no zone
         ({"deadline": "tomorrow"}, "deadline"),
         ({"deadline": "2001-01-01T00:00:00Z"}, "deadline"),  # in the past
+        ({"deadline": "9999-01-01T00:00:00Z"}, "deadline"),  # further than deadline_s may be
+        ({"deadline_s": 2e9}, "deadline_s"),
     ],
 )
 def test_a_bad_deadline_is_a_422_naming_the_field(
