@@ -27,17 +27,20 @@ Learning", ASPLOS 2023. Each round:
    charges the restart); its batch size is kept, as ElasticFlow keeps the global batch.
 
 Throughputs come from the performance model (controller.model.perf) at each size,
-placed on the fewest servers; on ElasticFlow's T4 cluster it agrees with the paper's
-measured T4 table within about 20 % (docs/benchmarks.md).
+placed on the fewest servers, scaled for a live job that reports its throughput by
+what it measures over what the model says at its size (`_measured_scale`). On
+ElasticFlow's T4 cluster the model is within 20 % of the paper's T4 table at 87 % of
+its points (docs/benchmarks.md, "Deadlines").
 
 A refused job stays refused: a backend that withdraws it (the simulator) never shows
 it again, and one that keeps it waiting (a live cluster, where the DLJob stays) sees
 the same refusal every round (`ElasticFlowState.refused`), so it never runs.
 
 Deviations: the admitted and refused jobs are the only memory between rounds
-(`ElasticFlowState`);
-the plan is redone at every round from the jobs' progress, so an admitted job's
-guarantee holds only as far as the performance model is right; non-elastic jobs
+(`ElasticFlowState`); the plan is redone at every round from the jobs' progress, so an
+admitted job's guarantee holds only as far as the performance model is right; a
+queue's quota does not bound what its jobs are promised (the cluster's usable GPUs
+do); non-elastic jobs
 (min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory.
 """
 
@@ -89,7 +92,7 @@ class ElasticFlow:
         previous = state.admitted
         now, capacity = snapshot.now_s, sum(snapshot.usable_gpus())
         jobs = sorted(snapshot.jobs, key=deadline_key)
-        curves = {job.job_id: self._curve(snapshot, job) for job in jobs}
+        curves = {job.job_id: self.speed_curve(snapshot, job) for job in jobs}
         demands = {
             job.job_id: _demand(job, now, curves[job.job_id])
             for job in jobs
@@ -129,7 +132,8 @@ class ElasticFlow:
         """Deadline order (none last), then submit time, then id."""
         return [j.job_id for j in sorted(snapshot.jobs, key=deadline_key)]
 
-    def _curve(self, snapshot: Snapshot, job: JobView) -> Curve:
+    def speed_curve(self, snapshot: Snapshot, job: JobView) -> Curve:
+        """`job`'s iterations per second at each size it may run at (module docstring)."""
         spec, cluster = job.spec, snapshot.cluster
         sizes = allowed_sizes(spec.min_gpus, spec.max_gpus, cluster.num_gpus)
         profile = resolve(spec.model)
@@ -148,7 +152,20 @@ class ElasticFlow:
                     )
                 self._rates[key] = rate
             speeds.append(rate)
-        return Curve(sizes, tuple(speeds))
+        scale = _measured_scale(job, Curve(sizes, tuple(speeds)))
+        return Curve(sizes, tuple(speed * scale for speed in speeds))
+
+
+def _measured_scale(job: JobView, modelled: Curve) -> float:
+    """What a running job that reports its throughput (a live job, `rate_source`
+    "measured") measures over what the performance model says at its size: its whole
+    curve is scaled by it, so its share follows what it does (1: nothing measured)."""
+    if job.rate_source != "measured" or not job.running or job.allocation is None:
+        return 1.0
+    modelled_ips = modelled.speed(job.allocation.num_gpus)
+    if modelled_ips <= 0 or job.rate_ips <= 0:
+        return 1.0
+    return job.rate_ips / modelled_ips
 
 
 def _demand(job: JobView, now_s: float, curve: Curve) -> Demand:

@@ -4,16 +4,19 @@ EDF on a slice of the paper's own trace."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from controller.metrics import deadline_fields
-from controller.model import JobSpec, Snapshot
+from controller.model import Allocation, JobSpec, JobStatus, Snapshot
 from controller.model.job import REFUSED
 from controller.placement import ConsolidatedPlacer
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
+from policies.deadline_shares import Demand, plan_shares
+from policies.elasticflow import ElasticFlow
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job, make_view
 
@@ -125,3 +128,25 @@ def test_a_best_effort_job_never_takes_the_gpus_an_admitted_deadline_needs() -> 
     assert out["besteffort"].finish_s > out["due"].finish_s
     fifo = {o.job_id: o for o in _replay([besteffort, due], "fifo").jobs}
     assert fifo["due"].deadline_met is False
+
+
+def test_a_live_job_measured_slower_than_the_model_gets_a_larger_share() -> None:
+    cluster = make_cluster(nodes=1, gpus=8)
+    policy = ElasticFlow()
+    spec = make_job("live", 2, min_gpus=1, max_gpus=8, deadline_s=600.0)
+    on_two = Allocation.whole([(0, 0), (0, 1)])
+    base = make_view(spec, status=JobStatus.RUNNING, allocation=on_two)
+    snapshot = Snapshot(
+        now_s=0.0, cluster=cluster, jobs=(base,), placer=ConsolidatedPlacer(cluster)
+    )
+    curve = policy.speed_curve(snapshot, base)
+    # Work the model finishes in the 600 s on 2 GPUs, not on 1, and on 4 at half speed.
+    work = 0.9 * curve.speed(2) * 600
+    assert curve.speed(1) * 600 < work <= 0.5 * curve.speed(4) * 600
+    modelled = replace(base, total_iters=work, rate_ips=curve.speed(2))
+    measured = replace(modelled, rate_source="measured", rate_ips=0.5 * curve.speed(2))
+    for view, share in ((modelled, 2), (measured, 4)):
+        shares, missed = plan_shares(
+            0.0, 8, [Demand("live", 600.0, work, policy.speed_curve(snapshot, view))]
+        )
+        assert missed == [] and shares["live"].gpus == share
