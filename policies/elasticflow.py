@@ -6,7 +6,9 @@ Learning", ASPLOS 2023. Each round:
 1. Admission control (§4.1). A job with a deadline seen for the first time is admitted
    only if, planned in deadline order with the jobs already admitted, every one of them
    still has a minimum satisfactory share (`policies.deadline_shares.plan_shares`, the
-   fewest GPUs that finish it by its deadline given how its throughput scales).
+   fewest GPUs that finish it by its deadline given how its throughput scales), and,
+   where its queue's guarantee is given (`queue_gpus`), the same holds for its queue's
+   deadline jobs within that guarantee.
    Otherwise it is refused at once (a `REFUSED` reason: it never runs) with what it
    would need and by when. A job without a deadline is admitted as best-effort.
 2. Resource allocation (§4.2). The admitted jobs that can still make their deadlines
@@ -39,9 +41,9 @@ the same refusal every round (`ElasticFlowState.refused`), so it never runs.
 Deviations: the admitted and refused jobs are the only memory between rounds
 (`ElasticFlowState`); the plan is redone at every round from the jobs' progress, so an
 admitted job's guarantee holds only as far as the performance model is right; a
-queue's quota does not bound what its jobs are promised (the cluster's usable GPUs
-do); non-elastic jobs
-(min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory.
+queue's guarantee bounds what its deadline jobs are promised only as `queue_gpus`
+states it (the policy does not read the queue tree), by leaf queue, not its parents;
+non-elastic jobs (min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory.
 """
 
 from __future__ import annotations
@@ -79,12 +81,21 @@ class ElasticFlowState:
 
 @dataclass(frozen=True)
 class ElasticFlow:
+    # Quotas: the GPUs the deadline jobs of each queue (JobSpec.queue, else its tenant)
+    # may be promised together, its guarantee in the queue tree (docs/queues.md);
+    # a queue not named is bounded by the cluster alone.
+    queue_gpus: Mapping[str, int] = field(default_factory=dict)
     name: str = "elasticflow"
     # Throughputs by (cluster, model, batch, precision, GPUs): a memo of the
     # performance model, not state (the same inputs give the same rate).
     _rates: dict[tuple[object, ...], float] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+
+    def __post_init__(self) -> None:
+        for queue, gpus in self.queue_gpus.items():
+            if gpus < 0:
+                raise ValueError(f"queue_gpus[{queue!r}] must be >= 0, got {gpus}")
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         if not isinstance(state, ElasticFlowState):
@@ -112,6 +123,10 @@ class ElasticFlow:
             if missed:
                 reasons[job.job_id] = _refusal(job, demands[job.job_id], now, capacity)
                 continue
+            over = self._over_guarantee(job, admitted, shares, demands, now)
+            if over is not None:
+                reasons[job.job_id] = over
+                continue
             kept.add(job.job_id)
             admitted.append(job)
             shares = planned
@@ -127,6 +142,34 @@ class ElasticFlow:
                     "and the jobs with a higher marginal return",
                 )
         return Plan(run=run, reasons=reasons, state=ElasticFlowState(frozenset(kept), refused))
+
+    def _over_guarantee(
+        self,
+        job: JobView,
+        admitted: list[JobView],
+        shares: dict[str, Share],
+        demands: dict[str, Demand],
+        now_s: float,
+    ) -> Reason | None:
+        """The refusal of `job` when its queue's guarantee (`queue_gpus`) cannot hold
+        the shares of its deadline jobs admitted so far and its own; else None."""
+        queue = _queue(job)
+        bound = self.queue_gpus.get(queue)
+        if bound is None:
+            return None
+        same = [demands[j.job_id] for j in admitted if _queue(j) == queue and j.job_id in shares]
+        trial = sorted([*same, demands[job.job_id]], key=lambda d: (d.due_s, d.job_id))
+        _, missed = plan_shares(now_s, bound, trial)
+        if not missed:
+            return None
+        alone = min_share(now_s, bound, demands[job.job_id])
+        need = f"{alone.gpus} GPUs" if alone is not None else "more GPUs than it holds"
+        return Reason(
+            REFUSED,
+            f"needs {need} of queue {queue}'s guarantee of {bound} to meet its deadline at "
+            f"{demands[job.job_id].due_s:.0f} s; the queue's deadline jobs admitted before "
+            "it leave too few",
+        )
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
         """Deadline order (none last), then submit time, then id."""
@@ -166,6 +209,10 @@ def _measured_scale(job: JobView, modelled: Curve) -> float:
     if modelled_ips <= 0 or job.rate_ips <= 0:
         return 1.0
     return job.rate_ips / modelled_ips
+
+
+def _queue(job: JobView) -> str:
+    return job.spec.queue or job.spec.tenant
 
 
 def _demand(job: JobView, now_s: float, curve: Curve) -> Demand:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from controller.metrics import deadline_fields
 from controller.model import Allocation, JobSpec, JobStatus, Snapshot
 from controller.model.job import REFUSED
@@ -17,7 +19,7 @@ from controller.spec import load_cluster
 from controller.traces import load_trace
 from policies.deadline_shares import Demand, plan_shares
 from policies.elasticflow import ElasticFlow
-from policies.registry import make_policy
+from policies.registry import UnknownPolicyError, make_policy
 from tests.builders import make_cluster, make_job, make_view
 
 TRACE = Path(__file__).parents[2] / "examples" / "traces" / "elasticflow" / "elasticVpollux_e.csv"
@@ -150,3 +152,31 @@ def test_a_live_job_measured_slower_than_the_model_gets_a_larger_share() -> None
             0.0, 8, [Demand("live", 600.0, work, policy.speed_curve(snapshot, view))]
         )
         assert missed == [] and shares["live"].gpus == share
+
+
+def test_a_queues_guarantee_bounds_what_its_deadline_jobs_are_promised() -> None:
+    # Each job needs the 4 GPUs of one node for most of its 300 s. The cluster has 8:
+    # without a bound both of queue a's jobs are admitted; with a's guarantee at 4 the
+    # second is refused, while queue b's job beside them is admitted.
+    def jobs() -> list[JobSpec]:
+        return [
+            replace(make_job("a1", 4, duration_s=250.0, deadline_s=300.0), queue="a"),
+            replace(make_job("a2", 4, submit_s=1.0, duration_s=250.0, deadline_s=300.0), queue="a"),
+            replace(make_job("b1", 4, submit_s=2.0, duration_s=250.0, deadline_s=300.0), queue="b"),
+        ]
+
+    cluster = make_cluster(nodes=2, gpus=4)
+    cfg = SimConfig(round_interval_s=0.0, check_plans=True)
+    free = Simulator(cluster, jobs(), make_policy("elasticflow"), ConsolidatedPlacer(cluster), cfg)
+    assert deadline_fields(free.run())["deadlines_met"] == 2  # a1 and a2; b1 refused
+    bounded = make_policy("elasticflow", queue_gpus={"a": 4})
+    result = Simulator(cluster, jobs(), bounded, ConsolidatedPlacer(cluster), cfg).run()
+    out = {o.job_id: o for o in result.jobs}
+    assert out["a1"].deadline_met and out["b1"].deadline_met
+    refused = out["a2"].refused
+    assert refused is not None and "queue a's guarantee of 4" in refused
+
+
+def test_a_negative_queue_bound_is_refused_by_name() -> None:
+    with pytest.raises(UnknownPolicyError, match="queue_gpus"):
+        make_policy("elasticflow", queue_gpus={"a": -1})
