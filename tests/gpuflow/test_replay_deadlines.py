@@ -56,3 +56,15 @@ def test_replay_json_of_a_trace_with_deadlines(
     assert main(["replay", str(sliced), "-p", "tiresias", "-c", "g4dn-12xlarge:2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= DEADLINE_KEYS and out["deadline_jobs"] == 20
+
+
+def test_a_mapping_option_takes_its_policy_scope(
+    sliced: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The JSON value holds colons: the scope is read before the "=" only.
+    opt = 'elasticflow:queue_gpus={"default": 4}'
+    args = ["replay", str(sliced), "-p", "elasticflow", "-c", "g4dn-12xlarge:2", "--json"]
+    assert main([*args, "--policy-opt", opt]) == 0
+    bounded = json.loads(capsys.readouterr().out)["deadlines_met"]
+    assert main(args) == 0
+    assert bounded < json.loads(capsys.readouterr().out)["deadlines_met"]
