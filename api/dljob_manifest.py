@@ -53,6 +53,8 @@ def dljob_manifest(job: dict[str, Any], body: JobCreate, image: str) -> Obj:
         spec["precision"] = str(job["precision"])
     if job["duration_s"] is not None:
         spec["expectedDurationSeconds"] = job["duration_s"]
+    if job.get("deadline_s") is not None:
+        spec["deadlineSeconds"] = job["deadline_s"]
     return {
         "apiVersion": crd.API_VERSION,
         "kind": crd.KIND,

@@ -89,6 +89,7 @@ def job_spec(job: Job) -> JobSpec:
         tenant=job.tenant,
         user=str(job.user_id),
         priority=job.priority,
+        deadline_s=job.deadline_s,
     )
 
 
@@ -109,6 +110,7 @@ def row_spec(row: dict[str, Any]) -> JobSpec:
         tenant=row["tenant"],
         user=str(row["user_id"]),
         priority=row["priority"],
+        deadline_s=row.get("deadline_s"),
     )
 
 

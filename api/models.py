@@ -102,6 +102,9 @@ class Job(Base):
     priority: Mapped[int] = mapped_column(Integer)
     # controller.model.precision.Precision's value; rows from before it: tf32.
     precision: Mapped[str] = mapped_column(String(8), default="tf32", server_default="tf32")
+    # Seconds after submission by which it must finish (JobSpec.deadline_s); None:
+    # best-effort.
+    deadline_s: Mapped[float | None] = mapped_column(Float)
     metrics_token_hash: Mapped[str] = mapped_column(String(64))
     # What the backend last reported (local mode's ticker keeps these current); one of
     # TERMINAL_STATUSES once the job has ended.

@@ -22,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.models import Replay, TraceFile, utcnow
-from controller.metrics import headline, summarize
+from controller.metrics import deadline_fields, headline, summarize
 from controller.placement import make_placer
 from controller.report import write_replay
 from controller.sim import SimConfig, Simulator
@@ -123,7 +123,8 @@ def _simulate(
     summary = summarize(result)
     out_dir = data_dir / "replays" / str(replay.id)
     paths = write_replay(out_dir, result, summary)
-    replay.headline = headline(summary, result.policy, result.wall_s)
+    # With deadlines in the trace, the three deadline figures of `replay --json` too.
+    replay.headline = {**headline(summary, result.policy, result.wall_s), **deadline_fields(result)}
     replay.summary = summary.to_dict()  # never NaN or infinite (controller.metrics)
     replay.out_dir = str(out_dir.resolve())
     replay.plots = {p.stem: str(p.resolve()) for p in paths if p.suffix == ".png"}

@@ -351,7 +351,8 @@ class LiveCluster:
             status=_done_status(out),
             submit_s=out.submit_s,
             allocation=None,
-            reason=None,
+            # Why it never ran, if it could not or a plan refused it (REFUSED).
+            reason=sim.reason_for(job_id) if out.first_start_s is None else None,
             progress=1.0 if out.finish_s is not None else 0.0,
             attained_gpu_s=out.attained_gpu_s,
             restarts=out.restarts,

@@ -105,6 +105,22 @@ def summarize(result: ReplayResult) -> Summary:
     )
 
 
+def deadline_fields(result: ReplayResult) -> dict[str, int | float]:
+    """The deadline figures `replay --json` and `compare --json` add when the trace
+    has deadlines (else nothing): `deadline_jobs` (jobs with a deadline),
+    `deadlines_met` (those finished by it) and `deadline_ratio`, met over all of them,
+    a job refused at admission or unfinished counted as missed (ElasticFlow's
+    "deadline satisfactory ratio", Gu et al., ASPLOS 2023, §6.1)."""
+    met = [job.deadline_met is True for job in result.jobs if job.deadline_s is not None]
+    if not met:
+        return {}
+    return {
+        "deadline_jobs": len(met),
+        "deadlines_met": sum(met),
+        "deadline_ratio": sum(met) / len(met),
+    }
+
+
 def headline(summary: Summary, policy: str, wall_s: float) -> dict[str, object]:
     """The few figures the CLI prints with --json; the keys are `HEADLINE_KEYS`, a contract."""
     return {

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# A job that finishes within this of its deadline met it: finish times are sums of
+# float rates and spans, and a job planned to end at its deadline must not miss it
+# by a rounding error.
+DEADLINE_SLACK_S = 1e-6
+
 
 @dataclass(frozen=True, slots=True)
 class JobOutcome:
@@ -26,6 +31,18 @@ class JobOutcome:
     restarts: int  # (re)starts after the first: preemptions, resizes, migrations
     preemptions: int
     contention_avg: float  # time-average number of active jobs while this one was active
+    # When it had to finish (JobSpec.due_s) and why it never ran, if it was refused
+    # at admission; None: best-effort, or not refused.
+    deadline_s: float | None = None
+    refused: str | None = None
+
+    @property
+    def deadline_met(self) -> bool | None:
+        """Whether it finished by its deadline (None: it had none); a job refused or
+        unfinished missed it."""
+        if self.deadline_s is None:
+            return None
+        return self.finish_s is not None and self.finish_s <= self.deadline_s + DEADLINE_SLACK_S
 
     @property
     def jct_s(self) -> float | None:

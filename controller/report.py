@@ -33,7 +33,7 @@ MAX_PLOT_POINTS = 5000
 DPI = 100
 
 JOB_FIELDS = tuple(f.name for f in fields(JobOutcome))
-JOB_COLUMNS = (*JOB_FIELDS, "jct_s", "queueing_s", "ftf_rho")
+JOB_COLUMNS = (*JOB_FIELDS, "jct_s", "queueing_s", "ftf_rho", "deadline_met")
 TIMELINE_COLUMNS = tuple(f.name for f in fields(TimelineSample))
 RUN_COLUMNS = ("policy", "cluster", "trace", "rounds", "wall_s")
 
@@ -46,7 +46,8 @@ def write_replay(out_dir: Path, result: ReplayResult, summary: Summary) -> list[
 
     summary.json: the run (policy, cluster, trace, rounds, wall_s, params) and
     `summary.to_dict()` under "summary". jobs.csv: one row per job, every
-    JobOutcome field plus jct_s, queueing_s and ftf_rho (empty where undefined).
+    JobOutcome field plus jct_s, queueing_s, ftf_rho and deadline_met (empty where
+    undefined).
     timeline.csv: one row per sample. Plots: jct_cdf.png, utilization.png,
     queue.png. With queues, queues.csv and queues.png (controller.queues.report).
     """
@@ -121,10 +122,14 @@ def _run_record(result: ReplayResult, summary: Summary) -> dict[str, object]:
 
 
 def _job_rows(result: ReplayResult) -> list[Row]:
-    """One row per job in JOB_COLUMNS order: its fields, then jct_s, queueing_s, ftf_rho."""
+    """One row per job in JOB_COLUMNS order: its fields, then jct_s, queueing_s, ftf_rho
+    and deadline_met."""
     rhos = finish_time_fairness(result)
     outcome = attrgetter(*JOB_FIELDS)
-    return [(*outcome(job), job.jct_s, job.queueing_s, rhos.get(job.job_id)) for job in result.jobs]
+    return [
+        (*outcome(job), job.jct_s, job.queueing_s, rhos.get(job.job_id), job.deadline_met)
+        for job in result.jobs
+    ]
 
 
 def _write_json(path: Path, record: object) -> Path:

@@ -252,14 +252,14 @@ def _progress_bar(label: str) -> Callable[[int, int], None] | None:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from controller.metrics import headline
+    from controller.metrics import deadline_fields, headline
     from controller.report import write_replay
 
     ra = _replay_args(args, args.policy)
     result, summary = run_replay(ra, _progress_bar(ra.policy))
     if args.out:
         write_replay(Path(args.out), result, summary)
-    head = headline(summary, result.policy, result.wall_s)
+    head = {**headline(summary, result.policy, result.wall_s), **deadline_fields(result)}
     from controller.queues.report import headline_fields
 
     queues = headline_fields(result.params)
@@ -294,7 +294,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _compare(runs: list[ReplayArgs], *, out: Path | None, as_json: bool, workers: int) -> None:
     """Replay each run (in parallel processes, `workers` of them, 0: one per core),
     print the headlines and write what `out` asks for."""
-    from controller.metrics import headline
+    from controller.metrics import deadline_fields, headline
     from controller.queues.report import headline_fields
     from controller.report import write_comparison, write_replay
 
@@ -304,7 +304,7 @@ def _compare(runs: list[ReplayArgs], *, out: Path | None, as_json: bool, workers
             pairs = list(pool.map(_replay_worker, runs))
     else:
         pairs = [run_replay(ra, _progress_bar(ra.policy)) for ra in runs]
-    heads = [headline(s, r.policy, r.wall_s) for r, s in pairs]
+    heads = [{**headline(s, r.policy, r.wall_s), **deadline_fields(r)} for r, s in pairs]
     if as_json:  # with --queues, each object has the queue keys `replay --json` adds
         heads = [{**h, **headline_fields(r.params)} for h, (r, _) in zip(heads, pairs, strict=True)]
     if out is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from controller.actions import JobAction
 from controller.decisions import RoundRecord
 from controller.model import Action, Allocation, GpuPool, Plan, Reason, Snapshot
+from controller.model.job import REFUSED
 from controller.model.sharing import SharingMode
 from operators import crd
 from operators.jobs import JobRecord, State
@@ -40,6 +41,7 @@ from operators.queue_status import (
 from operators.resources import (
     ADMITTED,
     ALLOCATED_GPUS,
+    FAILED,
     PENDING_START,
     PREEMPTED,
     QUEUED,
@@ -229,11 +231,24 @@ class PlanApplier:
 
     def _report_waiting(self, rec: JobRecord, plan: Plan, now: float) -> None:
         reason = plan.reason_for(rec.key)
+        if reason is not None and reason.code == REFUSED:
+            self._refuse(rec, reason.message, now)
+            return
         pending = Reasoned(reason.code, reason.message) if reason else Reasoned("Waiting", "")
         phase = phase_of(rec.obj)
         if phase not in STOPPED_PHASES:
             phase = QUEUED
         self.writer.status_throttled(rec.obj, pending.reason, phase, pending, now)
+
+    def _refuse(self, rec: JobRecord, message: str, now: float) -> None:
+        """A job the policy refuses (deadline admission: controller.model.job.REFUSED)
+        never runs: it fails at once, its Failed condition and a Warning event saying
+        why (what it would need, by when)."""
+        first = phase_of(rec.obj) != FAILED
+        why = Reasoned(REFUSED, message)
+        self.writer.status(rec.obj, status_mutator(FAILED, why, now_s=now))
+        if first:
+            self.writer.event(rec.obj, REFUSED, message, "Warning")
 
 
 def _position(obj: dict[str, object]) -> int | None:

@@ -150,7 +150,20 @@ def job_spec(obj: Obj) -> JobSpec:
         priority=int(spec.get("priority") or 0),
         gpu_models=_gpu_models(spec),
         precision=_precision(spec),
+        deadline_s=_deadline_s(spec),
     )
+
+
+def _deadline_s(spec: Obj) -> float | None:
+    """spec.deadlineSeconds: how long after its creation the job must finish; absent:
+    best-effort. The CRD schema refuses a value <= 0 too; this is for objects that did
+    not pass through it."""
+    value = spec.get("deadlineSeconds")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e12:
+        raise ValueError(f"spec.deadlineSeconds: must be a number of seconds > 0, not {value!r}")
+    return float(value)
 
 
 def _precision(spec: Obj) -> Precision:

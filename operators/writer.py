@@ -80,6 +80,7 @@ ACTIONS = {
     "InvalidSpec": "invalid",
     "Forbidden": "requeue",  # its pods refused by RBAC
     "Unschedulable": "unschedulable",
+    "Refused": "refuse",  # deadline admission (controller.model.job.REFUSED)
     "PreemptedByPolicy": "preempt",
     "PreemptedForReclaim": "preempt",
     "SuspendedByPolicy": "suspend",

@@ -24,8 +24,9 @@ MAX_INTEGER_DIGITS = 18
 def parse_item(item: str) -> tuple[str, str, str]:
     """`[POLICY:]KEY=VALUE` as (policy or "" for any, key, value text); ValueError
     "'<item>': expected [POLICY:]KEY=VALUE" when it is not of that form."""
-    scope, _, rest = item.rpartition(":") if ":" in item.split("=", 1)[0] else ("", "", item)
-    key, sep, value = rest.partition("=")
+    # The scope is read before the first "=" only: a JSON value holds colons of its own.
+    head, sep, value = item.partition("=")
+    scope, _, key = head.rpartition(":")
     if not sep or not key:
         raise ValueError(f"{item!r}: expected [POLICY:]KEY=VALUE")
     return scope.strip(), key.strip(), value.strip()

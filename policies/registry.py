@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller.model import Policy
+from policies.edf import Edf
+from policies.elasticflow import ElasticFlow
 from policies.fifo import Fifo
 from policies.gandiva import Gandiva
 from policies.optimus import Optimus
@@ -23,6 +25,8 @@ from policies.srtf import Srtf
 from policies.tiresias import Tiresias
 
 POLICIES: dict[str, Callable[..., Policy]] = {
+    "edf": Edf,
+    "elasticflow": ElasticFlow,
     "fifo": Fifo,
     "gandiva": Gandiva,
     "optimus": Optimus,

@@ -60,6 +60,7 @@ def make_job(
     max_gpus: int = 0,
     gpu_mem_mib: int | None = None,
     gpu_util: float | None = None,
+    deadline_s: float | None = None,
 ) -> JobSpec:
     return JobSpec(
         job_id=job_id,
@@ -73,6 +74,7 @@ def make_job(
         max_gpus=max_gpus,
         gpu_mem_mib=gpu_mem_mib,
         gpu_util=gpu_util,
+        deadline_s=deadline_s,
     )
 
 

@@ -117,10 +117,23 @@ def new_job(
     body: JobCreate, user: User, backend: JobBackend, job_id: str, secret: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A new job's row (Job column values) and its "submitted" event."""
-    spec = body.model_dump(exclude=CONTAINER_FIELDS)  # the DLJob keeps those
+    spec = body.model_dump(exclude=CONTAINER_FIELDS | {"deadline"})  # the DLJob keeps those
     spec["min_gpus"] = spec["min_gpus"] or body.num_gpus
     spec["max_gpus"] = spec["max_gpus"] or body.num_gpus
     now = utcnow()
+    try:
+        spec["deadline_s"] = body.deadline_after(now)
+    except ValueError as exc:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", "deadline"),
+                    "type": "value_error",
+                    "msg": f"the deadline must be in the future, within reach: {exc}",
+                    "input": body.deadline.isoformat() if body.deadline else None,
+                }
+            ]
+        ) from None
     job = {
         "id": job_id,
         "tenant": user.tenant,

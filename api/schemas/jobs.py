@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import AwareDatetime, Field, ValidationInfo, field_validator, model_validator
 
 from api.schemas.common import INT32_MAX, Name, Public, Strict, example_config
 from controller.model.precision import DEFAULT_PRECISION, Precision
@@ -13,6 +13,9 @@ from controller.model.precision import DEFAULT_PRECISION, Precision
 # Whole numbers are strict: `true` is not 1 GPU, nor 1.5 a GPU count.
 Gpus = Annotated[int, Field(ge=1, le=4096, strict=True)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+# The furthest deadline a job may give, as its longest duration_s (about 32 years).
+MAX_DEADLINE_S = 1e9
 
 JOB_EXAMPLE = {
     "name": "bert-finetune",
@@ -45,6 +48,18 @@ class JobCreate(Strict):
         description="what the job trains in (controller.model.precision): sets its speed "
         "on a GPU where no rate was measured for its model",
     )
+    # A deadline, as a UTC time or in seconds after submission (one of the two);
+    # neither: best-effort. The route turns `deadline` into `deadline_s`.
+    deadline: AwareDatetime | None = Field(
+        default=None,
+        description="when the job must have finished: an ISO 8601 time with its zone",
+    )
+    deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DEADLINE_S,
+        description="the deadline in seconds after submission",
+    )
     # Cluster mode: the worker container of the job's DLJob (local mode ignores them).
     image: str | None = Field(
         default=None,
@@ -76,6 +91,24 @@ class JobCreate(Strict):
             raise ValueError("max_gpus must be >= num_gpus")
         return v
 
+    @model_validator(mode="after")
+    def _one_deadline(self) -> JobCreate:
+        if self.deadline is not None and self.deadline_s is not None:
+            raise ValueError("give deadline or deadline_s, not both")
+        return self
+
+    def deadline_after(self, now: datetime) -> float | None:
+        """The deadline in seconds after `now` (None: none); ValueError if it is not
+        after `now`."""
+        if self.deadline is None:
+            return self.deadline_s
+        seconds = (self.deadline - now).total_seconds()
+        if seconds <= 0:
+            raise ValueError(f"{self.deadline.isoformat()} is not in the future")
+        if seconds > MAX_DEADLINE_S:
+            raise ValueError(f"{self.deadline.isoformat()} is more than {MAX_DEADLINE_S:g} s away")
+        return seconds
+
     @field_validator("iterations")
     @classmethod
     def _some_work(cls, v: float | None, info: ValidationInfo) -> float | None:
@@ -100,6 +133,9 @@ class JobPublic(Public):
     gpu_mem_mib: int | None
     priority: int
     precision: str
+    deadline_s: float | None = Field(
+        default=None, description="seconds after submission by which it must finish"
+    )
     reason_code: str | None
     reason_message: str | None
     progress: float

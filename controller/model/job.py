@@ -7,6 +7,7 @@ into a `JobView` for every snapshot it hands a policy.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -47,6 +48,10 @@ class JobSpec:
     the node agent measured of it live (operators/views.py puts it here). None: its
     model's catalogue figure. Packing and the sharing model read it through
     `controller.model.catalog.gpu_util_of`, in replays and live alike.
+
+    `deadline_s` is how long after its submission the job must finish (ElasticFlow's
+    and the deadline schedulers' "deadline"); None: best-effort, no deadline. `due_s`
+    is the same deadline on the clock of `submit_s`.
     """
 
     job_id: str
@@ -72,6 +77,7 @@ class JobSpec:
     queue: str = ""
     precision: Precision = DEFAULT_PRECISION
     gpu_util: float | None = None
+    deadline_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:
@@ -110,6 +116,15 @@ class JobSpec:
             raise ValueError(f"job {self.job_id}: a GPU share (gpu_milli) needs 1 GPU")
         if self.gpu_util is not None and not 0.0 < self.gpu_util <= 1.0:
             raise ValueError(f"job {self.job_id}: gpu_util must be in (0, 1], got {self.gpu_util}")
+        if self.deadline_s is not None and not 0.0 < self.deadline_s < math.inf:
+            raise ValueError(
+                f"job {self.job_id}: deadline_s must be a finite number > 0, got {self.deadline_s}"
+            )
+
+    @property
+    def due_s(self) -> float | None:
+        """When the job must have finished, on the clock of `submit_s` (None: never)."""
+        return None if self.deadline_s is None else self.submit_s + self.deadline_s
 
     @property
     def is_share(self) -> bool:
@@ -151,6 +166,12 @@ class Reason:
 
     code: str
     message: str
+
+
+# The reason code that refuses a waiting job rather than keeping it waiting: a plan
+# that gives it withdraws the job, which never runs (deadline admission,
+# policies.elasticflow; controller.sim.rounds carries it out).
+REFUSED = "Refused"
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,7 +116,7 @@ class Accounts:
 
     def reject(self, spec: JobSpec, why: Reason | None = None) -> None:
         """Record a job that never ran (see `rejected`), and why if it could not."""
-        self.outcomes.append(rejected(spec))
+        self.outcomes.append(rejected(spec, why))
         if why is not None:
             self.never_reasons[spec.job_id] = why
 
@@ -139,12 +139,14 @@ class Accounts:
             restarts=job.restarts,
             preemptions=job.preemptions,
             contention_avg=max(1.0, contention),
+            deadline_s=job.spec.due_s,
+            refused=job.refused,
         )
 
 
-def rejected(spec: JobSpec) -> JobOutcome:
+def rejected(spec: JobSpec, why: Reason | None = None) -> JobOutcome:
     """The outcome of a job that never ran: cancelled before arriving, or larger than
-    the whole cluster."""
+    the whole cluster (`why`, recorded as its refusal)."""
     return JobOutcome(
         job_id=spec.job_id,
         tenant=spec.tenant,
@@ -159,4 +161,6 @@ def rejected(spec: JobSpec) -> JobOutcome:
         restarts=0,
         preemptions=0,
         contention_avg=1.0,
+        deadline_s=spec.due_s,
+        refused=None if why is None else why.message,
     )

@@ -34,6 +34,7 @@ class SimJob:
         "nominal_rate_ips",
         "preemptions",
         "rate_ips",
+        "refused",
         "restarts",
         "resume_s",
         "run_start_s",
@@ -74,6 +75,8 @@ class SimJob:
         # its mean contention is (integral at its end - this) / its time in the system.
         self.active_job_s_at_submit = 0.0
         self.view_cache: JobView | None = None
+        # Why a plan refused it (controller.model.job.REFUSED), if one did.
+        self.refused: str | None = None
 
     def view(self) -> JobView:
         if self.view_cache is None:

@@ -5,7 +5,8 @@
 refuses an invalid plan before anything changes (PlanError, as the Kubernetes backend
 does) and hands `compile_plan`'s actions to controller.sim.runs. After each round it
 records a timeline sample (controller.sim.accounting) and keeps the reasons the plan
-gave for every job left waiting. Called by controller.sim.simulator's loop when the
+gave for every job left waiting; a job the plan refuses (`REFUSED`: deadline admission)
+leaves at once, never to run. Called by controller.sim.simulator's loop when the
 clock says a round is due; `Simulator.observe`/`apply` are the same two calls.
 """
 
@@ -16,6 +17,7 @@ from controller.loop import Controller
 from controller.model import (
     Cluster,
     GpuPool,
+    JobStatus,
     JobView,
     Placer,
     Plan,
@@ -23,6 +25,7 @@ from controller.model import (
     Reason,
     Snapshot,
 )
+from controller.model.job import REFUSED
 from controller.placement import unallocatable_idle_gpus
 from controller.sim.accounting import Accounts
 from controller.sim.config import SimConfig
@@ -137,11 +140,29 @@ class Rounds:
         except PlanError as exc:
             raise PlanError(f"{self.controller.policy.name}: {exc}") from None
         self.runs.carry_out(actions)
+        self._withdraw_refused(plan)
         self.reasons = dict(plan.reasons)
         self.default_reason = plan.default_reason
         if plan.wake_s is not None and plan.wake_s > self.clock.now_s:
             self.events.push(plan.wake_s, WAKE, None)
         return actions
+
+    def _withdraw_refused(self, plan: Plan) -> None:
+        """Withdraw the waiting jobs the plan refuses (a reason of code REFUSED): they
+        leave, never to run, with the reason as their outcome's `refused`."""
+        active, now = self.table.active, self.clock.now_s
+        for job_id, reason in plan.reasons.items():
+            job = active.get(job_id)
+            if reason.code != REFUSED or job is None or job_id in plan.run:
+                continue
+            if job.status is JobStatus.RUNNING:
+                continue  # only a waiting job can be refused; a running one is stopped
+            job.refused = reason.message
+            job.status = JobStatus.CANCELLED
+            self.table.touch(job)
+            del active[job_id]
+            self.accounts.leave(job, now)
+            self.accounts.never_reasons[job_id] = reason
 
     def _unallocatable(self) -> int:
         """Idle whole GPUs that no job left waiting after the round could use (those

@@ -1,13 +1,15 @@
 """gpuflow's own trace format (`gpuflow`): one CSV row per `JobSpec`.
 
 Header: job_id,submit_s,num_gpus,min_gpus,max_gpus,model,duration_s,iterations,
-batch_size,work_batch,gpu_mem_mib,tenant,user,priority,precision,gpu_util (work_batch:
-the batch the iterations are counted at, see `JobSpec`; precision: what the job trains
-in, tf32, bf16, fp16 or fp32, controller.model.precision, default tf32; gpu_util: the
-job's own GPU utilisation alone, in (0, 1], where known, else its model's catalogue
-figure). job_id, submit_s, num_gpus and at least one of duration_s / iterations are
-required; an empty cell takes the `JobSpec` default. Columns may come in any order; an
-unknown column is an error (it is most likely a misspelt one). `write_canonical` writes
+batch_size,work_batch,gpu_mem_mib,tenant,user,priority,precision,gpu_util,deadline_s
+(work_batch: the batch the iterations are counted at, see `JobSpec`; precision: what
+the job trains in, tf32, bf16, fp16 or fp32, controller.model.precision, default tf32;
+gpu_util: the job's own GPU utilisation alone, in (0, 1], where known, else its
+model's catalogue figure; deadline_s: seconds after submit_s by which the job must
+finish, empty for a best-effort job). job_id, submit_s, num_gpus and at least one of
+duration_s / iterations are required; an empty cell takes the `JobSpec` default.
+Columns may come in any order; an unknown column is an error (it is most likely a
+misspelt one). `write_canonical` writes
 the same form, so converted traces and generated workloads can be saved and replayed.
 Called through `load_trace`.
 """
@@ -42,6 +44,7 @@ COLUMNS = (
     "priority",
     "precision",
     "gpu_util",
+    "deadline_s",
 )
 REQUIRED = ("job_id", "submit_s", "num_gpus")
 
@@ -98,6 +101,7 @@ def load_canonical(path: Path) -> Parsed:
                 priority=row.optional_integer("priority") or 0,
                 precision=precision,
                 gpu_util=_gpu_util(row),
+                deadline_s=_deadline_s(row),
             )
         jobs.add(job, row.line)
     return jobs.result()
@@ -108,6 +112,13 @@ def _gpu_util(row: Row) -> float | None:
     if util is not None and not 0.0 < util <= 1.0:
         raise row.fail("gpu_util", f"must be in (0, 1], got {row.text('gpu_util')}")
     return util
+
+
+def _deadline_s(row: Row) -> float | None:
+    deadline_s = row.optional_number("deadline_s")
+    if deadline_s is not None and deadline_s <= 0:
+        raise row.fail("deadline_s", f"must be > 0, got {row.text('deadline_s')}")
+    return deadline_s
 
 
 def _cell(value: object) -> str:

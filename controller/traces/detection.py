@@ -13,7 +13,16 @@ import csv
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from controller.traces import adaptdl, alibaba, canonical, gavel, helios, philly, tiresias
+from controller.traces import (
+    adaptdl,
+    alibaba,
+    canonical,
+    elasticflow,
+    gavel,
+    helios,
+    philly,
+    tiresias,
+)
 from controller.traces.registry import FORMATS
 from controller.traces.trace import TraceError, UnknownFormatError
 
@@ -51,7 +60,12 @@ _TRACE_RULES: tuple[tuple[str, Rule], ...] = (
     (canonical.FORMAT, _has("job_id", "submit_s", "num_gpus")),
     (philly.CSV_FORMAT, _has("timestamp", "duration", "num_gpus")),
     (adaptdl.FORMAT, _has("name", "time", "application", "num_replicas")),
-    (tiresias.FORMAT, _has("job_id", "num_gpu", "submit_time")),
+    # ElasticFlow's traces have Tiresias' columns too, and a deadline (`ddl`).
+    (
+        tiresias.FORMAT,
+        lambda names: _has("job_id", "num_gpu", "submit_time")(names) and "ddl" not in names,
+    ),
+    (elasticflow.FORMAT, _has(*elasticflow.COLUMNS)),
     (helios.FORMAT, _has("job_id", "gpu_num", "submit_time")),
     (alibaba.OPENB_FORMAT, _has("name", "num_gpu", "gpu_milli", "creation_time")),
     (alibaba.PAI_FORMAT, _pai_task_rows),

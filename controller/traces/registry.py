@@ -10,7 +10,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from controller.traces import adaptdl, alibaba, canonical, gavel, helios, philly, tiresias
+from controller.traces import (
+    adaptdl,
+    alibaba,
+    canonical,
+    elasticflow,
+    gavel,
+    helios,
+    philly,
+    tiresias,
+)
 from controller.traces.trace import Parsed
 
 Loader = Callable[[Path], Parsed]
@@ -22,6 +31,7 @@ FORMATS: Mapping[str, Loader] = MappingProxyType(
         philly.CSV_FORMAT: philly.load_philly_csv,
         adaptdl.FORMAT: adaptdl.load_adaptdl,
         tiresias.FORMAT: tiresias.load_tiresias,
+        elasticflow.FORMAT: elasticflow.load_elasticflow,
         gavel.FORMAT: gavel.load_gavel,
         helios.FORMAT: helios.load_helios,
         alibaba.PAI_FORMAT: alibaba.load_alibaba_pai,

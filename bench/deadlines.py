@@ -1,0 +1,112 @@
+"""Deadlines benchmark (issue 32): ElasticFlow's Figure 8(a) trace under five policies.
+
+    .venv/bin/python bench/deadlines.py [--policies edf,gandiva,...] [--t4 DIR]
+
+Replays `examples/traces/elasticflow/elasticVpollux_e.csv` (the 195 jobs of
+ElasticFlow's Figure 8(a), ASPLOS 2023) on 16 servers of 4 T4 GPUs
+(`g4dn-12xlarge:16`) with 60 s rounds, each job starting at its traced batch and GPU
+count, and prints for each policy the deadline ratio (jobs finished by their deadline
+over all 195, refused ones missed), the published figure, the difference, and the
+replay's wall time. `edf` runs twice: on the GPUs each job asked for (gpuflow's
+default) and with `gang=max`, the largest size, as ElasticFlow's simulator runs its EDF.
+
+With `--t4 DIR` (ElasticFlow's `scheduler/throughputs_T4/`, iterations per second by
+global batch and GPU count) it first prints the performance model's speed beside the
+table's for each model, batch and size on the same cluster, placed on the fewest
+servers: how far the replays' speeds are from the ones ElasticFlow's simulator used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+from controller.metrics import deadline_fields
+from controller.model.catalog import resolve
+from controller.model.perf import throughput_ips
+from controller.model.pool import GpuPool
+from controller.placement import ConsolidatedPlacer
+from controller.sim import SimConfig, Simulator
+from controller.spec import load_cluster
+from controller.traces import load_trace
+from policies.optimus_cluster import pack_fewest_servers
+from policies.registry import make_policy
+
+TRACE = Path(__file__).parents[1] / "examples" / "traces" / "elasticflow" / "elasticVpollux_e.csv"
+CLUSTER = "g4dn-12xlarge:16"
+# Figure 8(a) of the paper, as /work/shared/data/elasticflow/README.md records it.
+PUBLISHED = {
+    "edf": 0.118,
+    "gandiva": 0.09,
+    "tiresias": 0.287,
+    "pollux": 0.523,
+    "elasticflow": 0.728,
+}
+RUNS = (
+    ("edf", {}),
+    ("edf", {"gang": "max"}),
+    ("gandiva", {}),
+    ("tiresias", {}),
+    ("pollux", {}),
+    ("elasticflow", {}),
+)
+
+
+def compare_t4(folder: Path) -> None:
+    cluster = load_cluster(CLUSTER)
+    empty = GpuPool.of_cluster(cluster)
+    print("model,batch,gpus,table_ips,model_ips,ratio")
+    for path in sorted(folder.glob("*.csv")):
+        with path.open() as f:
+            rows = list(csv.reader(f))
+        sizes = [int(s) for s in rows[0][1:]]
+        for row in rows[1:]:
+            batch = int(row[0])
+            for gpus, cell in zip(sizes, row[1:], strict=True):
+                if cell == "nan":
+                    continue
+                alloc = pack_fewest_servers(empty, gpus)
+                assert alloc is not None
+                ours = throughput_ips(resolve(path.stem), cluster, alloc, batch_size=batch)
+                table = float(cell)
+                print(f"{path.stem},{batch},{gpus},{table:.4g},{ours:.4g},{ours / table:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policies", help="comma-separated subset (default: all five)")
+    parser.add_argument("--t4", type=Path, help="ElasticFlow's throughputs_T4 folder")
+    args = parser.parse_args()
+    if args.t4:
+        compare_t4(args.t4)
+    wanted = set(args.policies.split(",")) if args.policies else None
+    trace = load_trace(TRACE)
+    cluster = load_cluster(CLUSTER)
+    print("policy,options,met,jobs,ratio,published,diff,wall_s")
+    for name, options in RUNS:
+        if wanted is not None and name not in wanted:
+            continue
+        sim = Simulator(
+            cluster,
+            trace.jobs,
+            make_policy(name, **options),
+            ConsolidatedPlacer(cluster),
+            SimConfig(round_interval_s=60.0),
+            trace_name=trace.name,
+        )
+        started = time.perf_counter()
+        figures = deadline_fields(sim.run())
+        wall_s = time.perf_counter() - started
+        ratio, published = figures["deadline_ratio"], PUBLISHED[name]
+        shown = ";".join(f"{k}={v}" for k, v in options.items())
+        print(
+            f"{name},{shown},{figures['deadlines_met']},{figures['deadline_jobs']},"
+            f"{ratio:.3f},{published},{ratio - published:+.3f},{wall_s:.1f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

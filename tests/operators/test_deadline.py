@@ -1,0 +1,107 @@
+"""A DLJob's spec.deadlineSeconds (issue 32): read into JobSpec.deadline_s, absent for a
+best-effort job, refused naming the field when malformed (by the CRD schema on the real
+API server and by `job_spec`); and the API's manifest of a REST job with a deadline
+carries it. Live, under `elasticflow`, with real worker processes: a job that can make
+its deadline is admitted and meets it, one no share can finish in time fails at once
+as Refused, with a Warning event saying why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
+
+from api.dljob_manifest import dljob_manifest
+from api.schemas.jobs import JobCreate
+from operators.resources import job_spec, parse_time
+from tests.operators.builders import make_dljob
+from tests.operators.conftest import GpuCluster
+from tests.operators.harness import running_operator, wait_phases
+from tests.operators.kubelet import Kubelet
+from tests.operators.real_cluster import RealCluster
+
+
+def dljob(name: str, deadline: Any = None) -> dict[str, Any]:
+    obj = make_dljob(name, 1)
+    obj["metadata"].update({"uid": f"u-{name}", "creationTimestamp": "2027-01-15T08:00:00Z"})
+    if deadline is not None:
+        obj["spec"]["deadlineSeconds"] = deadline
+    return obj
+
+
+def test_job_spec_reads_the_deadline() -> None:
+    spec = job_spec(dljob("a", 3600))
+    assert spec.deadline_s == 3600.0
+    assert spec.due_s == spec.submit_s + 3600.0
+    assert job_spec(dljob("b")).deadline_s is None
+
+
+@pytest.mark.parametrize("bad", [0, -5, "1h", True, float("inf")])
+def test_a_malformed_deadline_names_the_field(bad: Any) -> None:
+    with pytest.raises(ValueError) as err:
+        job_spec(dljob("a", bad))
+    assert str(err.value).startswith("spec.deadlineSeconds: must be a number of seconds > 0")
+
+
+def test_the_manifest_of_a_rest_job_carries_its_deadline() -> None:
+    body = JobCreate(num_gpus=1, duration_s=60.0, deadline_s=900.0)
+    job = {
+        "num_gpus": 1,
+        "min_gpus": 1,
+        "max_gpus": 1,
+        "tenant": "t",
+        "priority": 0,
+        "model": "generic",
+        "gpu_mem_mib": None,
+        "batch_size": None,
+        "precision": "tf32",
+        "duration_s": 60.0,
+        "deadline_s": 900.0,
+        "id": "j1",
+        "dljob_name": "j1",
+        "dljob_namespace": "default",
+    }
+    assert dljob_manifest(job, body, "img")["spec"]["deadlineSeconds"] == 900.0
+    del job["deadline_s"]
+    assert "deadlineSeconds" not in dljob_manifest(job, body, "img")["spec"]
+
+
+def test_the_crd_schema_takes_a_deadline_and_refuses_one_not_above_zero(
+    gpu_cluster: GpuCluster,
+) -> None:
+    created = gpu_cluster.api.create_dljob("default", dljob("due", 3600))
+    assert created["spec"]["deadlineSeconds"] == 3600
+    with pytest.raises(kubernetes.client.ApiException) as err:
+        gpu_cluster.api.create_dljob("default", dljob("late", 0))
+    assert err.value.status == 422
+    assert "deadlineSeconds" in str(err.value.body)
+
+
+def test_live_elasticflow_meets_one_deadline_and_refuses_the_other(
+    gpu_cluster: RealCluster,
+) -> None:
+    api = gpu_cluster.api
+    fine = dljob("fine", 600)  # 0.5 s of work, due in 10 minutes
+    fine["spec"]["expectedDurationSeconds"] = 1
+    hopeless = dljob("hopeless", 5)  # an hour of work on its one GPU, due in 5 s
+    hopeless["spec"]["expectedDurationSeconds"] = 3600
+    api.create_dljob("default", fine)
+    api.create_dljob("default", hopeless)
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client, policy="elasticflow"):
+            wait_phases(api, "Failed", ["hopeless"])
+            wait_phases(api, "Succeeded", ["fine"])
+    finally:
+        kubelet.stop()
+    status = api.get_dljob("default", "hopeless")["status"]
+    assert status["reason"] == "Refused"
+    assert status["message"].startswith("no share meets its deadline")
+    assert "attempt" not in status or not status["attempt"]  # it never started
+    items = api.core.list_namespaced_event("default").items
+    refused = [e for e in items if e.involved_object.name == "hopeless" and e.reason == "Refused"]
+    assert len(refused) == 1 and refused[0].type == "Warning"
+    done = api.get_dljob("default", "fine")
+    due_s = parse_time(done["metadata"]["creationTimestamp"]) + 600
+    assert parse_time(done["status"]["completionTime"]) <= due_s
