@@ -13,7 +13,7 @@
  */
 import { adminPage } from "./admin.js";
 import { clusterPage } from "./cluster.js";
-import { api, byId, report, session, showError, signOut, TOKEN_KEY } from "./common.js";
+import { api, byId, clock, report, session, showError, signOut, TOKEN_KEY } from "./common.js";
 import { jobPage } from "./job.js";
 import { queuePage } from "./queue.js";
 import { queuesPage } from "./queues.js";
@@ -33,6 +33,10 @@ async function signIn() {
   /** @type {User} */
   const me = await api("/users/me");
   session.me = me;
+  // Which clock the service's times are on; a backend not up yet says so on the pages.
+  /** @type {{clock: "wall"|"simulated"}|null} */
+  const summary = await api("/cluster").catch(() => null);
+  if (summary) clock.kind = summary.clock;
   byId("nav-admin").hidden = me.role !== "admin";
   byId("whoami").textContent = `${me.name} · tenant ${me.tenant} · ${me.role}`;
   byId("sign-in").hidden = true;
