@@ -41,6 +41,9 @@ const LANES = [
 ];
 const BAND_PX = 14; // the thickness of a state's band
 const TICK_GAP_PX = 90; // the least room between two time ticks: "12h 30m" takes ~60 px
+// The time axis' tick steps, in seconds: whole seconds, minutes, hours and days.
+const TICK_STEPS_S = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+  43200, 86400, 172800, 604800];
 
 /** @param {string} jobId @returns {Page} */
 export function jobPage(jobId) {
@@ -164,8 +167,9 @@ function drawTimeline(timeline, plots) {
       ...LANES.map((lane) => ({ label: lane.state, stroke: lane.colour, width: BAND_PX, spanGaps: false,
         points: { show: false }, value: (/** @type {any} */ _u, /** @type {number|null} */ v) => v === null ? "" : lane.state }))],
     axes: [
-      // Ticks at least TICK_GAP_PX apart, each a short duration: labels never collide.
-      { label: axis, space: TICK_GAP_PX,
+      // Ticks at least TICK_GAP_PX apart on whole seconds, minutes or hours, each a short
+      // duration: labels never collide or repeat.
+      { label: axis, space: TICK_GAP_PX, incrs: TICK_STEPS_S,
         values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map((t) => duration(t)) },
       { size: 90, splits: () => LANES.map((_, k) => k),
         values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map((t) => LANES[t]?.state ?? "") },
