@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from controller.decisions import record_round
+from controller.decisions import RoundRecord, record_round
 from controller.loop import Controller
 from controller.model import Plan, Snapshot
 from controller.model.queues import QueueTree
@@ -129,6 +129,9 @@ class Operator:
         self.queue_reader = QueueReader(api)
         self._fresh_state()
         self.rounds = 0
+        # The record of the round in progress (who displaced whom), for its metrics;
+        # None when its policy did not decide.
+        self._round_record: RoundRecord | None = None
         self.metrics_server: WSGIServer | None = None
         self._threads: list[threading.Thread] = []
         self._lease_thread: threading.Thread | None = None
@@ -257,6 +260,7 @@ class Operator:
 
     def round(self) -> None:
         started = time.perf_counter()
+        self._round_record = None
         self._reload_policy()
         self._publish_policy()
         self.backend.sync()
@@ -274,7 +278,7 @@ class Operator:
         self.rounds += 1
         took_s = time.perf_counter() - started
         snapshot = self.backend.last_snapshot
-        self.metrics.observe_round(took_s, snapshot, plan)
+        self.metrics.observe_round(took_s, snapshot, plan, self._round_record)
         if log.isEnabledFor(logging.DEBUG):
             wake_s = self.backend.next_wake_s()
             emit(
@@ -306,7 +310,8 @@ class Operator:
         """Controller.on_round: the round's queue positions and preemptors, for the
         backend to write into the DLJobs' status as it applies the plan."""
         policy = self.controller.policy
-        self.backend.round_record = record_round(policy, snapshot, plan, plan.state)
+        self._round_record = record_round(policy, snapshot, plan, plan.state)
+        self.backend.round_record = self._round_record
 
     def _reload_policy(self) -> None:
         """Swap to the policy the ConfigMap names, with its options over --policy-opt's,
