@@ -89,7 +89,9 @@ function gpuLabel(node, index, cell) {
 function showGpu(view) {
   const links = view.cell.holders.flatMap((h) =>
     (h.job ? [" ", el("a", { href: `#/job/${h.job.id}` }, `Open job ${h.job.name}`)] : []));
-  byId("gpu-detail").replaceChildren(view.label, ...links);
+  const node = (view.button.dataset.key ?? "").split("/")[0];
+  const events = el("a", { href: `#/events?node=${encodeURIComponent(node)}` }, `Events on ${node}`);
+  byId("gpu-detail").replaceChildren(view.label, ...links, " ", events);
 }
 
 /**

@@ -66,6 +66,7 @@ export function jobPage(jobId) {
         el("tbody", { id: "allocation-rows" })),
         el("h3", {}, "Metrics"), el("div", { class: "charts", id: "charts" }),
         el("h3", {}, "Events"),
+        el("p", {}, el("a", { href: `#/events?job=${jobId}` }, "This job in the cluster's event stream")),
         el("table", {}, el("thead", {}, el("tr", {}, ...["Event", `Time (${clockName()})`, "Detail", "Recorded at"]
           .map((h) => el("th", { scope: "col" }, h)))), el("tbody", { id: "job-events" })),
       );
