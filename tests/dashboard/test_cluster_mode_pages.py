@@ -1,10 +1,11 @@
-"""The dashboard in cluster mode, in headless Chromium: the Cluster, Job, What-if and
-Admin pages against the session's real control plane with the real operator (no
+"""The dashboard in cluster mode, in headless Chromium: the Cluster, Job, What-if,
+Admin and Events pages against the session's real control plane with the real operator (no
 kubelet: the job the operator admits keeps its GPUs, the others wait).
 
 Times are wall-clock dates labelled so, never the Unix time read as a simulated
 clock; the policy and options the operator runs show from its first round; what-if
-predicts a contended queue differently under FIFO and SRTF.
+predicts a contended queue differently under FIFO and SRTF; the event stream shows a
+preemption with its preemptor.
 """
 
 from __future__ import annotations
@@ -119,4 +120,37 @@ def test_cluster_mode_pages_show_wall_clock_times_the_running_policy_and_what_if
         # Admin: the policy the operator runs, before any admin chose one.
         page.get_by_role("link", name="Admin").click()
         expect(page.locator("#policy-active")).to_have_text("gandiva (quantum_s=30)")
+    watched.assert_clean()
+
+
+def test_cluster_mode_events_show_a_preemption_with_its_preemptor(
+    watched: Watched, server: LiveServer, kube_cluster: RealCluster
+) -> None:
+    """SRTF preempts the admitted long job for a short one; the follower records the
+    stop with the operator's status.preemptedBy, and the Events page names it."""
+    page = watched.page
+    backend = server.app.state.backend
+    assert isinstance(backend, ClusterModeBackend)
+    waiting.wait_for("the follower", backend.follower.caught_up, timeout_s=30)
+    alice = auth(server.app, "alice", "vision")
+    with running_operator(kube_cluster.client, policy="srtf"):
+        long = submit(server, alice, name="long", num_gpus=8, duration_s=6000.0)
+        waiting.wait_for(
+            "long admitted", lambda: _status(server, alice, long["id"]) == "Admitted", timeout_s=60
+        )
+        short = submit(server, alice, name="short", num_gpus=8, duration_s=60.0)
+        waiting.wait_for(
+            "long preempted",
+            lambda: _status(server, alice, long["id"]) == "Preempted",
+            timeout_s=60,
+        )
+        sign_in(watched, server, alice)
+        page.get_by_role("link", name="Events").click()
+        page.get_by_label("Kind").select_option("preempted")
+        stop = page.locator('#event-rows tr[data-kind="preempted"]')
+        expect(stop).to_have_count(1)
+        expect(stop.locator("td").first).to_have_text(re.compile(rf"^{WALL}$"))
+        expect(stop.locator(".preempted-by")).to_have_text(f"short ({short['id'][:8]})")
+        expect(stop.get_by_role("link").first).to_have_text(f"long ({long['id'][:8]})")
+        page.screenshot(path=ARTIFACTS / "cluster-mode-events.png", full_page=True)
     watched.assert_clean()
