@@ -177,22 +177,21 @@ class OperatorMetrics:
         self.round_seconds.observe(seconds)
         waiting: dict[str, int] = {}
         tenants: dict[str, int] = {}
-        oldest: dict[str, float] = {}
+        earliest: dict[str, float] = {}  # tenant -> its longest waiter's waiting_since_s
+        now = snapshot.now_s if snapshot is not None else 0.0
         if snapshot is not None:
-            now = snapshot.now_s
             for job in snapshot.waiting():
                 tenant = job.spec.tenant
+                since = job.waiting_since_s
                 if job.job_id in plan.run:  # started by this round
-                    self.wait_seconds.labels(tenant=tenant).observe(
-                        max(0.0, now - job.waiting_since_s)
-                    )
+                    self.wait_seconds.labels(tenant=tenant).observe(max(0.0, now - since))
                     continue
                 reason = plan.reason_for(job.job_id)
                 code = reason.code if reason is not None else WAITING_REASON
                 waiting[code] = waiting.get(code, 0) + 1
                 tenants[tenant] = tenants.get(tenant, 0) + 1
-                waited = max(0.0, now - job.waiting_since_s)
-                oldest[tenant] = max(oldest.get(tenant, 0.0), waited)
+                if since < earliest.get(tenant, now):
+                    earliest[tenant] = since
             self.gpus_total.set(snapshot.cluster.num_gpus)
             self._observe_reclaims(snapshot, record)
         with self._lock:
@@ -203,7 +202,7 @@ class OperatorMetrics:
             self._tenants.update(tenants)
             for tenant in self._tenants:
                 self.waiting_jobs.labels(tenant=tenant).set(tenants.get(tenant, 0))
-                self.oldest_wait.labels(tenant=tenant).set(oldest.get(tenant, 0.0))
+                self.oldest_wait.labels(tenant=tenant).set(now - earliest.get(tenant, now))
         self.queue_length.set(sum(waiting.values()))
         self.running_jobs.set(len(plan.run))
         held = {(s.node, s.gpu) for alloc in plan.run.values() for s in alloc.shares}
@@ -252,16 +251,16 @@ class OperatorMetrics:
 
 def gpus_by_state(snapshot: Snapshot, held: set[tuple[int, int]]) -> dict[str, int]:
     """The cluster's GPUs by state: `held` (node, gpu) pairs are allocated; the others
-    are down on a down node, cordoned on a cordoned or draining one, else free. One
-    pass over the nodes and the held GPUs (8,000 GPUs: a round must not pay per GPU)."""
-    counts = dict.fromkeys(GPU_STATES, 0)
-    held_on = Tally(node for node, _ in held)
-    for i, node in enumerate(snapshot.cluster.nodes):
-        if i in snapshot.down_nodes:
-            counts["down"] += node.num_gpus
-            continue
-        taken = held_on[i]
-        counts["allocated"] += taken
-        idle = "cordoned" if i in snapshot.cordoned_nodes else "free"
-        counts[idle] += node.num_gpus - taken
-    return counts
+    are down on a down node, cordoned on a cordoned or draining one, else free. Only
+    the down and cordoned nodes are visited one by one (a round at 8,000 GPUs must not
+    pay per GPU: bench/round_metrics.py)."""
+    nodes = snapshot.cluster.nodes
+    down = snapshot.down_nodes
+    cordoned = snapshot.cordoned_nodes - down
+    special = down | cordoned
+    on_special = Tally(node for node, _ in held if node in special) if special else Tally()
+    down_gpus = sum(nodes[i].num_gpus for i in down)
+    idle_cordoned = sum(nodes[i].num_gpus - on_special[i] for i in cordoned)
+    allocated = len(held) - sum(on_special[i] for i in down)
+    free = snapshot.cluster.num_gpus - allocated - idle_cordoned - down_gpus
+    return {"allocated": allocated, "free": free, "cordoned": idle_cordoned, "down": down_gpus}
