@@ -230,10 +230,12 @@ class ClusterModeBackend:
         """The policy the operator runs and its options, as it last wrote them into the
         policy ConfigMap; before it has (an operator of an older version), the policy an
         admin chose, options unknown; None if neither. A read at most POLICY_READ_S old
-        serves; API errors (KubeApi logged them) are raised."""
+        serves; an API error (KubeApi logged it) is raised, and the policy is unknown
+        until the next read (the Cluster page's polls do not repeat it every second)."""
         with self._policy_lock:
             if self._policy is not None and time.monotonic() - self._policy[0] < POLICY_READ_S:
                 return self._policy[1]
+            self._policy = (time.monotonic(), None)
             running = read_running(self.api, self.namespace)
             if running is None:
                 choice = read_choice(self.api, self.namespace)
