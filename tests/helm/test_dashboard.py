@@ -14,7 +14,7 @@ import pytest
 from api.observability import Metrics
 from operators.metrics import OperatorMetrics
 from tests.helm.chart import CHART, NAMESPACE, Manifests
-from tests.operators.test_metrics import _round
+from tests.operators.test_metrics import a_round
 
 DASHBOARD = json.loads((CHART / "dashboards" / "gpuflow.json").read_text())
 METRIC = re.compile(r"\b(gpuflow_[a-z0-9_]+)\b")
@@ -36,7 +36,7 @@ def exported() -> dict[str, set[str]]:
     registries that have seen one of each thing they count (a labelled metric with no
     child exports no sample)."""
     ops = OperatorMetrics()
-    ops.observe_round(0.01, *_round())
+    ops.observe_round(0.01, *a_round())
     ops.decision("preempt", "PreemptedByPolicy")
     ops.decision("fail", "BackoffLimitExceeded")
     ops.api_error("get", "pods", "500")

@@ -14,7 +14,7 @@ from tests.builders import make_cluster, make_job, make_view
 NOW = 1000.0
 
 
-def _round() -> tuple[Snapshot, Plan, RoundRecord]:
+def a_round() -> tuple[Snapshot, Plan, RoundRecord]:
     """3 nodes x 4 GPUs, node 1 cordoned, node 2 down. `r1` (tenant a) runs on node 0's
     GPUs 0-1; `w1` (a, waited 100 s) and `w3` (b, 300 s) wait on; `w2` (b, 50 s) starts
     on GPU 2, the GPUs a reclaim took from `gone` (a, running before)."""
@@ -51,7 +51,7 @@ def _value(m: OperatorMetrics, name: str, **labels: str) -> float | None:
 
 def test_a_round_sets_waits_by_tenant_gpus_by_state_and_reclaim_latency() -> None:
     m = OperatorMetrics()
-    snapshot, plan, record = _round()
+    snapshot, plan, record = a_round()
     m.observe_round(0.01, snapshot, plan, record)
     assert _value(m, "gpuflow_operator_waiting_jobs", tenant="a") == 1
     assert _value(m, "gpuflow_operator_waiting_jobs", tenant="b") == 1  # w2 started
