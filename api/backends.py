@@ -191,6 +191,7 @@ class LocalBackend:
             waiting=sum(1 for s in states if s.status in WAITING),
             finished=live.done_counts().get(JobStatus.SUCCEEDED, 0),
             policy=live.policy_name,
+            clock="simulated",
             now_s=live.now_s(),
             time_scale=live.time_scale,
             gpus_free=usage.free_gpus,

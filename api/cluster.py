@@ -7,6 +7,8 @@ id, the row keeping the DLJob's namespace, name and uid. A cancel is committed f
 (api.job_close), then the DLJob deleted (api.dljob_reaper, which retries). The
 operator schedules it like any DLJob. Node maintenance patches the Node
 (api.node_admin); describe and topology read the follower's Node and DLJob caches.
+The policy the operator runs and its options are read from its ConfigMap
+(operators.policy_config.read_running), at most every POLICY_READ_S.
 
 Every DLJob's history, REST-submitted or made with kubectl, is recorded by the
 `Follower` (api.dljob_follower) this backend starts and stops.
@@ -17,6 +19,7 @@ The kubernetes client is reached only through `operators` (api -> operators).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -52,9 +55,14 @@ from operators.kube import (
     status_code,
 )
 from operators.nodes import build_cluster
+from operators.policy_config import RunningPolicy, read_choice, read_running
 from operators.resources import metrics_secret_name
 
 log = logging.getLogger(__name__)
+
+# How long a read of the policy ConfigMap serves: the Cluster page polls every second,
+# and the operator reads the ConfigMap every 2 s (operators.operator.POLICY_READ_S).
+POLICY_READ_S = 2.0
 
 
 class ClusterModeBackend:
@@ -83,6 +91,8 @@ class ClusterModeBackend:
             settings.train_summary_interval_s,
             cached=lambda namespace, name: self.follower.dljobs.get((namespace, name)),
         )
+        self._policy_lock = threading.Lock()
+        self._policy: tuple[float, RunningPolicy | None] | None = None  # (read at, what)
 
     def start(self) -> None:
         self.reaper.start()
@@ -216,14 +226,36 @@ class ClusterModeBackend:
         seen = [patched if n["metadata"]["name"] == name else n for n in nodes]
         return next(n for n in self.describe(seen).nodes if n.name == name)
 
+    def running_policy(self) -> RunningPolicy | None:
+        """The policy the operator runs and its options, as it last wrote them into the
+        policy ConfigMap; before it has (an operator of an older version), the policy an
+        admin chose, options unknown; None if neither. A read at most POLICY_READ_S old
+        serves; an API error (KubeApi logged it) is raised, and the policy is unknown
+        until the next read (the Cluster page's polls do not repeat it every second)."""
+        with self._policy_lock:
+            if self._policy is not None and time.monotonic() - self._policy[0] < POLICY_READ_S:
+                return self._policy[1]
+            self._policy = (time.monotonic(), None)
+            running = read_running(self.api, self.namespace)
+            if running is None:
+                choice = read_choice(self.api, self.namespace)
+                running = None if choice is None else RunningPolicy(choice.name, {})
+            self._policy = (time.monotonic(), running)
+            return running
+
     def describe(
         self, node_objs: list[Obj] | None = None, *, gpus: bool = True
     ) -> ClusterDescription:
-        """The cluster from the Node cache (or `node_objs`) and the DLJobs' allocations."""
+        """The cluster from the Node cache (or `node_objs`) and the DLJobs' allocations,
+        with the policy the operator runs ("unknown" when the ConfigMap cannot be read)."""
         nodes = self.follower.nodes.items() if node_objs is None else node_objs
         view = build_cluster(nodes)
         dljobs = self.follower.dljobs.items()
-        return describe_kube(view, nodes, dljobs, self.now_s(), gpus=gpus)
+        try:
+            policy = self.running_policy()
+        except API_ERRORS:
+            policy = None
+        return describe_kube(view, nodes, dljobs, self.now_s(), gpus=gpus, policy=policy)
 
     def topology(self) -> TopologyPublic:
         return topology_of(build_cluster(self.follower.nodes.items()).cluster)

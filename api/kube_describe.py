@@ -28,6 +28,7 @@ from controller.placement import unallocatable_idle_gpus
 from operators import crd
 from operators.kube import Obj
 from operators.nodes import ClusterView
+from operators.policy_config import RunningPolicy
 from operators.requests import Requests
 from operators.resources import (
     ADMITTED,
@@ -53,8 +54,10 @@ def describe_kube(
     now_s: float,
     *,
     gpus: bool = True,
+    policy: RunningPolicy | None = None,
 ) -> ClusterDescription:
-    """Nodes with their GPUs' shares and utilisation (`gpus` False: none), and the summary."""
+    """Nodes with their GPUs' shares and utilisation (`gpus` False: none), and the
+    summary; `policy`: what the operator runs (None: not known yet)."""
     cluster = view.cluster
     allocated: dict[str, float] = defaultdict(float)
     jobs: dict[str, list[str]] = defaultdict(list)
@@ -114,7 +117,9 @@ def describe_kube(
         running=running,
         waiting=waiting,
         finished=finished,
-        policy="operator",
+        policy=policy.name if policy is not None else "unknown",
+        policy_options=policy.options if policy is not None else {},
+        clock="wall",
         now_s=now_s,
         time_scale=1.0,
         gpus_free=pool.total_free,

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from api.models import Job, User
 from api.schemas.cluster import GpuPublic, NodePublic
+from api.schemas.queue import JobRef
 
 # "job <id>" as the policies (policies/*.py) and the simulator write it.
 JOB_REF = re.compile(r"\bjob ([A-Za-z0-9][A-Za-z0-9_-]*)")
@@ -45,6 +46,17 @@ def redact_texts(session: Session, user: User, texts: list[str | None]) -> list[
         return m[0] if m[1] in seen else OTHER_JOB
 
     return [text and JOB_REF.sub(swap, text) for text in texts]
+
+
+def job_refs(session: Session, user: User, ids: set[str]) -> dict[str, JobRef]:
+    """Each job id as the caller may see it: id and name, or neither (one query each)."""
+    if not ids:
+        return {}
+    seen = visible_ids(session, user, ids)
+    rows = session.execute(select(Job.id, Job.name).where(Job.id.in_(seen)))
+    names = {r.id: r.name for r in rows}
+    hidden = JobRef(id=None, name=None)
+    return {j: JobRef(id=j, name=names.get(j)) if j in seen else hidden for j in ids}
 
 
 def redact_nodes(session: Session, user: User, nodes: list[NodePublic]) -> list[NodePublic]:

@@ -84,6 +84,11 @@ def public(
                 tenant=spec.tenant,
                 status=observed.statuses.get(spec.job_id, job.status.value),
                 predicted_finish_s={p: f.finish_s.get(spec.job_id) for p, f in forecasts.items()},
+                not_started={
+                    p: f.not_started[spec.job_id]
+                    for p, f in forecasts.items()
+                    if spec.job_id in f.not_started
+                },
             )
         )
     notes = list(APPROXIMATIONS) + list(observed.approximations)
@@ -92,6 +97,7 @@ def public(
         notes.append(f"{moved} running job(s) could not keep their GPUs and wait instead")
     return WhatIfPublic(
         now_s=observed.state.now_s,
+        clock=observed.clock,
         active_policy=observed.active_policy,
         cluster=observed.cluster,
         policies={name: _figures(f) for name, f in forecasts.items()},

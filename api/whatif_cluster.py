@@ -9,9 +9,13 @@ and said so:
 - the API does not follow pods, so a running job's GPUs are its status.allocation,
   and it has run since status.startTime (its pods' creation, not the moment its
   whole gang ran);
-- progress is run time (status.executedSeconds plus the current attempt) over
-  spec.expectedDurationSeconds (the operator's default when absent), i.e. at the
-  performance model's rate, not from the steps the job reported;
+- a running job that reported its steps within the last minute (status.train, which
+  the API writes from its reports) is as far along as the operator sees it
+  (operators/views.py job_view): its last step over the steps it makes in
+  spec.expectedDurationSeconds at its measured rate, so jobs measured slower or faster
+  than the model are further or less far along; any other job's progress is its run
+  time (status.executedSeconds plus the current attempt) over
+  spec.expectedDurationSeconds (the operator's default when absent);
 - the operator's round interval and placement are its defaults.
 """
 
@@ -40,6 +44,7 @@ from operators.resources import (
     parse_time,
     phase_of,
 )
+from operators.views import MEASURED_FRESH_S, measured_of, sustained_samples_per_s
 
 STATUS_OF_WAITING_PHASE = {
     PREEMPTED: JobStatus.PREEMPTED,
@@ -66,7 +71,7 @@ def live_state(
     view = build_cluster(list(nodes))
     jobs: list[ResumedJob] = []
     statuses: dict[str, str] = {}
-    skipped = guessed = unplaced = 0
+    skipped = guessed = unplaced = measured = 0
     for obj in dljobs:
         if obj["metadata"].get("deletionTimestamp") or phase_of(obj) in TERMINAL_PHASES:
             continue
@@ -77,14 +82,15 @@ def live_state(
             continue
         if not (obj.get("spec") or {}).get("expectedDurationSeconds"):
             guessed += 1
-        job, placed = _resumed(obj, spec, view, now_s)
+        job, placed, from_steps = _resumed(obj, spec, view, now_s)
         unplaced += not placed
+        measured += from_steps
         jobs.append(job)
         statuses[job.spec.job_id] = phase_of(obj) or "Queued"
     notes = [
-        "cluster mode: progress is run time over spec.expectedDurationSeconds (the"
-        " performance model's rate), not the steps a job reported; a running job has"
-        " run since status.startTime",
+        f"cluster mode: {measured} running job(s) are as far along as their reported steps"
+        " at their measured rate say; the others' progress is run time over"
+        " spec.expectedDurationSeconds; a running job has run since status.startTime",
         f"cluster mode: the operator's round interval ({OPERATOR_DEFAULTS.interval_s:g} s)"
         f" and placement ({OPERATOR_DEFAULTS.placement}) are assumed",
     ]
@@ -113,11 +119,15 @@ def live_state(
         cluster=view.cluster.name,
         statuses=statuses,
         approximations=tuple(notes),
+        clock="wall",
     )
 
 
-def _resumed(obj: Obj, spec: JobSpec, view: ClusterView, now_s: float) -> tuple[ResumedJob, bool]:
-    """The job as the simulator resumes it, and whether a running one has its GPUs."""
+def _resumed(
+    obj: Obj, spec: JobSpec, view: ClusterView, now_s: float
+) -> tuple[ResumedJob, bool, bool]:
+    """The job as the simulator resumes it, whether a running one has its GPUs, and
+    whether its progress is its reported steps'."""
     status = obj.get("status") or {}
     arrival = _time(status.get("arrivalTime")) or spec.submit_s
     spec = replace(spec, job_id=database_id(obj), submit_s=min(arrival, now_s))
@@ -132,6 +142,9 @@ def _resumed(obj: Obj, spec: JobSpec, view: ClusterView, now_s: float) -> tuple[
         attained += alloc.gpu_weight * ran
     duration = spec.duration_s or 0.0
     done = min(1.0, executed / duration) if duration > 0 else 0.0
+    stepped = _measured_fraction(status, duration, now_s) if alloc is not None else None
+    if stepped is not None:
+        done = stepped
     first = _time(status.get("firstStartTime"))
     since = _time(status.get("waitingSince"))
     waiting = STATUS_OF_WAITING_PHASE.get(phase, JobStatus.QUEUED)
@@ -147,7 +160,23 @@ def _resumed(obj: Obj, spec: JobSpec, view: ClusterView, now_s: float) -> tuple[
         allocation=alloc,
         batch_size=status.get("batchSize") or spec.batch_size,
     )
-    return job, alloc is not None or phase not in (ADMITTED, RUNNING)
+    placed = alloc is not None or phase not in (ADMITTED, RUNNING)
+    return job, placed, stepped is not None
+
+
+def _measured_fraction(status: Obj, duration_s: float, now_s: float) -> float | None:
+    """The fraction done by the job's reported steps (status.train), as the operator
+    counts it: its last step over the steps its measured rate makes in its expected
+    duration; None without a report in the last MEASURED_FRESH_S or a rate."""
+    measured = measured_of(status.get("train"))
+    if measured is None or not measured.batch_size or duration_s <= 0:
+        return None
+    if now_s - measured.reported_s > MEASURED_FRESH_S:
+        return None
+    steps_per_s = sustained_samples_per_s(measured) / measured.batch_size
+    if steps_per_s <= 0:
+        return None
+    return min(1.0, measured.step / (steps_per_s * duration_s))
 
 
 def _allocation(status: Obj, view: ClusterView) -> Allocation | None:

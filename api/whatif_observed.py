@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api.schemas.cluster import Clock
 from controller.whatif import LiveState
 
 
@@ -21,3 +22,4 @@ class Observed:
     cluster: str
     statuses: dict[str, str]  # job id -> the status shown
     approximations: tuple[str, ...] = ()
+    clock: Clock = "simulated"  # cluster mode's: "wall"

@@ -7,8 +7,10 @@ cluster, its down, cordoned and draining nodes, every active job with its progre
 service and, if it runs, its GPUs), starts one simulator per policy from it
 (`Simulator.resume`: the same simulator, placement and policies as a replay, see
 api/replay_run.py) and runs each to the end. Each forecast gives every job's
-predicted finish, in seconds from now, and the mean, median and 95th percentile of
-the jobs' completion times measured from their original submit times.
+predicted finish, in seconds from now, the jobs it never starts and why (no set of
+the cluster's nodes could ever hold one, or it still waits when the simulation
+stops), and the mean, median and 95th percentile of the jobs' completion times
+measured from their original submit times.
 
 The frame: the simulator's clock starts at 0, so times are shifted by a `base` at or
 before the earliest submit; `now` lands on a round boundary of the live cluster's
@@ -100,6 +102,8 @@ class Forecast:
     wall_s: float
     stopped: str | None = None  # None | "horizon" | "wall-time"
     notes: tuple[str, ...] = field(default=())
+    # Jobs the simulation never started (no predicted finish): job id -> why.
+    not_started: dict[str, str] = field(default_factory=dict)
 
 
 class WhatIfTooLarge(ValueError):
@@ -173,14 +177,15 @@ def _forecast_one(state: LiveState, policy: Policy, horizon_s: float, wall_s: fl
         _maintain_all(sim, state)
         result = sim.run()
         outcomes = result.jobs
-        if any(o.finish_s is None for o in outcomes) and sim.now_s >= frame.now + horizon_s:
-            stopped = "horizon"
+        if sim.views() and sim.now_s >= frame.now + horizon_s:
+            stopped = "horizon"  # jobs still active (not those that never could run)
     except OutOfWallTime:
         outcomes = list(sim.outcomes)
         stopped = "wall-time"
     finish = {j.spec.job_id: None for j in state.jobs} | {
         o.job_id: o.finish_s - frame.now for o in outcomes if o.finish_s is not None
     }
+    not_started = _not_started(sim, finish, stopped, horizon_s)
     jcts = [o.finish_s - o.submit_s for o in outcomes if o.finish_s is not None]
     unfinished = sum(1 for f in finish.values() if f is None)
     mean, median, p95 = _distribution(jcts)
@@ -196,7 +201,33 @@ def _forecast_one(state: LiveState, policy: Policy, horizon_s: float, wall_s: fl
         wall_s=time.perf_counter() - started,
         stopped=stopped,
         notes=tuple(notes),
+        not_started=not_started,
     )
+
+
+def _not_started(
+    sim: Simulator, finish: dict[str, float | None], stopped: str | None, horizon_s: float
+) -> dict[str, str]:
+    """Why each job with no predicted finish never started: it never could on this
+    cluster (the simulator's reason), or it still waited when the simulation stopped
+    (the last round's reason). A job that started and had not finished is not here."""
+    active = {v.job_id: v for v in sim.views()}
+    out: dict[str, str] = {}
+    for job_id, finished in finish.items():
+        if finished is not None:
+            continue
+        view = active.get(job_id)
+        if view is not None and view.first_start_s is not None:
+            continue  # it ran: unfinished, not unstarted
+        reason = sim.reason_for(job_id)
+        why = "" if reason is None else f"{reason.code}: {reason.message}".rstrip(": ")
+        if view is None:
+            out[job_id] = f"can never start on this cluster ({why or 'no reason given'})"
+        else:
+            span = f"{horizon_s / DAY_S:g} days" if horizon_s >= DAY_S else f"{horizon_s:g} s"
+            cap = f"the horizon ({span})" if stopped == "horizon" else "the wall-time cap"
+            out[job_id] = f"still waits at {cap}" + (f" ({why})" if why else "")
+    return out
 
 
 @dataclass(frozen=True)

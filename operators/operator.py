@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from controller.decisions import record_round
+from controller.decisions import RoundRecord, record_round
 from controller.loop import Controller
 from controller.model import Plan, Snapshot
 from controller.model.queues import QueueTree
@@ -46,7 +46,7 @@ from operators.leader import LeaderElector, LeaseConfig
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
 from operators.network_phases import make_network_publisher
-from operators.policy_config import PolicyWatch, parse_options
+from operators.policy_config import PolicyWatch, RunningPolicy, parse_options, publish_running
 from operators.quota_queues import QueueReader, QueueStatusWriter, queue_statuses, reclaimed
 from operators.writer import Writer
 from policies.option_text import options_for
@@ -129,6 +129,9 @@ class Operator:
         self.queue_reader = QueueReader(api)
         self._fresh_state()
         self.rounds = 0
+        # The record of the round in progress (who displaced whom), for its metrics;
+        # None when its policy did not decide.
+        self._round_record: RoundRecord | None = None
         self.metrics_server: WSGIServer | None = None
         self._threads: list[threading.Thread] = []
         self._lease_thread: threading.Thread | None = None
@@ -155,6 +158,8 @@ class Operator:
         )
         self.queue_writer = QueueStatusWriter(self.api)
         self.reclaims: Counter[str] = Counter()
+        # The policy and options this term last wrote into the ConfigMap (None: none yet).
+        self._published: tuple[str, dict[str, Any]] | None = None
         self.network = make_network_publisher(self.config.network, self.backend.writer)
 
     def _acting(self) -> bool:
@@ -255,7 +260,9 @@ class Operator:
 
     def round(self) -> None:
         started = time.perf_counter()
+        self._round_record = None
         self._reload_policy()
+        self._publish_policy()
         self.backend.sync()
         self.backend.writer.flush()
         tree = self.queue_reader.read()
@@ -271,7 +278,7 @@ class Operator:
         self.rounds += 1
         took_s = time.perf_counter() - started
         snapshot = self.backend.last_snapshot
-        self.metrics.observe_round(took_s, snapshot, plan)
+        self.metrics.observe_round(took_s, snapshot, plan, self._round_record)
         if log.isEnabledFor(logging.DEBUG):
             wake_s = self.backend.next_wake_s()
             emit(
@@ -303,7 +310,8 @@ class Operator:
         """Controller.on_round: the round's queue positions and preemptors, for the
         backend to write into the DLJobs' status as it applies the plan."""
         policy = self.controller.policy
-        self.backend.round_record = record_round(policy, snapshot, plan, plan.state)
+        self._round_record = record_round(policy, snapshot, plan, plan.state)
+        self.backend.round_record = self._round_record
 
     def _reload_policy(self) -> None:
         """Swap to the policy the ConfigMap names, with its options over --policy-opt's,
@@ -331,6 +339,22 @@ class Operator:
         self.controller.set_policy(policy)
         self._policy_in_effect = (name, options)
         emit(log, logging.INFO, "policy switched", old=old, new=policy.name, options=options)
+
+    def _publish_policy(self) -> None:
+        """Say in the policy ConfigMap which policy this replica runs and with which
+        options (operators/policy_config.publish_running), at its term's first round and
+        after each switch, so that the API shows them before any admin chose one. A
+        write refused is tried again at the next round; scheduling goes on meanwhile."""
+        if self._published == self._policy_in_effect or not self._acting():
+            return
+        name, options = self._policy_in_effect
+        watch = self.policy_watch
+        try:
+            publish_running(self.api, watch.namespace, RunningPolicy(name, options), watch.name)
+        except (*API_ERRORS, RuntimeError) as exc:
+            emit(log, logging.WARNING, "policy not published", policy=name, error=one_line(exc))
+            return
+        self._published = self._policy_in_effect
 
     def stop(self) -> None:
         """Ask `run()` to stop (safe from a signal handler: it only sets events)."""

@@ -11,10 +11,16 @@ swaps its policy when the name or the options in effect changed (operators/opera
 missing ConfigMap, a name the registry does not know, or options that do not parse or
 that the policy refuses, leave the policy the operator runs (its --policy flag's, or
 the last one read).
+
+The leading operator writes back what it runs, from its first round and after each
+switch, with `publish_running`: `data.running` (the policy's name) and
+`data.runningOptions` (the options in effect, a JSON object), so that the API shows the
+policy and options in force before any admin has chosen one (`read_running`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +32,8 @@ from policies.option_text import parse_item, parse_value
 CONFIGMAP = "gpuflow-policy"
 KEY = "policy"
 OPTIONS_KEY = "options"
+RUNNING_KEY = "running"  # written by the operator: the policy it runs
+RUNNING_OPTIONS_KEY = "runningOptions"  # and its options in effect, as a JSON object
 CONFLICT_TRIES = 3  # a replace refused because another writer changed it: read again
 
 
@@ -53,6 +61,14 @@ def parse_options(text: str, name: str = CONFIGMAP) -> tuple[tuple[str, str, Any
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class RunningPolicy:
+    """What the leading operator runs: the policy's name and its options in effect."""
+
+    name: str
+    options: dict[str, Any]
+
+
 def read_choice(api: KubeApi, namespace: str, name: str = CONFIGMAP) -> PolicyChoice | None:
     """The policy and options text the ConfigMap holds, or None (no ConfigMap, no
     policy key)."""
@@ -72,6 +88,22 @@ def read_policy(api: KubeApi, namespace: str, name: str = CONFIGMAP) -> str | No
     return None if choice is None else choice.name
 
 
+def read_running(api: KubeApi, namespace: str, name: str = CONFIGMAP) -> RunningPolicy | None:
+    """The policy the operator last said it runs, or None (no ConfigMap, or no operator
+    has led a round since it was made). Options that are not a JSON object read as
+    none."""
+    obj = api.get_configmap(namespace, name)
+    data = (obj or {}).get("data") or {}
+    running = data.get(RUNNING_KEY)
+    if not running:
+        return None
+    try:
+        options = json.loads(data.get(RUNNING_OPTIONS_KEY) or "{}")
+    except ValueError:
+        options = {}
+    return RunningPolicy(str(running), options if isinstance(options, dict) else {})
+
+
 def write_policy(
     api: KubeApi,
     namespace: str,
@@ -82,6 +114,21 @@ def write_policy(
     """Set the ConfigMap's policy, and its options where given (else kept), in one
     write, creating the ConfigMap if there is none."""
     choice = {KEY: policy} if options is None else {KEY: policy, OPTIONS_KEY: options}
+    _merge(api, namespace, name, choice)
+
+
+def publish_running(
+    api: KubeApi, namespace: str, running: RunningPolicy, name: str = CONFIGMAP
+) -> None:
+    """The operator's side: say which policy it runs and with which options (a value
+    JSON cannot hold is written as its text), keeping the admin's choice."""
+    options = json.dumps(running.options, sort_keys=True, default=str)
+    _merge(api, namespace, name, {RUNNING_KEY: running.name, RUNNING_OPTIONS_KEY: options})
+
+
+def _merge(api: KubeApi, namespace: str, name: str, values: dict[str, str]) -> None:
+    """Set these keys of the ConfigMap's data, keeping the others, creating the
+    ConfigMap if there is none; a write that lost a race is read and tried again."""
     for _ in range(CONFLICT_TRIES):
         obj = api.get_configmap(namespace, name)
         if obj is None:
@@ -89,12 +136,12 @@ def write_policy(
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": namespace},
-                "data": choice,
+                "data": values,
             }
             if api.create_configmap(namespace, body) is not None:
                 return
             continue  # created meanwhile: replace it
-        obj["data"] = {**(obj.get("data") or {}), **choice}
+        obj["data"] = {**(obj.get("data") or {}), **values}
         try:
             api.replace_configmap(obj)
             return

@@ -2,12 +2,15 @@
 
 Local mode: the LiveCluster's policy, switched in place. Cluster mode: the policy an
 admin chose lives in ConfigMap `gpuflow-policy` (settings.kube_namespace, which must
-be the operator's namespace); the operator reads it each round and swaps its policy
-(operators/policy_config.py). Before any switch, the active policy is "unknown" to
-the API: the operator's --policy flag is its own.
+be the operator's namespace); the operator reads it each round and swaps its policy,
+and writes back the policy and options it runs (operators/policy_config.py), which
+are the active ones here (api.cluster.ClusterModeBackend.running_policy). Before the
+operator's first round, the active policy is "unknown".
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -23,41 +26,55 @@ router = APIRouter(prefix="/policies", tags=["policies"])
 UNKNOWN = "unknown"
 
 
-def _public(name: str, active: str) -> PolicyPublic:
+def _public(name: str, active: str, options: dict[str, Any] | None = None) -> PolicyPublic:
     doc = (POLICIES[name].__doc__ or "").strip().splitlines() if name in POLICIES else []
-    return PolicyPublic(name=name, description=doc[0] if doc else "", active=name == active)
+    return PolicyPublic(
+        name=name,
+        description=doc[0] if doc else "",
+        active=name == active,
+        options=options if name == active else None,
+    )
 
 
-def active_policy_name(request: Request) -> str | None:
-    """The policy the backend runs (cluster mode: the ConfigMap's), None if unknown or
-    there is no backend. Blocking in cluster mode (a Kubernetes GET)."""
+def active_policy_of(request: Request) -> tuple[str, dict[str, Any] | None] | None:
+    """The policy the backend runs and its options (None: not known), or None if
+    unknown or there is no backend. Blocking in cluster mode (a Kubernetes GET at most
+    every api.cluster.POLICY_READ_S)."""
     backend: JobBackend | None = request.app.state.backend
     if backend is None:
         return None
     if isinstance(backend, LocalBackend):
-        return backend.local.live.policy_name
+        return backend.local.live.policy_name, {}  # local mode takes no policy options
     from api.cluster import ClusterModeBackend
     from operators.kube import API_ERRORS
-    from operators.policy_config import read_policy
 
     assert isinstance(backend, ClusterModeBackend)
     try:
-        return read_policy(backend.api, backend.namespace)
+        running = backend.running_policy()
     except API_ERRORS as exc:
         raise BackendUnavailable(f"Kubernetes API: policy ConfigMap: {exc}") from None
+    return None if running is None else (running.name, running.options)
+
+
+def active_policy_name(request: Request) -> str | None:
+    """The name of the policy the backend runs, None if unknown (active_policy_of)."""
+    active = active_policy_of(request)
+    return None if active is None else active[0]
 
 
 @router.get("", response_model=PoliciesPublic)
 async def list_policies(request: Request, user: CurrentUser, backend: BackendDep) -> PoliciesPublic:
-    active = await run_in_threadpool(active_policy_name, request) or UNKNOWN
-    data = [_public(n, active) for n in policy_names()]
+    active = await run_in_threadpool(active_policy_of, request)
+    name, options = active or (UNKNOWN, None)
+    data = [_public(n, name, options) for n in policy_names()]
     return PoliciesPublic(data=data, count=len(data))
 
 
 @router.get("/active", response_model=PolicyPublic)
 async def active_policy(request: Request, user: CurrentUser, backend: BackendDep) -> PolicyPublic:
-    active = await run_in_threadpool(active_policy_name, request) or UNKNOWN
-    return _public(active, active)
+    active = await run_in_threadpool(active_policy_of, request)
+    name, options = active or (UNKNOWN, None)
+    return _public(name, name, options)
 
 
 @router.put("/active", response_model=PolicyPublic, responses={403: {}})

@@ -15,15 +15,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from api.deps import CurrentUser, MaybeBackendDep, SessionDep, can_see
-from api.models import Job, JobEvent, User
-from api.redaction import redact_texts, visible_ids
+from api.models import Job, JobEvent
+from api.redaction import job_refs, redact_texts
 from api.schemas.common import Limit, Name, Skip
 from api.schemas.queue import (
     IntervalPublic,
-    JobRef,
     PlacedPublic,
     QueueEntryPublic,
     QueuePublic,
@@ -125,7 +123,7 @@ def timeline(
         for e, t in zip(rows, texts, strict=False)
     ]
     found = intervals(events, texts[-1])
-    refs = _refs(session, user, {j for i in found for j in i.by_jobs})
+    refs = job_refs(session, user, {j for i in found for j in i.by_jobs})
     return TimelinePublic(
         job_id=job.id,
         status=job.status,
@@ -145,14 +143,3 @@ def timeline(
             for i in found
         ],
     )
-
-
-def _refs(session: Session, user: User, ids: set[str]) -> dict[str, JobRef]:
-    """Each job id as the caller may see it: id and name, or neither (one query each)."""
-    if not ids:
-        return {}
-    seen = visible_ids(session, user, ids)
-    rows = session.execute(select(Job.id, Job.name).where(Job.id.in_(seen)))
-    names = {r.id: r.name for r in rows}
-    hidden = JobRef(id=None, name=None)
-    return {j: JobRef(id=j, name=names.get(j)) if j in seen else hidden for j in ids}

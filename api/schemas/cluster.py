@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -11,6 +11,9 @@ from api.schemas.common import Strict, example_config
 # "down" (failed, NotReady) wins over "draining" (cordoned, its jobs being preempted),
 # which wins over "cordoned" (no new work; its jobs run on).
 NodeState = Literal["ready", "cordoned", "draining", "down"]
+# The clock times are on: cluster mode's wall clock (Unix seconds), local mode's
+# simulated clock (seconds since the simulation began, wall time x time scale).
+Clock = Literal["wall", "simulated"]
 
 
 class GpuSharePublic(BaseModel):
@@ -71,8 +74,18 @@ class ClusterPublic(BaseModel):
     running: int
     waiting: int
     finished: int
-    policy: str
-    now_s: float = Field(description="the simulated clock (wall time x time scale)")
+    policy: str = Field(
+        description="the policy the scheduler runs (cluster mode: as the operator last "
+        'said; "unknown" before its first round)'
+    )
+    policy_options: dict[str, Any] = Field(
+        default_factory=dict, description="that policy's options in effect"
+    )
+    clock: Clock = Field(
+        description='what now_s and every time of the service is on: "wall" (cluster '
+        'mode: Unix seconds) or "simulated" (local mode: seconds of the simulated clock)'
+    )
+    now_s: float = Field(description="the service's clock now (see clock)")
     time_scale: float
     gpus_free: int | None = Field(
         default=None, description="whole GPUs offered to new jobs (not down, not cordoned)"
@@ -122,6 +135,11 @@ class PolicyPublic(BaseModel):
     name: str
     description: str
     active: bool
+    options: dict[str, Any] | None = Field(
+        default=None,
+        description="the options in effect, for the active policy when known (cluster "
+        "mode: as the operator last said); null otherwise",
+    )
 
 
 class PoliciesPublic(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from api.schemas.cluster import Clock
 from api.schemas.common import Strict, example_config
 
 MAX_POLICIES = 32  # far more than are registered; bounds the request's cost
@@ -44,10 +45,16 @@ class WhatIfJob(BaseModel):
     predicted_finish_s: dict[str, float | None] = Field(
         description="by policy: seconds from now (null: not within the simulation)"
     )
+    not_started: dict[str, str] = Field(
+        default_factory=dict,
+        description="by policy, for those under which the job never starts: why (it can "
+        "never start on this cluster, or it still waits when the simulation stops)",
+    )
 
 
 class WhatIfPublic(BaseModel):
     now_s: float = Field(description="the backend's clock when the state was read")
+    clock: Clock = Field(description='now_s\'s clock: "wall" (cluster mode) or "simulated"')
     active_policy: str
     cluster: str
     policies: dict[str, PolicyForecast]

@@ -1,8 +1,10 @@
-"""Cluster mode: the policy switch reaches the operator (ConfigMap), and what-if reads
-the DLJobs. On the session's real control plane with the real operator."""
+"""Cluster mode: the policy the operator runs shows from its first round, the policy
+switch reaches the operator (ConfigMap), and what-if reads the DLJobs. On the
+session's real control plane with the real operator."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -25,6 +27,12 @@ def _active(client: TestClient, headers: dict[str, str]) -> Any:
     return r.json()["name"]
 
 
+def _summary(client: TestClient, headers: dict[str, str]) -> Any:
+    r = client.get("/api/v1/cluster", headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 def test_a_switch_reaches_the_operator_and_what_if_reads_the_dljobs(
     settings: Settings, kube_cluster: RealCluster
 ) -> None:
@@ -32,12 +40,21 @@ def test_a_switch_reaches_the_operator_and_what_if_reads_the_dljobs(
     for i in range(2):
         kube_cluster.add_node(f"node-{i}")
     with (
-        running_operator(kube, policy="fifo") as op,
+        running_operator(
+            kube, policy="gandiva", policy_options=(("gandiva", "quantum_s", 30),)
+        ) as op,
         service(settings) as client,
     ):
         admin = auth(client, "root", "ops", "admin")
         alice = auth(client, "alice", "vision")
-        assert _active(client, alice) == "unknown"  # no ConfigMap yet
+        # No admin chose a policy: the operator's own, with its options, from its first
+        # round (it writes them into the ConfigMap), on the Cluster page's summary too.
+        wait_for(lambda: _active(client, alice) == "gandiva", timeout_s=60)
+        r = client.get(ACTIVE, headers=alice)
+        assert r.json()["options"] == {"quantum_s": 30}
+        summary = _summary(client, alice)
+        assert summary["policy"] == "gandiva" and summary["policy_options"] == {"quantum_s": 30}
+        assert summary["clock"] == "wall" and abs(summary["now_s"] - time.time()) < 60
         r = client.put(ACTIVE, json={"name": "srtf"}, headers=alice)
         assert r.status_code == 403
         r = client.put(ACTIVE, json={"name": "nope"}, headers=admin)
@@ -46,7 +63,8 @@ def test_a_switch_reaches_the_operator_and_what_if_reads_the_dljobs(
         assert r.status_code == 200, r.text
         assert read_policy(api, "default", CONFIGMAP) == "srtf"
         wait_for(lambda: op.controller.policy.name == "srtf", timeout_s=120)
-        assert _active(client, alice) == "srtf"
+        # The operator says so at its next round; the API reads it within 2 s.
+        wait_for(lambda: _active(client, alice) == "srtf", timeout_s=30)
         r = client.put(ACTIVE, json={"name": "tiresias"}, headers=admin)
         assert r.status_code == 200
         wait_for(lambda: op.controller.policy.name == "tiresias", timeout_s=120)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from controller.live import LiveCluster
@@ -186,8 +188,13 @@ def test_caps_refuse_or_flag() -> None:
     assert short.stopped == "horizon" and short.unfinished == 2
     assert short.finish_s["big"] is None and short.finish_s["long"] is not None
     assert short.makespan_s is None and short.mean_jct_s is not None
+    # `big` started and had not finished; `short` never started.
+    assert list(short.not_started) == ["short"]
+    assert short.not_started["short"].startswith("still waits at the horizon (700 s) (")
     out_of_time = forecast(state, ["fifo"], Limits(wall_budget_s=0.0))["fifo"]
     assert out_of_time.stopped == "wall-time" and out_of_time.unfinished == 3
+    assert set(out_of_time.not_started) == {"big", "short"}
+    assert out_of_time.not_started["big"].startswith("still waits at the wall-time cap")
     with pytest.raises(UnknownPolicyError, match="nope"):
         forecast(state, ["fifo", "nope"])
 
@@ -206,3 +213,18 @@ def test_every_registered_policy_forecasts_every_job() -> None:
     for name, result in out.items():
         assert result.unfinished == 0 and result.stopped is None, name
         assert set(result.finish_s) == {"long", "big", "short"}, name
+
+
+def test_a_job_larger_than_the_cluster_never_starts_and_says_why() -> None:
+    """No "0 s" for a job that cannot start: no finish, the reason, and the others'
+    forecasts run to their end (not to the horizon)."""
+    state = _four_gpus()
+    huge = ResumedJob(spec=make_job("huge", 8, submit_s=state.now_s - 100, duration_s=60))
+    out = forecast(replace(state, jobs=(*state.jobs, huge)), ["fifo", "srtf"])
+    for result in out.values():
+        assert result.finish_s["huge"] is None and result.finish_s["short"] is not None
+        assert result.stopped is None and result.unfinished == 1
+        assert result.not_started == {
+            "huge": "can never start on this cluster (Unschedulable: needs 8 GPUs;"
+            " the cluster has 4)"
+        }

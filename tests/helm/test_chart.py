@@ -49,7 +49,7 @@ OPERATOR_RULES = {
     ("", "events"): ["create"],
     ("", "nodes"): ["list", "patch", "watch"],
     ("coordination.k8s.io", "leases"): ["create", "get", "update"],
-    ("", "configmaps"): ["get"],
+    ("", "configmaps"): ["create", "get", "update"],
 }
 
 

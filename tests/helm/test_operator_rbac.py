@@ -4,7 +4,7 @@ Every request the operator makes goes through `KubeCalls._call(verb, resource)`
 (operators/kube_calls.py); the test records those of one operator running a
 scenario that reaches each of its writers (jobs started, reported, spread over two
 nodes so that the fair network annotates their pods, a drained node, a quota tree, a
-deleted job), adds the calls made only on an error path, and compares them with the
+deleted job, a policy switch), adds the calls made only on an error path, and compares them with the
 ClusterRole the chart renders. A verb the code needs and the role lacks is a 403 on a
 real cluster (issue 25: `patch` on pods, which every live batch size, egress rate and
 communication slot needs); one the role grants that nothing calls is a grant too
@@ -24,6 +24,7 @@ from operators import crd
 from operators.kube import KubeApi
 from operators.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
+from operators.policy_config import read_running, write_policy
 from operators.queue_api import QueueApi
 from tests.helm.chart import Manifests, bound_role, name, rules_of
 from tests.operators.builders import make_dljob
@@ -107,6 +108,13 @@ def test_the_operator_role_is_exactly_what_the_operator_calls(
 
         wait_for("the fair network's egress rates on the pods", annotated, 30)
         api.delete_dljob("default", "gone")  # its finalizer comes off
+        # An admin's switch: the operator, which created the policy ConfigMap to say
+        # what it runs, rewrites it with the new policy.
+        op.policy_watch.every_s = 0.1
+        wait_for("the running policy said", lambda: read_running(api, "default") is not None, 30)
+        write_policy(api, "default", "srtf")
+        wait_for("srtf said", lambda: getattr(read_running(api, "default"), "name", "") == "srtf",
+                 30)  # fmt: skip
         api.patch_node("node-1", {"metadata": {"annotations": {crd.ANN_NODE_DRAIN: "admin"}}})
         wait_for(
             "the drain done",

@@ -186,6 +186,12 @@ def test_metrics_show_rounds_pending_reasons_and_gpus(gpu_cluster: RealCluster) 
     assert samples[("gpuflow_operator_gpus_allocated", ())] == 8
     assert samples[("gpuflow_operator_gpus_total", ())] == 8
     assert samples[("gpuflow_operator_leader", ())] == 1
+    tenant = (("tenant", "default"),)
+    assert samples[("gpuflow_operator_waiting_jobs", tenant)] == 1
+    assert samples[("gpuflow_operator_oldest_wait_seconds", tenant)] >= 0
+    assert samples[("gpuflow_operator_wait_seconds_count", tenant)] == 1  # a, started
+    assert samples[("gpuflow_operator_gpus", (("state", "allocated"),))] == 8
+    assert samples[("gpuflow_operator_gpus", (("state", "free"),))] == 0
     scheduled = (("action", "start"), ("reason", "Scheduled"))
     assert samples[("gpuflow_operator_decisions_total", scheduled)] == 1
 

@@ -13,7 +13,10 @@ from operators.kube import KubeApi
 from operators.operator import Operator
 from operators.policy_config import (
     PolicyChoice,
+    RunningPolicy,
     parse_options,
+    read_choice,
+    read_running,
     write_policy,
 )
 from tests.operators.harness import running_operator
@@ -82,6 +85,10 @@ def test_the_operator_switches_on_options_and_refuses_bad_ones(
         _set(api, "gandiva", "gandiva:quantum_s=45")
         wait_for("a 45 s quantum", lambda: _in_effect(op) == ("gandiva", 45.0))
         assert op.controller.policy is not first
+        # The operator says what it runs next to the admin's choice, which it keeps.
+        running = RunningPolicy("gandiva", {"quantum_s": 45})
+        wait_for("the options published", lambda: read_running(api, "default") == running)
+        assert read_choice(api, "default") == PolicyChoice("gandiva", "gandiva:quantum_s=45")
         switched = [r for r in caplog.records if r.getMessage().startswith("policy switched")]
         assert len(switched) == 2, [r.getMessage() for r in switched]
         kept = op.controller.policy

@@ -6,8 +6,8 @@
  * non-admin who opens it gets a notice and no controls (the API refuses them with
  * 403 anyway: PUT /policies/active, POST /nodes/{name}/..., GET and POST /users).
  */
-import { announce, api, button, byId, el, head, replaceKeepingFocus, report, send, session,
-  WAITING } from "./common.js";
+import { announce, api, button, byId, el, head, policyText, replaceKeepingFocus, report, send,
+  session, WAITING } from "./common.js";
 import { whatifTables } from "./whatif.js";
 
 /**
@@ -46,7 +46,7 @@ export function adminPage() {
     const chosen = /** @type {HTMLSelectElement} */ (byId("policy-choice")).value;
     /** @type {{name: string}} */
     const active = await api("/policies/active");
-    // In cluster mode the active policy is "unknown" until a switch: preview the choice alone.
+    // Cluster mode's active policy is "unknown" before the operator's first round: the choice alone.
     const known = [.../** @type {HTMLSelectElement} */ (byId("policy-choice")).options].map((o) => o.value);
     const policies = chosen === active.name || !known.includes(active.name) ? [chosen] : [active.name, chosen];
     const result = await send("/whatif", "POST", { policies });
@@ -142,10 +142,14 @@ export function adminPage() {
 
   async function refresh() {
     if (!admin) return;
-    /** @type {[{data: AdminNode[]}, ...{data: import("./common.js").Job[]}[]]} */
-    const [nodes, ...lists] = await Promise.all([
-      api("/nodes"), ...["Running", ...WAITING].map((s) => api(`/jobs?status=${s}&limit=1000`)),
+    /** @type {[import("./common.js").Policy, {data: AdminNode[]}, ...{data: import("./common.js").Job[]}[]]} */
+    const [active, nodes, ...lists] = await Promise.all([
+      api("/policies/active"), api("/nodes"),
+      ...["Running", ...WAITING].map((s) => api(`/jobs?status=${s}&limit=1000`)),
     ]);
+    // As the scheduler runs it (cluster mode: the operator's word, from its first round).
+    const shown = active.name === "unknown" ? "—" : policyText(active.name, active.options);
+    if (byId("policy-active").textContent !== shown) byId("policy-active").textContent = shown;
     replaceKeepingFocus(byId("node-rows"), nodes.data.map(nodeRow));
     const jobs = lists.flatMap((l) => l.data).sort((a, b) => a.id.localeCompare(b.id));
     replaceKeepingFocus(byId("admin-job-rows"), jobs.map((job) => el("tr", { "data-job": job.id },
@@ -208,7 +212,7 @@ export function adminPage() {
     /** @type {{data: import("./common.js").Policy[]}} */
     const policies = await api("/policies");
     const active = policies.data.find((p) => p.active);
-    byId("policy-active").textContent = active ? active.name : "—";
+    byId("policy-active").textContent = active ? policyText(active.name, active.options ?? null) : "—";
     byId("policy-choice").replaceChildren(...policies.data.map((p) =>
       el("option", { value: p.name, ...(p.active ? { selected: "" } : {}) }, p.name)));
     await loadUsers();

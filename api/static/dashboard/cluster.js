@@ -14,7 +14,7 @@
  * serves hover, focus and click for every cell and node, and keyboard focus stays where
  * it is. bench/dashboard.py measures it at 1,000 nodes x 8 GPUs (docs/benchmarks.md).
  */
-import { api, byId, duration, el, head } from "./common.js";
+import { api, byId, clock, clockName, el, head, instant, policyText } from "./common.js";
 
 /**
  * @typedef {import("./common.js").Job} Job
@@ -27,7 +27,8 @@ import { api, byId, duration, el, head } from "./common.js";
  * @typedef {{kind: string, where: string, load_gbps: number, capacity_gbps: number,
  *   jobs: number}} LinkLoad
  * @typedef {{name: string, nodes: number, gpus: number, gpus_allocated: number,
- *   running: number, waiting: number, finished: number, policy: string, now_s: number,
+ *   running: number, waiting: number, finished: number, policy: string,
+ *   policy_options?: Record<string, unknown>, clock: "wall"|"simulated", now_s: number,
  *   time_scale: number, gpus_free: number|null, fragmentation: number|null,
  *   link_loads: LinkLoad[]|null}} Cluster
  * @typedef {{id: string, gpu_type: string, gpus: number, nic_gbps: number, numa: number[],
@@ -45,7 +46,7 @@ const STATE_LETTER = { free: "·", mine: "A", shared: "S", other: "O" };
 // A node that takes no new jobs: a frame (dashed, dotted, crossed) and a word, not only a colour.
 const NODE_STATE_TEXT = { ready: "ready", cordoned: "cordoned", draining: "draining", down: "down" };
 const SUMMARY = ["Policy", "Nodes", "GPUs allocated", "GPUs free", "Fragmented GPUs", "Running", "Waiting",
-  "Finished", "Simulated clock"];
+  "Finished", "Clock"];
 const LINK_TEXT = { "nic-up": "NIC, sending", "nic-down": "NIC, receiving", "rack-up": "rack uplink",
   "rack-down": "rack downlink", "group-up": "group uplink (to the core)", "group-down": "group downlink" };
 
@@ -88,7 +89,9 @@ function gpuLabel(node, index, cell) {
 function showGpu(view) {
   const links = view.cell.holders.flatMap((h) =>
     (h.job ? [" ", el("a", { href: `#/job/${h.job.id}` }, `Open job ${h.job.name}`)] : []));
-  byId("gpu-detail").replaceChildren(view.label, ...links);
+  const node = (view.button.dataset.key ?? "").split("/")[0];
+  const events = el("a", { href: `#/events?node=${encodeURIComponent(node)}` }, `Events on ${node}`);
+  byId("gpu-detail").replaceChildren(view.label, ...links, " ", events);
 }
 
 /**
@@ -285,13 +288,15 @@ export const clusterPage = {
     const [cluster, nodes, running] = await Promise.all([
       api("/cluster"), api("/nodes"), api("/jobs?status=Running&limit=1000"),
     ]);
+    clock.kind = cluster.clock;
     const free = cluster.gpus_free ?? null;
     const figures = [
-      cluster.policy, String(cluster.nodes), `${cluster.gpus_allocated.toFixed(1)} / ${cluster.gpus}`,
+      policyText(cluster.policy, cluster.policy_options), String(cluster.nodes), `${cluster.gpus_allocated.toFixed(1)} / ${cluster.gpus}`,
       free === null ? "—" : String(free),
       cluster.fragmentation === null || cluster.fragmentation === undefined ? "—"
         : `${cluster.fragmentation}${free ? ` (${Math.round((100 * cluster.fragmentation) / free)}% of free)` : ""}`,
-      String(cluster.running), String(cluster.waiting), String(cluster.finished), duration(cluster.now_s),
+      String(cluster.running), String(cluster.waiting), String(cluster.finished),
+      `${instant(cluster.now_s)} (${clockName()})`,
     ];
     byId("summary").querySelectorAll("dd").forEach((dd, i) => {
       if (dd.textContent !== figures[i]) dd.textContent = figures[i];

@@ -8,7 +8,8 @@
 /**
  * @typedef {{id: number, name: string, tenant: string, role: string}} User
  * @typedef {{mount: (view: HTMLElement) => void, refresh: () => Promise<void>}} Page
- * @typedef {{name: string, description: string, active: boolean}} Policy
+ * @typedef {{name: string, description: string, active: boolean,
+ *   options?: Record<string, unknown>|null}} Policy
  * @typedef {{id: string, name: string, tenant: string, status: string, num_gpus: number,
  *   model: string, priority: number, reason_code: string|null,
  *   reason_message: string|null, progress: number, restarts: number, nodes: string,
@@ -24,6 +25,36 @@ export const FINISHED = ["Succeeded", "Failed", "Cancelled"];
 /** The signed-in user, set by dashboard.js on sign-in.
  * @type {{me: User|null}} */
 export const session = { me: null };
+
+/** The clock the service's times are on (GET /cluster's `clock`), set by dashboard.js on
+ * sign-in and by the Cluster page on each poll: "wall" in cluster mode (Unix seconds),
+ * "simulated" in local mode (seconds of the simulated clock).
+ * @type {{kind: "wall"|"simulated"}} */
+export const clock = { kind: "simulated" };
+
+/** @returns {string} the clock's name, for labels */
+export function clockName() {
+  return clock.kind === "wall" ? "wall clock" : "simulated clock";
+}
+
+/** A policy with its options in effect: "gandiva (quantum_s=30)".
+ * @param {string} name @param {Record<string, unknown>|null|undefined} options @returns {string} */
+export function policyText(name, options) {
+  const set = Object.entries(options ?? {});
+  return set.length ? `${name} (${set.map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")})` : name;
+}
+
+/** A time on the service's clock: in cluster mode the local date and time
+ * (YYYY-MM-DD HH:MM:SS), in local mode the simulated clock as a duration.
+ * @param {number|null|undefined} seconds @returns {string} */
+export function instant(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "—";
+  if (clock.kind === "simulated") return duration(seconds);
+  const t = new Date(seconds * 1000);
+  const two = (/** @type {number} */ n) => String(n).padStart(2, "0");
+  return `${t.getFullYear()}-${two(t.getMonth() + 1)}-${two(t.getDate())} ` +
+    `${two(t.getHours())}:${two(t.getMinutes())}:${two(t.getSeconds())}`;
+}
 
 export class SignedOut extends Error {}
 

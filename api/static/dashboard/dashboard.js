@@ -1,8 +1,9 @@
 // @ts-check
 /**
  * The dashboard's shell, loaded by index.html as an ES module, served at / by
- * api/dashboard.py; the Cluster, Queue, Quotas, Job, Replays, What-if and Admin pages
- * are in cluster.js, queue.js, queues.js, job.js, replays.js, whatif.js and admin.js,
+ * api/dashboard.py; the Cluster, Queue, Quotas, Job, Events, Replays, What-if and Admin
+ * pages are in cluster.js, queue.js, queues.js, job.js, events.js, replays.js, whatif.js
+ * and admin.js,
  * shared helpers in common.js and charts.js.
  * Plain browser JavaScript with JSDoc types, no build step; check the types with
  * TypeScript 5 (`npm install typescript@5` anywhere, then
@@ -13,7 +14,8 @@
  */
 import { adminPage } from "./admin.js";
 import { clusterPage } from "./cluster.js";
-import { api, byId, report, session, showError, signOut, TOKEN_KEY } from "./common.js";
+import { api, byId, clock, report, session, showError, signOut, TOKEN_KEY } from "./common.js";
+import { eventsPage } from "./events.js";
 import { jobPage } from "./job.js";
 import { queuePage } from "./queue.js";
 import { queuesPage } from "./queues.js";
@@ -33,6 +35,10 @@ async function signIn() {
   /** @type {User} */
   const me = await api("/users/me");
   session.me = me;
+  // Which clock the service's times are on; a backend not up yet says so on the pages.
+  /** @type {{clock: "wall"|"simulated"}|null} */
+  const summary = await api("/cluster").catch(() => null);
+  if (summary) clock.kind = summary.clock;
   byId("nav-admin").hidden = me.role !== "admin";
   byId("whoami").textContent = `${me.name} · tenant ${me.tenant} · ${me.role}`;
   byId("sign-in").hidden = true;
@@ -48,24 +54,25 @@ async function signIn() {
 let current = null;
 let timer = 0;
 
-// The pages by the name in their #/name address; the Job page is #/job/<id>.
-/** @type {Record<string, () => Page>} */
+// The pages by the name in their #/name address (#/name?key=value: the page's filters);
+// the Job page is #/job/<id>.
+/** @type {Record<string, (params: URLSearchParams) => Page>} */
 const PAGES = {
   cluster: () => clusterPage, queue: () => queuePage, quotas: queuesPage, replays: replaysPage, whatif: whatifPage,
-  admin: adminPage,
+  admin: adminPage, events: eventsPage,
 };
 
 function route() {
   if (!sessionStorage.getItem(TOKEN_KEY)) return;
   const hash = location.hash || "#/cluster";
   const job = /^#\/job\/([0-9a-f]{32})$/.exec(hash);
-  const asked = hash.slice(2);
+  const [asked, query] = hash.slice(2).split("?", 2);
   const name = job ? "job" : Object.hasOwn(PAGES, asked) ? asked : "cluster";
   for (const link of document.querySelectorAll("nav a[data-page]")) {
     if (link.getAttribute("data-page") === name) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  current = job ? jobPage(job[1]) : PAGES[name]();
+  current = job ? jobPage(job[1]) : PAGES[name](new URLSearchParams(query ?? ""));
   const view = byId("view");
   view.replaceChildren();
   current.mount(view);

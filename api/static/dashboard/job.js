@@ -8,7 +8,8 @@
  * vendored global); states are told apart by the Okabe-Ito colour and by their
  * lane's text label, never by colour alone.
  */
-import { announce, api, byId, duration, el, FINISHED, reasonText, report, WAITING } from "./common.js";
+import { announce, api, byId, clockName, duration, el, FINISHED, instant, reasonText, report, WAITING }
+  from "./common.js";
 
 /**
  * @typedef {import("./common.js").Job} Job
@@ -39,6 +40,10 @@ const LANES = [
   { state: "Running", colour: "#009e73" },
 ];
 const BAND_PX = 14; // the thickness of a state's band
+const TICK_GAP_PX = 90; // the least room between two time ticks: "12h 30m" takes ~60 px
+// The time axis' tick steps, in seconds: whole seconds, minutes, hours and days.
+const TICK_STEPS_S = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+  43200, 86400, 172800, 604800];
 
 /** @param {string} jobId @returns {Page} */
 export function jobPage(jobId) {
@@ -61,7 +66,8 @@ export function jobPage(jobId) {
         el("tbody", { id: "allocation-rows" })),
         el("h3", {}, "Metrics"), el("div", { class: "charts", id: "charts" }),
         el("h3", {}, "Events"),
-        el("table", {}, el("thead", {}, el("tr", {}, ...["Event", "Simulated time", "Detail", "Recorded at"]
+        el("p", {}, el("a", { href: `#/events?job=${jobId}` }, "This job in the cluster's event stream")),
+        el("table", {}, el("thead", {}, el("tr", {}, ...["Event", `Time (${clockName()})`, "Detail", "Recorded at"]
           .map((h) => el("th", { scope: "col" }, h)))), el("tbody", { id: "job-events" })),
       );
     },
@@ -85,7 +91,7 @@ export function jobPage(jobId) {
       /** @type {HTMLButtonElement} */ (byId("cancel-job")).disabled = FINISHED.includes(job.status);
       drawTimeline(timeline, plots);
       byId("job-events").replaceChildren(...events.data.map((e) => el("tr", {}, el("td", {}, e.kind),
-        el("td", {}, e.sim_s === null ? "—" : duration(e.sim_s)), el("td", {}, e.detail || "—"),
+        el("td", {}, instant(e.sim_s)), el("td", {}, e.detail || "—"),
         el("td", {}, new Date(e.at).toLocaleString()))));
       drawCharts(metrics.data, plots);
     },
@@ -102,7 +108,7 @@ async function cancelJob(jobId, page) {
 
 /** @param {number|null} s */
 function at(s) {
-  return s === null ? "now" : duration(s);
+  return s === null ? "now" : instant(s);
 }
 
 /** @param {JobRef[]} refs @returns {(Node|string)[]} */
@@ -131,14 +137,18 @@ function drawTimeline(timeline, plots) {
   byId("allocation-rows").replaceChildren(...(placed.length ? placed.map((i) => el("tr", {},
     el("td", {}, at(i.from_s)), el("td", {}, i.to_s === null ? "now" : at(i.to_s)), el("td", {}, i.decision),
     el("td", {}, placement(i.allocation ?? [])))) : [el("tr", {}, el("td", { colspan: "4" }, "Not run yet."))]));
-  // The chart: one series per state, its band drawn from each interval's start to its end.
+  // The chart: one series per state, its band drawn from each interval's start to its
+  // end, on a time axis of the time elapsed since the first interval began (readable on
+  // either clock: cluster mode's are Unix seconds).
   const ends = spans.map((i) => i.to_s ?? Math.max(now ?? 0, i.from_s ?? 0));
+  const t0 = spans.length ? Math.min(...spans.map((i) => /** @type {number} */ (i.from_s))) : 0;
   const xs = [...new Set([...spans.map((i) => /** @type {number} */ (i.from_s)), ...ends])].sort((a, b) => a - b);
   /** @type {(number|null)[][]} */
   const ys = LANES.map((lane, k) => xs.map((x) => spans.some((i, j) =>
     i.state === lane.state && /** @type {number} */ (i.from_s) <= x && x <= ends[j]) ? k : null));
-  const data = [xs, ...ys];
+  const data = [xs.map((x) => x - t0), ...ys];
   const label = `States over time: ${spans.map((i) => `${i.state} from ${at(i.from_s)}`).join(", ") || "none yet"}`;
+  const axis = `time since ${instant(t0)} (${clockName()})`;
   const plot = plots.get("timeline");
   if (plot) {
     plot.setData(data);
@@ -149,16 +159,19 @@ function drawTimeline(timeline, plots) {
   // Framed as the charts are, but not one of them: "figure.chart" are the metrics.
   const holder = el("figure", { class: "timeline", role: "img", "aria-label": label,
     style: "border: 1px solid var(--line); padding: 0.3rem; margin: 0" },
-  el("h3", {}, "States over time (simulated clock)"));
+  el("h3", {}, `States over time (${clockName()})`));
   byId("timeline-chart").replaceChildren(holder);
   plots.set("timeline", new uPlot({
     width: 720, height: 200, scales: { x: { time: false }, y: { range: [-0.6, LANES.length - 0.4] } },
     legend: { show: true },
-    series: [{ label: "time", value: (/** @type {any} */ _u, /** @type {number|null} */ v) => v === null ? "—" : duration(v) },
+    series: [{ label: "elapsed", value: (/** @type {any} */ _u, /** @type {number|null} */ v) => v === null ? "—" : duration(v) },
       ...LANES.map((lane) => ({ label: lane.state, stroke: lane.colour, width: BAND_PX, spanGaps: false,
         points: { show: false }, value: (/** @type {any} */ _u, /** @type {number|null} */ v) => v === null ? "" : lane.state }))],
     axes: [
-      { label: "time", values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map((t) => duration(t)) },
+      // Ticks at least TICK_GAP_PX apart on whole seconds, minutes or hours, each a short
+      // duration: labels never collide or repeat.
+      { label: axis, space: TICK_GAP_PX, incrs: TICK_STEPS_S,
+        values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map((t) => duration(t)) },
       { size: 90, splits: () => LANES.map((_, k) => k),
         values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map((t) => LANES[t]?.state ?? "") },
     ],

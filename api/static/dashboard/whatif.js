@@ -6,14 +6,14 @@
  * running jobs from now under each policy, so it is asked every REFRESH_MS, not on every
  * poll). `whatifTables` is also the preview of admin.js's policy switch.
  */
-import { announce, api, button, byId, duration, el, head, send } from "./common.js";
+import { announce, api, button, byId, clock, clockName, duration, el, head, instant, send } from "./common.js";
 
 /**
  * @typedef {{avg_jct_s: number|null, p95_jct_s: number|null, makespan_s: number|null,
  *   wall_s: number|null, unfinished: number, stopped: string|null}} PolicyForecast
  * @typedef {{id: string, name: string, tenant: string, status: string,
- *   predicted_finish_s: Record<string, number|null>}} JobForecast
- * @typedef {{now_s: number, active_policy: string, cluster: string,
+ *   predicted_finish_s: Record<string, number|null>, not_started?: Record<string, string>}} JobForecast
+ * @typedef {{now_s: number, clock: "wall"|"simulated", active_policy: string, cluster: string,
  *   policies: Record<string, PolicyForecast>, jobs: JobForecast[], other_tenants_jobs: number,
  *   approximations: string[]}} WhatIf
  */
@@ -52,7 +52,7 @@ export function whatifTables(result, idPrefix) {
   const jobRows = result.jobs.map((job) => el("tr", { "data-job": job.id },
     el("th", { scope: "row" }, el("a", { href: `#/job/${job.id}` }, `${job.name} (${job.id.slice(0, 8)})`)),
     el("td", {}, job.tenant), el("td", {}, job.status),
-    ...names.map((n) => el("td", { class: "num", "data-policy": n }, duration(job.predicted_finish_s[n] ?? null)))));
+    ...names.map((n) => finishCell(job, n))));
   const n = result.other_tenants_jobs;
   const others = n === 0 ? "" : n === 1 ? "; 1 other tenant's job is simulated too, not listed"
     : `; ${n} other tenants' jobs are simulated too, not listed`;
@@ -72,6 +72,20 @@ export function whatifTables(result, idPrefix) {
     el("ul", { class: "muted", "aria-labelledby": `${idPrefix}-assumes` },
       ...result.approximations.map((a) => el("li", {}, a))),
   ];
+}
+
+/** A job's predicted finish under policy `n`: a duration from now, "cannot start" and
+ * why when the simulation never starts it,
+ * "not within the simulation" when it started and had not finished.
+ * @param {JobForecast} job @param {string} n @returns {HTMLElement} */
+function finishCell(job, n) {
+  const why = job.not_started?.[n];
+  if (why) {
+    return el("td", { class: "never", "data-policy": n },
+      el("strong", {}, "cannot start"), el("br"), el("small", { class: "muted" }, why));
+  }
+  const s = job.predicted_finish_s[n] ?? null;
+  return el("td", { class: "num", "data-policy": n }, s === null ? "not within the simulation" : duration(s));
 }
 
 /** @returns {import("./common.js").Page} */
@@ -98,8 +112,9 @@ export function whatifPage() {
     byId("whatif-state").textContent = "Simulating…";
     /** @type {WhatIf} */
     const result = await send("/whatif", "POST", policies.length ? { policies } : {});
+    clock.kind = result.clock;
     byId("whatif-state").textContent = `Computed at ${new Date().toLocaleTimeString()} ` +
-      `(simulated clock ${duration(result.now_s)}; active policy ${result.active_policy}).`;
+      `(from the state at ${instant(result.now_s)}, ${clockName()}; active policy ${result.active_policy}).`;
     byId("whatif-result").replaceChildren(...whatifTables(result, "whatif"));
     announce(`Predictions for ${Object.keys(result.policies).length} policies.`);
   }
