@@ -16,6 +16,7 @@ from typing import Any
 from controller.model import Policy
 from policies.fifo import Fifo
 from policies.gandiva import Gandiva
+from policies.gavel import GavelFifo, GavelFtf, GavelLas, GavelMakespan
 from policies.optimus import Optimus
 from policies.pollux import Pollux
 from policies.srtf import Srtf
@@ -24,6 +25,10 @@ from policies.tiresias import Tiresias
 POLICIES: dict[str, Callable[..., Policy]] = {
     "fifo": Fifo,
     "gandiva": Gandiva,
+    "gavel-fifo": GavelFifo,
+    "gavel-ftf": GavelFtf,
+    "gavel-las": GavelLas,
+    "gavel-makespan": GavelMakespan,
     "optimus": Optimus,
     "pollux": Pollux,
     "srtf": Srtf,

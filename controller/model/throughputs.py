@@ -29,7 +29,7 @@ What `THROUGHPUTS` holds, shipped in controller/model/profiles/:
   resolves to `ncf`, a different network. Gavel's workloads train in fp32; a batch is
   as the job type names it (A3C and CycleGAN name none: the profile's local batch).
   Gavel's V100s are SXM2 16 GB parts (AWS p3), its P100s PCIe 16 GB (Azure NCv2), its
-  K80s named as NVML names them, "Tesla K80" (the GPU catalogue has no K80 yet).
+  K80s "Tesla K80" as NVML names them (the catalogue's `K80`).
 
 To add a source: a parser that yields `MeasuredRate`s and one entry in `_SOURCES`.
 """
