@@ -126,9 +126,7 @@ class Gavel:
             for j in jobs
             if not any(rates[j.job_id])
         }
-        new_state = GavelState(
-            types, dict(allocation), known, counters, reset_s, now, ran_on
-        )
+        new_state = GavelState(types, dict(allocation), known, counters, reset_s, now, ran_on)
         return Plan(
             run=run,
             reasons=reasons,
@@ -226,9 +224,7 @@ def _placements(
     """GPUs for the round's jobs: a running job given its own type keeps its GPUs, the
     others are placed on their type's free GPUs, largest gangs first."""
     cluster = snapshot.cluster
-    nodes_of = [
-        [i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types
-    ]
+    nodes_of = [[i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types]
     pool = snapshot.free_pool()
     run: dict[str, Allocation] = {}
     ran_on: dict[str, int] = {}

@@ -14,8 +14,8 @@ Each problem is solved with SciPy's HiGHS (`scipy.optimize.linprog`, method "hig
 where Gavel used cvxpy with ECOS:
 
 - `max_min_fairness` (LAS, §4.1): maximise min_m z_m throughput(m, X) /
-  (w_m throughput(m, X_equal)), X_equal the heterogeneity-blind allocation (every T
-  one), which is the blind policy itself. One LP with an epigraph variable.
+  (w_m throughput(m, X_equal)), X_equal the equal time share (the blind allocation,
+  every T one, all weights one). One LP with an epigraph variable.
 - `finish_time_fairness` (Themis, §4.1): minimise max_m rho_m, rho_m =
   (t_m + r_m / throughput(m, X)) / (t_m + r_m / throughput(m, X_equal)), t_m the time
   since the job arrived, r_m its remaining steps. rho <= R is linear for a fixed R
@@ -29,19 +29,27 @@ where Gavel used cvxpy with ECOS:
 
 Heterogeneity-blind (`aware=False`), as Gavel's agnostic policies: LAS and FTF with
 every T[m][j] = 1, the makespan with every type at the job's fastest rate (Gavel's
-`v100` column), FIFO keeping each job on a type drawn at random when it starts.
+`v100` column), FIFO keeping each job on a type drawn at random when it starts. A
+blind LP's answer is spread over the types a job can run on, evenly where that fits
+them and else in proportion to their GPUs (`_spread`): the types are alike to it, and
+the vertex HiGHS returns would otherwise put whole jobs on one type by accident.
 
-Deviations: HiGHS returns a vertex of the optimal face where ECOS returned an interior
-point, so among equally fair allocations LAS and FTF take, in a second LP, the one with
-the most total normalised throughput (LAS: sum_m z_m throughput(m, X) / (w_m
-throughput(m, X_equal)) with every job at least the optimal minimum; FTF: the same sum
-at the bisected R); FIFO's random type is drawn per job from the seed and its id, not
-from one random stream. Called by policies/gavel.py each time the job set changes.
+Deviations: X_equal is the unweighted equal share, as the paper's equation has it
+(Gavel's code weights it too, which counts a weight twice); FTF, as Gavel's, does not
+use the weights. HiGHS returns a vertex of the optimal face where ECOS returned an
+interior point, so among equally fair allocations LAS and FTF take, in a second LP,
+the one with the most total normalised throughput (LAS: sum_m z_m throughput(m, X) /
+(w_m throughput(m, X_equal)) with every job at least the optimal minimum; FTF: the sum
+of each job's throughput over its summed rates at the bisected R), and a blind LP's
+answer is spread over the types (`_spread`). FIFO's random type is drawn per job from
+the seed and its id, not from one random stream. Called by policies/gavel.py each
+time the job set changes.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -61,10 +69,12 @@ def max_min_fairness(
 ) -> Matrix:
     """LAS's X (module docstring); rows are jobs, columns GPU types."""
     blind = _blind(throughputs)
-    coeff = (scale / weights)[:, None] * blind
-    if aware:
-        isolated = _effective(throughputs, _max_min(blind, coeff, scale, workers))
-        coeff = throughputs * (scale / (weights * np.maximum(isolated, 1e-12)))[:, None]
+    if not aware:
+        coeff = (scale / weights)[:, None] * blind
+        return _spread(_max_min(blind, coeff, scale, workers), blind, scale, workers)
+    equal = _spread(_max_min(blind, scale[:, None] * blind, scale, workers), blind, scale, workers)
+    isolated = _effective(throughputs, equal)
+    coeff = throughputs * (scale / (weights * np.maximum(isolated, 1e-12)))[:, None]
     return _max_min(throughputs, coeff, scale, workers)
 
 
@@ -81,12 +91,14 @@ def finish_time_fairness(
     """FTF's X (module docstring)."""
     rates = throughputs if aware else _blind(throughputs)
     blind = _blind(throughputs)
-    equal = _max_min(blind, (scale / weights)[:, None] * blind, scale, workers)
+    equal = _max_min(blind, scale[:, None] * blind, scale, workers)
+    equal = _spread(equal, blind, scale, workers)
     isolated = np.maximum(_effective(rates, equal), 1e-12)
     c = since_start_s + remaining / isolated
     # R = 1 is feasible (X_equal itself); below max t/c it is not.
     low, high = float(np.max(since_start_s / c)), 1.0
-    best = equal
+    at_one = _ftf_feasible(rates, throughputs, scale, workers, since_start_s, c, remaining, 1.0)
+    best = equal if at_one is None else at_one
     while high - low > FTF_TOLERANCE * high:
         mid = 0.5 * (low + high)
         x = _ftf_feasible(rates, throughputs, scale, workers, since_start_s, c, remaining, mid)
@@ -94,7 +106,7 @@ def finish_time_fairness(
             low = mid
         else:
             high, best = mid, x
-    return best
+    return best if aware else _spread(best, blind, scale, workers)
 
 
 def min_makespan(
@@ -118,8 +130,8 @@ def min_makespan(
     a_ub = vstack([hstack([base, csr_matrix((base.shape[0], 1))]), need]).tocsr()
     b_ub = np.concatenate([bound, np.zeros(jobs)])
     bounds = [(0.0, 1.0 if t > 0.0 else 0.0) for t in rates.ravel()] + [(0.0, None)]
-    x = _solve(cost, a_ub, b_ub, bounds)
-    return _fractions(x[:n], jobs, types)
+    x = _fractions(_solve(cost, a_ub, b_ub, bounds)[:n], jobs, types)
+    return x if aware else _spread(x, rates, scale, workers)
 
 
 def fifo(
@@ -153,6 +165,20 @@ def fifo(
             column = fits[_draw(seed, job_ids[row], len(fits))]
         x[row, column] = 1.0
         left[column] -= scale[row]
+    return x
+
+
+def _spread(x: Matrix, rates: Matrix, scale: Matrix, workers: Matrix) -> Matrix:
+    """A blind allocation as a blind scheduler means it: each job's time over the
+    types it can run on, evenly where that over-fills no type, else in proportion to
+    their GPUs (the types are alike to it, and ECOS's interior point splits alike
+    columns so); `x` itself where both over-fill a type (jobs that fit only some)."""
+    total = x.sum(axis=1, keepdims=True)
+    for weight in (np.ones_like(workers), workers):
+        can = (rates > 0.0) * weight[None, :]
+        spread: Matrix = total * can / np.maximum(can.sum(axis=1, keepdims=True), 1e-12)
+        if np.all((scale[:, None] * spread).sum(axis=0) <= workers * (1.0 + 1e-9)):
+            return spread
     return x
 
 
@@ -196,7 +222,9 @@ def _max_min(rates: Matrix, coeff: Matrix, scale: Matrix, workers: Matrix) -> Ma
     a_ub = vstack([hstack([base, csr_matrix((base.shape[0], 1))]), hstack([gain, epigraph])])
     cost = np.zeros(n + 1)
     cost[-1] = -1.0
-    first = _solve(cost, a_ub.tocsr(), np.concatenate([bound, np.zeros(jobs)]), [*bounds, (0, None)])
+    first = _solve(
+        cost, a_ub.tocsr(), np.concatenate([bound, np.zeros(jobs)]), [*bounds, (0, None)]
+    )
     floor = first[-1] * (1.0 - 1e-6)
     # Then: the most total at every job's share >= the floor.
     a_ub = vstack([base, gain[runnable]]).tocsr()
@@ -236,7 +264,7 @@ def _ftf_feasible(
 
 
 def _solve(
-    cost: Matrix, a_ub: csr_matrix, b_ub: Matrix, bounds: list[tuple[float, float | None]]
+    cost: Matrix, a_ub: csr_matrix, b_ub: Matrix, bounds: Sequence[tuple[float, float | None]]
 ) -> Matrix:
     result = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if result.status != 0:

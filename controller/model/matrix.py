@@ -145,9 +145,7 @@ class ThroughputMatrix:
         job_type = self.job_type(spec.model, spec.batch_size)
         if job_type is None:
             return None
-        rates = [
-            self.solo_ips(job_type, gpu, num_gpus, consolidated=consolidated) for gpu in gpus
-        ]
+        rates = [self.solo_ips(job_type, gpu, num_gpus, consolidated=consolidated) for gpu in gpus]
         if not rates or any(r is None for r in rates):
             return None
         return min(r for r in rates if r is not None)
