@@ -193,6 +193,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     from controller.model.matrix import load_matrix
     from controller.network.cassini_placement import wrap as wrap_cassini
     from controller.placement import make_placer
+    from controller.placement.types import FastestTypePlacer
     from controller.rates import RateModel
     from controller.sim import SimConfig, Simulator
     from controller.spec import load_cluster
@@ -221,6 +222,9 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     )
     matrix = load_matrix(ra.throughputs) if ra.throughputs else None
     rates = RateModel(cluster, matrix)
+    if matrix is not None:
+        # With a matrix, the policies that place through the placer choose the type.
+        placer = FastestTypePlacer(placer, cluster, rates)
     sim = Simulator(cluster, trace.jobs, policy, placer, config, trace_name=trace.name, rates=rates)
     del trace  # the simulator lets each job's spec go once the job has left
     with _fewer_collections():
