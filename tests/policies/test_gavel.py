@@ -4,6 +4,9 @@ the blind ones (issue 31)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -183,3 +186,55 @@ def test_between_rounds_the_policy_keeps_every_job_where_it_is() -> None:
     # The job left out in round one runs in round two (it is furthest below its share).
     waiting = next(j.job_id for j in specs if j.job_id not in first.run)
     assert waiting in due.run
+
+
+def test_a_replay_hands_the_policy_its_own_speeds_per_type() -> None:
+    """The snapshot's type_rates are the simulator's rate model, matrix and all, so a
+    Gavel policy plans with the speeds the jobs then run at."""
+    cluster = load_cluster(str(ROOT / "tests/policies/data/gavel-4-4-4.yaml"))
+    rates = RateModel(
+        cluster, load_matrix(ROOT / "controller/model/profiles/gavel/throughputs.json")
+    )
+    sim = Simulator(
+        cluster,
+        [make_job("j0")],
+        make_policy("gavel-las"),
+        make_placer("consolidated", cluster, 0),
+        rates=rates,
+    )
+    assert sim.observe().type_rates is rates
+
+
+def test_replay_takes_throughputs_and_gavel_options_from_the_command_line(
+    tmp_path: Path,
+) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuflow.cli",
+            "compare",
+            str(ROOT / "examples/traces/gavel_mixed.trace"),
+            "-c",
+            str(ROOT / "tests/policies/data/gavel-4-4-4.yaml"),
+            "--throughputs",
+            str(ROOT / "controller/model/profiles/gavel/throughputs.json"),
+            "--interval",
+            "360",
+            "--policies",
+            "gavel-las,gavel-makespan",
+            "--policy-opt",
+            "gavel-makespan:aware=false",
+            "--jobs",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    heads = json.loads(out.stdout)
+    assert [h["policy"] for h in heads] == ["gavel-las", "gavel-makespan"]
+    assert all(h["jobs"] == 6 and h["makespan_s"] > 0 for h in heads)
