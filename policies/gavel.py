@@ -21,14 +21,16 @@ Options: `round_s` (360 s, Gavel's time_per_iteration; the policy keeps every jo
 where it is until a round is due, however often the backend asks), `reset_interval_s`
 (1,920 s), `seed` (the blind FIFO's draws). Deviations here: a job's priority weight
 is its spec's priority where that is >= 1, else 1 (gpuflow's traces carry no Gavel
-weight); jobs are in Gavel's order, by arrival time then id; a job asking more GPUs
-than any type has waits with its own reason; a job's remaining steps (FTF, makespan)
-are what the backend knows of its total (Gavel assumes them known too); no space
-sharing (the matrix's pair rates are loaded but no Gavel policy here packs).
+weight); jobs are in Gavel's order, by arrival time then id, numbers in it compared
+as numbers (`arrival_key`); a job asking more GPUs than any type has waits with its
+own reason; a job's remaining steps (FTF, makespan) are what the backend knows of its
+total (Gavel assumes them known too); no space sharing (the matrix's pair rates are
+loaded but no Gavel policy here packs).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -93,7 +95,7 @@ class Gavel:
                 state=prev,
                 wake_s=prev.round_s + self.round_s,
             )
-        jobs = sorted(snapshot.jobs, key=lambda j: (j.spec.submit_s, j.job_id))
+        jobs = sorted(snapshot.jobs, key=arrival_key)
         job_ids = [j.job_id for j in jobs]
         rates = _rates(snapshot, jobs, types)
         capacity = _capacity(snapshot, types)
@@ -117,7 +119,9 @@ class Gavel:
             known, reset_s = active, now
         entries = priorities(allocation, rates, counters, job_ids, len(types))
         scale = {j.job_id: j.spec.num_gpus for j in jobs}
-        chosen = assign(entries, job_ids, scale, rates, capacity)
+        chosen = assign(
+            entries, job_ids, scale, rates, capacity, allocated_only=self.objective == "fifo"
+        )
         run, ran_on = _placements(snapshot, jobs, types, chosen)
         reasons = {
             j.job_id: Reason(
@@ -195,6 +199,14 @@ class GavelFifo(Gavel):
 class GavelMakespan(Gavel):
     name: str = "gavel-makespan"
     objective: ClassVar[str] = "makespan"
+
+
+def arrival_key(job: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
+    """Gavel's job order, its job ids' (arrival order): submit time, then the id with
+    its numbers compared as numbers (`gavel-2` before `gavel-10`, as a trace lists
+    them)."""
+    parts = re.split(r"(\d+)", job.job_id)
+    return job.spec.submit_s, tuple((int(p), "") if p.isdigit() else (-1, p) for p in parts if p)
 
 
 def _rates(

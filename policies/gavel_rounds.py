@@ -7,7 +7,9 @@ jobs have run since the last reset that job m has had (X[m][j] * 1e9 while it ha
 none: a new allocation's jobs start by their fractions); ties go to the larger deficit
 (the time X promised since the last reset less the time received), then the larger
 X. Walking (job, type) entries by priority, a job takes z_m GPUs of a type while
-enough are left and it runs nowhere else this round. A job given the type it runs on
+enough are left and it runs nowhere else this round; entries of priority 0 take the
+GPUs left over, except under FIFO (Gavel: "for FIFO jobs, don't schedule jobs with 0
+priority"). A job given the type it runs on
 keeps its GPUs (Gavel extends its lease); the others are placed on that type's free
 GPUs, the largest gangs first, each on the one server that fits it most tightly, or
 else over the servers with the most free GPUs.
@@ -111,13 +113,19 @@ def assign(
     scale: Mapping[str, int],
     rates: Mapping[str, tuple[float, ...]],
     capacity: Sequence[int],
+    *,
+    allocated_only: bool = False,
 ) -> dict[str, int]:
-    """Each job's GPU type this round (Gavel's _schedule_jobs_on_workers_helper)."""
+    """Each job's GPU type this round (Gavel's _schedule_jobs_on_workers_helper):
+    entries of priority 0 (no time fraction there, or none computed yet) take GPUs
+    left over, except where `allocated_only` (Gavel's FIFO policies)."""
     left = list(capacity)
     chosen: dict[str, int] = {}
-    for _, _, _, minus_index, minus_type in entries:
+    for priority, _, _, minus_index, minus_type in entries:
         job_id, t = job_ids[-minus_index], -minus_type
         if job_id in chosen or rates[job_id][t] <= 0.0 or scale[job_id] > left[t]:
+            continue
+        if allocated_only and priority <= 0.0:
             continue
         chosen[job_id] = t
         left[t] -= scale[job_id]
