@@ -19,6 +19,7 @@ from controller.rates import RateModel
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from policies import gavel_allocation as alloc
+from policies.gavel import arrival_key
 from policies.gavel_rounds import Counters, assign, priorities
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job, make_view
@@ -238,3 +239,15 @@ def test_replay_takes_throughputs_and_gavel_options_from_the_command_line(
     heads = json.loads(out.stdout)
     assert [h["policy"] for h in heads] == ["gavel-las", "gavel-makespan"]
     assert all(h["jobs"] == 6 and h["makespan_s"] > 0 for h in heads)
+
+
+def test_jobs_are_in_the_traces_order_and_fifo_leaves_unallocated_jobs_out() -> None:
+    ids = ["gavel-10", "gavel-2", "gavel-1"]
+    views = sorted((make_view(make_job(i)) for i in ids), key=arrival_key)
+    assert [v.job_id for v in views] == ["gavel-1", "gavel-2", "gavel-10"]
+    # b has no time fraction (priority 0): it takes the GPU left over, but not under FIFO.
+    rates = {"a": (1.0,), "b": (1.0,)}
+    entries = priorities({"a": (1.0,)}, rates, Counters(), ["a", "b"], 1)
+    assert assign(entries, ["a", "b"], {"a": 1, "b": 1}, rates, [2]) == {"a": 0, "b": 0}
+    fifo = assign(entries, ["a", "b"], {"a": 1, "b": 1}, rates, [2], allocated_only=True)
+    assert fifo == {"a": 0}
