@@ -8,7 +8,11 @@ depends on, and a job's speed alone on its GPUs by its model, precision, GPUs an
 batch as well (one lookup for each start of a time-sliced job). A model's speed on a
 GPU type is measured where controller.model.throughputs has a rate, else the GPU's
 scalar speed (controller.model.perf.gpu_speed): the replay and the live views read
-both through this one class.
+both through this one class. Given a throughput matrix (controller.model.matrix,
+`--throughputs FILE`), a job whose type it has runs at its rate there on GPUs it holds
+whole, the performance model's speed otherwise (shared GPUs, a network allocator's
+rate). `type_rate_ips` is a job's speed on each GPU type, which the snapshot hands the
+Gavel policies (`Snapshot.type_rates`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import replace
 
 from controller.model import Allocation, Cluster, GpuShare, JobSpec
 from controller.model.catalog import ModelProfile, gpu_util_of, resolve
+from controller.model.matrix import ThroughputMatrix, type_allocation
 from controller.model.perf import (
     PlacementSignature,
     packed_gpu_signature,
@@ -40,8 +45,11 @@ SIGNATURES_KEPT = 1 << 16
 
 
 class RateModel:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, matrix: ThroughputMatrix | None = None) -> None:
         self.cluster = cluster
+        self.matrix = matrix
+        # (model, batch, GPU type, GPUs) -> speed on an empty cluster (type_rate_ips).
+        self._types: dict[tuple[str, int | None, str, int], float | None] = {}
         self._rates: dict[tuple[object, ...], float] = {}
         # (model, precision, own utilisation, GPU shares, batch) -> the speed alone on
         # them, no network allocator (an MPS share caps a job by its utilisation).
@@ -120,6 +128,16 @@ class RateModel:
             signature = packed_gpu_signature(self.cluster, alloc)
             self._signatures[alloc.shares] = signature
         key = (prof.name, spec.precision, prof.gpu_util, signature, batch, round(gpu_load, 6))
+        if self.matrix is not None and gpu_load == 0.0 and signature.min_fraction == 1.0:
+            # Keyed by the model as written: two Gavel job types may share a profile.
+            matrix_key = (spec.model, spec.batch_size, signature)
+            rate = self._rates.get(matrix_key)
+            if rate is None:
+                rate = self._matrix_rate(spec, alloc, signature)
+                if rate is not None:
+                    self._rates[matrix_key] = rate
+            if rate is not None:
+                return rate
         rate = self._rates.get(key)
         if rate is None:
             rate = self._rates[key] = throughput_ips(
@@ -131,6 +149,25 @@ class RateModel:
                 precision=spec.precision,
             )
         return rate
+
+    def _matrix_rate(
+        self, spec: JobSpec, alloc: Allocation, signature: PlacementSignature
+    ) -> float | None:
+        """The matrix's rate for the job on whole GPUs (module docstring), or None."""
+        assert self.matrix is not None
+        gpus = [t.name for t in signature.gpu_types]
+        consolidated = len(signature.nodes) == 1
+        return self.matrix.rate_ips(spec, gpus, alloc.num_gpus, consolidated=consolidated)
+
+    def type_rate_ips(self, spec: JobSpec, gpu: str, num_gpus: int) -> float | None:
+        """Steps per second of the job on `num_gpus` GPUs of type `gpu`, on one server
+        where one has them (controller.model.matrix.type_allocation), at its own batch;
+        None where the cluster has too few of the type (`Snapshot.type_rates`)."""
+        key = (spec.model, spec.batch_size, gpu, num_gpus)
+        if key not in self._types:
+            alloc = type_allocation(self.cluster, gpu, num_gpus)
+            self._types[key] = None if alloc is None else self.rate_ips(spec, alloc)
+        return self._types[key]
 
     def nominal_rate_ips(self, spec: JobSpec) -> float:
         """Work per second on the GPUs asked for, at the job's own batch, placed as well

@@ -51,6 +51,8 @@ class ReplayArgs:
     network_model: str = "steady"
     # A queue tree's YAML file (controller.queues.spec): quotas around the policy.
     queues: str | None = None
+    # A throughput matrix in Gavel's JSON format (controller.model.matrix).
+    throughputs: str | None = None
 
 
 def add_parsers(sub: Any) -> None:
@@ -125,6 +127,11 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
         "phases and all-reduce bursts; docs/network.md)",
     )
     p.add_argument("--queues", help="YAML queue tree: quotas and fair sharing (docs/queues.md)")
+    p.add_argument(
+        "--throughputs",
+        help="each job type's steps/s per GPU type and count, in Gavel's JSON format "
+        "(simulation_throughputs.json); default: the performance model",
+    )
 
 
 def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
@@ -135,6 +142,14 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         from controller.queues.spec import load_queues
 
         load_queues(args.queues)  # a bad file fails before any replay starts
+    regular_file("--throughputs", args.throughputs)
+    if args.throughputs:
+        from controller.model.matrix import MatrixError, load_matrix
+
+        try:
+            load_matrix(args.throughputs)  # a bad file fails before any replay starts
+        except MatrixError as exc:
+            raise CliError(f"--throughputs {exc}") from None
     from controller.sim.bandwidth import check_network
 
     try:
@@ -155,6 +170,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         network=args.network,
         network_model=args.network_model,
         queues=args.queues,
+        throughputs=args.throughputs,
     )
 
 
@@ -174,8 +190,11 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     """Load, replay and summarise; returns (ReplayResult, Summary)."""
     from controller.failures import load_failures
     from controller.metrics import summarize
+    from controller.model.matrix import load_matrix
     from controller.network.cassini_placement import wrap as wrap_cassini
     from controller.placement import make_placer
+    from controller.placement.types import FastestTypePlacer
+    from controller.rates import RateModel
     from controller.sim import SimConfig, Simulator
     from controller.spec import load_cluster
     from controller.traces import load_trace
@@ -201,7 +220,12 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
         network_model=ra.network_model,
         queues=queues,
     )
-    sim = Simulator(cluster, trace.jobs, policy, placer, config, trace_name=trace.name)
+    matrix = load_matrix(ra.throughputs) if ra.throughputs else None
+    rates = RateModel(cluster, matrix)
+    if matrix is not None:
+        # With a matrix, the policies that place through the placer choose the type.
+        placer = FastestTypePlacer(placer, cluster, rates)
+    sim = Simulator(cluster, trace.jobs, policy, placer, config, trace_name=trace.name, rates=rates)
     del trace  # the simulator lets each job's spec go once the job has left
     with _fewer_collections():
         result = sim.run(progress)

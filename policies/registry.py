@@ -19,6 +19,7 @@ from policies.edf import Edf
 from policies.elasticflow import ElasticFlow
 from policies.fifo import Fifo
 from policies.gandiva import Gandiva
+from policies.gavel import GavelFifo, GavelFtf, GavelLas, GavelMakespan
 from policies.optimus import Optimus
 from policies.pollux import Pollux
 from policies.srtf import Srtf
@@ -29,6 +30,10 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "elasticflow": ElasticFlow,
     "fifo": Fifo,
     "gandiva": Gandiva,
+    "gavel-fifo": GavelFifo,
+    "gavel-ftf": GavelFtf,
+    "gavel-las": GavelLas,
+    "gavel-makespan": GavelMakespan,
     "optimus": Optimus,
     "pollux": Pollux,
     "srtf": Srtf,

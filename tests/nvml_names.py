@@ -10,6 +10,7 @@ from __future__ import annotations
 # Runpod's GPU type IDs and nvidia-smi output; written out here rather than read from
 # the catalogue, so that a renamed or missing product fails.
 NVML_NAMES = {
+    "Tesla K80": "K80",
     "Tesla P100-PCIE-16GB": "P100-PCIE-16GB",
     "Tesla V100-SXM2-16GB": "V100-SXM2-16GB",
     "Tesla V100-SXM2-32GB": "V100-SXM2-32GB",

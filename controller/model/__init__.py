@@ -28,6 +28,7 @@ from controller.model.snapshot import (
     PlanError,
     Policy,
     Snapshot,
+    TypeRates,
     classify_change,
     validate_plan,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "Rack",
     "Reason",
     "Snapshot",
+    "TypeRates",
     "classify_change",
     "validate_plan",
 ]

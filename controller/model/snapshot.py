@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.model.allocation import Allocation
 from controller.model.cluster import Cluster
-from controller.model.job import WAITING, JobStatus, JobView, Reason
+from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Reason
 from controller.model.pool import GpuPool
 from controller.model.waiting import WaitingIndex, WaitingKey
 
@@ -29,6 +29,16 @@ class Placer(Protocol):
 
         Does not modify the pool. Prefers the job's current GPUs where they fit.
         """
+        ...
+
+
+class TypeRates(Protocol):
+    """A job's speed on each GPU type, for policies that choose a type (Gavel's): the
+    backend's own speeds (controller.rates.RateModel in a replay)."""
+
+    def type_rate_ips(self, spec: JobSpec, gpu: str, num_gpus: int) -> float | None:
+        """Steps per second of `spec` on `num_gpus` GPUs of type `gpu` (a GpuType name)
+        placed as well as the cluster allows, or None where the type has too few."""
         ...
 
 
@@ -55,6 +65,9 @@ class Snapshot:
     # The backend's waiting jobs kept in order between rounds (controller.model.waiting);
     # None: `waiting_in_order` and `waiting_by_size` sort `waiting_jobs` instead.
     ordered: WaitingIndex | None = field(default=None, repr=False, compare=False)
+    # Each job's speed on each GPU type (Gavel's policies); None: the backend gives none,
+    # and a policy that needs it asks the performance model (controller.model.matrix).
+    type_rates: TypeRates | None = field(default=None, repr=False, compare=False)
 
     def job(self, job_id: str) -> JobView | None:
         """The active job with this id, or None."""

@@ -20,7 +20,8 @@ What `THROUGHPUTS` holds, shipped in controller/model/profiles/:
 - `gavel/throughputs.json`: the single-job entries (`"null"`) of Gavel's measured
   matrix (Narayanan et al., OSDI'20; stanford-futuredata/gavel,
   scheduler/simulation_throughputs.json at c4fa400, MIT License) for V100, P100 and
-  K80, 1-8 GPUs of a server (its `*_unconsolidated` and pair entries are left out),
+  K80, 1-8 GPUs of a server (its `*_unconsolidated` and pair entries are left out:
+  a whole matrix given with `--throughputs` is read by controller.model.matrix),
   in Gavel's own format, parsed by `parse_gavel`. Gavel's job types map to the
   catalogue model their name resolves to where that is the same network on the same
   data (`GAVEL_MODELS`): ResNet-50 (ImageNet), ResNet-18 (CIFAR-10, the catalogue's
@@ -29,7 +30,7 @@ What `THROUGHPUTS` holds, shipped in controller/model/profiles/:
   resolves to `ncf`, a different network. Gavel's workloads train in fp32; a batch is
   as the job type names it (A3C and CycleGAN name none: the profile's local batch).
   Gavel's V100s are SXM2 16 GB parts (AWS p3), its P100s PCIe 16 GB (Azure NCv2), its
-  K80s named as NVML names them, "Tesla K80" (the GPU catalogue has no K80 yet).
+  K80s "Tesla K80" as NVML names them (the catalogue's `K80`).
 
 To add a source: a parser that yields `MeasuredRate`s and one entry in `_SOURCES`.
 """

@@ -12,7 +12,8 @@ keeps a running job's GPUs when the job keeps its size. See docs/placement.md.
 - `fragmentation`: `fragmentation-aware` (FGD) and the fragmentation measures the
   simulator records after each round;
 - `resources`: CPU, host memory and GPU models for all of them (`make_placer` wraps
-  each in `ResourceAwarePlacer`).
+  each in `ResourceAwarePlacer`);
+- `types`: `FastestTypePlacer`, around any of them, the fastest GPU type for each job.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from controller.model import (
     PlanError,
     Reason,
     Snapshot,
+    TypeRates,
 )
 from controller.model.job import REFUSED
 from controller.placement import unallocatable_idle_gpus
@@ -54,6 +55,7 @@ class Rounds:
         "reasons",
         "runs",
         "table",
+        "type_rates",
     )
 
     def __init__(
@@ -69,6 +71,7 @@ class Rounds:
         nodes: NodeStates,
         runs: JobRuns,
         accounts: Accounts,
+        type_rates: TypeRates | None = None,
     ) -> None:
         self.controller = controller
         self.cluster = cluster
@@ -81,6 +84,8 @@ class Rounds:
         self.nodes = nodes
         self.runs = runs
         self.accounts = accounts
+        # The jobs' speeds on each GPU type that the snapshot hands the policy.
+        self.type_rates = type_rates
         self.count = 0
         self.last_snapshot: Snapshot | None = None
         # Why each job left waiting waits, as the last plan (or a drain since) said.
@@ -120,6 +125,7 @@ class Rounds:
             current=table.allocations,
             index=ActiveViews(table.views_run, table.views_wait),
             ordered=table.queues,
+            type_rates=self.type_rates,
         )
         return self.last_snapshot
 

@@ -126,6 +126,7 @@ class Simulator:
             self._nodes,
             self._runs,
             self._accounts,
+            self.rates,
         )
         for ev in self.config.failures:
             self._events.push(ev.time_s, NODE, ev)

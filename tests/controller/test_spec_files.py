@@ -329,7 +329,7 @@ def test_openb_node_list(tmp_path: Path) -> None:
 
 
 def test_openb_unknown_model_reports_row(tmp_path: Path) -> None:
-    text = "sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,0,\nn1,1,1,2,K80\n"
+    text = "sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,0,\nn1,1,1,2,X9000\n"
     path = write(tmp_path, text, name="nodes.csv")
     with pytest.raises(ClusterSpecError, match=r"nodes\.csv:3: field 'model': unknown GPU model"):
         load_cluster(path)

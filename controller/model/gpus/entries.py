@@ -5,7 +5,7 @@ names NVML reports. Those names are as the driver prints them: the "Compatible G
 table of NVIDIA's open-gpu-kernel-modules README (release 560.31.02) for Turing and
 later parts; Runpod's GPU type IDs, which are the nvidia-smi names
 (docs.runpod.io/references/gpu-types), for the V100s, the H200 NVL and the B200;
-`nvidia-smi -L` output for the Tesla T4 and P100 (e.g. on Google Colab). Older
+`nvidia-smi -L` output for the Tesla K80, T4 and P100 (e.g. on Google Colab). Older
 drivers (before R470) drop the "NVIDIA " prefix ("A100-SXM4-40GB"): the catalogue's
 normalised lookup finds those too.
 
@@ -30,8 +30,29 @@ NVLINK_GBPS = 200.0
 NVLINK5_GBPS = 400.0
 GA102_NVLINK_GBPS = 112.5
 
-# --- Pascal, Volta, Turing -------------------------------------------------------------
+# --- Kepler, Pascal, Volta, Turing -------------------------------------------------------------
 
+K80 = GpuSpec(
+    # NVIDIA Tesla K80 datasheet: a board of two GK210 GPUs, each (as NVML lists it, one
+    # "Tesla K80" device) 12 GB GDDR5 at 240 GB/s and 4.37 FP32 TFLOPS at boost (8.73
+    # for the board), no tensor cores and no faster FP16, PCIe Gen3. Speed 0.3: the
+    # geometric mean of K80/V100 steps per second over the 26 job types Gavel measured
+    # on one GPU of each (Narayanan et al., OSDI 2020; simulation_throughputs.json).
+    name="K80",
+    products=("Tesla K80",),
+    compute_capability=(3, 7),
+    mem_mib=12288,
+    mem_gbs=240.0,
+    pcie_gen=3,
+    nvlink_lanes=0,
+    nvlink_lane_gbps=0.0,
+    fp32_tflops=4.37,
+    tf32_tflops=None,
+    bf16_tflops=None,
+    fp16_tflops=4.37,
+    speed=0.3,
+    source="NVIDIA Tesla K80 datasheet",
+)
 P100_PCIE = GpuSpec(
     # Tesla P100 PCIe datasheet: 16 GB CoWoS HBM2, 732 GB/s, 9.3 FP32 / 18.7 FP16
     # TFLOPS (no tensor cores), PCIe Gen3. Speed 0.5: gpuflow's assumption for the
@@ -563,6 +584,7 @@ B200 = GpuSpec(
 )
 
 ENTRIES: tuple[GpuSpec, ...] = (
+    K80,
     P100_PCIE,
     V100_SXM2_16GB,
     V100_SXM2_32GB,

@@ -101,11 +101,11 @@ def test_openb_pods_map_gpu_shares_to_memory(tmp_path: Path) -> None:
 
 
 def test_openb_unknown_gpu_model_is_an_error(tmp_path: Path) -> None:
-    path = write(tmp_path, "pods.csv", f"{OPENB_HEADER}\np,1,1,1,1000,K80,LS,Running,0,10,1\n")
+    path = write(tmp_path, "pods.csv", f"{OPENB_HEADER}\np,1,1,1,1000,X9000,LS,Running,0,10,1\n")
     with pytest.raises(TraceError) as caught:
         load_trace(path)
     assert (caught.value.line, caught.value.field) == (2, "gpu_spec")
-    assert "K80" in str(caught.value)
+    assert "X9000" in str(caught.value)
 
 
 def test_openb_share_of_several_gpus_is_an_error(tmp_path: Path) -> None:
