@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
@@ -25,6 +25,7 @@ from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
 from api.guard import RequestGuard
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
+from api.query_guard import refuse_unknown_query
 from api.replay_executor import ReplayExecutor
 from api.routes import api_router, queue, whatif
 from api.routes.traces import MAX_TRACE_BYTES
@@ -73,9 +74,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: counts 401s, 413s
     errors.install(app)
-    app.include_router(api_router, prefix=API_PREFIX)
-    app.include_router(whatif.router, prefix=API_PREFIX)
-    app.include_router(queue.router, prefix=API_PREFIX)
+    known_query_only = [Depends(refuse_unknown_query)]
+    for router in (api_router, whatif.router, queue.router):
+        app.include_router(router, prefix=API_PREFIX, dependencies=known_query_only)
     _health_routes(app)
     dashboard.install(app)
     openapi_responses.install(app, API_PREFIX)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, HTTPException, Query, UploadFile, status
 from sqlalchemy import func, select
@@ -24,7 +24,17 @@ MAX_TRACE_BYTES = 64 * 2**20  # the largest public traces (Philly) are ~40 MiB o
 # A trace of more jobs is refused as it is read (~0.5 KiB held per job: a 10-million-row
 # upload under the byte limit would otherwise hold ~5 GiB while being checked).
 MAX_TRACE_JOBS = 1_000_000
-FormatForm = Annotated[str | None, Form(max_length=32, description="default: detect")]
+
+
+def _known_formats(schema: dict[str, Any]) -> None:
+    """The trace readers' names, declared; any other is a 422 naming the format."""
+    schema["enum"] = sorted(FORMATS)
+
+
+FormatForm = Annotated[
+    str | None,
+    Form(max_length=32, description="default: detect", json_schema_extra=_known_formats),
+]
 BAD_TRACE: Responses = {422: {"description": "not a readable trace: detail names line and field"}}
 
 
