@@ -32,6 +32,7 @@ from api.routes.traces import MAX_TRACE_BYTES
 from api.security import TokenCache
 from api.settings import Settings
 from api.tasks import celery_app, configure, reconcile, start_replays
+from api.trace_check import TraceChecker
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.local = LocalMode(settings, app.state.sessions) if local_mode else None
     app.state.backend = make_backend(settings, app.state.sessions, app.state.local)
     app.state.executor = ReplayExecutor(settings)
+    app.state.trace_checker = TraceChecker(settings.trace_check_concurrency)
     app.state.metrics = metrics
     metrics.registry.register(LiveCollector(lambda: _live(app)))
     app.add_middleware(
@@ -105,6 +107,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         if backend is not None:
             backend.stop()
         app.state.executor.stop()  # a running replay ends now, failed as interrupted
+        app.state.trace_checker.stop()
         app.state.engine.dispose()
 
 
