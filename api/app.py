@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
@@ -25,12 +25,14 @@ from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
 from api.guard import RequestGuard
 from api.local import LocalMode
 from api.observability import LiveCollector, Metrics, MetricsMiddleware
+from api.query_guard import refuse_unknown_query
 from api.replay_executor import ReplayExecutor
 from api.routes import api_router, queue, whatif
 from api.routes.traces import MAX_TRACE_BYTES
 from api.security import TokenCache
 from api.settings import Settings
 from api.tasks import celery_app, configure, reconcile, start_replays
+from api.trace_check import TraceChecker
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.local = LocalMode(settings, app.state.sessions) if local_mode else None
     app.state.backend = make_backend(settings, app.state.sessions, app.state.local)
     app.state.executor = ReplayExecutor(settings)
+    app.state.trace_checker = TraceChecker(settings.trace_check_concurrency)
     app.state.metrics = metrics
     metrics.registry.register(LiveCollector(lambda: _live(app)))
     app.add_middleware(
@@ -73,9 +76,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: counts 401s, 413s
     errors.install(app)
-    app.include_router(api_router, prefix=API_PREFIX)
-    app.include_router(whatif.router, prefix=API_PREFIX)
-    app.include_router(queue.router, prefix=API_PREFIX)
+    known_query_only = [Depends(refuse_unknown_query)]
+    for router in (api_router, whatif.router, queue.router):
+        app.include_router(router, prefix=API_PREFIX, dependencies=known_query_only)
     _health_routes(app)
     dashboard.install(app)
     openapi_responses.install(app, API_PREFIX)
@@ -104,6 +107,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         if backend is not None:
             backend.stop()
         app.state.executor.stop()  # a running replay ends now, failed as interrupted
+        app.state.trace_checker.stop()
         app.state.engine.dispose()
 
 

@@ -4,10 +4,18 @@ Called through api.tasks.start_next as a replay is submitted (api.routes.replays
 one ends (in a Celery worker or in-process) and by the periodic reconciler (api.app).
 Queued replays wait in the database, not in the broker or a thread pool's FIFO: at
 most `capacity` (settings.replay_concurrency) are running or sent to a runner at
-once, so the runner never holds a backlog in arrival order. Each free slot goes to
-the tenant with the fewest replays in flight, a tie to the tenant served least
-recently (round robin), then to that tenant's oldest replay: one tenant's ten large
-replays and another's small one alternate instead of running ten first.
+once, so the runner never holds a backlog in arrival order. Free slots are shared
+in proportion to the tenants' quota weights (`_weights`: the weight of the leaf
+queue a tenant's jobs go to, 1 without one), counting replays, not their length:
+each goes to the tenant with the least service per weight, its service being the
+replays it holds in flight and those it had sent that ended since every tenant now
+waiting has been waiting (`_window_start`: no tenant is owed for a time it had
+nothing queued). A tie goes to the tenant served least recently (round robin), then
+to that tenant's oldest replay: one tenant's ten large replays and another's small
+one alternate instead of running ten first, and with weights 3 and 1 the first
+tenant gets three slots for the other's one. The weights are read from the job
+database's queues (local mode's quota tree); cluster mode's Queue resources live in
+Kubernetes, which the dispatcher does not read, so there every tenant weighs 1.
 
 A replay sent is stamped (`dispatched_at`, `dispatches`): one sent and never started
 lost its task, which api.replay_reconcile finds. Two dispatchers never fill one slot
@@ -27,6 +35,9 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.models import Replay, utcnow
+from api.quota_tree import DbQueueStore
+from controller.model.queues import QueueSpecError
+from controller.queues.spec import queues_from_data
 
 Sender = Callable[[list[int]], None]
 ACTIVE = ("queued", "running")
@@ -47,7 +58,14 @@ def pump(sessions: sessionmaker[Session], capacity: int, send: Sender) -> list[i
         active = session.scalars(
             select(Replay).where(Replay.status.in_(ACTIVE)).order_by(Replay.id)
         ).all()
-        picks = choose(active, _last_served(session, {r.tenant for r in active}), capacity)
+        tenants = {r.tenant for r in active}
+        picks = choose(
+            active,
+            _last_served(session, tenants),
+            capacity,
+            ended=_ended_since(session, tenants, _window_start(active)),
+            weights=_weights(session, tenants),
+        )
         if not picks:
             return []
         now = utcnow()
@@ -71,11 +89,18 @@ def pump(sessions: sessionmaker[Session], capacity: int, send: Sender) -> list[i
 
 
 def choose(
-    active: Sequence[Replay], last_served: Mapping[str, datetime], capacity: int
+    active: Sequence[Replay],
+    last_served: Mapping[str, datetime],
+    capacity: int,
+    ended: Mapping[str, int] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> list[Replay]:
     """The waiting replays (queued, not sent) that the free slots of `capacity` go to,
-    in order: each to the tenant with the fewest in flight (running or sent), a tie to
-    the one whose last replay was sent longest ago (never: first), then by replay id."""
+    in order: each to the tenant whose service after this one, over its weight
+    (default 1), is least; its service is what it has in flight (running or sent) and
+    `ended` (sent in the window, over since); a tie to the one whose last replay was
+    sent longest ago (never: first), then by replay id."""
+    ended, weights = ended or {}, weights or {}
     in_flight = Counter(r.tenant for r in active if r.status == "running" or r.dispatched_at)
     free = capacity - sum(in_flight.values())
     waiting: dict[str, deque[Replay]] = {}
@@ -87,7 +112,10 @@ def choose(
     turn = {tenant: i for i, tenant in enumerate(by_turn)}
     picks: list[Replay] = []
     while free > 0 and waiting:
-        tenant = min(waiting, key=lambda t: (in_flight[t], turn[t]))
+        tenant = min(
+            waiting,
+            key=lambda t: ((in_flight[t] + ended.get(t, 0) + 1) / weights.get(t, 1.0), turn[t]),
+        )
         picks.append(waiting[tenant].popleft())
         if not waiting[tenant]:
             del waiting[tenant]
@@ -107,3 +135,52 @@ def _last_served(session: Session, tenants: set[str]) -> dict[str, datetime]:
         .group_by(Replay.tenant)
     )
     return {tenant: at for tenant, at in rows if at is not None}
+
+
+def _window_start(active: Sequence[Replay]) -> datetime | None:
+    """Since when every tenant with a replay waiting has had one queued or running:
+    the latest of those tenants' oldest active replays (None: nobody waits)."""
+    oldest: dict[str, datetime] = {}
+    waiting = {r.tenant for r in active if r.status == "queued" and r.dispatched_at is None}
+    for row in active:
+        if row.tenant in waiting and (
+            row.tenant not in oldest or row.created_at < oldest[row.tenant]
+        ):
+            oldest[row.tenant] = row.created_at
+    return max(oldest.values(), default=None)
+
+
+def _ended_since(session: Session, tenants: set[str], since: datetime | None) -> dict[str, int]:
+    """Each tenant's replays sent at or after `since` that are over (ended or failed)."""
+    if not tenants or since is None:
+        return {}
+    rows = session.execute(
+        select(Replay.tenant, func.count())
+        .where(
+            Replay.tenant.in_(tenants),
+            Replay.status.not_in(ACTIVE),
+            Replay.dispatched_at >= since,
+        )
+        .group_by(Replay.tenant)
+    )
+    return {tenant: count for tenant, count in rows}
+
+
+def _weights(session: Session, tenants: set[str]) -> dict[str, float]:
+    """Each tenant's quota weight: its leaf queue's (QueueTree.leaf_for_tenant) in the
+    job database's queues; tenants of no leaf, and all of them when there is no tree
+    (or none that holds: the routes refuse one), are left out, weighing 1."""
+    items = DbQueueStore(session).items()
+    if not tenants or not items:
+        return {}
+    try:
+        tree = queues_from_data(sorted(items, key=lambda i: str(i["name"])))
+    except QueueSpecError:
+        return {}
+    weights: dict[str, float] = {}
+    for tenant in tenants:
+        leaf = tree.leaf_for_tenant(tenant)
+        node = tree.node(leaf) if leaf is not None else None
+        if node is not None:
+            weights[tenant] = node.weight
+    return weights

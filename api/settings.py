@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     # workers' slots in all (sum of their --concurrency). The rest wait in the database
     # and each free slot goes to the next tenant in turn.
     replay_concurrency: int = Field(default=2, ge=1, le=256)
+    # Uploaded traces read at once, each in a child process (api.trace_check); more wait.
+    trace_check_concurrency: int = Field(default=2, ge=1, le=64)
     # A replay sent and not started within replay_start_timeout_s lost its task: sent again,
     # or failed once sent replay_max_dispatches times; checked every
     # replay_reconcile_every_s (api.replay_reconcile), so a lost replay ends or runs within

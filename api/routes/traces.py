@@ -1,6 +1,8 @@
 """Traces: upload (validated, then kept under the data dir), validate only, list, get.
 
 An invalid file is a 422 whose detail names the line and field (from TraceError).
+A file is read in a child process (api.trace_check), never in the API's: the
+request's thread waits for its summary without holding the interpreter's lock.
 """
 
 from __future__ import annotations
@@ -8,23 +10,34 @@ from __future__ import annotations
 import re
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, HTTPException, Query, UploadFile, status
+from fastapi import APIRouter, Form, HTTPException, Query, Request, UploadFile, status
 from sqlalchemy import func, select
 
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
 from api.models import TraceFile
 from api.schemas.common import INT32_MAX, Limit, Responses, Skip
 from api.schemas.replays import TraceCheck, TracePublic, TracesPublic
-from controller.traces import FORMATS, Trace, TraceError, load_trace
+from api.trace_check import TraceChecker, TraceCheckFailed
+from controller.traces import FORMATS, TraceError
 
 router = APIRouter(prefix="/traces", tags=["traces"])
 MAX_TRACE_BYTES = 64 * 2**20  # the largest public traces (Philly) are ~40 MiB of JSON
 # A trace of more jobs is refused as it is read (~0.5 KiB held per job: a 10-million-row
 # upload under the byte limit would otherwise hold ~5 GiB while being checked).
 MAX_TRACE_JOBS = 1_000_000
-FormatForm = Annotated[str | None, Form(max_length=32, description="default: detect")]
+
+
+def _known_formats(schema: dict[str, Any]) -> None:
+    """The trace readers' names, declared; any other is a 422 naming the format."""
+    schema["enum"] = sorted(FORMATS)
+
+
+FormatForm = Annotated[
+    str | None,
+    Form(max_length=32, description="default: detect", json_schema_extra=_known_formats),
+]
 BAD_TRACE: Responses = {422: {"description": "not a readable trace: detail names line and field"}}
 
 
@@ -33,11 +46,17 @@ def _safe_name(filename: str | None) -> str:
     return stem or "trace"
 
 
-def _check(path: Path, fmt: str | None) -> Trace:
+def _check(request: Request, path: Path, fmt: str | None) -> TraceCheck:
     if fmt is not None and fmt not in FORMATS:
         raise HTTPException(422, {"msg": f"unknown format {fmt!r}", "known": sorted(FORMATS)})
+    checker: TraceChecker = request.app.state.trace_checker
     try:
-        return load_trace(path, fmt, max_jobs=MAX_TRACE_JOBS)
+        return TraceCheck.model_validate(checker.check(path, fmt, MAX_TRACE_JOBS))
+    except TraceCheckFailed as exc:
+        # The file killed its reader (out of memory, most likely): the same file would
+        # again, so it is refused as unreadable rather than a 503 to try later.
+        failed = {"msg": str(exc), "line": None, "field": None, "error": str(exc)}
+        raise HTTPException(422, failed) from None
     except TraceError as exc:
         # Named by the uploaded file's name, not the server's path to its copy.
         shown = TraceError(path.name, exc.line, exc.field, exc.message)
@@ -55,28 +74,20 @@ def _save(upload: UploadFile, path: Path) -> None:
             out.write(chunk)
 
 
-def _check_info(trace: Trace) -> TraceCheck:
-    return TraceCheck(
-        name=trace.name,
-        fmt=trace.fmt,
-        jobs=len(trace.jobs),
-        skipped=trace.skipped,
-        gpus_max=max(j.num_gpus for j in trace.jobs),
-        span_s=trace.jobs[-1].submit_s - trace.jobs[0].submit_s,
-    )
-
-
 @router.post("/validate", response_model=TraceCheck, responses=BAD_TRACE)
-def validate_trace(file: UploadFile, user: CurrentUser, fmt: FormatForm = None) -> TraceCheck:
+def validate_trace(
+    request: Request, file: UploadFile, user: CurrentUser, fmt: FormatForm = None
+) -> TraceCheck:
     """Check a trace without keeping it."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / _safe_name(file.filename)
         _save(file, path)
-        return _check_info(_check(path, fmt))
+        return _check(request, path, fmt)
 
 
 @router.post("", status_code=201, response_model=TracePublic, responses=BAD_TRACE)
 def upload_trace(
+    request: Request,
     file: UploadFile,
     session: SessionDep,
     user: CurrentUser,
@@ -88,7 +99,7 @@ def upload_trace(
     path = folder / _safe_name(file.filename)
     try:
         _save(file, path)
-        info = _check_info(_check(path, fmt))
+        info = _check(request, path, fmt)
         row = TraceFile(
             tenant=user.tenant,
             user_id=user.id,

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schemas.common import Strict, example_config
+from api.schemas.common import PolicyName, Strict, example_config
 
 # "down" (failed, NotReady) wins over "draining" (cordoned, its jobs being preempted),
 # which wins over "cordoned" (no new work; its jobs run on).
@@ -150,4 +150,4 @@ class PoliciesPublic(BaseModel):
 class PolicySwitch(Strict):
     model_config = example_config({"name": "srtf"})
 
-    name: str = Field(max_length=32)
+    name: PolicyName

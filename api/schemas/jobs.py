@@ -3,21 +3,39 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from api.schemas.common import INT32_MAX, Name, Public, Strict, example_config
+from api.schemas.common import INT32_MAX, WHOLE, Name, Public, Strict, example_config
 from controller.model.precision import DEFAULT_PRECISION, Precision
 
-# Whole numbers are strict: `true` is not 1 GPU, nor 1.5 a GPU count.
-Gpus = Annotated[int, Field(ge=1, le=4096, strict=True)]
+# Whole numbers are strict: `true` is not 1 GPU, nor 1.5 a GPU count (4.0 is 4).
+Gpus = Annotated[int, Field(ge=1, le=4096, strict=True), WHOLE]
+Count = Annotated[int, Field(ge=1, le=INT32_MAX, strict=True), WHOLE]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 # The furthest deadline a job may give, as its longest duration_s (about 32 years).
 MAX_DEADLINE_S = 1e9
 
-JOB_EXAMPLE = {
+
+def _only_env_names(schema: dict[str, Any]) -> None:
+    """Keys not matching EnvName are refused (a 422): say so, as patternProperties
+    alone lets any other key through."""
+    for branch in schema.get("anyOf", []):
+        if branch.get("type") == "object":
+            branch["additionalProperties"] = False
+
+
+JOB_EXAMPLE: dict[str, JsonValue] = {
     "name": "bert-finetune",
     "num_gpus": 4,
     "model": "bert",
@@ -29,7 +47,18 @@ JOB_EXAMPLE = {
 class JobCreate(Strict):
     """A job as submitted; mirrors controller.model.JobSpec."""
 
-    model_config = example_config(JOB_EXAMPLE)
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [JOB_EXAMPLE],
+            # What _some_work checks, declared: one of the two, a number.
+            "anyOf": [
+                {"required": ["duration_s"], "properties": {"duration_s": {"type": "number"}}},
+                {"required": ["iterations"], "properties": {"iterations": {"type": "number"}}},
+            ],
+        },
+    )
 
     name: Name = "job"
     num_gpus: Gpus
@@ -38,11 +67,9 @@ class JobCreate(Strict):
     model: Name = Field(default="generic", description="catalogue model name")
     duration_s: float | None = Field(default=None, gt=0, le=1e9)
     iterations: float | None = Field(default=None, gt=0, le=1e15, validate_default=True)
-    batch_size: int | None = Field(default=None, ge=1, le=INT32_MAX, strict=True)
-    gpu_mem_mib: int | None = Field(
-        default=None, ge=1, le=INT32_MAX, strict=True, description="may share"
-    )
-    priority: int = Field(default=0, ge=-1000, le=1000, strict=True)
+    batch_size: Count | None = None
+    gpu_mem_mib: Count | None = Field(default=None, description="may share")
+    priority: Annotated[int, Field(ge=-1000, le=1000, strict=True), WHOLE] = 0
     precision: Precision = Field(
         default=DEFAULT_PRECISION,
         description="what the job trains in (controller.model.precision): sets its speed "
@@ -72,7 +99,10 @@ class JobCreate(Strict):
         default=None, max_length=64, description="cluster mode: the container's command"
     )
     env: dict[EnvName, Annotated[str, Field(max_length=4096)]] | None = Field(
-        default=None, max_length=64, description="cluster mode: the container's environment"
+        default=None,
+        max_length=64,
+        description="cluster mode: the container's environment",
+        json_schema_extra=_only_env_names,
     )
 
     @field_validator("min_gpus")
@@ -188,7 +218,7 @@ class JobEventsPublic(Public):
 class JobMetricCreate(Strict):
     name: Name = Field(examples=["loss"])
     value: float = Field(ge=-1e300, le=1e300)
-    step: int | None = Field(default=None, ge=0, le=INT32_MAX, strict=True)
+    step: Annotated[int, Field(ge=0, le=INT32_MAX, strict=True), WHOLE] | None = None
 
 
 class JobMetricsCreate(Strict):

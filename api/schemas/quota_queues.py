@@ -7,13 +7,14 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas.common import WHOLE
 from controller.queues.spec import MAX_WEIGHT
 from controller.spec.types import MAX_GPUS
 
 QUEUE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, as a Queue's name
 QueueName = Annotated[str, Field(pattern=QUEUE_NAME_PATTERN, max_length=63, examples=["team-a"])]
 # At most the largest cluster's GPUs (the route checks the cluster's own size).
-Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True)]
+Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True), WHOLE]
 Quota = Gpus | dict[Annotated[str, Field(min_length=1, max_length=100)], Gpus]
 
 

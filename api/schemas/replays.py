@@ -7,8 +7,15 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from api.schemas.common import INT32_MAX, Public, Strict, example_config
+from api.schemas.common import INT32_MAX, WHOLE, PolicyName, Public, Strict, example_config
+from controller.placement import PLACERS
 from controller.sim.config import MAX_ROUND_INTERVAL_S, MIN_ROUND_INTERVAL_S
+
+
+def _known_placements(schema: dict[str, Any]) -> None:
+    """The placers' names, declared; the route refuses any other with a 422."""
+    schema["enum"] = sorted(PLACERS)
+
 
 # A cluster is a preset (optionally :N nodes) or NODESxGPUS; never a server path.
 CLUSTER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}(:[0-9]{1,4})?$"
@@ -43,11 +50,19 @@ class TraceCheck(Public):
 
 
 class ReplayOptions(Strict):
-    placement: str = Field(default="consolidated", max_length=32)
+    placement: str = Field(
+        default="consolidated", max_length=32, json_schema_extra=_known_placements
+    )
     # 0 (a round at every change) or MIN_ROUND_INTERVAL_S..MAX_ROUND_INTERVAL_S; strict:
     # `false` is not 0.
-    interval_s: float = Field(default=60.0, ge=0, le=MAX_ROUND_INTERVAL_S, strict=True)
-    seed: int = Field(default=0, ge=0, le=INT32_MAX, strict=True)  # `false` is no seed
+    interval_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=MAX_ROUND_INTERVAL_S,
+        strict=True,
+        json_schema_extra={"anyOf": [{"const": 0}, {"minimum": MIN_ROUND_INTERVAL_S}]},
+    )
+    seed: Annotated[int, Field(ge=0, le=INT32_MAX, strict=True), WHOLE] = 0  # `false` is no seed
     max_time_s: float | None = Field(default=None, gt=0, le=1e10, strict=True)
 
     @field_validator("interval_s")
@@ -61,8 +76,8 @@ class ReplayOptions(Strict):
 class ReplayCreate(ReplayOptions):
     model_config = example_config({"trace_id": 1, "policy": "srtf", "cluster": "16x4"})
 
-    trace_id: int = Field(ge=1, le=INT32_MAX, strict=True)
-    policy: str = Field(max_length=32)
+    trace_id: Annotated[int, Field(ge=1, le=INT32_MAX, strict=True), WHOLE]
+    policy: PolicyName
     cluster: ClusterName
 
 
@@ -71,10 +86,10 @@ class SweepCreate(ReplayOptions):
         {"trace_ids": [1], "policies": ["fifo", "srtf"], "clusters": ["8x4"]}
     )
 
-    trace_ids: list[Annotated[int, Field(ge=1, le=INT32_MAX, strict=True)]] = Field(
+    trace_ids: list[Annotated[int, Field(ge=1, le=INT32_MAX, strict=True), WHOLE]] = Field(
         min_length=1, max_length=20
     )
-    policies: list[str] = Field(min_length=1, max_length=20)
+    policies: list[PolicyName] = Field(min_length=1, max_length=20)
     clusters: list[ClusterName] = Field(min_length=1, max_length=20)
 
 

@@ -95,7 +95,7 @@ def test_a_job_number_of_another_type_is_a_422(
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", field]
 
 
-@pytest.mark.parametrize("seed", [False, True, "1", 1.0])
+@pytest.mark.parametrize("seed", [False, True, "1", 1.5])
 def test_a_seed_that_is_not_an_integer_is_a_422(
     sqlite_client: TestClient, trace_file: Path, seed: object
 ) -> None:
@@ -104,6 +104,31 @@ def test_a_seed_that_is_not_an_integer_is_a_422(
     body = {"trace_id": trace["id"], "policy": "fifo", "cluster": "2x4", "seed": seed}
     r = sqlite_client.post(f"{API}/replays", json=body, headers=alice)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "seed"]
+
+
+def test_a_whole_float_is_the_integer_json_schema_says_it_is(
+    sqlite_client: TestClient, trace_file: Path
+) -> None:
+    alice = auth(sqlite_client, "alice", "vision")
+    trace = upload_trace(sqlite_client, alice, trace_file)
+    body = {"trace_id": float(trace["id"]), "policy": "fifo", "cluster": "2x4", "seed": 7.0}
+    r = sqlite_client.post(f"{API}/replays", json=body, headers=alice)
+    assert r.status_code == 202, r.text
+    assert (r.json()["trace_id"], r.json()["seed"]) == (trace["id"], 7)
+    job = {"name": "j", "num_gpus": 2.0, "duration_s": 10, "priority": -3.0}
+    r = sqlite_client.post(JOBS, json=job, headers=alice)
+    assert r.status_code == 201, r.text
+    assert (r.json()["num_gpus"], r.json()["priority"]) == (2, -3)
+
+
+def test_an_unknown_query_parameter_is_a_422_naming_it(sqlite_client: TestClient) -> None:
+    alice = auth(sqlite_client, "alice", "vision")
+    r = sqlite_client.get(f"{JOBS}?limt=5&limit=2", headers=alice)
+    assert r.status_code == 422, r.text
+    assert [e["loc"] for e in r.json()["detail"]] == [["query", "limt"]]
+    assert sqlite_client.get(f"{JOBS}?limit=2&status=Queued", headers=alice).status_code == 200
+    # A parameter a dependency takes counts as the route's (the queue's tenant filter).
+    assert sqlite_client.get(f"{API}/queue?limit=5", headers=alice).status_code == 200
 
 
 @pytest.mark.parametrize(
