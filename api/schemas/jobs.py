@@ -57,6 +57,8 @@ class JobCreate(Strict):
                 {"required": ["duration_s"], "properties": {"duration_s": {"type": "number"}}},
                 {"required": ["iterations"], "properties": {"iterations": {"type": "number"}}},
             ],
+            # What _one_deadline checks, declared: a time or an offset, never both.
+            "not": {"required": ["deadline", "deadline_s"]},
         },
     )
 

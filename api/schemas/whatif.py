@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from api.schemas.cluster import Clock
-from api.schemas.common import Strict, example_config
+from api.schemas.common import PolicyName, Strict, example_config
 
 MAX_POLICIES = 32  # far more than are registered; bounds the request's cost
 
@@ -13,7 +13,7 @@ MAX_POLICIES = 32  # far more than are registered; bounds the request's cost
 class WhatIfRequest(Strict):
     model_config = example_config({"policies": ["fifo", "tiresias", "srtf"]})
 
-    policies: list[str] | None = Field(
+    policies: list[PolicyName] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_POLICIES,
