@@ -7,17 +7,18 @@ ElasticFlow's Figure 8(a), ASPLOS 2023) on 16 servers of 4 T4 GPUs
 (`g4dn-12xlarge:16`) with 60 s rounds, each job starting at its traced batch and GPU
 count, and prints for each policy the deadline ratio (jobs finished by their deadline
 over all 195, refused ones missed), the published figure, the difference, and the
-replay's wall time. `edf` and `elasticflow` run twice: with gpuflow's defaults, and
-in ElasticFlow's evaluation setting (`EVALUATION`): EDF at each job's largest size
+replay's wall time. `edf`, `tiresias` and `elasticflow` run twice: with gpuflow's defaults,
+and in ElasticFlow's evaluation setting (`EVALUATION`): EDF at each job's largest size
 (`gang=max`) capped at the largest size ElasticFlow's T4 table profiles for its model
-and batch, as its simulator's `jobs.py` sizes every baseline, and ElasticFlow capped
-at `models.get_max_gpu` (policies.size_caps).
+and batch, as its simulator's `jobs.py` sizes every baseline, Tiresias without
+promotion, and ElasticFlow capped at `models.get_max_gpu` (policies.size_caps).
 
 With `--t4 DIR` (ElasticFlow's `scheduler/throughputs_T4/`, iterations per second by
 global batch and GPU count) it first prints the performance model's speed beside the
 table's for each model, batch and size on the same cluster, placed on the fewest
 servers: how far the replays' speeds are from the ones ElasticFlow's simulator used;
-and it checks `BASELINE_MAX_GPUS` against the table.
+and it checks `BASELINE_MAX_GPUS` against the table. `--round-anchor event` runs rounds
+as ElasticFlow's simulator's slots do (at a change, at least 60 s after the last).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from controller.model.perf import throughput_ips
 from controller.model.pool import GpuPool
 from controller.placement import ConsolidatedPlacer
 from controller.sim import SimConfig, Simulator
+from controller.sim.config import ROUND_ANCHORS
 from controller.spec import load_cluster
 from controller.traces import load_trace
 from policies.optimus_cluster import pack_fewest_servers
@@ -57,8 +59,10 @@ BASELINE_MAX_GPUS = {"yolov3:64": 16, "deepspeech2:320": 32}
 # ...and ElasticFlow's own jobs at `models.get_max_gpu(job, "T4")`.
 ELASTICFLOW_MAX_GPUS = {"bert": 16, "cifar10": 16, "deepspeech2:320": 32, "yolov3": 4, "ncf": 1}
 # ElasticFlow's evaluation setting, by policy (docs/benchmarks.md states what differs).
+# Its Tiresias (`dlas-gpu`) runs with `solve_starvation=0`: no promotion.
 EVALUATION: dict[str, dict[str, object]] = {
     "edf": {"gang": "max", "max_gpus_by": BASELINE_MAX_GPUS},
+    "tiresias": {"starve_limit": 0.0},
     "elasticflow": {"max_gpus_by": ELASTICFLOW_MAX_GPUS},
 }
 RUNS: tuple[tuple[str, dict[str, object]], ...] = (
@@ -66,6 +70,7 @@ RUNS: tuple[tuple[str, dict[str, object]], ...] = (
     ("edf", EVALUATION["edf"]),
     ("gandiva", {}),
     ("tiresias", {}),
+    ("tiresias", EVALUATION["tiresias"]),
     ("pollux", {}),
     ("elasticflow", {}),
     ("elasticflow", EVALUATION["elasticflow"]),
@@ -102,6 +107,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policies", help="comma-separated subset (default: all five)")
     parser.add_argument("--t4", type=Path, help="ElasticFlow's throughputs_T4 folder")
+    parser.add_argument(
+        "--round-anchor",
+        choices=ROUND_ANCHORS,
+        default="grid",
+        help="rounds on the 60 s grid (gpuflow's) or at events, 60 s apart at least "
+        "(ElasticFlow's simulator's slots)",
+    )
     args = parser.parse_args()
     if args.t4:
         compare_t4(args.t4)
@@ -117,7 +129,7 @@ def main() -> None:
             trace.jobs,
             make_policy(name, **options),
             ConsolidatedPlacer(cluster),
-            SimConfig(round_interval_s=60.0),
+            SimConfig(round_interval_s=60.0, round_anchor=args.round_anchor),
             trace_name=trace.name,
         )
         started = time.perf_counter()
