@@ -51,6 +51,8 @@ class ReplayArgs:
     network_model: str = "steady"
     # A queue tree's YAML file (controller.queues.spec): quotas around the policy.
     queues: str | None = None
+    # When rounds run: on the interval's grid or at events (controller.sim.events.Clock).
+    round_anchor: str = "grid"
 
 
 def add_parsers(sub: Any) -> None:
@@ -97,6 +99,15 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
         type=round_interval,
         default=60.0,
         help="seconds between rounds: 0 (at every change) or 0.001..1e6",
+    )
+    p.add_argument(
+        "--round-anchor",
+        # controller.sim.config.ROUND_ANCHORS, named here so that building the parser
+        # does not import the simulator (round_interval imports it only when used).
+        choices=("grid", "event"),
+        default="grid",
+        help="rounds at multiples of --interval (grid) or at a change, at least "
+        "--interval after the last (event: ElasticFlow's simulator's slots)",
     )
     p.add_argument("--seed", type=options.non_negative_int, default=0)
     p.add_argument("--failures", help="CSV time_s,node,event (down|up)")
@@ -155,6 +166,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         network=args.network,
         network_model=args.network_model,
         queues=args.queues,
+        round_anchor=args.round_anchor,
     )
 
 
@@ -194,6 +206,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
         queues = load_queues(ra.queues)
     config = SimConfig(
         round_interval_s=ra.interval_s,
+        round_anchor=ra.round_anchor,
         seed=ra.seed,
         failures=failures,
         max_time_s=ra.max_time_s,
