@@ -53,6 +53,8 @@ class ReplayArgs:
     queues: str | None = None
     # A throughput matrix in Gavel's JSON format (controller.model.matrix).
     throughputs: str | None = None
+    # When rounds run: on the interval's grid or at events (controller.sim.events.Clock).
+    round_anchor: str = "grid"
 
 
 def add_parsers(sub: Any) -> None:
@@ -99,6 +101,15 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
         type=round_interval,
         default=60.0,
         help="seconds between rounds: 0 (at every change) or 0.001..1e6",
+    )
+    p.add_argument(
+        "--round-anchor",
+        # controller.sim.config.ROUND_ANCHORS, named here so that building the parser
+        # does not import the simulator (round_interval imports it only when used).
+        choices=("grid", "event"),
+        default="grid",
+        help="rounds at multiples of --interval (grid) or at a change, at least "
+        "--interval after the last (event: ElasticFlow's simulator's slots)",
     )
     p.add_argument("--seed", type=options.non_negative_int, default=0)
     p.add_argument("--failures", help="CSV time_s,node,event (down|up)")
@@ -171,6 +182,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         network_model=args.network_model,
         queues=args.queues,
         throughputs=args.throughputs,
+        round_anchor=args.round_anchor,
     )
 
 
@@ -213,6 +225,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
         queues = load_queues(ra.queues)
     config = SimConfig(
         round_interval_s=ra.interval_s,
+        round_anchor=ra.round_anchor,
         seed=ra.seed,
         failures=failures,
         max_time_s=ra.max_time_s,

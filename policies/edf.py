@@ -12,8 +12,11 @@ usable GPUs last: with `gang="asked"` (the default) the GPUs each job asked for
 (`num_gpus`); with `gang="max"` its largest size (`max_gpus`), or where fewer GPUs are
 left the largest power of two of them, as ElasticFlow's own simulator runs its EDF
 baseline (scheduler.py `edf_sim_allocation` gives each job its largest profiled size,
-or the largest profiled size of the GPUs still free). docs/benchmarks.md compares both
-with the paper's figure. A job that does not fit
+or the largest profiled size of the GPUs still free). `max_gpus_by` caps the largest
+size by model (policies.size_caps): ElasticFlow's evaluation setting caps each job at
+the largest size its T4 table profiles (yolov3 at batch 64: 16 GPUs, deepspeech2 at
+batch 320: 32; bench/deadlines.py). docs/benchmarks.md compares both with the paper's
+figure. A job that does not fit
 is passed over, so smaller jobs behind it may still run. Running jobs so chosen keep
 their GPUs; the others are placed by the snapshot's placer, in order, in what is left.
 Deviation: a chosen job the placer cannot place for fragmentation waits with a reason
@@ -23,10 +26,12 @@ that says so rather than a whole repacking of the cluster.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from policies.size_caps import capped_max_gpus, check_caps
 
 GANGS = ("asked", "max")
 
@@ -34,11 +39,15 @@ GANGS = ("asked", "max")
 @dataclass(frozen=True)
 class Edf:
     gang: str = "asked"
+    # With gang="max": a job's largest size capped by model or "model:batch"
+    # (policies.size_caps); ElasticFlow's evaluation caps it at its table's sizes.
+    max_gpus_by: Mapping[str, int] = field(default_factory=dict)
     name: str = "edf"
 
     def __post_init__(self) -> None:
         if self.gang not in GANGS:
             raise ValueError(f"gang must be one of {', '.join(GANGS)}, not {self.gang!r}")
+        check_caps(self.max_gpus_by)
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         ordered = sorted(snapshot.jobs, key=deadline_key)
@@ -84,7 +93,7 @@ class Edf:
         spec = job.spec
         if self.gang == "asked" or spec.min_gpus > free_gpus:
             return spec.num_gpus
-        top = min(spec.max_gpus, free_gpus)
+        top = min(capped_max_gpus(spec, self.max_gpus_by), free_gpus)
         power = 1 << (top.bit_length() - 1)
         return power if power >= spec.min_gpus else top
 

@@ -68,6 +68,7 @@ from policies.deadline_shares import (
 )
 from policies.edf import deadline_key
 from policies.optimus_cluster import pack_fewest_servers
+from policies.size_caps import capped_max_gpus, check_caps
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,9 @@ class ElasticFlow:
     # may be promised together, its guarantee in the queue tree (docs/queues.md);
     # a queue not named is bounded by the cluster alone.
     queue_gpus: Mapping[str, int] = field(default_factory=dict)
+    # A job's largest size capped by model or "model:batch" (policies.size_caps);
+    # ElasticFlow's evaluation caps it at models.get_max_gpu (bench/deadlines.py).
+    max_gpus_by: Mapping[str, int] = field(default_factory=dict)
     name: str = "elasticflow"
     # Throughputs by (cluster, model, batch, precision, GPUs): a memo of the
     # performance model, not state (the same inputs give the same rate).
@@ -96,6 +100,7 @@ class ElasticFlow:
         for queue, gpus in self.queue_gpus.items():
             if gpus < 0:
                 raise ValueError(f"queue_gpus[{queue!r}] must be >= 0, got {gpus}")
+        check_caps(self.max_gpus_by)
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         if not isinstance(state, ElasticFlowState):
@@ -178,7 +183,8 @@ class ElasticFlow:
     def speed_curve(self, snapshot: Snapshot, job: JobView) -> Curve:
         """`job`'s iterations per second at each size it may run at (module docstring)."""
         spec, cluster = job.spec, snapshot.cluster
-        sizes = allowed_sizes(spec.min_gpus, spec.max_gpus, cluster.num_gpus)
+        top = capped_max_gpus(spec, self.max_gpus_by)
+        sizes = allowed_sizes(spec.min_gpus, top, cluster.num_gpus)
         profile = resolve(spec.model)
         batch = job.batch_size if job.batch_size is not None else spec.batch_size
         empty = GpuPool.of_cluster(cluster)

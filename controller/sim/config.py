@@ -28,11 +28,16 @@ class NodeEvent:
 # 1 ms is finer than any trace's timestamps, and 1e6 s (11.6 days) the coarsest used.
 MIN_ROUND_INTERVAL_S = 1e-3
 MAX_ROUND_INTERVAL_S = 1e6
+# When rounds run (controller.sim.events.Clock): "grid", at multiples of the interval;
+# "event", at a change, at least an interval after the last round (ElasticFlow's
+# simulator's scheduling slots: its evaluation setting, bench/deadlines.py).
+ROUND_ANCHORS = ("grid", "event")
 
 
 @dataclass(frozen=True)
 class SimConfig:
     round_interval_s: float = 60.0
+    round_anchor: str = "grid"  # one of ROUND_ANCHORS
     seed: int = 0
     # Gandiva (Xiao et al., OSDI 2018, §4.1) suspends and resumes a job at
     # mini-batch boundaries in well under a second for most jobs; 1 s is our bound.

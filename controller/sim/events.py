@@ -5,7 +5,10 @@ earliest of three sources at each step: the next arrival (`Arrivals`, the trace'
 jobs by submit time and any submitted since), the next timed event (`EventQueue`:
 completions, node events, wake-ups, re-rates) and the next round (`Clock`). A round
 runs at the first multiple of `round_interval_s` at or after anything changed
-(`Clock.request_round`); with an interval of 0 it runs at once.
+(`Clock.request_round`); with an interval of 0 it runs at once. With rounds
+anchored to events (`SimConfig.round_anchor="event"`) it runs at the change itself,
+or one interval after the last round where that is later: ElasticFlow's simulator's
+slots (scheduler.py, an event within a slot of the last one moves to its end).
 
 A completion or re-rate event carries its job's `version`; a later change of the
 job (a new speed, a stop) bumps the version, and the stale event is dropped before
@@ -174,19 +177,28 @@ def _pending_key(spec: JobSpec | None) -> tuple[float, str]:
 class Clock:
     """The virtual time and when the next round is due (None: none asked for)."""
 
-    __slots__ = ("next_round_s", "now_s", "round_interval_s")
+    __slots__ = ("by_event", "last_round_s", "next_round_s", "now_s", "round_interval_s")
 
-    def __init__(self, round_interval_s: float) -> None:
+    def __init__(self, round_interval_s: float, anchor: str = "grid") -> None:
         self.now_s = 0.0
         self.next_round_s: float | None = None
         self.round_interval_s = round_interval_s
+        self.by_event = anchor == "event"
+        self.last_round_s: float | None = None
 
     def request_round(self) -> None:
         """Something changed: make sure a round comes, at the first multiple of the
-        interval at or after now."""
+        interval at or after now (anchored to events: now, or one interval after the
+        last round where that is later)."""
         interval = self.round_interval_s
         now = self.now_s
-        at = now if interval <= 0 else math.ceil(now / interval - 1e-9) * interval
+        if interval <= 0:
+            at = now
+        elif self.by_event:
+            last = self.last_round_s
+            at = now if last is None else max(now, last + interval)
+        else:
+            at = math.ceil(now / interval - 1e-9) * interval
         if self.next_round_s is None or at < self.next_round_s:
             self.next_round_s = at
 
@@ -194,5 +206,6 @@ class Clock:
         """Whether a round is due at `t_s`; if so it is no longer pending."""
         if self.next_round_s is not None and self.next_round_s <= t_s:
             self.next_round_s = None
+            self.last_round_s = t_s
             return True
         return False

@@ -53,7 +53,7 @@ from controller.rates import RateModel
 from controller.records import JobOutcome, ReplayResult
 from controller.sim.accounting import Accounts
 from controller.sim.bandwidth import InterNodeRates
-from controller.sim.config import NodeEvent, ResumedJob, SimConfig
+from controller.sim.config import ROUND_ANCHORS, NodeEvent, ResumedJob, SimConfig
 from controller.sim.events import FINISH, NODE, RERATE, WAKE, Arrivals, Clock, EventQueue
 from controller.sim.job import SimJob
 from controller.sim.nodes import NodeStates
@@ -86,7 +86,12 @@ class Simulator:
         self.trace_name = trace_name
         self.rates = rates or RateModel(cluster)
         self._arrivals = Arrivals(jobs)
-        self._clock = Clock(self.config.round_interval_s)
+        if self.config.round_anchor not in ROUND_ANCHORS:
+            raise ValueError(
+                f"round_anchor must be one of {', '.join(ROUND_ANCHORS)}, "
+                f"not {self.config.round_anchor!r}"
+            )
+        self._clock = Clock(self.config.round_interval_s, self.config.round_anchor)
         self._events = EventQueue()
         self._table = JobTable()
         self._pool = GpuPool.of_cluster(cluster)

@@ -1,4 +1,5 @@
-"""The simulator's event heap: sweeping outdated events keeps the live ones' order."""
+"""The simulator's event heap: sweeping outdated events keeps the live ones' order;
+and its clock: when rounds run, on the grid or anchored to events."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import math
 import random
 from typing import Any
 
-from controller.sim.events import FINISH, NODE, RERATE, SWEEP_AT_LEAST, WAKE, EventQueue
+import pytest
+
+from controller.placement import ConsolidatedPlacer
+from controller.sim import SimConfig, Simulator
+from controller.sim.events import FINISH, NODE, RERATE, SWEEP_AT_LEAST, WAKE, Clock, EventQueue
 from controller.sim.job import SimJob
-from tests.builders import make_job
+from policies.registry import make_policy
+from tests.builders import make_cluster, make_job
 
 
 def _drain(queue: EventQueue, active: dict[str, SimJob]) -> list[tuple[float, int, Any]]:
@@ -54,3 +60,38 @@ def test_a_swept_heap_yields_the_live_events_of_an_unswept_one_in_order() -> Non
     taken = _drain(swept, active)
     assert taken == _drain(unswept, same_jobs)
     assert len(taken) > SWEEP_AT_LEAST // 2
+
+
+def _rounds(anchor: str, changes: list[float]) -> list[float]:
+    """When rounds run for changes at `changes` (60 s rounds): each change asks for a
+    round, and the round due by the next change runs first."""
+    clock = Clock(60.0, anchor)
+    ran: list[float] = []
+    for t in changes:
+        if clock.next_round_s is not None and clock.next_round_s <= t:
+            ran.append(clock.next_round_s)
+            assert clock.take_round(clock.next_round_s)
+        clock.now_s = t
+        clock.request_round()
+    assert clock.next_round_s is not None
+    return [*ran, clock.next_round_s]
+
+
+def test_rounds_anchored_to_events_run_at_a_change_or_a_slot_after_the_last() -> None:
+    # ElasticFlow's slots: a change more than a slot after the last round is handled
+    # at once; one within a slot of it waits to the slot's end. The grid waits for
+    # the next multiple of the interval either way.
+    assert _rounds("event", [10.0, 30.0, 200.0]) == [10.0, 70.0, 200.0]
+    assert _rounds("grid", [10.0, 30.0, 200.0]) == [60.0, 240.0]
+
+
+def test_an_unknown_round_anchor_is_refused_by_name() -> None:
+    cluster = make_cluster(nodes=1, gpus=1)
+    with pytest.raises(ValueError, match="round_anchor"):
+        Simulator(
+            cluster,
+            [make_job("a")],
+            make_policy("fifo"),
+            ConsolidatedPlacer(cluster),
+            SimConfig(round_anchor="slot"),
+        )

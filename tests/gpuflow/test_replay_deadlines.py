@@ -68,3 +68,29 @@ def test_a_mapping_option_takes_its_policy_scope(
     bounded = json.loads(capsys.readouterr().out)["deadlines_met"]
     assert main(args) == 0
     assert bounded < json.loads(capsys.readouterr().out)["deadlines_met"]
+
+
+def test_replay_round_anchor_event_runs_rounds_at_arrivals(
+    sliced: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # On the grid a job waits for the next multiple of 60 s; anchored to events it
+    # starts at its arrival (ElasticFlow's slots): job 1 arrives at 2,065 s, over a
+    # slot after the last round, with GPUs free.
+    starts = {}
+    for anchor in ("grid", "event"):
+        out = tmp_path / anchor
+        argv = ["replay", str(sliced), "-p", "edf", "-c", "g4dn-12xlarge:2", "--out", str(out)]
+        assert main([*argv, "--round-anchor", anchor]) == 0
+        with (out / "jobs.csv").open() as f:
+            starts[anchor] = {j["job_id"]: float(j["first_start_s"]) for j in csv.DictReader(f)}
+    capsys.readouterr()
+    assert starts["grid"]["1"] % 60 == 0 and starts["grid"]["1"] > 2065
+    assert starts["event"]["1"] == 2065
+
+
+def test_an_unknown_round_anchor_is_a_usage_error(
+    sliced: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["replay", str(sliced), "-p", "edf", "-c", "4x4", "--round-anchor", "slot"])
+    assert "--round-anchor" in capsys.readouterr().err

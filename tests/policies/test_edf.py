@@ -4,6 +4,8 @@ it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from controller.model import Allocation, JobStatus, JobView, Snapshot
@@ -66,3 +68,26 @@ def test_gang_max_gives_the_largest_size_then_a_power_of_two_of_what_is_left() -
 def test_an_unknown_gang_is_refused_by_name() -> None:
     with pytest.raises(UnknownPolicyError, match="gang"):
         make_policy("edf", gang="biggest")
+
+
+def test_max_gpus_by_caps_gang_max_by_model_and_batch() -> None:
+    # ElasticFlow's evaluation setting: a job runs at most at the largest size its
+    # throughput table profiles; "model:batch" is read before "model".
+    yolo = replace(
+        make_job("yolo", 1, model="yolov3", min_gpus=1, max_gpus=8, deadline_s=100.0),
+        batch_size=64,
+    )
+    other = make_job("other", 1, min_gpus=1, max_gpus=8, deadline_s=200.0)
+    caps = {"yolov3:64": 2, "yolov3": 8, "resnet50": 4}
+    policy = make_policy("edf", gang="max", max_gpus_by=caps)
+    plan = policy.schedule(_snapshot([make_view(yolo), make_view(other)], nodes=2), None)
+    assert {k: a.num_gpus for k, a in plan.run.items()} == {"yolo": 2, "other": 4}
+    views = [make_view(yolo), make_view(other)]
+    uncapped = Edf(gang="max").schedule(_snapshot(views, nodes=2), None)
+    assert {k: a.num_gpus for k, a in uncapped.run.items()} == {"yolo": 8}
+
+
+@pytest.mark.parametrize("caps", [{"yolov3": 0}, {"yolov3:big": 4}, {":64": 4}])
+def test_a_bad_size_cap_is_refused_by_name(caps: dict[str, int]) -> None:
+    with pytest.raises(UnknownPolicyError, match="max_gpus_by"):
+        make_policy("edf", gang="max", max_gpus_by=caps)

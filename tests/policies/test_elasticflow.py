@@ -180,3 +180,26 @@ def test_a_queues_guarantee_bounds_what_its_deadline_jobs_are_promised() -> None
 def test_a_negative_queue_bound_is_refused_by_name() -> None:
     with pytest.raises(UnknownPolicyError, match="queue_gpus"):
         make_policy("elasticflow", queue_gpus={"a": -1})
+
+
+def test_max_gpus_by_caps_the_sizes_elasticflow_plans_with() -> None:
+    # ElasticFlow's evaluation caps ncf at 1 GPU (models.get_max_gpu on T4): its
+    # speed curve, and so its shares and growth, stop there.
+    cluster = make_cluster(nodes=2, gpus=4)
+    spec = make_job("ncf", 1, model="ncf", min_gpus=1, max_gpus=8, deadline_s=600.0)
+    view = make_view(spec)
+    placer = ConsolidatedPlacer(cluster)
+    snapshot = Snapshot(now_s=0.0, cluster=cluster, jobs=(view,), placer=placer)
+    assert ElasticFlow().speed_curve(snapshot, view).sizes == (1, 2, 4, 8)
+    capped = make_policy("elasticflow", max_gpus_by={"ncf": 1})
+    assert isinstance(capped, ElasticFlow)
+    assert capped.speed_curve(snapshot, view).sizes == (1,)
+    result = Simulator(
+        cluster,
+        [replace(spec, duration_s=800.0, deadline_s=86400.0)],
+        capped,
+        ConsolidatedPlacer(cluster),
+        SimConfig(round_interval_s=0.0, check_plans=True),
+    ).run()
+    (out,) = result.jobs
+    assert out.attained_gpu_s / out.executed_s == pytest.approx(1.0, rel=0.05)
