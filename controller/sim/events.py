@@ -7,7 +7,7 @@ completions, node events, wake-ups, re-rates) and the next round (`Clock`). A ro
 runs at the first multiple of `round_interval_s` at or after anything changed
 (`Clock.request_round`); with an interval of 0 it runs at once. With rounds
 anchored to events (`SimConfig.round_anchor="event"`) it runs at the change itself,
-or one interval after the last round where that is later: ElasticFlow's simulator's
+or one interval after the last round if that comes after it: ElasticFlow's simulator's
 slots (scheduler.py, an event within a slot of the last one moves to its end).
 
 A completion or re-rate event carries its job's `version`; a later change of the
