@@ -25,6 +25,7 @@ from api.settings import Settings
 from api.whatif import Gate, observe
 from controller.model import JobStatus
 from controller.whatif import Limits, WhatIfTooLarge, forecast
+from policies.registry import UnknownPolicyError
 
 # How long one forecast answers for: about two polls of the job page (dashboard.js).
 MEMO_S = 10.0
@@ -82,8 +83,8 @@ class Forecasts:
             observed = observe(backend, settings, policy)
             try:
                 result = forecast(observed.state, [observed.active_policy], LIMITS)
-            except WhatIfTooLarge:
-                return None
+            except (WhatIfTooLarge, UnknownPolicyError):  # too many jobs; cluster mode
+                return None  # before the API has read the operator's policy: "unknown"
         finish = result[observed.active_policy].finish_s
         submits = {j.spec.job_id: j.spec.submit_s for j in observed.state.jobs}
         now_s = observed.state.now_s
