@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.local import row_spec
+from api.routes.whatif import GATE as WHATIF_GATE
 from api.settings import Settings
 from tests.api.builders import auth, job_spec, submit, wait_for
 
@@ -142,3 +143,17 @@ def test_a_job_carries_its_deadline_beside_the_what_if_predicted_finish(
     # The list stays cheap: no forecast there.
     listed = client.get(JOBS, headers=alice).json()["data"]
     assert all(j["predicted_finish_s"] is None for j in listed)
+
+
+def test_while_a_what_if_runs_a_deadline_job_has_no_prediction_and_no_wait(
+    client: TestClient,
+) -> None:
+    alice = auth(client, "alice", "vision")
+    job = submit(client, alice, num_gpus=8, duration_s=1e4, deadline_s=2e4)
+    # Running, as the list says (it forecasts nothing, so nothing is kept for later).
+    wait_for(lambda: client.get(JOBS, headers=alice).json()["data"][0]["status"] == "Running")
+    with WHATIF_GATE:  # as POST /whatif holds it
+        body = _job(client, alice, job["id"])
+    assert body["deadline_s"] == 2e4 and body["deadline"] is not None
+    assert body["predicted_finish_s"] is None and body["on_track"] is None
+    assert _job(client, alice, job["id"])["on_track"] is True  # the gate free again
