@@ -228,18 +228,20 @@ def _demand(job: JobView, now_s: float, curve: Curve) -> Demand:
 
 
 def _refusal(job: JobView, demand: Demand, now_s: float, capacity: int) -> Reason:
-    """Why `job` is refused: what it would need, and by when."""
+    """Why `job` is refused: what it would need, and by when. A job no share can finish
+    in time is told so in terms of itself alone (its deadline after its submission, its
+    work's time on its most GPUs), so that the reason reads the same on every clock:
+    REST, replay and the operator alike (issue 32's admission Show)."""
     alone = min_share(now_s, capacity, demand)
     steps = f"{demand.remaining:.0f} iterations"
     due = f"its deadline at {demand.due_s:.0f} s"
     if alone is None:
         top = demand.curve.sizes[-1] if demand.curve.sizes else 0
         speed = demand.curve.speed(top)
-        finish = f"{now_s + demand.remaining / speed:.0f} s" if speed > 0 else "never"
-        return Reason(
-            REFUSED,
-            f"no share meets {due}: its {steps} on {top} GPUs would end at {finish}",
-        )
+        takes = f"take {demand.remaining / speed:.0f} s" if speed > 0 else "never end"
+        after = f"its deadline {job.spec.deadline_s or 0.0:.0f} s after submission"
+        gpus = f"{top} GPU" + ("" if top == 1 else "s")
+        return Reason(REFUSED, f"no share meets {after}: its {steps} on {gpus} {takes}")
     return Reason(
         REFUSED,
         f"needs {alone.gpus} GPUs from {now_s:.0f} s to {alone.finish_s:.0f} s to do its "

@@ -6,6 +6,7 @@ A job of another tenant is answered exactly like a job that does not exist (404)
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
@@ -16,7 +17,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
-from api.deps import BackendDep, CurrentUser, MaybeBackendDep, SessionDep, can_see
+from api.deadline_outlook import Forecasts, needs_forecast, outlook
+from api.deps import BackendDep, CurrentUser, MaybeBackendDep, SessionDep, SettingsDep, can_see
 from api.idempotency import (
     KeyReused,
     KeyTaken,
@@ -27,6 +29,8 @@ from api.idempotency import (
 )
 from api.models import IDEMPOTENCY_KEY_LEN, Job, JobEvent, JobMetric, User, utcnow
 from api.redaction import redact_texts
+from api.routes.policies import active_policy_name
+from api.routes.whatif import GATE as WHATIF_GATE
 from api.schemas.common import Limit, Name, Responses, Skip
 from api.schemas.jobs import (
     JobCreate,
@@ -45,6 +49,7 @@ from controller.model import JobStatus
 from operators.resources import ADMITTED, BACKOFF, INVALID, UNSCHEDULABLE
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+FORECASTS = Forecasts()  # the deadline jobs' predicted finishes, shared by GET /jobs/{id}
 NOT_FOUND: Responses = {404: {"description": "no such job (or another tenant's)"}}
 # Statuses of a job that waits with a reason; the last three only in cluster mode,
 # where a job's status is its DLJob's phase.
@@ -252,8 +257,24 @@ def public_jobs(session: Session, user: User, rows: list[Job]) -> list[JobPublic
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
-def get_job(job_id: str, session: SessionDep, user: CurrentUser) -> JobPublic:
-    return public_jobs(session, user, [visible_job(session, user, job_id)])[0]
+def get_job(
+    job_id: str,
+    request: Request,
+    session: SessionDep,
+    user: CurrentUser,
+    backend: MaybeBackendDep,
+    settings: SettingsDep,
+) -> JobPublic:
+    """The job; with a deadline, that deadline beside its predicted finish."""
+    job = visible_job(session, user, job_id)
+    public = public_jobs(session, user, [job])[0]
+    if job.deadline_s is None:
+        return public
+    predicted = None
+    if backend is not None and needs_forecast(job):
+        policy = active_policy_name(request)
+        predicted = FORECASTS.predicted(job.id, backend, settings, policy, WHATIF_GATE)
+    return public.model_copy(update=asdict(outlook(job, predicted)))
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic, responses={**NOT_FOUND, 409: {}})

@@ -168,6 +168,21 @@ class JobPublic(Public):
     deadline_s: float | None = Field(
         default=None, description="seconds after submission by which it must finish"
     )
+    deadline: datetime | None = Field(
+        default=None, description="GET /jobs/{id}: the deadline, its submission plus deadline_s"
+    )
+    predicted_finish_s: float | None = Field(
+        default=None,
+        description="GET /jobs/{id}, with a deadline: seconds after submission it finishes, as"
+        " the what-if forecasts under the active policy (a finished job's actual finish)",
+    )
+    predicted_finish: datetime | None = Field(
+        default=None, description="its submission plus predicted_finish_s"
+    )
+    on_track: bool | None = Field(
+        default=None,
+        description="predicted_finish_s within deadline_s (false once refused; null: unknown)",
+    )
     reason_code: str | None
     reason_message: str | None
     progress: float

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.local import row_spec
+from api.routes.whatif import GATE as WHATIF_GATE
 from api.settings import Settings
 from tests.api.builders import auth, job_spec, submit, wait_for
 
@@ -114,3 +115,45 @@ def test_elasticflow_refuses_a_job_no_share_can_finish_and_runs_one_that_can(
         lambda: (j := _job(client, alice, feasible["id"]))["status"] == "Succeeded" and j
     )
     assert done["finish_s"] - done["submit_s"] <= 5000.0
+
+
+def test_a_job_carries_its_deadline_beside_the_what_if_predicted_finish(
+    client: TestClient,
+) -> None:
+    alice = auth(client, "alice", "vision")
+    # FIFO on 2x4: `first` runs alone on the 8 GPUs for 1e4 s; `late` waits for it.
+    first = submit(client, alice, num_gpus=8, duration_s=1e4, deadline_s=2e4)
+    wait_for(lambda: _job(client, alice, first["id"])["status"] == "Running")
+    late = submit(client, alice, num_gpus=8, duration_s=1e3, deadline_s=5e3)
+    best_effort = submit(client, alice, num_gpus=8, duration_s=1e3)
+    on_time = _job(client, alice, first["id"])
+    assert on_time["on_track"] is True
+    assert 0 < on_time["predicted_finish_s"] <= 1e4 + 60  # its own run, begun at once
+    submitted = datetime.fromisoformat(on_time["created_at"])
+    assert datetime.fromisoformat(on_time["deadline"]) == submitted + timedelta(seconds=2e4)
+    finish = datetime.fromisoformat(on_time["predicted_finish"])
+    assert finish == submitted + timedelta(seconds=on_time["predicted_finish_s"])
+    # Once the scheduler holds it (a sync away), the forecast takes it in.
+    behind = wait_for(lambda: (j := _job(client, alice, late["id"]))["on_track"] is not None and j)
+    assert behind["on_track"] is False
+    assert behind["predicted_finish_s"] > 1e4  # after `first`, past its 5e3 s
+    plain = _job(client, alice, best_effort["id"])
+    assert plain["deadline"] is None and plain["predicted_finish_s"] is None
+    assert plain["on_track"] is None
+    # The list stays cheap: no forecast there.
+    listed = client.get(JOBS, headers=alice).json()["data"]
+    assert all(j["predicted_finish_s"] is None for j in listed)
+
+
+def test_while_a_what_if_runs_a_deadline_job_has_no_prediction_and_no_wait(
+    client: TestClient,
+) -> None:
+    alice = auth(client, "alice", "vision")
+    job = submit(client, alice, num_gpus=8, duration_s=1e4, deadline_s=2e4)
+    # Running, as the list says (it forecasts nothing, so nothing is kept for later).
+    wait_for(lambda: client.get(JOBS, headers=alice).json()["data"][0]["status"] == "Running")
+    with WHATIF_GATE:  # as POST /whatif holds it
+        body = _job(client, alice, job["id"])
+    assert body["deadline_s"] == 2e4 and body["deadline"] is not None
+    assert body["predicted_finish_s"] is None and body["on_track"] is None
+    assert _job(client, alice, job["id"])["on_track"] is True  # the gate free again

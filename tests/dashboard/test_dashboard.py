@@ -103,6 +103,24 @@ def test_a_job_page_charts_its_reported_metrics(watched: Watched, server: LiveSe
     watched.assert_clean()
 
 
+def test_a_job_page_shows_its_deadline_beside_its_predicted_finish(
+    watched: Watched, server: LiveServer
+) -> None:
+    alice = auth(server.app, "alice", "research")
+    # Alone on the cluster: it finishes after its 1e4 s, within its 2e4 s (5h 33m 20s).
+    job = submit(server, alice, name="due", num_gpus=8, duration_s=1e4, deadline_s=2e4)
+    waiting.wait_for("it to run", lambda: job_status(server, alice, job["id"]) == "Running")
+    sign_in(watched, server, alice)
+    watched.page.goto(f"{server.url}/#/job/{job['id']}")
+    expect(watched.page.locator('[data-field="deadline"]')).to_contain_text(
+        "5h 33m after submission"
+    )
+    predicted = watched.page.locator('[data-field="predicted finish"]')
+    expect(predicted).to_contain_text("after submission")
+    expect(predicted).to_contain_text(": on track")
+    watched.assert_clean()
+
+
 @pytest.mark.parametrize(("path", "rendered"), [("/docs", ".swagger-ui .info"), ("/redoc", "h1")])
 def test_api_docs_render_from_the_server_alone(
     watched: Watched, server: LiveServer, path: str, rendered: str

@@ -3,18 +3,25 @@ best-effort job, refused naming the field when malformed (by the CRD schema on t
 API server and by `job_spec`); and the API's manifest of a REST job with a deadline
 carries it. Live, under `elasticflow`, with real worker processes: a job that can make
 its deadline is admitted and meets it, one no share can finish in time fails at once
-as Refused, with a Warning event saying why."""
+as Refused, with a Warning event saying why. The same hopeless job through REST (local
+mode), a one-job replay and the operator is refused with the same reason (the Show)."""
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
 import pytest
+from fastapi.testclient import TestClient
 
+from api.app import create_app
 from api.dljob_manifest import dljob_manifest
 from api.schemas.jobs import JobCreate
+from gpuflow.cli import main
 from operators.resources import job_spec, parse_time
+from tests.api.builders import auth, migrated_sqlite, submit, wait_for
 from tests.operators.builders import make_dljob
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import running_operator, wait_phases
@@ -105,3 +112,51 @@ def test_live_elasticflow_meets_one_deadline_and_refuses_the_other(
     done = api.get_dljob("default", "fine")
     due_s = parse_time(done["metadata"]["creationTimestamp"]) + 600
     assert parse_time(done["status"]["completionTime"]) <= due_s
+
+
+# One hopeless job in each backend's terms: an hour of ResNet-50 on its one GPU, due 5 s
+# after submission, on DGX-1 V100 nodes (the operator tests' nodes; the preset in REST
+# and replay).
+HOPELESS_WORK_S, HOPELESS_DUE_S, DGX1 = 3600, 5, "dgx1-v100:2"
+
+
+def _rest_refusal(tmp_path: Path) -> str:
+    settings = migrated_sqlite(tmp_path / "rest", cluster=DGX1, policy="elasticflow")
+    with TestClient(create_app(settings)) as client:
+        alice = auth(client, "alice", "vision")
+        spec = {"num_gpus": 1, "duration_s": HOPELESS_WORK_S, "deadline_s": HOPELESS_DUE_S}
+        job = submit(client, alice, **spec)
+
+        def refused() -> str | None:
+            body = client.get(f"/api/v1/jobs/{job['id']}", headers=alice).json()
+            return body["reason_message"] if body["reason_code"] == "Refused" else None
+
+        message: str = wait_for(refused)
+    return message
+
+
+def _replay_refusal(tmp_path: Path) -> str:
+    trace = tmp_path / "hopeless.csv"
+    row = f"hopeless,0,1,resnet50,{HOPELESS_WORK_S},{HOPELESS_DUE_S}"
+    trace.write_text(f"job_id,submit_s,num_gpus,model,duration_s,deadline_s\n{row}\n")
+    out = tmp_path / "replay"
+    assert main(["replay", str(trace), "-p", "elasticflow", "-c", DGX1, "--out", str(out)]) == 0
+    with (out / "jobs.csv").open() as f:
+        (job,) = list(csv.DictReader(f))
+    return job["refused"]
+
+
+def test_a_hopeless_deadline_is_refused_with_one_reason_in_rest_replay_and_the_operator(
+    gpu_cluster: RealCluster, tmp_path: Path
+) -> None:
+    api = gpu_cluster.api
+    hopeless = dljob("hopeless", HOPELESS_DUE_S)
+    hopeless["spec"]["expectedDurationSeconds"] = HOPELESS_WORK_S
+    api.create_dljob("default", hopeless)
+    with running_operator(gpu_cluster.client, policy="elasticflow"):
+        wait_phases(api, "Failed", ["hopeless"])
+    live = api.get_dljob("default", "hopeless")["status"]["message"]
+    assert live.startswith("no share meets its deadline 5 s after submission: its ")
+    assert live.endswith(" iterations on 1 GPU take 3600 s")
+    assert _rest_refusal(tmp_path) == live
+    assert _replay_refusal(tmp_path) == live

@@ -21,6 +21,8 @@ import { announce, api, byId, clockName, duration, el, FINISHED, instant, reason
  * @typedef {{state: string, from_s: number|null, to_s: number|null, decision: string,
  *   reason: string, preempted_by: JobRef[], allocation: Placed[]|null}} Interval
  * @typedef {{job_id: string, status: string, now_s: number|null, intervals: Interval[]}} Timeline
+ * @typedef {{deadline_s: number|null, deadline: string|null, predicted_finish_s: number|null,
+ *   predicted_finish: string|null, on_track: boolean|null}} Outlook
  */
 
 /** @type {any} */
@@ -85,6 +87,7 @@ export function jobPage(jobId) {
         ["Nodes", job.nodes || "—"], ["Restarts", String(job.restarts)],
         ["Position in queue", position === null || position === undefined ? "—" : String(position)],
         ["Why it waits", WAITING.includes(job.status) ? reasonText(job) : "—"],
+        ...deadlineFields(/** @type {any} */ (job)),
       ];
       byId("job-fields").replaceChildren(...fields.flatMap(([k, v]) =>
         [el("dt", {}, k), el("dd", { "data-field": k.toLowerCase() }, v)]));
@@ -96,6 +99,20 @@ export function jobPage(jobId) {
       drawCharts(metrics.data, plots);
     },
   };
+}
+
+/** A deadline job's deadline beside its predicted finish (GET /jobs/{id} forecasts it as
+ * the what-if page does, under the active policy); none for a best-effort job.
+ * @param {Outlook} job @returns {[string, string][]} */
+function deadlineFields(job) {
+  if (job.deadline_s === null || job.deadline_s === undefined) return [];
+  /** @param {number} s @param {string|null} at */
+  const when = (s, at) => `${duration(s)} after submission` +
+    (at ? ` (${new Date(at).toLocaleString()})` : "");
+  const predicted = job.predicted_finish_s === null
+    ? "not forecast" : when(job.predicted_finish_s, job.predicted_finish);
+  const verdict = job.on_track === null ? "unknown" : job.on_track ? "on track" : "misses its deadline";
+  return [["Deadline", when(job.deadline_s, job.deadline)], ["Predicted finish", `${predicted}: ${verdict}`]];
 }
 
 /** @param {string} jobId @param {Page} page */
