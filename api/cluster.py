@@ -24,7 +24,6 @@ import time
 from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
 from sqlalchemy import delete, insert, update
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -35,6 +34,7 @@ from api.dljob_follower import Follower
 from api.dljob_manifest import dljob_manifest, dljob_name
 from api.dljob_reaper import DLJobRef, Reaper
 from api.errors import one_line
+from api.field_errors import invalid
 from api.idempotency import KeyTaken, claim_batch
 from api.job_close import close
 from api.kube_describe import describe_kube
@@ -129,9 +129,7 @@ class ClusterModeBackend:
         image = body.image or self.image
         if not image:
             msg = "required in cluster mode (the service has no default, GPUFLOW_KUBE_IMAGE)"
-            raise RequestValidationError(
-                [{"loc": ("body", "image"), "type": "missing", "msg": msg, "input": None}]
-            )
+            raise invalid(("body", "image"), msg, None, kind="missing")
         job["dljob_namespace"] = self.namespace
         job["dljob_name"] = dljob_name(job["name"], job["id"])
         manifest = dljob_manifest(job, body, image)
@@ -178,9 +176,7 @@ class ClusterModeBackend:
                 session.execute(delete(Job).where(Job.id == job["id"]))
                 session.commit()
             if status_code(exc) in (400, 422):
-                raise RequestValidationError(
-                    [{"loc": ("body",), "type": "value_error", "msg": _message(exc), "input": None}]
-                ) from None
+                raise invalid(("body",), _message(exc), None) from None
             raise BackendUnavailable(f"Kubernetes API: {_message(exc)}") from None
         try:
             metrics_secrets.set_owner(self.api, created)

@@ -37,6 +37,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.field_errors import invalid
 from api.models import IDEMPOTENCY_KEY_LEN, IdempotencyKey, Job, User, utcnow
 
 # How long a key is remembered: a day, as Stripe's API keeps its idempotency keys;
@@ -80,13 +81,7 @@ class KeyTaken(RuntimeError):
 
 def reused_error(exc: KeyReused, scope: str) -> RequestValidationError:
     """The 422 of a key reused on `scope`, naming the header."""
-    error = {
-        "loc": ("header", "Idempotency-Key"),
-        "type": "value_error",
-        "msg": exc.message(scope),
-        "input": exc.key,
-    }
-    return RequestValidationError([error])
+    return invalid(("header", "Idempotency-Key"), exc.message(scope), exc.key)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from fastapi import Request
 from fastapi.dependencies.models import Dependant
-from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+
+from api.field_errors import field_error, invalid_all
 
 # id(route) -> (route, its query parameters' names); routes are not hashable.
 _known: dict[int, tuple[APIRoute, frozenset[str]]] = {}
@@ -27,16 +28,10 @@ def refuse_unknown_query(request: Request) -> None:
     known = entry[1]
     unknown = [name for name in request.query_params if name not in known]
     if unknown:
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("query", name),
-                    "type": "extra_forbidden",
-                    "msg": f"unknown query parameter; this route takes: {sorted(known)}",
-                    "input": request.query_params[name],
-                }
-                for name in dict.fromkeys(unknown)
-            ]
+        msg = f"unknown query parameter; this route takes: {sorted(known)}"
+        raise invalid_all(
+            field_error(("query", name), msg, request.query_params[name], "extra_forbidden")
+            for name in dict.fromkeys(unknown)
         )
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.job import FRAGMENTED, does_not_fit
 from policies.size_caps import capped_max_gpus, check_caps
 
 GANGS = ("asked", "max")
@@ -79,7 +80,7 @@ class Edf:
             alloc = snapshot.placer.place(pool, job, size[job.job_id])
             if alloc is None:
                 reasons[job.job_id] = Reason(
-                    "Fragmented",
+                    FRAGMENTED,
                     f"its turn by deadline came, but no placement of its {size[job.job_id]} "
                     f"GPUs fits the {pool.total_free} free",
                 )
@@ -111,6 +112,4 @@ def deadline_key(job: JobView) -> tuple[float, float, str]:
 def _later(job: JobView, gpus: int) -> Reason:
     due = job.spec.due_s
     when = "has no deadline" if due is None else f"is due at {due:.0f} s"
-    return Reason(
-        "QueuedBehind", f"needs {gpus} GPUs; it {when}, and jobs due earlier hold the cluster"
-    )
+    return does_not_fit(gpus, f"it {when}, and jobs due earlier hold the cluster", "QueuedBehind")

@@ -56,7 +56,7 @@ from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
 from controller.model.catalog import resolve
-from controller.model.job import REFUSED
+from controller.model.job import FRAGMENTED, REFUSED
 from controller.model.perf import throughput_ips
 from policies.deadline_shares import (
     Curve,
@@ -320,7 +320,7 @@ def _place(
         alloc = pack_fewest_servers(pool, sizes[job_id])
         if alloc is None:  # only when nodes are down or cordoned
             reasons[job_id] = Reason(
-                "Fragmented", f"given {sizes[job_id]} GPUs but no placement of them fits"
+                FRAGMENTED, f"given {sizes[job_id]} GPUs but no placement of them fits"
             )
             continue
         pool.take(alloc, jobs[job_id].spec.gpu_mem_mib)

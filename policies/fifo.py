@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.job import short_of_gpus
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,4 @@ def fifo_key(job: JobView) -> tuple[int, float, str]:
 
 
 def _no_room(job: JobView, free: int) -> Reason:
-    need = job.spec.num_gpus
-    if free >= need:
-        return Reason(
-            "Fragmented", f"needs {need} GPUs; {free} are free but no placement fits the gang"
-        )
-    return Reason("InsufficientGpus", f"needs {need} GPUs; {free} are free")
+    return short_of_gpus(job.spec.num_gpus, free, " but no placement fits the gang")

@@ -77,6 +77,7 @@ from types import MappingProxyType
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.job import short_of_gpus
 from policies.gandiva_moves import consolidate, defragment, grow, movers_by_node, shrink_for
 from policies.gandiva_packing import Pack, PackOptions, introspect, pack_waiting
 from policies.gandiva_queue import RoundRobin, WaitingKinds, Walk, gandiva_key, waiting_kinds
@@ -295,9 +296,7 @@ def _explain(work: Work, queue: RoundRobin, waiting: int) -> Reason:
 def _waiting_reason(n: int, free: int, same_size_runs: bool) -> Reason:
     if same_size_runs:
         return Reason("TimeSliced", f"waits for a {n}-GPU job's time slice to end (round-robin)")
-    if free >= n:
-        return Reason("Fragmented", f"needs {n} GPUs; {free} are free but scattered")
-    return Reason("InsufficientGpus", f"needs {n} GPUs; {free} are free")
+    return short_of_gpus(n, free, " but scattered")
 
 
 def _slices(work: Work, prev: Mapping[str, float]) -> dict[str, float]:

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.job import does_not_fit
 from controller.model.matrix import ModelTypeRates
 from policies import gavel_allocation
 from policies.gavel_rounds import Counters, assign, place_on_type, priorities
@@ -124,9 +125,7 @@ class Gavel:
         )
         run, ran_on = _placements(snapshot, jobs, types, chosen)
         reasons = {
-            j.job_id: Reason(
-                "NoGpuTypeFits", f"needs {j.spec.num_gpus} GPUs; no GPU type has that many"
-            )
+            j.job_id: does_not_fit(j.spec.num_gpus, "no GPU type has that many", "NoGpuTypeFits")
             for j in jobs
             if not any(rates[j.job_id])
         }

@@ -92,6 +92,7 @@ from controller.model import (
     Snapshot,
 )
 from controller.model.catalog import resolve
+from controller.model.job import does_not_fit
 from controller.model.work import work_per_step
 from policies.optimus_cluster import (
     Profiler,
@@ -305,11 +306,8 @@ class Optimus:
                 index[est.job.job_id] = 0
                 budget -= need
             else:
-                reasons[est.job.job_id] = Reason(
-                    "InsufficientGpus",
-                    f"needs {need} GPUs; {holders} hold "
-                    f"the {budget if budget > 0 else 'no'} others",
-                )
+                others = budget if budget > 0 else "no"
+                reasons[est.job.job_id] = does_not_fit(need, f"{holders} hold the {others} others")
         by_id = {e.job.job_id: (rank, e) for rank, e in enumerate(estimates)}
         heap: list[tuple[float, int, str, int]] = []
         for job_id in index:

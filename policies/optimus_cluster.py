@@ -14,6 +14,7 @@ import numpy as np
 
 from controller.model import Allocation, Cluster, GpuPool, JobView, Reason, Snapshot
 from controller.model.catalog import resolve
+from controller.model.job import FRAGMENTED
 from controller.model.perf import throughput_ips
 from policies.optimus_fit import fit_speed, predict_speed
 
@@ -124,7 +125,7 @@ def place(
                 break
         if alloc is None:
             reasons[job.job_id] = Reason(
-                "Fragmented",
+                FRAGMENTED,
                 f"given {want} GPUs but no placement of {least} fits the free GPUs",
             )
             continue

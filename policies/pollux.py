@@ -117,6 +117,7 @@ import numpy as np
 
 from controller.model import Allocation, JobStatus, JobView, Plan, Reason, Snapshot
 from controller.model.catalog import ModelProfile, resolve
+from controller.model.job import does_not_fit
 from policies.pollux_goodput import (
     AppKey,
     app_key,
@@ -286,9 +287,7 @@ class Pollux:
         for view in order:
             spec = view.spec
             if spec.min_gpus > total:
-                reasons[view.job_id] = Reason(
-                    "InsufficientGpus", f"needs {spec.min_gpus} GPUs; {total} are up"
-                )
+                reasons[view.job_id] = does_not_fit(spec.min_gpus, f"{total} are up")
                 continue
             profile = resolve(spec.model)
             lo = spec.min_gpus

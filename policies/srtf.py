@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.job import FRAGMENTED
 
 # Up to this many jobs per GPU alive, sorting every job costs less than walking the
 # ordered queue (a C sort against a heap step per job chosen; about as many jobs are
@@ -86,7 +87,7 @@ class Srtf:
                 alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
                 if alloc is None:
                     reasons[job.job_id] = Reason(
-                        "Fragmented",
+                        FRAGMENTED,
                         f"among the shortest jobs but no placement of "
                         f"{job.spec.num_gpus} GPUs fits",
                     )

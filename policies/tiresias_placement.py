@@ -12,6 +12,7 @@ from functools import cache
 
 from controller.model import Allocation, GpuPool, JobView, Reason, Snapshot
 from controller.model.catalog import resolve
+from controller.model.job import FRAGMENTED, INSUFFICIENT_GPUS, does_not_fit
 
 
 def place(
@@ -30,8 +31,8 @@ def place(
             )
     if alloc is None:
         free = pool.total_free
-        code = "Fragmented" if free >= need else "InsufficientGpus"
-        return Reason(code, f"Q{q}: needs {need} GPUs; {free} are free, no placement fits")
+        code = FRAGMENTED if free >= need else INSUFFICIENT_GPUS
+        return does_not_fit(need, f"{free} are free, no placement fits", code, where=f"Q{q}: ")
     return alloc
 
 

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -19,12 +18,15 @@ from sqlalchemy.orm import Session
 from api.backends import JobBackend
 from api.deadline_outlook import Forecasts, needs_forecast, outlook
 from api.deps import BackendDep, CurrentUser, MaybeBackendDep, SessionDep, SettingsDep, can_see
+from api.field_errors import invalid
 from api.idempotency import (
+    JOBS,
     KeyReused,
     KeyTaken,
     fingerprint,
     first_answer,
     job_claim,
+    reused_error,
     update_answer,
 )
 from api.models import IDEMPOTENCY_KEY_LEN, Job, JobEvent, JobMetric, User, utcnow
@@ -100,16 +102,8 @@ async def submit_job(
     """
     capacity = backend.gpu_capacity()
     if capacity is not None and body.num_gpus > capacity:
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("body", "num_gpus"),
-                    "type": "value_error",
-                    "msg": f"more GPUs than the cluster has ({capacity})",
-                    "input": body.num_gpus,
-                }
-            ]
-        )
+        msg = f"more GPUs than the cluster has ({capacity})"
+        raise invalid(("body", "num_gpus"), msg, body.num_gpus)
     if idempotency_key is not None:
         return await submit_once(request, body, user, backend, idempotency_key)
     secret = new_token()
@@ -129,16 +123,9 @@ def new_job(
     try:
         spec["deadline_s"] = body.deadline_after(now)
     except ValueError as exc:
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("body", "deadline"),
-                    "type": "value_error",
-                    "msg": f"the deadline must be in the future, within reach: {exc}",
-                    "input": body.deadline.isoformat() if body.deadline else None,
-                }
-            ]
-        ) from None
+        msg = f"the deadline must be in the future, within reach: {exc}"
+        deadline = body.deadline.isoformat() if body.deadline else None
+        raise invalid(("body", "deadline"), msg, deadline) from None
     job = {
         "id": job_id,
         "tenant": user.tenant,
@@ -185,17 +172,8 @@ async def submit_once(
     sessions = request.app.state.sessions
     try:
         earlier = await run_in_threadpool(first_answer, sessions, user.id, key, body_fingerprint)
-    except KeyReused:
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("header", "Idempotency-Key"),
-                    "type": "value_error",
-                    "msg": "already used for a request with another body (keys last 24 h)",
-                    "input": key,
-                }
-            ]
-        ) from None
+    except KeyReused as exc:
+        raise reused_error(exc, JOBS) from None
     if earlier is None:
         if isinstance(taken, IntegrityError):
             raise taken  # not the key: another constraint refused the row (409)

@@ -14,11 +14,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
 
 from api.backends import BackendUnavailable, JobBackend, LocalBackend
 from api.deps import AdminUser, BackendDep, CurrentUser
 from api.errors import unavailable
+from api.field_errors import invalid
 from api.schemas.cluster import PoliciesPublic, PolicyPublic, PolicySwitch
 from policies.registry import POLICIES, UnknownPolicyError, make_policy, policy_names
 
@@ -84,16 +84,7 @@ def switch_policy(body: PolicySwitch, user: AdminUser, backend: BackendDep) -> P
     try:
         policy = make_policy(body.name)
     except UnknownPolicyError as exc:
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("body", "name"),
-                    "type": "value_error",
-                    "msg": str(exc),
-                    "input": body.name,
-                }
-            ]
-        ) from None
+        raise invalid(("body", "name"), str(exc), body.name) from None
     if isinstance(backend, LocalBackend):
         backend.local.set_policy(policy, user.name)
         return _public(policy.name, backend.local.live.policy_name)

@@ -17,12 +17,12 @@ from collections import Counter, defaultdict
 from typing import Annotated, Any, NoReturn
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
-from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.backends import BackendUnavailable, JobBackend
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
+from api.field_errors import invalid
 from api.models import Job, JobEvent
 from api.quota_series import queue_series
 from api.quota_store import KubeQueueStore
@@ -173,9 +173,7 @@ def _check(items: list[Item], name: str, item: Item | None) -> None:
     except TreeError as exc:
         field = exc.field
         loc: tuple[str, ...] = ("body", *field.split(".")) if item is not None else (field,)
-        raise RequestValidationError(
-            [{"loc": loc, "type": "value_error", "msg": exc.message, "input": item}]
-        ) from None
+        raise invalid(loc, exc.message, item) from None
 
 
 def _check_fits(backend: JobBackend | None, item: Item) -> None:
@@ -203,9 +201,7 @@ def _check_fits(backend: JobBackend | None, item: Item) -> None:
 
 
 def _refuse_field(field: tuple[str, ...], message: str, item: Item) -> NoReturn:
-    raise RequestValidationError(
-        [{"loc": ("body", *field), "type": "value_error", "msg": message, "input": item}]
-    )
+    raise invalid(("body", *field), message, item)
 
 
 def _states(session: Session, store: QueueStore, items: list[Item]) -> list[QueueStatePublic]:

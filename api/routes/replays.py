@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
 from api.errors import BROKER_DOWN_DETAIL, unavailable
+from api.field_errors import invalid
 from api.idempotency import REPLAYS, SWEEPS, Once, key_header
 from api.models import Replay, Sweep, TraceFile, User
 from api.replay_series import DOWNLOADS, DownloadName, SeriesMissing, read_series
@@ -61,9 +62,7 @@ IdempotencyKeyHeader = Annotated[
 
 
 def _invalid(loc: tuple[str | int, ...], msg: str, value: object) -> RequestValidationError:
-    return RequestValidationError(
-        [{"loc": ("body", *loc), "type": "value_error", "msg": msg, "input": value}]
-    )
+    return invalid(("body", *loc), msg, value)
 
 
 def _label(loc: tuple[str | int, ...]) -> str:

@@ -8,10 +8,10 @@ a time (api.whatif.Gate); another asked meanwhile is a 429.
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
-from fastapi.exceptions import RequestValidationError
 from sqlalchemy import select
 
 from api.deps import UNAUTHORIZED_OR_FORBIDDEN, BackendDep, CurrentUser, SessionDep, SettingsDep
+from api.field_errors import invalid
 from api.models import Job
 from api.routes.policies import active_policy_name
 from api.schemas.whatif import WhatIfPublic, WhatIfRequest
@@ -73,7 +73,5 @@ def _checked(names: list[str]) -> list[str]:
     for i, name in enumerate(names):
         if name not in known:
             msg = f"unknown policy {name!r} (known: {', '.join(sorted(known))})"
-            raise RequestValidationError(
-                [{"loc": ("body", "policies", i), "type": "value_error", "msg": msg, "input": name}]
-            )
+            raise invalid(("body", "policies", i), msg, name)
     return list(dict.fromkeys(names))

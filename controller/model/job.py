@@ -173,6 +173,25 @@ class Reason:
 # policies.elasticflow; controller.sim.rounds carries it out).
 REFUSED = "Refused"
 
+# The reason codes of a job that does not fit, given by the policies.
+INSUFFICIENT_GPUS = "InsufficientGpus"  # fewer GPUs free (or up) than the job needs
+FRAGMENTED = "Fragmented"  # enough GPUs free, but no placement of them fits the job
+
+
+def does_not_fit(need: int, why: str, code: str = INSUFFICIENT_GPUS, where: str = "") -> Reason:
+    """Why a job of `need` GPUs does not fit: "needs N GPUs; <why>", the one form of that
+    message in every policy (`where` goes before it: Tiresias's queue, "Q1: ")."""
+    return Reason(code, f"{where}needs {need} GPUs; {why}")
+
+
+def short_of_gpus(need: int, free: int, unplaced: str) -> Reason:
+    """A job of `need` GPUs that the `free` free GPUs do not take: too few of them
+    (InsufficientGpus), or enough but no placement fits (Fragmented: `unplaced` says
+    how, as " but scattered")."""
+    if free >= need:
+        return does_not_fit(need, f"{free} are free{unplaced}", FRAGMENTED)
+    return does_not_fit(need, f"{free} are free")
+
 
 @dataclass(frozen=True, slots=True)
 class Measured:

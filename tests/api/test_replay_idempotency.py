@@ -154,6 +154,25 @@ def test_a_key_reused_with_another_body_or_route_is_a_422_naming_the_header(
     assert stored(client, Replay) == 1 and broker.queued() == 1
 
 
+def test_a_replay_key_reused_on_a_job_is_a_422_naming_the_replays_route(
+    client: TestClient, broker: Broker, trace_file: Path
+) -> None:
+    alice, trace = user_and_trace(client, trace_file)
+    body = {"trace_id": trace, "policy": "fifo", "cluster": "2x4"}
+    keyed = {**alice, "Idempotency-Key": "replay-then-job"}
+    assert client.post(REPLAYS, json=body, headers=keyed).status_code == 202
+    r = client.post("/api/v1/jobs", json=job_spec(), headers=keyed)
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["detail"]
+    assert error["loc"] == ["header", "Idempotency-Key"]
+    assert error["input"] == "replay-then-job"
+    assert error["msg"] == "already used for POST /api/v1/replays (keys last 24 h)"
+    assert stored(client, Replay) == 1 and broker.queued() == 1
+    with client.app.state.sessions() as session:  # type: ignore[attr-defined]
+        (claim,) = session.scalars(select(IdempotencyKey)).all()
+    assert claim.scope == "replays" and claim.job_id is None
+
+
 @pytest.mark.parametrize("key", ["", "x" * 256, "with space"])
 def test_a_malformed_key_is_a_422_naming_the_header(
     client: TestClient, broker: Broker, trace_file: Path, key: str
