@@ -94,7 +94,9 @@ class JobCreate(Strict):
         default=None,
         min_length=1,
         max_length=512,
-        pattern=r"^\S+$",
+        # No whitespace by either meaning: JSON Schema's (ECMA-262: not U+0085, but
+        # U+FEFF) and the server's (Unicode White_Space: U+0085, not U+FEFF).
+        pattern=r"^[^\s\x85\uFEFF]+$",
         description="cluster mode: worker image (default: the service's GPUFLOW_KUBE_IMAGE)",
     )
     command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
