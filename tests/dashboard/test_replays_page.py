@@ -43,9 +43,9 @@ def test_a_replay_and_a_sweep_are_compared_and_downloaded(
     expect(page.get_by_label("Trace", exact=True)).to_contain_text("small (#")
     expect(page.get_by_label("Clusters")).to_have_value("2x4")  # the live cluster's name
 
-    page.get_by_label("srtf").focus()  # keyboard only: Space ticks, Enter submits
+    page.get_by_label("srtf", exact=True).focus()  # keyboard only: Space ticks, Enter submits
     page.keyboard.press("Space")
-    expect(page.get_by_label("srtf")).to_be_checked()
+    expect(page.get_by_label("srtf", exact=True)).to_be_checked()
     page.get_by_role("button", name="Run", exact=True).click()
     progress = page.get_by_label("Progress")
     expect(page.locator("#run-state")).to_contain_text("succeeded", timeout=REPLAY_TIMEOUT_MS)
@@ -54,7 +54,7 @@ def test_a_replay_and_a_sweep_are_compared_and_downloaded(
     expect(table).to_have_count(1)
     expect(table.first.locator("th")).to_have_text("srtf")
 
-    page.get_by_label("fifo").check()
+    page.get_by_label("fifo", exact=True).check()
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.locator("#run-state")).to_contain_text("Sweep")
     expect(page.locator("#run-state")).to_contain_text(
