@@ -104,9 +104,9 @@ def test_served_kinds_apply_and_the_crd_takes_a_dljob(
     kc = chart_namespace
     served = [d for d in m if d["kind"] in SERVED]
     assert sorted(d["kind"] for d in served) == [
-        "ConfigMap", "CustomResourceDefinition", "CustomResourceDefinition", "Service",
-        "Service", "Service",
-    ]  # fmt: skip
+        "ConfigMap", "ConfigMap", "CustomResourceDefinition", "CustomResourceDefinition",
+        "Service", "Service", "Service",
+    ]  # fmt: skip  (the ConfigMaps: the policy's and the Grafana dashboard's)
     path = tmp_path / "served.yaml"
     path.write_text(yaml.safe_dump_all(served))
     out = kubectl(tmp_path, "apply", "-f", str(path), kubeconfig=kc).stdout.splitlines()

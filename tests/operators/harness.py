@@ -15,10 +15,20 @@ from operators.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
 
 FAST_LEASE = LeaseConfig(lease_duration_s=2.0, renew_deadline_s=1.5, retry_s=0.25)
+# Gavel's rounds are 360 s: a job that arrives between rounds waits for the next one.
+# The tests compress them, as they compress Gandiva's quantum and Pollux's interval.
+GAVEL_ROUND_S = 1.0
+
+
+def compressed(policy: str) -> tuple[tuple[str, str, Any], ...]:
+    """The --policy-opt triples that compress `policy`'s own period for a test."""
+    return ((policy, "round_s", GAVEL_ROUND_S),) if policy.startswith("gavel-") else ()
 
 
 @contextmanager
 def running_operator(client: Any, **options: Any) -> Iterator[Operator]:
+    if "policy_options" not in options:
+        options["policy_options"] = compressed(options.get("policy", ""))
     config = OperatorConfig(
         identity=options.pop("identity", "test-operator"),
         lease=FAST_LEASE,
