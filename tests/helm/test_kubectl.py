@@ -103,10 +103,11 @@ def test_served_kinds_apply_and_the_crd_takes_a_dljob(
     m = render()
     kc = chart_namespace
     served = [d for d in m if d["kind"] in SERVED]
+    # The ConfigMaps: the policy's and the Grafana dashboard's.
     assert sorted(d["kind"] for d in served) == [
         "ConfigMap", "ConfigMap", "CustomResourceDefinition", "CustomResourceDefinition",
         "Service", "Service", "Service",
-    ]  # fmt: skip  (the ConfigMaps: the policy's and the Grafana dashboard's)
+    ]  # fmt: skip
     path = tmp_path / "served.yaml"
     path.write_text(yaml.safe_dump_all(served))
     out = kubectl(tmp_path, "apply", "-f", str(path), kubeconfig=kc).stdout.splitlines()
