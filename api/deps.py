@@ -8,11 +8,12 @@ cover) from the app's TokenCache or the database (api.security.authenticate).
 from __future__ import annotations
 
 import hmac
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
+from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
@@ -20,7 +21,7 @@ from api.db import get_db
 from api.errors import unavailable
 from api.guard import UNAUTHORIZED_DETAIL, USER_KEY
 from api.local import LocalMode
-from api.models import User
+from api.models import Job, User
 from api.security import authenticate
 from api.settings import Settings
 
@@ -119,6 +120,19 @@ async def get_backend_if_any(request: Request) -> JobBackend | None:
 MaybeBackendDep = Annotated[JobBackend | None, Depends(get_backend_if_any)]
 
 
+QueryT = TypeVar("QueryT", bound=Select[*tuple[Any, ...]])  # any columns
+
+
 def can_see(user: User, tenant: str) -> bool:
     """Tenancy: a user acts on its own tenant's objects only; an admin on all."""
     return user.role == "admin" or user.tenant == tenant
+
+
+def visible_jobs(query: QueryT, user: User, tenant: str | None) -> QueryT:
+    """`query` (over Job) narrowed to the jobs `user` may see, and to `tenant` if given:
+    a user its own tenant's, an admin any; 403 for a user naming another tenant."""
+    if tenant is not None and not can_see(user, tenant):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
+    if user.role != "admin":
+        return query.where(Job.tenant == user.tenant)
+    return query if tenant is None else query.where(Job.tenant == tenant)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Query
 from sqlalchemy import String, cast, select
 
-from api.deps import CurrentUser, SessionDep, can_see
+from api.deps import CurrentUser, SessionDep, visible_jobs
 from api.models import Job, JobEvent
 from api.redaction import job_refs, redact_texts
 from api.schemas.common import INT32_MAX, Limit, Name
@@ -49,13 +49,8 @@ def list_events(
 ) -> EventsPublic:
     """Events of every job the caller may see, newest first: kind, job, tenant, where a
     start placed it, who a stop gave its GPUs to, and the recorded detail."""
-    if tenant is not None and not can_see(user, tenant):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
-    query = select(JobEvent, Job.tenant).join(Job, Job.id == JobEvent.job_id)
-    if user.role != "admin":
-        query = query.where(Job.tenant == user.tenant)
-    if tenant is not None:
-        query = query.where(Job.tenant == tenant)
+    joined = select(JobEvent, Job.tenant).join(Job, Job.id == JobEvent.job_id)
+    query = visible_jobs(joined, user, tenant)
     if kind is not None:
         query = query.where(JobEvent.kind == kind)
     if job is not None:

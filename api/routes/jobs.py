@@ -17,7 +17,15 @@ from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
 from api.deadline_outlook import Forecasts, needs_forecast, outlook
-from api.deps import BackendDep, CurrentUser, MaybeBackendDep, SessionDep, SettingsDep, can_see
+from api.deps import (
+    BackendDep,
+    CurrentUser,
+    MaybeBackendDep,
+    SessionDep,
+    SettingsDep,
+    can_see,
+    visible_jobs,
+)
 from api.field_errors import invalid
 from api.idempotency import (
     JOBS,
@@ -211,13 +219,7 @@ def list_jobs(
     user_id: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> JobsPublic:
     """Jobs newest first, filtered by status, tenant, user; paginated by skip/limit."""
-    if tenant is not None and not can_see(user, tenant):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
-    query = select(Job)
-    if user.role != "admin":
-        query = query.where(Job.tenant == user.tenant)
-    elif tenant is not None:
-        query = query.where(Job.tenant == tenant)
+    query = visible_jobs(select(Job), user, tenant)
     if status_ is not None:
         query = query.where(Job.status == status_)
     if user_id is not None:
