@@ -11,7 +11,7 @@ WORKDIR /app
 COPY . /app
 RUN pip install --no-cache-dir .
 
-# api/migrations.py and `alembic -c /app/alembic.ini` find alembic.ini and alembic/
+# api/store/migrations.py and `alembic -c /app/alembic.ini` find alembic.ini and alembic/
 # next to the api package, which the installed wheel does not carry: import the
 # project from /app (the same code pip installed) so they are found.
 # The containers run read-only with /tmp writable: numba's compiled-code cache (the

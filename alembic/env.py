@@ -1,4 +1,4 @@
-"""Alembic environment: runs migrations on a connection handed in by api.migrations
+"""Alembic environment: runs migrations on a connection handed in by api.store.migrations
 (config.attributes["connection"]) or on the database the settings name."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from logging.config import fileConfig
 from sqlalchemy import Connection
 
 from alembic import context
-from api.db import make_engine
-from api.models import Base
 from api.settings import Settings
+from api.store.db import make_engine
+from api.store.models import Base
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -20,7 +20,7 @@ target_metadata = Base.metadata
 
 def _run(connection: Connection) -> None:
     if connection.dialect.name == "postgresql":
-        # A migration may rewrite a large table: the API's statement limit (api.db) is
+        # A migration may rewrite a large table: the API's statement limit (api.store.db) is
         # lifted for its transaction; the lock limit stays, so it never queues the API.
         connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
     context.configure(

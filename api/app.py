@@ -17,22 +17,23 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
-from api import dashboard, errors, openapi_responses
+from api import dashboard, openapi_responses
 from api.backend_factory import make_backend
 from api.backends import JobBackend
-from api.db import make_engine, make_sessionmaker
 from api.deps import UNAUTHORIZED_OR_FORBIDDEN, MetricsReader
-from api.guard import RequestGuard
-from api.local import LocalMode
-from api.observability import LiveCollector, Metrics, MetricsMiddleware
-from api.query_guard import refuse_unknown_query
-from api.replay_executor import ReplayExecutor
+from api.http import errors
+from api.http.guard import RequestGuard
+from api.http.observability import LiveCollector, Metrics, MetricsMiddleware
+from api.http.query_guard import refuse_unknown_query
+from api.http.security import TokenCache
+from api.local_mode.backend import LocalMode
+from api.replays.executor import ReplayExecutor
+from api.replays.trace_check import TraceChecker
 from api.routes import api_router, queue, whatif
 from api.routes.traces import MAX_TRACE_BYTES
-from api.security import TokenCache
 from api.settings import Settings
+from api.store.db import make_engine, make_sessionmaker
 from api.tasks import celery_app, configure, reconcile, start_replays
-from api.trace_check import TraceChecker
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger(__name__)
@@ -152,7 +153,7 @@ def _readiness(settings: Settings, state: Any) -> tuple[dict[str, str], int]:
         checks["database"] = "ok"
     except errors.DB_DOWN as exc:
         log.warning("readiness: database unavailable: %s", exc)
-        checks["database"] = "unavailable"  # no host, port or driver text (api.errors)
+        checks["database"] = "unavailable"  # no host, port or driver text (api.http.errors)
     if settings.broker_url:
         try:
             with celery_app.connection_for_write(settings.broker_url) as conn:

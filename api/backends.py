@@ -2,8 +2,8 @@
 
 Two implementations, chosen by `api.backend_factory.make_backend` from the settings:
 
-- `LocalBackend` (local mode, api.local): the simulator on the wall clock;
-- `ClusterModeBackend` (cluster mode, api.cluster, with GPUFLOW_KUBECONFIG or
+- `LocalBackend` (local mode, api.local_mode.backend): the simulator on the wall clock;
+- `ClusterModeBackend` (cluster mode, api.cluster_mode.backend, with GPUFLOW_KUBECONFIG or
   GPUFLOW_IN_CLUSTER): each job is a DLJob the operator schedules, followed to
   record its history.
 
@@ -21,11 +21,11 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session
 
 from api.cluster_view import gpu_list, link_loads_public, topology_of
-from api.group_commit import WriterStopped
-from api.local import LocalMode
-from api.models import Job
+from api.local_mode.backend import LocalMode
 from api.schemas.cluster import ClusterPublic, NodePublic, TopologyPublic
 from api.schemas.jobs import JobCreate
+from api.store.group_commit import WriterStopped
+from api.store.models import Job
 from controller.maintenance import NodeAction
 from controller.model import WAITING, JobStatus
 
@@ -68,9 +68,9 @@ class JobBackend(Protocol):
         claim: dict[str, Any] | None = None,
     ) -> None:
         """Store the job (Job column values, which it may complete) and its "submitted"
-        event durably, with its idempotency key's `claim` (api.idempotency.job_claim) in
+        event durably, with its idempotency key's `claim` (api.store.idempotency.job_claim) in
         the same transaction, then hand it to the cluster (with the job's metrics token,
-        for its workers). Raises BackendUnavailable, or KeyTaken (api.idempotency) or
+        for its workers). Raises BackendUnavailable, or KeyTaken (api.store.idempotency) or
         IntegrityError when the key was claimed first: nothing stored."""
         ...
 
@@ -82,7 +82,7 @@ class JobBackend(Protocol):
     def cancel(self, session: Session, job: Job) -> bool:
         """Record the cancel in `session`, commit it, then stop the job; False if already
         over. Local mode's scheduler drops the job after the commit; cluster mode deletes
-        its DLJob after it (api.dljob_reaper retrying a delete Kubernetes refused)."""
+        its DLJob after it (api.cluster_mode.reaper retrying a delete Kubernetes refused)."""
         ...
 
     def describe(self, *, gpus: bool = True) -> ClusterDescription:
@@ -101,7 +101,8 @@ class JobBackend(Protocol):
 
 
 class LocalBackend:
-    """Local mode: api.local.LocalMode's LiveCluster behind the JobBackend interface."""
+    """Local mode: api.local_mode.backend.LocalMode's LiveCluster behind the JobBackend
+    interface."""
 
     mode = "local"
 

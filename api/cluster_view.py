@@ -1,10 +1,10 @@
 """The per-GPU, topology and network parts of the cluster view, for both backends.
 
-`api.backends.LocalBackend.describe` and `api.kube_describe.describe_kube` (cluster
+`api.backends.LocalBackend.describe` and `api.cluster_mode.describe.describe_kube` (cluster
 mode) hand what they know of each GPU (the jobs' shares on it, its utilisation) to
 `gpu_list`; both serve `GET /api/v1/cluster/topology` with `topology_of` over their
 `Cluster`, and local mode turns the simulator's link loads into `link_loads_public`.
-Job ids here are every tenant's: api.redaction hides the others' before a user sees them.
+Job ids here are every tenant's: api.jobs.redaction hides the others' before a user sees them.
 """
 
 from __future__ import annotations

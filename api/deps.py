@@ -1,8 +1,8 @@
 """Typed dependencies for the routers: SessionDep, CurrentUser, AdminUser, LocalDep.
 
 CurrentUser and LocalDep run on the event loop (no thread hop): the user is the one
-api.guard authenticated before the body was read, else (a request the guard does not
-cover) from the app's TokenCache or the database (api.security.authenticate).
+api.http.guard authenticated before the body was read, else (a request the guard does not
+cover) from the app's TokenCache or the database (api.http.security.authenticate).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
-from api.db import get_db
-from api.errors import unavailable
-from api.guard import UNAUTHORIZED_DETAIL, USER_KEY
-from api.local import LocalMode
-from api.models import Job, User
-from api.security import authenticate
+from api.http.errors import unavailable
+from api.http.guard import UNAUTHORIZED_DETAIL, USER_KEY
+from api.http.security import authenticate
+from api.local_mode.backend import LocalMode
 from api.settings import Settings
+from api.store.db import get_db
+from api.store.models import Job, User
 
 SessionDep = Annotated[Session, Depends(get_db)]
 bearer = HTTPBearer(auto_error=False, description="a token from POST /users/{id}/tokens")
@@ -45,7 +45,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
 async def current_user(request: Request, credentials: Credentials) -> User:
-    found: User | None = getattr(request.state, USER_KEY, None)  # api.guard's lookup
+    found: User | None = getattr(request.state, USER_KEY, None)  # api.http.guard's lookup
     if found is not None:
         return found
     if credentials is None:

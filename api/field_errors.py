@@ -1,12 +1,12 @@
 """The 422 of a value a route refuses itself: FastAPI's validation error, naming the
 field as the schemas' own refusals do (`loc`, `type`, `msg`, `input`).
 
-Raised by the routes, the job backends (api.cluster), the idempotency keys
-(api.idempotency) and the query guard (api.query_guard) for what the schemas cannot
+Raised by the routes, the job backends (api.cluster_mode.backend), the idempotency keys
+(api.store.idempotency) and the query guard (api.http.query_guard) for what the schemas cannot
 check (the cluster's size, a reused key, an unknown policy, a quota tree); answered by
-api.errors.invalid_request like any other RequestValidationError. It imports nothing
+api.http.errors.invalid_request like any other RequestValidationError. It imports nothing
 of the project, so that any module of the API can raise it without an import cycle
-(api.errors imports the backends, which import the idempotency keys).
+(api.http.errors imports the backends, which import the idempotency keys).
 """
 
 from __future__ import annotations

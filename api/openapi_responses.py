@@ -4,14 +4,14 @@ Installed by `create_app`; applied to the document each time it is built, so rou
 added by any router are covered. What each operation can answer is read from the
 code that answers it, not listed by hand (a route's own description is kept):
 
-- 401 and 503: every route under the API prefix (api.guard checks the bearer token,
+- 401 and 503: every route under the API prefix (api.http.guard checks the bearer token,
   in the database, before the route runs), except a job's metrics report (its own
   token; a wrong one is a 404), and any route that depends on api.deps.current_user or
   metrics_reader;
 - 403: routes that depend on api.deps.admin_user or metrics_reader, and those that
   declare a 403 themselves;
 - 400 and 413: routes that take a body (one that cannot be read as its content type;
-  one larger than the limit, api.guard).
+  one larger than the limit, api.http.guard).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from api.deps import admin_user, current_user, metrics_reader
-from api.guard import JOB_REPORT
+from api.http.guard import JOB_REPORT
 from api.schemas.common import Message
 
 UNAUTHORIZED = "missing or invalid bearer token"

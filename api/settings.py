@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     round_interval_s: float = Field(default=5.0, ge=0)
     sync_interval_s: float = Field(default=0.5, gt=0)  # wall seconds between ticker syncs
     token_cache_s: float = Field(default=5.0, ge=0)  # token -> user lookups kept; 0: none
-    # Request bodies (api.guard): larger ones are a 413 before they are read. Trace
+    # Request bodies (api.http.guard): larger ones are a 413 before they are read. Trace
     # uploads have their own limit (api.routes.traces.MAX_TRACE_BYTES).
     max_body_bytes: int = Field(default=4 * 2**20, ge=1024)
     # One tenant cannot starve the others (api.routes.replays): replays queued or running
@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     max_sweep_replays: int = Field(default=64, ge=1)
     # GET /metrics takes an admin's token or this one (Prometheus: authorization.credentials).
     metrics_token: SecretStr | None = None
-    # Time limits on every database call (api.db); a call over its limit is a 503.
+    # Time limits on every database call (api.store.db); a call over its limit is a 503.
     # PostgreSQL cancels a statement after db_statement_timeout_s and a lock wait after
     # db_lock_timeout_s (SQLite: its busy timeout); a server that does not answer at all
     # (hung, stopped) is given up client-side db_hang_grace_s after the statement limit.
@@ -55,24 +55,24 @@ class Settings(BaseSettings):
     db_connect_timeout_s: int = Field(default=5, ge=2, le=3600)  # libpq: whole seconds, >= 2
     db_pool_timeout_s: float = Field(default=10.0, gt=0, le=3600)  # waiting for a free connection
     # A running replay whose heartbeat is older than this lost its worker and is failed
-    # (api.replay_reconcile); a heartbeat is written each second of a replay's progress.
+    # (api.replays.reconcile); a heartbeat is written each second of a replay's progress.
     replay_stale_after_s: float = Field(default=600.0, ge=1)
-    # Replays running or sent to a runner at once (api.replay_dispatch): in-process, the
+    # Replays running or sent to a runner at once (api.replays.dispatch): in-process, the
     # API's replay threads; with a broker, what is sent to it at a time, to be set to the
     # workers' slots in all (sum of their --concurrency). The rest wait in the database
     # and each free slot goes to the next tenant in turn.
     replay_concurrency: int = Field(default=2, ge=1, le=256)
-    # Uploaded traces read at once, each in a child process (api.trace_check); more wait.
+    # Uploaded traces read at once, each in a child process (api.replays.trace_check); more wait.
     trace_check_concurrency: int = Field(default=2, ge=1, le=64)
     # A replay sent and not started within replay_start_timeout_s lost its task: sent again,
     # or failed once sent replay_max_dispatches times; checked every
-    # replay_reconcile_every_s (api.replay_reconcile), so a lost replay ends or runs within
+    # replay_reconcile_every_s (api.replays.reconcile), so a lost replay ends or runs within
     # about replay_max_dispatches x (start timeout + check period).
     replay_start_timeout_s: float = Field(default=60.0, gt=0, le=86400)
     replay_max_dispatches: int = Field(default=3, ge=1, le=100)
     replay_reconcile_every_s: float = Field(default=30.0, gt=0, le=3600)
     live: bool = True  # run the LiveCluster and its ticker (off for API-only tests)
-    # Cluster mode (api.cluster): jobs become DLJobs on this Kubernetes cluster instead
+    # Cluster mode (api.cluster_mode.backend): jobs become DLJobs on this Kubernetes cluster instead
     # of running on the LiveCluster. Either a kubeconfig or the pod's service account.
     kubeconfig: str | None = Field(default=None, description="kubeconfig path: cluster mode")
     kube_context: str | None = None
@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     )
     kube_watch_timeout_s: int = Field(default=60, ge=1)
     # Cluster mode: a reporting job's DLJob status.train is written at most this often
-    # (api.train_status); the last report of a burst is written when the time is up.
+    # (api.cluster_mode.train_status); the last report of a burst is written when the time is up.
     train_summary_interval_s: float = Field(default=5.0, ge=0)
 
     @property

@@ -7,12 +7,12 @@ policy, cluster): a replay is the unit of work, sized by its trace, and one
 simulation cannot be split further.
 
 Replays wait in the database; `start_next` sends those that free slots go to
-(api.replay_dispatch, fair across tenants) to the broker or, with no broker
-configured, to the API's own replay processes (api.replay_executor), so the
+(api.replays.dispatch, fair across tenants) to the broker or, with no broker
+configured, to the API's own replay processes (api.replays.executor), so the
 embedded default needs no Redis. A replay that ends hands its slot on (`start_next`
 again). Replays a dead runner or a lost task left behind are reconciled as the API
 or a worker starts and then periodically (`start_replays`, `reconcile`,
-api.replay_reconcile).
+api.replays.reconcile).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from celery import Celery, group
 from celery.signals import celeryd_init, worker_ready
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.db import make_engine, make_sessionmaker
-from api.replay_dispatch import pump
-from api.replay_executor import ReplayExecutor
-from api.replay_reconcile import reconcile_at_start, reconcile_lost, reconcile_orphans
-from api.replay_run import run_stored_replay
+from api.replays.dispatch import pump
+from api.replays.executor import ReplayExecutor
+from api.replays.reconcile import reconcile_at_start, reconcile_lost, reconcile_orphans
+from api.replays.run import run_stored_replay
 from api.settings import Settings
+from api.store.db import make_engine, make_sessionmaker
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def reconcile(
     settings: Settings, sessions: sessionmaker[Session], executor: ReplayExecutor | None
 ) -> None:
     """Every settings.replay_reconcile_every_s (api.app): replays whose runner died or
-    whose task was lost (api.replay_reconcile), then the free slots filled."""
+    whose task was lost (api.replays.reconcile), then the free slots filled."""
     reconcile_orphans(sessions, settings.replay_stale_after_s)
     reconcile_lost(sessions, settings.replay_start_timeout_s, settings.replay_max_dispatches)
     start_next(settings, sessions, executor)
@@ -81,7 +81,7 @@ def reconcile(
 def start_next(
     settings: Settings, sessions: sessionmaker[Session], executor: ReplayExecutor | None
 ) -> list[int]:
-    """Send the replays that free slots go to (api.replay_dispatch) to the broker, or to
+    """Send the replays that free slots go to (api.replays.dispatch) to the broker, or to
     `executor` when there is none; their ids.
 
     Raises kombu's OperationalError (or redis' ConnectionError) if the broker is down."""
@@ -154,7 +154,7 @@ def _worker_sessions() -> tuple[Settings, sessionmaker[Session]]:
 
 @celery_app.task(name="gpuflow.replay_task")
 def replay_task(replay_id: int) -> str:
-    """Run one stored replay (api.replay_run), then send the next; its final status."""
+    """Run one stored replay (api.replays.run), then send the next; its final status."""
     settings, sessions = _worker_sessions()
     status = run_stored_replay(sessions, settings.data_dir, replay_id)
     _hand_on(settings, sessions, None)

@@ -37,7 +37,7 @@ from controller.sim import SimConfig, Simulator
 from controller.sim.config import ROUND_ANCHORS
 from controller.spec import load_cluster
 from controller.traces import load_trace
-from policies.optimus_cluster import pack_fewest_servers
+from policies.optimus.cluster import pack_fewest_servers
 from policies.registry import make_policy
 
 TRACE = Path(__file__).parents[1] / "examples" / "traces" / "elasticflow" / "elasticVpollux_e.csv"

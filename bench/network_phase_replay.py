@@ -26,10 +26,10 @@ import numpy as np
 from bench.network_workload import CLUSTERS, workload
 from controller.metrics import summarize
 from controller.model import JobStatus
-from controller.network import phase_jobs
-from controller.network.cassini import compatibility
-from controller.network.cassini_placement import CassiniPlacer, wrap
 from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
+from controller.network.phases import jobs as phase_jobs
+from controller.network.phases.cassini import compatibility
+from controller.network.phases.cassini_placement import CassiniPlacer, wrap
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
 from controller.sim.accounting import Accounts

@@ -43,8 +43,8 @@ import kubernetes  # type: ignore[import-untyped]
 import urllib3
 
 from gpuflow.sandbox.controlplane import ControlPlane, write_kubeconfig
-from gpuflow.sandbox.heartbeat import LeaseRenewer, NodeHeartbeat
 from gpuflow.sandbox.kube.apiserver import KubeServer, ServerOptions
+from gpuflow.sandbox.kubelet.heartbeat import LeaseRenewer, NodeHeartbeat
 from gpuflow.sandbox.network import LOOPBACK
 from operators import crd
 from operators.kube import ALREADY_EXISTS, NOT_FOUND, ApiException, KubeApi, Obj, api_client

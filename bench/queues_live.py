@@ -33,9 +33,9 @@ from typing import Any
 from bench.operator_servers import RealServer
 from controller.queues.show import GUARANTEES
 from operators import crd
-from operators.failure_policy import EXIT_CHECKPOINTED
 from operators.kube import KubeApi, api_client
-from operators.queue_api import QueueApi
+from operators.pods.failure_policy import EXIT_CHECKPOINTED
+from operators.quotas.resources import QueueApi
 from tests.operators.builders import make_dljob, make_node_body
 from tests.operators.harness import phases, running_operator
 from tests.operators.kubelet import Kubelet

@@ -67,10 +67,10 @@ def scratch_server(
     data dir if `sqlite`), with an admin `bench` signed in."""
     # Imported here: run as scripts, bench/ comes first on sys.path and bench/api.py
     # would hide the api package until the script has put the project root first.
-    from api.db import make_engine, make_sessionmaker
-    from api.migrations import upgrade
-    from api.security import create_admin
+    from api.http.security import create_admin
     from api.settings import Settings
+    from api.store.db import make_engine, make_sessionmaker
+    from api.store.migrations import upgrade
 
     db = f"gpuflow_bench_{uuid.uuid4().hex[:8]}"
     base = pg_admin_url.rpartition("/")[0]

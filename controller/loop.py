@@ -1,6 +1,6 @@
 """The controller: one scheduling decision over any backend.
 
-The simulator (controller.sim), the API's local mode (api/local.py) and the
+The simulator (controller.sim), the API's local mode (api/local_mode/backend.py) and the
 Kubernetes operator (operators/) call `Controller.decide`: the simulator at each
 scheduling round, the others from their reconcile loops, far more often, so they
 make their Controller `paced` (controller.pace): the policy is asked only when the

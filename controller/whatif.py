@@ -1,12 +1,12 @@
 """What if: the live cluster replayed from now under each policy.
 
-Called by the API's what-if endpoint (api/whatif.py), in local mode with the state
+Called by the API's what-if endpoint (api/whatif/forecast.py), in local mode with the state
 `controller.live.LiveCluster.live_state()` reads and in cluster mode with one built
 from the DLJobs the API follows. `forecast(state, names)` takes that state (the
 cluster, its down, cordoned and draining nodes, every active job with its progress,
 service and, if it runs, its GPUs), starts one simulator per policy from it
 (`Simulator.resume`: the same simulator, placement and policies as a replay, see
-api/replay_run.py) and runs each to the end. Each forecast gives every job's
+api/replays/run.py) and runs each to the end. Each forecast gives every job's
 predicted finish, in seconds from now, the jobs it never starts and why (no set of
 the cluster's nodes could ever hold one, or it still waits when the simulation
 stops), and the mean, median and 95th percentile of the jobs' completion times

@@ -132,7 +132,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def cmd_operator_run(args: argparse.Namespace) -> int:
     from operators import crd
     from operators.kube import API_ERRORS, KubeApi, KubeConfigError, api_client
-    from operators.leader import LeaseConfig
+    from operators.kube.leader import LeaseConfig
     from operators.network import UnknownNetworkError
     from operators.operator import Operator, OperatorConfig
     from policies.registry import UnknownPolicyError

@@ -203,7 +203,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     from controller.failures import load_failures
     from controller.metrics import summarize
     from controller.model.matrix import load_matrix
-    from controller.network.cassini_placement import wrap as wrap_cassini
+    from controller.network.phases.cassini_placement import wrap as wrap_cassini
     from controller.placement import make_placer
     from controller.placement.types import FastestTypePlacer
     from controller.rates import RateModel

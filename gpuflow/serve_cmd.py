@@ -5,13 +5,13 @@ local mode (the simulator on the wall clock, no Kubernetes); the others talk to 
 through api.client (--url/--token or GPUFLOW_URL/GPUFLOW_TOKEN). Each handler
 returns an exit code: 0 ok, 1 the server or the database refused or could not be
 reached, 2 bad input or, for `serve` in local mode, a database another server holds
-(api.server_lock).
+(api.local_mode.server_lock).
 
 `serve --workers N` runs N uvicorn worker processes on one port, each its own app
 over the database (submissions, group commits, followers: all stateless over it, as
 several API replicas are). The rule: N > 1 only in cluster mode with a broker. Local
 mode keeps its scheduler, the LiveCluster, in the memory of one process (one server
-per database, api.server_lock), and without a broker each process would run the
+per database, api.local_mode.server_lock), and without a broker each process would run the
 replays it found at start (api.tasks.start_replays) as its own.
 """
 
@@ -147,10 +147,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from sqlalchemy.exc import OperationalError
 
-    from api import server_lock
     from api.app import create_app
-    from api.db import make_engine
-    from api.migrations import upgrade
+    from api.local_mode import server_lock
+    from api.store.db import make_engine
+    from api.store.migrations import upgrade
 
     try:
         settings = _settings(args)
@@ -212,9 +212,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_admin_create(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import IntegrityError, OperationalError
 
-    from api.db import make_engine, make_sessionmaker
-    from api.migrations import upgrade
-    from api.security import create_admin
+    from api.http.security import create_admin
+    from api.store.db import make_engine, make_sessionmaker
+    from api.store.migrations import upgrade
 
     settings = _settings(args)
     engine = make_engine(settings)

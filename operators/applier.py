@@ -25,7 +25,23 @@ from controller.model import Action, Allocation, GpuPool, Plan, Reason, Snapshot
 from controller.model.job import REFUSED
 from controller.model.sharing import SharingMode
 from operators import crd
+from operators.dljobs.resources import (
+    ADMITTED,
+    ALLOCATED_GPUS,
+    FAILED,
+    PENDING_START,
+    PREEMPTED,
+    QUEUED,
+    STOPPED_PHASES,
+    SUSPENDED,
+    Reasoned,
+    fields_mutator,
+    phase_of,
+    status_mutator,
+)
+from operators.dljobs.template import pod_requests
 from operators.jobs import JobRecord, State
+from operators.kube.times import format_time, micro_time
 from operators.lifecycle import Lifecycle
 from operators.nodes import ClusterView
 from operators.pods import Occupancy, ShareRecord, WorkerSpec
@@ -38,23 +54,6 @@ from operators.queue_status import (
     takers,
     without_position,
 )
-from operators.resources import (
-    ADMITTED,
-    ALLOCATED_GPUS,
-    FAILED,
-    PENDING_START,
-    PREEMPTED,
-    QUEUED,
-    STOPPED_PHASES,
-    SUSPENDED,
-    Reasoned,
-    fields_mutator,
-    format_time,
-    micro_time,
-    phase_of,
-    status_mutator,
-)
-from operators.template import pod_requests
 from operators.views import gpu_use_fields
 from operators.writer import Writer
 

@@ -36,22 +36,22 @@ from controller.model import (
 from controller.placement import make_placer
 from controller.rates import RateModel
 from operators.applier import PlanApplier, Round
-from operators.drain import Drainer
-from operators.informer import Caches
-from operators.jobs import JobRecord, RecordCache, State
-from operators.kube import KubeApi
-from operators.lifecycle import Lifecycle
-from operators.nodes import ClusterView, build_cluster
-from operators.pods import Occupancy, finished, pod_mem_mib, pod_shares
-from operators.requests import Requests
-from operators.resources import (
+from operators.dljobs.requests import Requests
+from operators.dljobs.resources import (
     UNSCHEDULABLE,
     Reasoned,
     fields_mutator,
-    micro_time,
     phase_of,
     status_mutator,
 )
+from operators.drain import Drainer
+from operators.jobs import JobRecord, RecordCache, State
+from operators.kube import KubeApi
+from operators.kube.informer import Caches
+from operators.kube.times import micro_time
+from operators.lifecycle import Lifecycle
+from operators.nodes import ClusterView, build_cluster
+from operators.pods import Occupancy, finished, pod_mem_mib, pod_shares
 from operators.views import arrival_times, job_view, unschedulable_reason
 from operators.writer import Writer
 

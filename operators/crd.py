@@ -43,19 +43,19 @@ ANN_STARTED_AT = f"{GROUP}/started-at"
 # downward-API file PODINFO_DIR/annotations without a restart.
 ANN_BATCH_SIZE = f"{GROUP}/batch-size"
 # The egress rate a running pod's node enforces for it (Gbit/s, a decimal string): the
-# network allocator's rate for the pod's job (operators/network.py), patched by the
+# network allocator's rate for the pod's job (operators/network/__init__.py), patched by the
 # operator when it changes; the node agent shapes the pod's traffic to it with HTB.
 ANN_EGRESS_GBPS = f"{GROUP}/egress-gbps"
 # A running job's communication slot (a network policy's time-shift, issue 19): the
 # period of the shared cycle and the job's offset in it, seconds on the wall clock
 # (decimal strings); gpuflow.train.commslot holds each all-reduce to the slot. Read
 # from the same downward-API file as the batch size. Written by the operator under
-# `--network cassini` (operators/network_phases.py).
+# `--network cassini` (operators/network/phases.py).
 ANN_COMM_PERIOD_S = f"{GROUP}/comm-period-s"
 ANN_COMM_OFFSET_S = f"{GROUP}/comm-offset-s"
 # Under a phase network (cassini, crux) a pod's HTB class is guaranteed this floor
 # (Gbit/s) and borrows up to egress-gbps; under crux it has the job's priority level
-# (0 the lowest, controller.network.crux.PRIORITY_LEVELS - 1 the highest), which the
+# (0 the lowest, controller.network.phases.crux.PRIORITY_LEVELS - 1 the highest), which the
 # node agent makes the class's HTB prio (operators/agent/bandwidth.py).
 ANN_EGRESS_FLOOR_GBPS = f"{GROUP}/egress-floor-gbps"
 ANN_NET_PRIORITY = f"{GROUP}/net-priority"
@@ -97,7 +97,7 @@ GPU_SHARE_UNITS = 100  # RESOURCE_GPU_SHARE per GPU
 
 CRD_PATH = Path(__file__).resolve().parent.parent / "helm" / "gpuflow" / "crds" / "dljob.yaml"
 
-# The cluster-scoped Queue (the quota tree: operators/quota_queues.py, docs/queues.md).
+# The cluster-scoped Queue (the quota tree: operators/quotas/tree.py, docs/queues.md).
 QUEUE_KIND = "Queue"
 QUEUE_PLURAL = "queues"
 QUEUE_CRD_PATH = CRD_PATH.with_name("queue.yaml")

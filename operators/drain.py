@@ -1,7 +1,7 @@
 """An admin's drain of a Node, carried out by the operator.
 
 Called by KubeBackend.sync() each round, after the lifecycle has settled the pods.
-A Node with the `gpuflow.dev/drain` annotation (set by the API, api/node_admin.py,
+A Node with the `gpuflow.dev/drain` annotation (set by the API, api/cluster_mode/node_admin.py,
 with `spec.unschedulable`) is draining: every job running on it is preempted
 gracefully, as a policy's PREEMPT is (its pods deleted with their grace period, so
 that the workers checkpoint and exit 75), with a reason naming the node and who

@@ -22,9 +22,9 @@ from enum import Enum
 
 from controller.model import JobSpec
 from operators import crd
-from operators.failure_policy import Rule, parse_rules
+from operators.dljobs.resources import PENDING_START, TERMINAL_PHASES, job_id, job_spec, phase_of
 from operators.kube import Obj
-from operators.pod_status import finished_at_s, running_since_s
+from operators.kube.times import parse_time
 from operators.pods import (
     ShareRecord,
     decode_shares,
@@ -33,14 +33,8 @@ from operators.pods import (
     pod_phase,
     terminating,
 )
-from operators.resources import (
-    PENDING_START,
-    TERMINAL_PHASES,
-    job_id,
-    job_spec,
-    parse_time,
-    phase_of,
-)
+from operators.pods.failure_policy import Rule, parse_rules
+from operators.pods.status import finished_at_s, running_since_s
 
 # How long a started attempt's pods may take to all run (image pulls included) before
 # the operator frees their GPUs and requeues the job: spec.startTimeoutSeconds. Five

@@ -4,7 +4,7 @@ Called by KubeBackend.sync() before the controller decides, and by PlanApplier.a
 (operators/applier.py) to stop jobs. Finalizers go on every live DLJob and come off
 a deleted one once none of its pods is left unfinished; a gang whose every rank
 succeeded makes the job Succeeded. A failed rank is judged once per attempt
-(operators/failure_policy.py): the gang is torn down (graceful deletion, so the
+(operators/pods/failure_policy.py): the gang is torn down (graceful deletion, so the
 workers can checkpoint; failed pods stay, for their logs) and the job restarts from
 its checkpoint (or from the beginning without one), in phase BackOff after a
 back-off if the failure counts, or fails (podFailurePolicy FailJob, or past
@@ -26,13 +26,7 @@ from typing import Any
 
 from controller.model import Plan
 from operators import crd
-from operators.failure_policy import RestartPolicy, RuleAction, judge
-from operators.jobs import JobRecord, State
-from operators.kube import Obj
-from operators.nodes import ClusterView
-from operators.pod_status import waiting_reason, worker_waiting
-from operators.pods import finished, pod_phase, terminating
-from operators.resources import (
+from operators.dljobs.resources import (
     BACKOFF,
     FAILED,
     INVALID,
@@ -43,14 +37,18 @@ from operators.resources import (
     SUCCEEDED,
     Reasoned,
     backoff_limit,
-    format_time,
     grace_period_s,
-    micro_time,
-    parse_time,
     phase_of,
     restart_point,
     status_mutator,
 )
+from operators.jobs import JobRecord, State
+from operators.kube import Obj
+from operators.kube.times import format_time, micro_time, parse_time
+from operators.nodes import ClusterView
+from operators.pods import finished, pod_phase, terminating
+from operators.pods.failure_policy import RestartPolicy, RuleAction, judge
+from operators.pods.status import waiting_reason, worker_waiting
 from operators.writer import Writer
 
 Mutator = Callable[[Obj], Obj | None]

@@ -23,8 +23,8 @@ from controller.model.cluster import parse_topology_matrix
 from controller.model.gpus import PCIE_X16_GBPS
 from controller.model.sharing import DEFAULT_SHARING, SharingMode
 from operators import crd
+from operators.dljobs.requests import Requests, node_allocatable
 from operators.kube import Obj
-from operators.requests import Requests, node_allocatable
 
 Links = tuple[tuple[PairLink | None, ...], ...]
 SCHEMA_VERSION = 1

@@ -40,14 +40,14 @@ from controller.model import Plan, Snapshot
 from controller.model.queues import QueueTree
 from operators import crd
 from operators.backend import KubeBackend
-from operators.informer import Caches, Informer
 from operators.kube import API_ERRORS, KubeApi, Resource
-from operators.leader import LeaderElector, LeaseConfig
+from operators.kube.informer import Caches, Informer
+from operators.kube.leader import LeaderElector, LeaseConfig
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
-from operators.network_phases import make_network_publisher
+from operators.network.phases import make_network_publisher
 from operators.policy_config import PolicyWatch, RunningPolicy, parse_options, publish_running
-from operators.quota_queues import QueueReader, QueueStatusWriter, queue_statuses, reclaimed
+from operators.quotas.tree import QueueReader, QueueStatusWriter, queue_statuses, reclaimed
 from operators.writer import Writer
 from policies.option_text import options_for
 from policies.registry import UnknownPolicyError, make_policy
@@ -78,9 +78,9 @@ class OperatorConfig:
     watch_timeout_s: int = 60
     metrics_port: int | None = None  # None: no /metrics; 0: any free port (tests)
     api_url: str = ""  # the API's REST root as worker pods reach it; "": not given to pods
-    # The network allocator whose rates the nodes enforce (operators/network.py), a
+    # The network allocator whose rates the nodes enforce (operators/network/__init__.py), a
     # phase network whose slots or priorities reach the pods (cassini, crux:
-    # operators/network_phases.py), or "dedicated": none.
+    # operators/network/phases.py), or "dedicated": none.
     network: str = "fair"
     # Policy options as (policy, key, value), "" for any policy: each applies whenever
     # its policy is the active one (at start or after a switch), as replay's --policy-opt.

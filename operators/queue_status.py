@@ -6,7 +6,7 @@ PlanApplier.apply (operators/applier.py) writes, from the round's record
 (removed when it starts), and `status.preemptedBy`, the database ids
 (`resources.database_id`) of the jobs given a stopped job's GPUs in that round, also
 named in its Preempted or Suspended condition's message ("preempted by job <id>").
-The API's follower reads both (api.dljob_history).
+The API's follower reads both (api.cluster_mode.history).
 
 Positions are throttled (`PositionThrottle`): when a job at the head starts, every
 waiting job moves up one place, and writing them all would cost a request per waiting
@@ -24,9 +24,9 @@ import copy
 from collections.abc import Callable, Iterator, Mapping
 
 from controller.decisions import RoundRecord
+from operators.dljobs.resources import database_id
 from operators.jobs import JobRecord
 from operators.kube import Obj
-from operators.resources import database_id
 
 QUEUE_POSITION = "queuePosition"
 # Places written exactly whenever they change: the head of the queue, which the

@@ -32,11 +32,12 @@ from controller.model import (
     Measured,
 )
 from controller.rates import RateModel
+from operators.dljobs.resources import BACKOFF, PREEMPTED, SUSPENDED, phase_of
+from operators.dljobs.template import pod_requests
 from operators.jobs import JobRecord, State
+from operators.kube.times import micro_time, parse_time
 from operators.nodes import ClusterView
 from operators.pods import ShareRecord
-from operators.resources import BACKOFF, PREEMPTED, SUSPENDED, micro_time, parse_time, phase_of
-from operators.template import pod_requests
 
 # A job in back-off ran and stopped as a preempted one did: to the policies it is one
 # (its attained service and restart cost count the same).

@@ -33,20 +33,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from operators import crd
-from operators.informer import Caches, newer
+from operators.dljobs.resources import QUEUED, Reasoned, job_id, status_mutator
 from operators.kube import API_ERRORS, KubeApi, Obj
-from operators.kube_errors import FORBIDDEN, ApiException, error_message
+from operators.kube.errors import FORBIDDEN, ApiException, error_message
+from operators.kube.informer import Caches, newer
+from operators.kube.times import format_time, micro_time
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
 from operators.pods import WorkerSpec, headless_service, worker_pods
-from operators.resources import (
-    QUEUED,
-    Reasoned,
-    format_time,
-    job_id,
-    micro_time,
-    status_mutator,
-)
 
 if TYPE_CHECKING:
     from operators.jobs import JobRecord

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 import psycopg
 from sqlalchemy import text
 
-from api.db import make_engine
-from api.migrations import upgrade
-from api.models import Base
 from api.settings import Settings
+from api.store.db import make_engine
+from api.store.migrations import upgrade
+from api.store.models import Base
 
 PG_ADMIN_URL = os.environ.get("GPUFLOW_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1/test")
 RUN_ID = uuid.uuid4().hex[:10]

@@ -9,10 +9,10 @@ from fastapi import APIRouter, HTTPException, status
 
 from api.backends import BackendUnavailable, JobBackend, UnknownNode
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
-from api.errors import unavailable
-from api.models import User
-from api.redaction import redact_nodes
+from api.http.errors import unavailable
+from api.jobs.redaction import redact_nodes
 from api.schemas.cluster import ClusterPublic, NodePublic, NodesPublic, TopologyPublic
+from api.store.models import User
 from controller.maintenance import NodeAction
 
 router = APIRouter(tags=["cluster"])

@@ -1,10 +1,10 @@
 """The cluster-wide event stream: every job's events, newest first, filterable by kind,
 job, tenant and node (GET /api/v1/events), for the dashboard's Events page.
 
-The events are the job database's (api.models.JobEvent: what local mode's scheduler
+The events are the job database's (api.store.models.JobEvent: what local mode's scheduler
 and cluster mode's follower record), so both modes answer alike. A user sees their
 tenant's jobs' events, an admin every tenant's; a job named as a preemptor that the
-caller may not see is a JobRef with neither id nor name (api.redaction).
+caller may not see is a JobRef with neither id nor name (api.jobs.redaction).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from fastapi import APIRouter, Query
 from sqlalchemy import String, cast, select
 
 from api.deps import CurrentUser, SessionDep, visible_jobs
-from api.models import Job, JobEvent
-from api.redaction import job_refs, redact_texts
+from api.jobs.redaction import job_refs, redact_texts
 from api.schemas.common import INT32_MAX, Limit, Name
 from api.schemas.events import EventPublic, EventsPublic
 from api.schemas.queue import PlacedPublic
+from api.store.models import Job, JobEvent
 
 router = APIRouter(prefix="/events", tags=["events"])
-KIND_PATTERN = r"^[a-z]{1,16}$"  # api.models.JobEvent.kind: submitted, started, ...
-JOB_ID_PATTERN = r"^[0-9a-f]{32}$"  # api.security.JOB_ID
+KIND_PATTERN = r"^[a-z]{1,16}$"  # api.store.models.JobEvent.kind: submitted, started, ...
+JOB_ID_PATTERN = r"^[0-9a-f]{32}$"  # api.http.security.JOB_ID
 # A Kubernetes node name (RFC 1123 subdomain) or a local-mode one: no LIKE wildcard.
 NODE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$"
 

@@ -16,7 +16,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
-from api.deadline_outlook import Forecasts, needs_forecast, outlook
 from api.deps import (
     BackendDep,
     CurrentUser,
@@ -27,18 +26,8 @@ from api.deps import (
     visible_jobs,
 )
 from api.field_errors import invalid
-from api.idempotency import (
-    JOBS,
-    KeyReused,
-    KeyTaken,
-    fingerprint,
-    first_answer,
-    job_claim,
-    reused_error,
-    update_answer,
-)
-from api.models import IDEMPOTENCY_KEY_LEN, Job, JobEvent, JobMetric, User, utcnow
-from api.redaction import redact_texts
+from api.http.security import JOB_ID, hash_token, new_token, token_matches
+from api.jobs.redaction import redact_texts
 from api.routes.policies import active_policy_name
 from api.routes.whatif import GATE as WHATIF_GATE
 from api.schemas.common import Limit, Name, Responses, Skip
@@ -54,9 +43,20 @@ from api.schemas.jobs import (
     JobsPublic,
     WaitReason,
 )
-from api.security import JOB_ID, hash_token, new_token, token_matches
+from api.store.idempotency import (
+    JOBS,
+    KeyReused,
+    KeyTaken,
+    fingerprint,
+    first_answer,
+    job_claim,
+    reused_error,
+    update_answer,
+)
+from api.store.models import IDEMPOTENCY_KEY_LEN, Job, JobEvent, JobMetric, User, utcnow
+from api.whatif.deadline_outlook import Forecasts, needs_forecast, outlook
 from controller.model import JobStatus
-from operators.resources import ADMITTED, BACKOFF, INVALID, UNSCHEDULABLE
+from operators.dljobs.resources import ADMITTED, BACKOFF, INVALID, UNSCHEDULABLE
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 FORECASTS = Forecasts()  # the deadline jobs' predicted finishes, shared by GET /jobs/{id}
@@ -105,8 +105,8 @@ async def submit_job(
     """Submit a job; it is stored before the scheduler sees it. Returns its metrics token.
 
     Runs on the event loop: the job is committed together with the other submissions
-    waiting (api.group_commit) and acknowledged once that commit returned. With an
-    `Idempotency-Key`, a retry of the same request answers as the first (api.idempotency).
+    waiting (api.store.group_commit) and acknowledged once that commit returned. With an
+    `Idempotency-Key`, a retry of the same request answers as the first (api.store.idempotency).
     """
     capacity = backend.gpu_capacity()
     if capacity is not None and body.num_gpus > capacity:
@@ -116,7 +116,7 @@ async def submit_job(
         return await submit_once(request, body, user, backend, idempotency_key)
     secret = new_token()
     job, event = new_job(body, user, backend, uuid.uuid4().hex, secret)
-    await backend.submit(job, event, body, secret)  # BackendUnavailable: 503 (api.errors)
+    await backend.submit(job, event, body, secret)  # BackendUnavailable: 503 (api.http.errors)
     return created(job, secret)
 
 
@@ -305,7 +305,8 @@ def report_metrics(
     """A running job reports figures with its own token (not a user token).
 
     Answered once the rows are committed; in cluster mode the backend then writes the
-    job's summary into its DLJob's status.train, later and throttled (api.train_status)."""
+    job's summary into its DLJob's status.train, later and throttled
+    (api.cluster_mode.train_status)."""
     job = session.get(Job, job_id) if JOB_ID.fullmatch(job_id) else None
     if job is None or not token_matches(x_job_token, job.metrics_token_hash):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id!r} not found")

@@ -4,7 +4,7 @@ Local mode: the LiveCluster's policy, switched in place. Cluster mode: the polic
 admin chose lives in ConfigMap `gpuflow-policy` (settings.kube_namespace, which must
 be the operator's namespace); the operator reads it each round and swaps its policy,
 and writes back the policy and options it runs (operators/policy_config.py), which
-are the active ones here (api.cluster.ClusterModeBackend.running_policy). Before the
+are the active ones here (api.cluster_mode.backend.ClusterModeBackend.running_policy). Before the
 operator's first round, the active policy is "unknown".
 """
 
@@ -17,8 +17,8 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.backends import BackendUnavailable, JobBackend, LocalBackend
 from api.deps import AdminUser, BackendDep, CurrentUser
-from api.errors import unavailable
 from api.field_errors import invalid
+from api.http.errors import unavailable
 from api.schemas.cluster import PoliciesPublic, PolicyPublic, PolicySwitch
 from policies.registry import POLICIES, UnknownPolicyError, make_policy, policy_names
 
@@ -39,13 +39,13 @@ def _public(name: str, active: str, options: dict[str, Any] | None = None) -> Po
 def active_policy_of(request: Request) -> tuple[str, dict[str, Any] | None] | None:
     """The policy the backend runs and its options (None: not known), or None if
     unknown or there is no backend. Blocking in cluster mode (a Kubernetes GET at most
-    every api.cluster.POLICY_READ_S)."""
+    every api.cluster_mode.backend.POLICY_READ_S)."""
     backend: JobBackend | None = request.app.state.backend
     if backend is None:
         return None
     if isinstance(backend, LocalBackend):
         return backend.local.live.policy_name, {}  # local mode takes no policy options
-    from api.cluster import ClusterModeBackend
+    from api.cluster_mode.backend import ClusterModeBackend
     from operators.kube import API_ERRORS
 
     assert isinstance(backend, ClusterModeBackend)
@@ -88,7 +88,7 @@ def switch_policy(body: PolicySwitch, user: AdminUser, backend: BackendDep) -> P
     if isinstance(backend, LocalBackend):
         backend.local.set_policy(policy, user.name)
         return _public(policy.name, backend.local.live.policy_name)
-    from api.cluster import ClusterModeBackend
+    from api.cluster_mode.backend import ClusterModeBackend
     from operators.kube import API_ERRORS
     from operators.policy_config import write_policy
 

@@ -1,7 +1,7 @@
 """The queue in the policy's order (GET /queue) and a job's timeline (GET
 /jobs/{id}/timeline). Registered in api/app.py; read the job database, which local
-mode's ticker (api.local) and cluster mode's follower (api.dljob_follower) keep current,
-and the backend's clock.
+mode's ticker (api.local_mode.backend) and cluster mode's follower (api.cluster_mode.follower) keep
+current, and the backend's clock.
 
 Tenants: a user sees their own waiting jobs at their true positions; other tenants'
 jobs are counted (`others_waiting`, and in the positions ahead), never named. In a
@@ -17,8 +17,9 @@ from fastapi import APIRouter, HTTPException, Query, status
 from sqlalchemy import func, select
 
 from api.deps import CurrentUser, MaybeBackendDep, SessionDep, can_see
-from api.models import Job, JobEvent
-from api.redaction import job_refs, redact_texts
+from api.http.security import JOB_ID
+from api.jobs.redaction import job_refs, redact_texts
+from api.jobs.timeline import Event, intervals
 from api.schemas.common import Limit, Name, Skip
 from api.schemas.queue import (
     IntervalPublic,
@@ -27,10 +28,9 @@ from api.schemas.queue import (
     QueuePublic,
     TimelinePublic,
 )
-from api.security import JOB_ID
-from api.timeline import Event, intervals
+from api.store.models import Job, JobEvent
 from controller.model import WAITING
-from operators.resources import BACKOFF, INVALID, UNSCHEDULABLE
+from operators.dljobs.resources import BACKOFF, INVALID, UNSCHEDULABLE
 
 router = APIRouter(tags=["queue"])
 # A waiting job's statuses; the last three only in cluster mode (its DLJob's phase):

@@ -1,8 +1,8 @@
 """The quota tree over REST (issue 18): GET /queues, /queues/{name} and /queues/series
-(each queue's GPUs over time, api/quota_series.py) for everyone
+(each queue's GPUs over time, api/quotas/series.py) for everyone
 (numbers only, no job named), PUT and DELETE /queues/{name} for admins. Registered
 in api/routes/__init__.py; the queues live in the job database in local mode
-(api/quota_tree.py) and as Queue resources in cluster mode (api/quota_store.py).
+(api/quotas/tree.py) and as Queue resources in cluster mode (api/quotas/store.py).
 
 Each queue's state is read from the job database, which local mode's ticker and
 cluster mode's follower keep current: GPUs its running jobs hold (an inner queue's
@@ -23,10 +23,9 @@ from sqlalchemy.orm import Session
 from api.backends import BackendUnavailable, JobBackend
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
 from api.field_errors import invalid
-from api.models import Job, JobEvent
-from api.quota_series import queue_series
-from api.quota_store import KubeQueueStore
-from api.quota_tree import (
+from api.quotas.series import queue_series
+from api.quotas.store import KubeQueueStore
+from api.quotas.tree import (
     DbQueueStore,
     Item,
     QueueStore,
@@ -43,6 +42,7 @@ from api.schemas.quota_queues import (
     QueueStatePublic,
     QueueStatesPublic,
 )
+from api.store.models import Job, JobEvent
 from controller.metrics import jain_index
 from controller.model import WAITING, JobStatus
 from controller.model.queues import QueueTree
@@ -51,12 +51,12 @@ from operators.kube import API_ERRORS
 router = APIRouter(prefix="/queues", tags=["queues"])
 WAITING_VALUES = sorted(s.value for s in WAITING)
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "no queue of that name"}}
-# A chart is at most ~1,000 pixel columns wide (as api.replay_series reasons).
+# A chart is at most ~1,000 pixel columns wide (as api.replays.series reasons).
 MAX_POINTS = 1000
 
 
 def _store(request: Request, session: Session) -> QueueStore:
-    from api.cluster import ClusterModeBackend
+    from api.cluster_mode.backend import ClusterModeBackend
 
     backend = request.app.state.backend
     if isinstance(backend, ClusterModeBackend):

@@ -1,12 +1,12 @@
 """Replays and sweeps: submit, progress, results, plots.
 
 A request only checks and stores: replay rows are committed as queued, and the
-dispatcher (api.tasks.start_next, api.replay_dispatch) sends those that free slots go
+dispatcher (api.tasks.start_next, api.replays.dispatch) sends those that free slots go
 to, fairly across tenants, to the broker or the in-process runner; the cluster is
 built and the trace loaded there, never in the request's thread. If the broker is
 down (whether or not the request's replays were sent at once), the request's rows
 are deleted again, so a 503 leaves no orphan row and a 202 is never lost. With an
-`Idempotency-Key`, the key is committed with the rows (api.idempotency): a retry gets
+`Idempotency-Key`, the key is committed with the rows (api.store.idempotency): a retry gets
 the first 202 and queues nothing; a 503 leaves the key unused.
 """
 
@@ -23,11 +23,9 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
-from api.errors import BROKER_DOWN_DETAIL, unavailable
 from api.field_errors import invalid
-from api.idempotency import REPLAYS, SWEEPS, Once, key_header
-from api.models import Replay, Sweep, TraceFile, User
-from api.replay_series import DOWNLOADS, DownloadName, SeriesMissing, read_series
+from api.http.errors import BROKER_DOWN_DETAIL, unavailable
+from api.replays.series import DOWNLOADS, DownloadName, SeriesMissing, read_series
 from api.schemas.common import INT32_MAX, Limit, Responses, Skip
 from api.schemas.replays import (
     ReplayCreate,
@@ -40,6 +38,8 @@ from api.schemas.replays import (
     SweepPublic,
 )
 from api.settings import Settings
+from api.store.idempotency import REPLAYS, SWEEPS, Once, key_header
+from api.store.models import Replay, Sweep, TraceFile, User
 from api.tasks import check_broker, start_next
 from controller.placement import PLACERS
 from controller.spec import ClusterSpecError, named_cluster_gpus

@@ -1,7 +1,7 @@
 """Traces: upload (validated, then kept under the data dir), validate only, list, get.
 
 An invalid file is a 422 whose detail names the line and field (from TraceError).
-A file is read in a child process (api.trace_check), never in the API's: the
+A file is read in a child process (api.replays.trace_check), never in the API's: the
 request's thread waits for its summary without holding the interpreter's lock.
 """
 
@@ -16,10 +16,10 @@ from fastapi import APIRouter, Form, HTTPException, Query, Request, UploadFile, 
 from sqlalchemy import func, select
 
 from api.deps import CurrentUser, SessionDep, SettingsDep, can_see
-from api.models import TraceFile
+from api.replays.trace_check import TraceChecker, TraceCheckFailed
 from api.schemas.common import INT32_MAX, Limit, Responses, Skip
 from api.schemas.replays import TraceCheck, TracePublic, TracesPublic
-from api.trace_check import TraceChecker, TraceCheckFailed
+from api.store.models import TraceFile
 from controller.traces import FORMATS, TraceError
 
 router = APIRouter(prefix="/traces", tags=["traces"])

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from api.deps import AdminUser, CurrentUser, SessionDep
-from api.models import Token, User
+from api.http.security import issue_token
 from api.schemas.common import INT32_MAX, Limit, Skip
 from api.schemas.users import (
     TokenCreate,
@@ -20,7 +20,7 @@ from api.schemas.users import (
     UserPublic,
     UsersPublic,
 )
-from api.security import issue_token
+from api.store.models import Token, User
 
 router = APIRouter(tags=["users"])
 

@@ -2,7 +2,7 @@
 
 A sync route, so FastAPI runs it in its threadpool: the simulations (CPU work,
 bounded by controller.whatif.Limits) never block the event loop. One what-if runs at
-a time (api.whatif.Gate); another asked meanwhile is a 429.
+a time (api.whatif.forecast.Gate); another asked meanwhile is a 429.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from sqlalchemy import select
 
 from api.deps import UNAUTHORIZED_OR_FORBIDDEN, BackendDep, CurrentUser, SessionDep, SettingsDep
 from api.field_errors import invalid
-from api.models import Job
 from api.routes.policies import active_policy_name
 from api.schemas.whatif import WhatIfPublic, WhatIfRequest
-from api.whatif import Gate, observe, public
+from api.store.models import Job
+from api.whatif.forecast import Gate, observe, public
 from controller.whatif import Limits, WhatIfTooLarge, forecast
 from policies.registry import policy_names
 

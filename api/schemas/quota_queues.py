@@ -79,7 +79,7 @@ class QueueSeriesRow(BaseModel):
 
 
 class QueueSeriesPublic(BaseModel):
-    """Each queue's GPUs over time (api/quota_series.py), for the dashboard's chart."""
+    """Each queue's GPUs over time (api/quotas/series.py), for the dashboard's chart."""
 
     t_s: list[float] = Field(description="each bin's start, in the backend's clock")
     bin_s: float

@@ -155,7 +155,7 @@ class ReplayFairness(Public):
 
 
 class ReplaySeries(Public):
-    """What the dashboard charts of one succeeded replay (api.replay_series)."""
+    """What the dashboard charts of one succeeded replay (api.replays.series)."""
 
     id: int
     policy: str

@@ -26,7 +26,7 @@ measured (else the consolidated one).
 
 Loaded by `gpuflow replay/compare --throughputs FILE` (gpuflow/replay_cmd.py), read by
 controller.rates.RateModel (the simulator's speeds) and, through the snapshot's
-`type_rates`, by the Gavel policies (policies/gavel.py); `ModelTypeRates` is those
+`type_rates`, by the Gavel policies (policies/gavel/__init__.py); `ModelTypeRates` is those
 speeds from the performance model where a backend hands the policies none.
 """
 

@@ -60,7 +60,7 @@ class SharingMode(StrEnum):
 
 
 # What the operator sets up for shared GPUs (an MPS client's thread percentage and
-# memory limit per pod: operators/pods.py), hence what a cluster that says nothing has.
+# memory limit per pod: operators/pods/__init__.py), hence what a cluster that says nothing has.
 DEFAULT_SHARING = SharingMode.MPS
 
 

@@ -13,7 +13,7 @@ groups' core links. A path is the pair (a, c). ECMP picks it by hashing the flow
 switches salt their hashes; stable across runs and machines): flows are spread
 evenly on average but two may land on one lane while its neighbour stays idle —
 the collisions that Crux's path selection removes (Cao et al., SIGCOMM 2024, §2.2
-and §4.1; controller.network.crux_paths).
+and §4.1; controller.network.phases.crux_paths).
 
 Lanes are named by the tier's link kind and "index:lane" (`lane_where`), e.g.
 ("rack-up", "3:1"); a tier of one lane keeps its plain index, so clusters without

@@ -62,7 +62,7 @@ class NetJob:
     `grad_mib` is all-reduced per iteration; `done_iters` iterations are done (Aalo's
     attained bytes); `remaining_s` is its remaining work at nominal speed (Sincronia's
     job-aware weight); `arrival_s` orders FIFO ties. The phase-level model
-    (`controller.network.phase_jobs`) also reads `gpus` (Crux's GPU intensity) and
+    (`controller.network.phases.jobs`) also reads `gpus` (Crux's GPU intensity) and
     `started_s`, when the job's current run began iterating (its phase).
     """
 
@@ -102,7 +102,7 @@ def ring_flows(
 
     A hop between racks also crosses the racks' links, and between groups the groups'
     core links; where a tier has several lanes, hop k takes `paths[k]` (Crux's
-    choice, controller.network.crux_paths) or, without `paths`, the one ECMP hashing
+    choice, controller.network.phases.crux_paths) or, without `paths`, the one ECMP hashing
     gives it (controller.network.ecmp)."""
     size = job.flow_mb
     flows = []

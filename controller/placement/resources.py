@@ -189,7 +189,7 @@ def _free_cpu(pool: GpuPool, node: int) -> int:
 
 def shortfall(snapshot: Snapshot, pool: GpuPool, node: int, host: HostRequest) -> str:
     """What the node lacks for one more pod asking `host`, as the operator says it
-    (operators.requests.shortfall): "node-1: needs 8 CPU, 6 allocatable free"."""
+    (operators.dljobs.requests.shortfall): "node-1: needs 8 CPU, 6 allocatable free"."""
     free = pool.host_free(node) or HostRequest(UNCONSTRAINED, UNCONSTRAINED)
     name = snapshot.cluster.nodes[node].name
     if host.cpu_milli > free.cpu_milli:

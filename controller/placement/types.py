@@ -13,7 +13,7 @@ placer does. On a cluster of one GPU type it is the inner placer.
 So the policies that place through `Snapshot.placer` choose a type: FIFO, SRTF,
 Tiresias (its consolidation within the type) and Gandiva (its packing and migration
 within the type). Optimus and Pollux size jobs on GPU counts of their own and do not
-place through it; the Gavel policies choose types themselves (policies/gavel.py).
+place through it; the Gavel policies choose types themselves (policies/gavel/__init__.py).
 Wrapped around the chosen placer by `gpuflow replay/compare` when a throughput matrix
 is given (`--throughputs`, gpuflow/replay_cmd.py).
 """

@@ -1,6 +1,6 @@
 """The simulator backend: traces replayed on a virtual clock (controller/sim/).
 
-Imported by the CLI (`gpuflow replay`, `compare`), api/replay_run.py, controller.whatif,
+Imported by the CLI (`gpuflow replay`, `compare`), api/replays/run.py, controller.whatif,
 controller.live (local mode), controller.failures, bench/ and tests. The parts, from
 the bottom up (docs/architecture.md, "Simulator"):
 

@@ -8,7 +8,7 @@ every job whose rate changed. controller.sim.runs joins and leaves jobs here.
 
 `SimConfig.network_model` says which model turns the sharing into rates: "steady"
 (`job_rates`: one rate per job with every job in flight, raised by the neighbours'
-compute phases) or "phases" (`controller.network.phase_jobs.phase_job_rates`: compute
+compute phases) or "phases" (`controller.network.phases.jobs.phase_job_rates`: compute
 phases and all-reduce bursts run event by event where links are shared; the
 networks cassini, crux and mltcp exist only there).
 """
@@ -33,7 +33,7 @@ def check_network(network: str, model: str) -> None:
         return
     # Imported only when needed: most replays share no links.
     from controller.network.jobs import network_names
-    from controller.network.phase_jobs import PHASE_NETWORKS
+    from controller.network.phases.jobs import PHASE_NETWORKS
 
     if model == "phases":
         if network not in PHASE_NETWORKS:
@@ -113,7 +113,7 @@ class InterNodeRates:
         jobs whose rate changed, sorted. `iteration_s(job_id, gbps)` is a job's seconds
         per iteration at an inter-node rate."""
         from controller.network.jobs import NetJob, job_rates, link_capacity, ring_flows
-        from controller.network.phase_jobs import phase_job_rates
+        from controller.network.phases.jobs import phase_job_rates
 
         self.dirty = False
         assert self.network is not None

@@ -1,7 +1,7 @@
 """What a simulation is given: its configuration, node events, and jobs already under way.
 
 Built by the callers of `controller.sim.Simulator` (the CLI's `gpuflow replay`,
-api/replay_run.py, controller.whatif, controller.live, bench/) and read by the
+api/replays/run.py, controller.whatif, controller.live, bench/) and read by the
 simulator's parts; frozen, stdlib only.
 """
 
@@ -59,7 +59,7 @@ class SimConfig:
     # Queues with quotas around the policy (controller.queues; `--queues FILE`).
     queues: QueueTree | None = None
     # How shared links slow jobs: "steady" (one rate per job) or "phases" (compute
-    # phases and all-reduce bursts, controller.network.phase_jobs; docs/network.md).
+    # phases and all-reduce bursts, controller.network.phases.jobs; docs/network.md).
     network_model: str = "steady"
 
 

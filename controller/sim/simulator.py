@@ -1,6 +1,6 @@
 """The simulator backend: a trace replayed on a virtual clock.
 
-Called by the CLI (`gpuflow replay`, `compare`), api/replay_run.py (replay tasks),
+Called by the CLI (`gpuflow replay`, `compare`), api/replays/run.py (replay tasks),
 controller.whatif (forecasts from a live state, `resume`) and controller.live (local
 mode, `advance` in wall-clock steps). It is event-driven: between events every running
 job progresses at a constant rate, so progress is advanced analytically and nothing is

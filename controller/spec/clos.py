@@ -12,7 +12,7 @@ spreading over the equal-cost uplinks of a tier, so a tier is one link per direc
 of the summed capacity, unless the name asks for lanes: `clos:GxTxH/ecmpK` and
 `lingjun/ecmpK` split every ToR and group uplink into K equal-cost links, each flow
 on the one ECMP hashing gives it, or Crux's path selection under `--network crux`
-(controller.network.ecmp, controller.network.crux_paths; docs/network.md).
+(controller.network.ecmp, controller.network.phases.crux_paths; docs/network.md).
 
 `lingjun` is the topology of the Alibaba production cluster released with Crux (Cao
 et al., SIGCOMM 2024; github.com/alibaba/alibaba-lingjun-dataset-2023, `topo.csv`,

@@ -20,7 +20,7 @@ from typing import cast
 import numba
 import numpy as np
 
-from controller.network.problem import FloatArray, IntArray
+from controller.network.allocators.problem import FloatArray, IntArray
 
 
 def _fill(count: FloatArray, cap: FloatArray, saturated: float) -> FloatArray:

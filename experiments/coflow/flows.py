@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from controller.network.allocators import NetworkPolicy
-from controller.network.problem import FloatArray, IntArray
+from controller.network.allocators.problem import FloatArray, IntArray
 from experiments.coflow.trace import MB_PER_MIB, TraceCoflow
 
 # A flow whose finish time is within this fraction of the step is done in it.

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.network.aalo import DEFAULT as AALO_DEFAULT
-from controller.network.aalo import AaloConfig, queue_of
-from controller.network.problem import FloatArray, FlowArrays, IntArray
-from controller.network.sincronia import bssi_order
-from controller.network.varys import effective_bottleneck_s
-from controller.network.waterfill import SATURATED
+from controller.network.allocators.aalo import DEFAULT as AALO_DEFAULT
+from controller.network.allocators.aalo import AaloConfig, queue_of
+from controller.network.allocators.problem import FloatArray, FlowArrays, IntArray
+from controller.network.allocators.sincronia import bssi_order
+from controller.network.allocators.varys import effective_bottleneck_s
+from controller.network.allocators.waterfill import SATURATED
 from experiments.coflow.filling import fill_levels
 
 MB_S_PER_GBPS = 125.0

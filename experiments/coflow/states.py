@@ -20,9 +20,9 @@ from collections.abc import Callable
 import numpy as np
 
 from controller.network.allocators import NetworkPolicy
+from controller.network.allocators.problem import FloatArray, FlowArrays, IntArray
+from controller.network.allocators.waterfill import SATURATED
 from controller.network.model import MB_PER_S_PER_GBPS
-from controller.network.problem import FloatArray, FlowArrays, IntArray
-from controller.network.waterfill import SATURATED
 from experiments.coflow.filling import advance_fair
 from experiments.coflow.flows import SAME_TIME, Advance, TraceFlows, owner_runs
 from experiments.coflow.ports import PortArrays

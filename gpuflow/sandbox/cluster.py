@@ -54,7 +54,7 @@ from gpuflow.sandbox.service import ApiService
 from operators import crd
 from operators.agent.main import AgentOptions, run_agent
 from operators.kube import API_ERRORS, KubeApi, api_client, error_message
-from operators.leader import LeaseConfig
+from operators.kube.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ import yaml
 
 from gpuflow.sandbox.cluster import Sandbox, SandboxError
 from operators import crd
+from operators.dljobs.resources import TERMINAL_PHASES, metrics_secret_name
 from operators.kube import KubeApi
-from operators.resources import TERMINAL_PHASES, metrics_secret_name
 
 log = logging.getLogger(__name__)
 

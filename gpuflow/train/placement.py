@@ -1,7 +1,7 @@
 """Where this training process stands: the env the operator injects into every worker pod.
 
 Read once by `gpuflow.train.session` (and by scripts that want the values without
-torch). The names and meanings are those `operators/pods.py` `_env` writes; the
+torch). The names and meanings are those `operators/pods/__init__.py` `_env` writes; the
 reporting triple (API URL, job id, metrics token) is optional: without all three the
 job trains and reports nothing. A malformed value is an error naming the variable, so
 a bad manifest fails at start rather than mid-run.

@@ -18,7 +18,7 @@ from typing import Any
 # What signal.signal returns and accepts (typeshed's private _HANDLER).
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
-# operators/failure_policy.py EXIT_CHECKPOINTED: 75 is EX_TEMPFAIL of BSD's sysexits.h.
+# operators/pods/failure_policy.py EXIT_CHECKPOINTED: 75 is EX_TEMPFAIL of BSD's sysexits.h.
 # Not imported (a job's process has no business loading the operator);
 # tests/train/test_preemption.py checks the two agree.
 EXIT_CHECKPOINTED = 75

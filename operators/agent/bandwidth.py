@@ -1,7 +1,7 @@
 """Per-pod egress rates with Linux traffic control: the node agent's bandwidth enforcer.
 
 The network allocator (controller/) decides a rate for every flow a job sends; the
-operator publishes each pod's rate (operators/network.py) and the node agent's
+operator publishes each pod's rate (operators/network/__init__.py) and the node agent's
 egress step (operators/agent/egress.py) calls `BandwidthEnforcer.apply` with one
 `PodRate` per pod on its node, each time those rates change. The enforcer keeps an
 HTB tree on the node's egress device in step with those rates:
@@ -12,7 +12,7 @@ HTB tree on the node's egress device in step with those rates:
     1:N     one class per pod: rate = ceil = the pod's rate, a leaf qdisc,
             and a u32 filter (preference N) matching the pod's source IP
 
-Under a phase network (cassini, crux: operators/network_phases.py) a pod also has a
+Under a phase network (cassini, crux: operators/network/phases.py) a pod also has a
 floor and maybe a priority level: its class is guaranteed rate = the floor and
 borrows up to ceil = the pod's rate, at HTB prio HTB_MAX_PRIO - level. HTB lends
 spare link capacity to the classes of lowest prio first and shares it within a prio

@@ -3,7 +3,7 @@
 `run_agent` (operators/agent/main.py) calls `EgressAgent.step` with the pods bound
 to its node each time they change (a watch with field selector spec.nodeName) and
 every `--interval`. The operator writes each running pod's rate in the annotation
-`gpuflow.dev/egress-gbps` (operators/network.py); `step` gives the pods that carry
+`gpuflow.dev/egress-gbps` (operators/network/__init__.py); `step` gives the pods that carry
 one and have an IP to the HTB enforcer (operators/agent/bandwidth.py), which
 classifies a pod's packets by its source address, `status.podIP`, and drops the
 class of a pod that is gone or finished. What the device holds afterwards is
@@ -11,7 +11,7 @@ reported on the Node as `gpuflow.dev/egress-applied` ({pod: Gbit/s}, JSON), with
 tc's error in `gpuflow.dev/egress-error` while the last apply failed; the Node is
 patched only when either changes. Under a phase network (cassini, crux) a pod also
 carries `gpuflow.dev/egress-floor-gbps` and maybe `gpuflow.dev/net-priority`
-(operators/network_phases.py): its class then borrows above the floor at the level's
+(operators/network/phases.py): its class then borrows above the floor at the level's
 HTB prio (bandwidth.py), and `gpuflow.dev/egress-classes` reports those pods'
 floor and level ({pod: {"floor_gbps", "priority"}}, JSON). A failed apply is
 retried at every step (the enforcer rebuilds its tree after a failure).

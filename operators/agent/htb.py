@@ -58,7 +58,7 @@ MIN_BURST_BYTES = 2 * GSO_MAX_BYTES
 # that borrow (the default one, and pods with a floor) share what they borrow.
 R2Q = 10
 # HTB's prio runs from 0 (lent to first) to 7; a priority level L (higher: more
-# important, as controller.network.crux) becomes prio HTB_MAX_PRIO - L.
+# important, as controller.network.phases.crux) becomes prio HTB_MAX_PRIO - L.
 HTB_MAX_PRIO = 7
 MIN_QUANTUM_BYTES = 1_000
 MAX_QUANTUM_BYTES = 200_000

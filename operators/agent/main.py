@@ -40,7 +40,6 @@ from operators.agent.discovery import discover, gpu_status
 from operators.agent.egress import EgressAgent, default_route_interface
 from operators.agent.gpu_use import GpuUseMeter
 from operators.agent.topology_file import TopologyFileError, load_topology_file
-from operators.informer import Informer
 from operators.kube import (
     API_ERRORS,
     NOT_FOUND,
@@ -52,6 +51,7 @@ from operators.kube import (
     error_message,
     status_code,
 )
+from operators.kube.informer import Informer
 from operators.nodes import NodeGpus
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ def gpu_model_condition(info: NodeGpus, now: datetime) -> dict[str, Any]:
 
 def share_capacity(info: NodeGpus) -> dict[str, str]:
     """The node's GPU shares as an extended resource (gpuflow.dev/gpu-share, hundredths
-    of a GPU): what a worker pod holding a share of a GPU requests (operators/pods.py
+    of a GPU): what a worker pod holding a share of a GPU requests (operators/pods/__init__.py
     `gpu_requests`), which no device plugin publishes."""
     return {crd.RESOURCE_GPU_SHARE: str(len(info.gpus) * crd.GPU_SHARE_UNITS)}
 

@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 from sqlalchemy.exc import OperationalError
 
-from api.db import make_engine
-from api.migrations import upgrade
-from api.models import User
-from api.security import issue_token
+from api.http.security import issue_token
 from api.settings import Settings
+from api.store.db import make_engine
+from api.store.migrations import upgrade
+from api.store.models import User
 from tests import waiting
 
 

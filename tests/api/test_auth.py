@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from api.models import Token
+from api.store.models import Token
 from tests.api.builders import auth
 
 API = "/api/v1"

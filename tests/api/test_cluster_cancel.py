@@ -1,5 +1,5 @@
 """Cluster mode: a cancel is committed before its DLJob is deleted, and a cancelled
-job's DLJob is deleted however long Kubernetes refuses (api.dljob_reaper).
+job's DLJob is deleted however long Kubernetes refuses (api.cluster_mode.reaper).
 
 On the session's real control plane: an admission policy bound for the test
 (tests/controlplane/refusal.py) makes the kube-apiserver refuse every DLJob delete
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from api.cluster import ClusterModeBackend
+from api.cluster_mode.backend import ClusterModeBackend
 from api.settings import Settings
 from operators import crd
 from operators.kube import ApiException, KubeApi

@@ -2,7 +2,7 @@
 
 Against the session's real control plane (`kube_cluster`, tests/api/conftest.py) with
 the DLJob CRD; the service runs with GPUFLOW_KUBECONFIG pointing at it. Statuses are
-written as the operator writes them (operators.resources.status_mutator through the
+written as the operator writes them (operators.dljobs.resources.status_mutator through the
 status subresource); one test runs the real operator and the kubelet simulator. Two
 tests need a fault on cue and stay on the test API server (gpuflow/sandbox/kube,
 docs/kube-test-server.md): a 500 on the next DLJob create, and a compaction (410 Gone)
@@ -22,16 +22,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.cluster import ClusterModeBackend
-from api.db import make_engine
-from api.dljob_follower import Follower
-from api.dljob_history import record
-from api.dljob_manifest import dljob_name
-from api.migrations import upgrade
+from api.cluster_mode.backend import ClusterModeBackend
+from api.cluster_mode.follower import Follower
+from api.cluster_mode.history import record
+from api.cluster_mode.manifest import dljob_name
 from api.settings import Settings
+from api.store.db import make_engine
+from api.store.migrations import upgrade
 from operators import crd
-from operators.kube import KubeApi, Obj
-from operators.resources import (
+from operators.dljobs.resources import (
     ADMITTED,
     BACKOFF,
     LABEL_JOB_ID,
@@ -41,9 +40,10 @@ from operators.resources import (
     RUNNING,
     SUCCEEDED,
     Reasoned,
-    format_time,
     status_mutator,
 )
+from operators.kube import KubeApi, Obj
+from operators.kube.times import format_time
 from tests.api.builders import auth, submit, wait_for
 from tests.kube.fixtures import KubeServer, kube_server
 from tests.operators.builders import DURATION_ENV, install_crd
@@ -212,7 +212,7 @@ def test_a_rest_submission_becomes_a_labelled_dljob(settings: Settings) -> None:
         assert spec["env"] == [{"name": DURATION_ENV, "value": "0.3"}]
         assert (spec["gpus"], spec["gpuMemMib"], spec["tenant"]) == (4, 8000, "vision")
         assert spec["expectedDurationSeconds"] == 100.0 and spec["model"] == "resnet50"
-        assert spec["precision"] == "bf16"  # the operator reads it (operators/resources.py)
+        assert spec["precision"] == "bf16"  # the operator reads it (operators/dljobs/resources.py)
         settle(client)
         got = client.get(f"{JOBS}/{job['id']}", headers=alice).json()
         assert got["dljob_uid"] == obj["metadata"]["uid"] and got["status"] == "Queued"

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.local import row_spec
+from api.local_mode.backend import row_spec
 from api.routes.whatif import GATE as WHATIF_GATE
 from api.settings import Settings
 from tests.api.builders import auth, job_spec, submit, wait_for

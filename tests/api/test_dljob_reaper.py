@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from api.dljob_reaper import DLJobRef, Reaper
+from api.cluster_mode.reaper import DLJobRef, Reaper
 from operators.kube import KubeApi, Obj
 from tests.operators.builders import make_dljob
 from tests.operators.real_cluster import RealCluster

@@ -1,7 +1,7 @@
 """The cluster-wide event stream (GET /api/v1/events): newest first, filtered by kind,
 job, tenant and node, other tenants' jobs hidden from a user, a preemption naming its
 preemptor. Local mode on PostgreSQL; the starts and the preemption are written as the
-scheduler writes them (api.models.JobEvent)."""
+scheduler writes them (api.store.models.JobEvent)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from api.models import JobEvent
+from api.store.models import JobEvent
 from tests.api.builders import auth, submit, wait_for
 
 EVENTS = "/api/v1/events"

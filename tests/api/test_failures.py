@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.errors import RETRY_AFTER_S
+from api.http.errors import RETRY_AFTER_S
 from api.settings import Settings
 from tests.api.builders import auth, job_spec, statements_failing, submit, wait_for
 from tests.api.conftest import DEAD_PG_URL

@@ -1,4 +1,4 @@
-"""Group commit of submissions (api.group_commit) and the token cache (api.security).
+"""Group commit of submissions (api.store.group_commit) and the token cache (api.http.security).
 
 The writer runs against the real PostgreSQL and hands jobs to a real LiveCluster.
 """
@@ -15,13 +15,13 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.db import make_engine, make_sessionmaker
-from api.group_commit import SubmitWriter, WriterStopped
-from api.idempotency import KeyTaken, job_claim
-from api.local import row_spec
-from api.models import IdempotencyKey, Job, JobEvent, User, utcnow
-from api.security import TokenCache
+from api.http.security import TokenCache
+from api.local_mode.backend import row_spec
 from api.settings import Settings
+from api.store.db import make_engine, make_sessionmaker
+from api.store.group_commit import SubmitWriter, WriterStopped
+from api.store.idempotency import KeyTaken, job_claim
+from api.store.models import IdempotencyKey, Job, JobEvent, User, utcnow
 from controller.live import LiveCluster
 from controller.model.precision import DEFAULT_PRECISION
 from controller.placement import ConsolidatedPlacer

@@ -1,5 +1,5 @@
 """Time limits on database calls: a hung PostgreSQL or a locked SQLite is a 503 within
-the limit (api.db, api.errors), never a request that waits forever; the service
+the limit (api.store.db, api.http.errors), never a request that waits forever; the service
 recovers once the database answers again.
 
 The hang is real: the PostgreSQL processes serving the API's connections are stopped
@@ -27,7 +27,7 @@ from httpx import Response
 from sqlalchemy.engine import make_url
 
 from api.app import create_app
-from api.errors import DB_TIMEOUT_DETAIL, RETRY_AFTER_S
+from api.http.errors import DB_TIMEOUT_DETAIL, RETRY_AFTER_S
 from api.settings import Settings
 from tests.api.builders import auth, job_spec, wait_for
 from tests.postgres import PG_ADMIN_URL

@@ -1,11 +1,11 @@
-"""Local mode's events from state changes (api.history.transition_events): who took a
+"""Local mode's events from state changes (api.local_mode.history.transition_events): who took a
 stopped job's GPUs, where a start placed it, and a resize as one event."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from api.history import Seen, transition_events
+from api.local_mode.history import Seen, transition_events
 from controller.decisions import Displacement
 from controller.live import JobState
 from controller.model import Action, Allocation, JobStatus, Reason

@@ -1,5 +1,5 @@
 """POST /jobs with an Idempotency-Key: a retry answers as the first request and never
-creates a second job (api.idempotency), also when the first attempt got a 503 or when
+creates a second job (api.store.idempotency), also when the first attempt got a 503 or when
 the same key arrives many times at once (claims go in the jobs' group commit)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, insert, select, update
 
-from api.db import make_engine
-from api.idempotency import WINDOW, claim_batch, fingerprint, job_claim
-from api.models import IdempotencyKey, Job, User, utcnow
 from api.schemas.jobs import JobCreate
 from api.settings import Settings
+from api.store.db import make_engine
+from api.store.idempotency import WINDOW, claim_batch, fingerprint, job_claim
+from api.store.models import IdempotencyKey, Job, User, utcnow
 from tests.api.builders import auth, job_spec, statements_failing
 
 JOBS = "/api/v1/jobs"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.kube_describe import describe_kube
+from api.cluster_mode.describe import describe_kube
 from operators.nodes import build_cluster
 from tests.operators.builders import make_dljob, make_node_body
 

@@ -15,12 +15,12 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
-from api import errors
 from api.app import create_app
-from api.models import TraceFile
-from api.redaction import OTHER_JOB
-from api.replay_run import _shown_error
+from api.http import errors
+from api.jobs.redaction import OTHER_JOB
+from api.replays.run import _shown_error
 from api.settings import Settings
+from api.store.models import TraceFile
 from tests.api.builders import auth, submit, wait_for
 from tests.api.conftest import DEAD_PG_URL, DEAD_REDIS_URL
 

@@ -1,4 +1,4 @@
-"""Authentication and the body-size limit come before any body is read (api.guard).
+"""Authentication and the body-size limit come before any body is read (api.http.guard).
 
 Tested at the ASGI level: the app is called with a `receive` that counts its calls
 and never runs out (an endless upload), so a test sees whether the body was read.
@@ -12,7 +12,7 @@ import anyio
 import pytest
 from fastapi.testclient import TestClient
 
-from api.errors import INPUT_SHOWN_CHARS
+from api.http.errors import INPUT_SHOWN_CHARS
 from tests.api.builders import auth, job_spec
 
 CHUNK = b"x" * 2**16

@@ -1,4 +1,4 @@
-"""Local mode's runtime state across a restart of the app (api.local_state), on
+"""Local mode's runtime state across a restart of the app (api.local_mode.state), on
 SQLite and PostgreSQL: the switched policy and the rule for an explicit `--policy`,
 cordons, drains and uncordons, and the clock. The kill -9 of a real server is in
 tests/gpuflow/test_serve_restart.py."""
@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.local_state import chosen_policy
+from api.local_mode.state import chosen_policy
 from api.settings import Settings
 from tests.api.builders import auth
 

@@ -12,10 +12,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect
 
-from api.db import make_engine
-from api.migrations import downgrade, upgrade
-from api.models import Base
 from api.settings import Settings
+from api.store.db import make_engine
+from api.store.migrations import downgrade, upgrade
+from api.store.models import Base
 from tests.postgres import PG_ADMIN_URL, database_url
 
 

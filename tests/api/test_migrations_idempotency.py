@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, text
 
-from api.migrations import downgrade, upgrade
+from api.store.migrations import downgrade, upgrade
 from tests.api.test_migrations import empty_engine
 
 __all__ = ["empty_engine"]

@@ -1,5 +1,5 @@
 """Cordon, drain and uncordon over REST in cluster mode: the API patches the Node in
-the session's real control plane (api.node_admin) and GET /nodes follows it."""
+the session's real control plane (api.cluster_mode.node_admin) and GET /nodes follows it."""
 
 from __future__ import annotations
 

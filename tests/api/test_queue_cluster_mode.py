@@ -1,6 +1,6 @@
 """Cluster mode: GET /queue and GET /jobs/{id}/timeline from what the operator writes
 in DLJob status (status.queuePosition, status.preemptedBy, status.allocation; see
-operators/queue_status.py), recorded by the API's follower (api.dljob_history), on
+operators/queue_status.py), recorded by the API's follower (api.cluster_mode.history), on
 SQLite and PostgreSQL, on the session's real control plane; another tenant's job
 counted, never named."""
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from api.settings import Settings
+from operators.dljobs.resources import PREEMPTED, QUEUED, Reasoned, status_mutator
 from operators.kube import Obj
 from operators.queue_status import position_mutator
-from operators.resources import PREEMPTED, QUEUED, Reasoned, status_mutator
 from tests.api.builders import auth, wait_for
 from tests.api.test_cluster_mode import (  # noqa: F401 (fixtures)
     JOBS,

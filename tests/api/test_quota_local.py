@@ -1,4 +1,4 @@
-"""Quotas enforced in local mode (api/local.py hands the table `queues` to the
+"""Quotas enforced in local mode (api/local_mode/backend.py hands the table `queues` to the
 LiveCluster, controller.queues decides): a tenant that flooded the idle cluster gives
 back what another queue's guarantee is owed, on PostgreSQL and SQLite."""
 

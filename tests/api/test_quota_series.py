@@ -1,4 +1,4 @@
-"""Each queue's GPUs over time (GET /queues/series, api/quota_series.py): the bins'
+"""Each queue's GPUs over time (GET /queues/series, api/quotas/series.py): the bins'
 time-weighted means from the jobs' events, in local mode on PostgreSQL and SQLite;
 bad parameters are 422s naming the field."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.quota_series import Step, binned, steps_of
+from api.quotas.series import Step, binned, steps_of
 from tests.api.builders import auth, submit, wait_for
 
 QUEUES = "/api/v1/queues"

@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.models import Replay
 from api.settings import Settings
+from api.store.models import Replay
 from tests.api.builders import auth, upload_trace
 
 REPLAYS = "/api/v1/replays"

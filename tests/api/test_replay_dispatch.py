@@ -1,5 +1,5 @@
-"""The replay dispatcher's choice (api.replay_dispatch.choose): free slots, tenants in
-turn; and a replay whose task was lost is sent again or failed (api.replay_reconcile)."""
+"""The replay dispatcher's choice (api.replays.dispatch.choose): free slots, tenants in
+turn; and a replay whose task was lost is sent again or failed (api.replays.reconcile)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.db import make_engine, make_sessionmaker
-from api.models import Replay, utcnow
-from api.replay_dispatch import choose
-from api.replay_reconcile import LOST_ERROR, reconcile_lost
+from api.replays.dispatch import choose
+from api.replays.reconcile import LOST_ERROR, reconcile_lost
 from api.settings import Settings
+from api.store.db import make_engine, make_sessionmaker
+from api.store.models import Replay, utcnow
 from tests.api.builders import auth, upload_trace
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=utcnow().tzinfo)

@@ -1,4 +1,4 @@
-"""The API's replay processes (api.replay_executor) when the API dies: kill -9 of a
+"""The API's replay processes (api.replays.executor) when the API dies: kill -9 of a
 process that runs a replay in a child leaves no child behind, and the replay ends as
 failed with the reason instead of running on unseen."""
 
@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from api.db import make_engine, make_sessionmaker
-from api.models import Replay, TraceFile, User
-from api.replay_run import SHUTDOWN_ERROR
+from api.replays.run import SHUTDOWN_ERROR
+from api.store.db import make_engine, make_sessionmaker
+from api.store.models import Replay, TraceFile, User
 from controller.traces import write_canonical
 from controller.traces.synthetic import generate
 from tests.api.builders import migrated_sqlite, wait_for
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The API's part: a ReplayExecutor running replay 1 of the database in argv[1].
 API = """
 import sys, time
-from api.replay_executor import ReplayExecutor
+from api.replays.executor import ReplayExecutor
 from tests.api.builders import migrated_sqlite
 
 if __name__ == "__main__":

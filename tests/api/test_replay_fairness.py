@@ -1,4 +1,4 @@
-"""Replays are fair in time across tenants (api.replay_dispatch): one tenant's ten large
+"""Replays are fair in time across tenants (api.replays.dispatch): one tenant's ten large
 replays and another's small one alternate, in-process (no broker), on a real
 PostgreSQL; the request only checks and stores, the runner builds the cluster."""
 
@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.models import Replay
 from api.settings import Settings
+from api.store.models import Replay
 from tests.api.builders import auth, upload_trace, wait_for
 
 REPLAYS = "/api/v1/replays"

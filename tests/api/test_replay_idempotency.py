@@ -1,5 +1,5 @@
 """POST /replays and /replays/sweeps with an Idempotency-Key: a retry answers as the
-first request and queues nothing new (api.idempotency), on PostgreSQL and SQLite.
+first request and queues nothing new (api.store.idempotency), on PostgreSQL and SQLite.
 
 The replays are queued on a real Redis broker with no worker on their queue, so what
 was queued stays there to be counted (the queue's Redis list).
@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from api.app import create_app
-from api.models import IdempotencyKey, Replay
 from api.settings import Settings
+from api.store.models import IdempotencyKey, Replay
 from tests.api.builders import auth, job_spec, upload_trace
 from tests.api.conftest import DEAD_REDIS_URL, REDIS_URL
 

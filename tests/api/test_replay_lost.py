@@ -1,6 +1,6 @@
 """Nothing stranded (issue 28): a real Celery worker, and a real Redis of this test's
 own (never the shared one) restarted empty mid-sweep. The task it held is lost; the
-reconciler (api.replay_reconcile) finds the replay sent and never started and the
+reconciler (api.replays.reconcile) finds the replay sent and never started and the
 dispatcher sends it again, so every replay of the sweep ends, and the tenant, whose
 cap the sweep filled, can submit again."""
 
@@ -18,8 +18,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.models import Replay
 from api.settings import Settings
+from api.store.models import Replay
 from tests.api.builders import auth, upload_trace, wait_for
 from tests.api.conftest import start_celery_worker, stop_process
 

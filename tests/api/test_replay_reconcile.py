@@ -1,4 +1,4 @@
-"""Replays are never left "running" or "queued" forever (api.replay_reconcile): the
+"""Replays are never left "running" or "queued" forever (api.replays.reconcile): the
 ones a dead runner left are failed with a reason or queued again as the service
 starts, and a shutdown ends a running in-process replay instead of waiting for it."""
 
@@ -13,10 +13,10 @@ import redis
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.models import Replay, utcnow
-from api.replay_reconcile import INTERRUPTED_ERROR, ORPHANED_ERROR
-from api.replay_run import SHUTDOWN_ERROR
+from api.replays.reconcile import INTERRUPTED_ERROR, ORPHANED_ERROR
+from api.replays.run import SHUTDOWN_ERROR
 from api.settings import Settings
+from api.store.models import Replay, utcnow
 from controller.traces import write_canonical
 from controller.traces.synthetic import generate
 from tests.api.builders import auth, upload_trace, wait_for

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api import replay_series
-from api.models import Replay
+from api.replays import series as replay_series
+from api.store.models import Replay
 from tests.api.builders import auth, upload_trace, wait_for
 
 REPLAYS = "/api/v1/replays"

@@ -1,4 +1,4 @@
-"""Replays shared by quota weight (api.replay_dispatch): a tenant whose leaf queue
+"""Replays shared by quota weight (api.replays.dispatch): a tenant whose leaf queue
 weighs 3 gets three replays sent for another's one while both wait, counted over a
 whole backlog, in the dispatcher's choice alone and through its database reads."""
 
@@ -13,11 +13,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from api.app import create_app
-from api.db import make_engine, make_sessionmaker
-from api.models import Replay, utcnow
-from api.quota_tree import DbQueueStore
-from api.replay_dispatch import _window_start, choose, pump
+from api.quotas.tree import DbQueueStore
+from api.replays.dispatch import _window_start, choose, pump
 from api.settings import Settings
+from api.store.db import make_engine, make_sessionmaker
+from api.store.models import Replay, utcnow
 from tests.api.builders import auth, upload_trace
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=utcnow().tzinfo)

@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.models import Replay
 from api.settings import Settings
+from api.store.models import Replay
 from tests.api.builders import auth, upload_trace, wait_for
 from tests.api.conftest import DEAD_REDIS_URL
 

@@ -15,10 +15,10 @@ import kubernetes
 import pytest
 from sqlalchemy import func, select
 
-from api.db import make_engine, make_sessionmaker
-from api.models import Job, JobEvent
-from api.security import create_admin
+from api.http.security import create_admin
 from api.settings import Settings
+from api.store.db import make_engine, make_sessionmaker
+from api.store.models import Job, JobEvent
 from operators import crd
 from tests.api.builders import job_spec, wait_for
 from tests.api.conftest import REDIS_URL

@@ -1,4 +1,4 @@
-"""The server lock (api.server_lock) on its own: one holder per database on SQLite and
+"""The server lock (api.local_mode.server_lock) on its own: one holder per database on SQLite and
 PostgreSQL, released with its holder; on PostgreSQL a session that ends (a database
 restart, a terminated backend) is noticed and the lock taken again, or, if another
 server took it meanwhile, the holder is told. Servers end to end:
@@ -15,8 +15,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from api import server_lock
-from api.server_lock import APP_PREFIX, ServerLockHeld
+from api.local_mode import server_lock
+from api.local_mode.server_lock import APP_PREFIX, ServerLockHeld
 from api.settings import Settings
 from tests.api.builders import wait_for
 from tests.postgres import PG_ADMIN_URL, migrated_database

@@ -1,8 +1,8 @@
-"""A job's state intervals from its events (api.timeline.intervals)."""
+"""A job's state intervals from its events (api.jobs.timeline.intervals)."""
 
 from __future__ import annotations
 
-from api.timeline import Event, intervals
+from api.jobs.timeline import Event, intervals
 
 ON = [{"node": "node-0", "gpus": [0]}]
 

@@ -1,4 +1,4 @@
-"""Traces read in child processes (api.trace_check): the summary and the refusals come
+"""Traces read in child processes (api.replays.trace_check): the summary and the refusals come
 back as from a read in the API's own process, the reading happens in a child, and a
 child killed while reading is reported and replaced."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.trace_check import TraceChecker, TraceCheckFailed
+from api.replays.trace_check import TraceChecker, TraceCheckFailed
 from controller.traces import TraceError, load_trace
 from tests.api.builders import auth, upload_trace, wait_for
 

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.cluster import ClusterModeBackend
-from api.models import Job
-from api.security import hash_token
+from api.cluster_mode.backend import ClusterModeBackend
+from api.http.security import hash_token
 from api.settings import Settings
+from api.store.models import Job
 from operators import crd
+from operators.dljobs.resources import RUNNING, Reasoned, foreign_id, status_mutator
 from operators.kube import KubeApi, Obj
-from operators.resources import RUNNING, Reasoned, foreign_id, status_mutator
 from tests.api.builders import auth, submit, wait_for
 from tests.api.test_cluster_mode import Kube, _settings, kubectl_dljob, service
 from tests.controlplane.refusal import AdmissionRefusal

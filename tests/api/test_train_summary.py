@@ -1,4 +1,4 @@
-"""api.train_summary: a job's report rows as its DLJob's status.train (pure, no server)."""
+"""api.jobs.train_summary: a job's report rows as its DLJob's status.train (pure, no server)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from api.train_summary import LOSS_POINTS, THROUGHPUT_SIZES, WINDOWS_PER_SIZE, Sample, summarise
+from api.jobs.train_summary import (
+    LOSS_POINTS,
+    THROUGHPUT_SIZES,
+    WINDOWS_PER_SIZE,
+    Sample,
+    summarise,
+)
 
 T0 = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""Local mode keeps a waiting job's reason current (api/local.py's ticker).
+"""Local mode keeps a waiting job's reason current (api/local_mode/backend.py's ticker).
 
 A job is recorded at its submission, before the round that gives it a reason; its
 row must take the reason when that round comes, and follow it when it changes, not

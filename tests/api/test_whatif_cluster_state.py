@@ -1,5 +1,5 @@
 """Cluster mode's what-if state from the Nodes: cordons and drains carried over
-(api.whatif_cluster.live_state, pure: no server)."""
+(api.whatif.cluster.live_state, pure: no server)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from api.whatif_cluster import live_state
+from api.whatif.cluster import live_state
 from operators import crd
-from operators.resources import LABEL_JOB_ID, format_time, micro_time
+from operators.dljobs.resources import LABEL_JOB_ID
+from operators.kube.times import format_time, micro_time
 from tests.operators.builders import make_dljob, make_node_body
 
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from api.cluster import ClusterModeBackend
+from api.cluster_mode.backend import ClusterModeBackend
 from api.settings import Settings
 from tests import waiting
 from tests.api.builders import auth

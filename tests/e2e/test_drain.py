@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from api.node_admin import patch_node
+from api.cluster_mode.node_admin import patch_node
 from controller.maintenance import NodeAction
 from gpuflow.sandbox.cluster import Sandbox, SandboxConfig
 from tests.e2e.test_live_training import example_job, logs, status, steps_logged

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gpuflow.sandbox.cluster import Sandbox, SandboxConfig
-from operators.failure_policy import RestartPolicy
+from operators.pods.failure_policy import RestartPolicy
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow

@@ -1,8 +1,8 @@
 """`gpuflow serve` in local mode across a kill -9, on SQLite and PostgreSQL: the
 policy an admin switched to, a cordon and the simulated clock come back, and no
-job's timeline runs backwards (api.local_state); a second server on the same
+job's timeline runs backwards (api.local_mode.state); a second server on the same
 database refuses to start, naming the one that holds it, and changes no row
-(api.server_lock). Real server processes throughout."""
+(api.local_mode.server_lock). Real server processes throughout."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from api.db import make_engine, make_sessionmaker
-from api.models import Base
-from api.security import create_admin
+from api.http.security import create_admin
 from api.settings import Settings
+from api.store.db import make_engine, make_sessionmaker
+from api.store.models import Base
 from tests.api.builders import wait_for
 from tests.postgres import migrated_database
 

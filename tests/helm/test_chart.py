@@ -38,7 +38,7 @@ Render = Callable[..., Manifests]
 
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 
-# What the operator calls (operators/kube.py, kube_dljobs.py, docs/operator.md), exactly.
+# What the operator calls (operators/kube/__init__.py, kube_dljobs.py, docs/operator.md), exactly.
 OPERATOR_RULES = {
     ("gpuflow.dev", "dljobs"): ["get", "list", "update", "watch"],
     ("gpuflow.dev", "dljobs/status"): ["update"],

@@ -1,6 +1,6 @@
 """The Grafana dashboard the chart ships (helm/gpuflow/dashboards/gpuflow.json): every
 panel's query names metrics the operator (operators.metrics) or the API
-(api.observability) exports, with labels those metrics carry; the ConfigMap that
+(api.http.observability) exports, with labels those metrics carry; the ConfigMap that
 Grafana's sidecar loads holds it under the sidecar's label."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from api.observability import Metrics
+from api.http.observability import Metrics
 from operators.metrics import OperatorMetrics
 from tests.helm.chart import CHART, NAMESPACE, Manifests
 from tests.operators.test_metrics import a_round

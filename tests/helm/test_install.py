@@ -3,7 +3,7 @@ Succeeded by the chart's own operator, agent and API.
 
 The control plane is the tests' shared one (tests/controlplane/fixtures.py `control_plane`:
 etcd, kube-apiserver with RBAC and service-account tokens, kube-controller-manager,
-kube-scheduler); one process kubelet (gpuflow/sandbox/kubelet.py) plays node-0 with
+kube-scheduler); one process kubelet (gpuflow/sandbox/kubelet/__init__.py) plays node-0 with
 its own credentials, labelled as GPU Feature Discovery labels a GPU node, with the
 device plugin's 4 `nvidia.com/gpu`. Helm installs the chart (CRDs, RBAC, the
 migration hook Job, the operator and API Deployments, the agent DaemonSet) into a

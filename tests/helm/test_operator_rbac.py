@@ -1,7 +1,7 @@
 """The chart's operator ClusterRole is what the operator calls, no more and no less.
 
 Every request the operator makes goes through `KubeCalls._call(verb, resource)`
-(operators/kube_calls.py); the test records those of one operator running a
+(operators/kube/calls.py); the test records those of one operator running a
 scenario that reaches each of its writers (jobs started, reported, spread over two
 nodes so that the fair network annotates their pods, a drained node, a quota tree, a
 deleted job, a policy switch), adds the calls made only on an error path, and compares them with the
@@ -22,10 +22,10 @@ import pytest
 
 from operators import crd
 from operators.kube import KubeApi
-from operators.leader import LeaseConfig
+from operators.kube.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
 from operators.policy_config import read_running, write_policy
-from operators.queue_api import QueueApi
+from operators.quotas.resources import QueueApi
 from tests.helm.chart import Manifests, bound_role, name, rules_of
 from tests.operators.builders import make_dljob
 from tests.operators.conftest import gpu_cluster

@@ -24,7 +24,10 @@ BAD: list[tuple[dict[str, object], str]] = [
     ({"api__port": -1}, "api.port: Must be greater than or equal to 1"),
     ({"api__service__port": 70000}, "api.service.port: Must be less than or equal to 65535"),
     ({"operator__policy": "lottery"}, "operator.policy must be one of the following"),
-    ({"api__local__policy": "lottery"}, "api.local.policy must be one of the following"),
+    (
+        {"api__local__policy": "lottery"},
+        "api.local_mode.backend.policy must be one of the following",
+    ),
     ({"operator__placement": "best"}, "operator.placement must be one of the following"),
     ({"operator__polcy": "fifo"}, "operator: Additional property polcy is not allowed"),
     ({"agent__intervalSeconds": 0}, "agent.intervalSeconds: Must be greater than 0"),

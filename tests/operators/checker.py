@@ -15,8 +15,8 @@ from collections import defaultdict
 from typing import Any
 
 from operators import crd
-from operators.informer import Informer
 from operators.kube import KubeApi, Resource
+from operators.kube.informer import Informer
 from operators.pods import finished, pod_attempt, pod_shares
 
 EPS = 1e-9

@@ -11,7 +11,7 @@ from typing import Any
 
 from operators import crd
 from operators.kube import KubeApi
-from operators.leader import LeaseConfig
+from operators.kube.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
 
 FAST_LEASE = LeaseConfig(lease_duration_s=2.0, renew_deadline_s=1.5, retry_s=0.25)

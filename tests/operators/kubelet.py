@@ -15,7 +15,7 @@ A running pod gets an address of its own, `status.podIP` (and `podIPs`), from
 POD_SUBNET in start order, as a CNI would hand out. A pod that requests more of an
 extended resource (nvidia.com/gpu, gpuflow.dev/gpu-share) than its node's allocatable
 has left beside the pods running there is rejected as a kubelet rejects it
-(gpuflow/sandbox/admission.py): Failed, reason OutOf<resource>, never run.
+(gpuflow/sandbox/kubelet/admission.py): Failed, reason OutOf<resource>, never run.
 Tests can fail a pod with an exit code (`fail`), leave the pods of chosen jobs
 Pending for ever as if their image never pulled (`never_start`; their deletion still
 completes) or with a configuration error (`config_error`:
@@ -39,11 +39,11 @@ from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
 
-from gpuflow.sandbox.admission import Refusal, refusal
+from gpuflow.sandbox.kubelet.admission import Refusal, refusal
 from operators import crd
-from operators.informer import Informer
 from operators.kube import KubeApi, Resource
-from operators.kube_calls import drain
+from operators.kube.calls import drain
+from operators.kube.informer import Informer
 from tests.operators.builders import DURATION_ENV
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Operator tests on the session's real control plane (tests/controlplane/fixtures.py):
 the DLJob and Queue CRDs installed once, GPU Nodes made for each test, each with a
-kubelet's heartbeat (gpuflow/sandbox/heartbeat.py: Ready status and a Lease renewed in
+kubelet's heartbeat (gpuflow/sandbox/kubelet/heartbeat.py: Ready status and a Lease renewed in
 kube-node-lease, else the node lifecycle controller takes the node for lost, the more
 so as it remembers a node of the same name from an earlier test), and everything a
 test made (DLJobs, Queues, pods, services, events, ConfigMaps, Secrets, Leases, Nodes)
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuflow.sandbox.controlplane import ControlPlane
-from gpuflow.sandbox.heartbeat import NodeHeartbeat
+from gpuflow.sandbox.kubelet.heartbeat import NodeHeartbeat
 from gpuflow.sandbox.network import LOOPBACK
 from operators import crd
 from operators.kube import (
@@ -29,7 +29,7 @@ from operators.kube import (
     Resource,
     api_client,
 )
-from operators.kube_calls import drain
+from operators.kube.calls import drain
 from tests.operators.builders import install_crd, make_node_body
 
 NAMESPACE = "default"

@@ -17,10 +17,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.dljob_manifest import dljob_manifest
+from api.cluster_mode.manifest import dljob_manifest
 from api.schemas.jobs import JobCreate
 from gpuflow.cli import main
-from operators.resources import job_spec, parse_time
+from operators.dljobs.resources import job_spec
+from operators.kube.times import parse_time
 from tests.api.builders import auth, migrated_sqlite, submit, wait_for
 from tests.operators.builders import make_dljob
 from tests.operators.conftest import GpuCluster

@@ -1,6 +1,6 @@
 """Failure semantics of the operator, as batch/v1 Jobs have them: the pure pieces.
 
-The back-off schedule and podFailurePolicy rules (operators/failure_policy.py), and
+The back-off schedule and podFailurePolicy rules (operators/pods/failure_policy.py), and
 `classify` (operators/jobs.py) and `judge` on pods as the kubelet reports them. The
 operator's failure handling against the control plane is tests/operators/test_failures.py.
 """
@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from operators.failure_policy import (
+from operators.jobs import State, classify
+from operators.kube.times import parse_time
+from operators.pods.failure_policy import (
     EXIT_CHECKPOINTED,
     RestartPolicy,
     RuleAction,
@@ -19,8 +21,6 @@ from operators.failure_policy import (
     judge,
     parse_rules,
 )
-from operators.jobs import State, classify
-from operators.resources import parse_time
 from tests.operators.builders import make_dljob
 
 # -- the back-off schedule and the rules ------------------------------------------------

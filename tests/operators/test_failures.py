@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from operators.crd import RESOURCE_GPU
-from operators.failure_policy import EXIT_CHECKPOINTED, RestartPolicy
-from operators.resources import parse_time
+from operators.kube.times import parse_time
+from operators.pods.failure_policy import EXIT_CHECKPOINTED, RestartPolicy
 from policies.registry import policy_names
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.harness import job_pods, running_operator, wait_phases

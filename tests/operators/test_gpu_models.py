@@ -9,8 +9,8 @@ from typing import Any
 import kubernetes  # type: ignore[import-untyped]
 import pytest
 
+from operators.dljobs.resources import job_spec
 from operators.nodes import build_cluster
-from operators.resources import job_spec
 from operators.views import never_fits
 from tests.operators.builders import make_dljob, make_node_body
 from tests.operators.harness import running_operator, wait_phases

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from operators import crd
+from operators.dljobs.resources import LABEL_JOB_ID, foreign_id
 from operators.kube import KubeApi
 from operators.pods import ShareRecord, WorkerSpec, worker_pods
-from operators.resources import LABEL_JOB_ID, foreign_id
 from tests.operators.builders import make_dljob
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.real_cluster import RealCluster

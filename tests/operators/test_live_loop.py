@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from operators.failure_policy import EXIT_CHECKPOINTED
+from operators.dljobs.resources import PENDING_START
 from operators.kube import KubeApi
-from operators.resources import PENDING_START
+from operators.pods.failure_policy import EXIT_CHECKPOINTED
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.checker import DoubleBookingChecker
 from tests.operators.harness import running_operator, wait_phases

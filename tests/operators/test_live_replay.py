@@ -34,7 +34,7 @@ from controller.model import Action, JobSpec
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
 from controller.tally import DecisionTally
-from operators.failure_policy import EXIT_CHECKPOINTED
+from operators.pods.failure_policy import EXIT_CHECKPOINTED
 from policies.registry import make_policy, policy_names
 from tests.operators.builders import make_dljob
 from tests.operators.harness import compressed, running_operator, wait_phases

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from controller.model import Allocation, GpuShare
-from controller.network.crux import PRIORITY_FLOOR
-from controller.network.slots import SLOT_HEADROOM
+from controller.network.phases.crux import PRIORITY_FLOOR
+from controller.network.phases.slots import SLOT_HEADROOM
 from controller.rates import RateModel
 from operators import crd
 from operators.kube import KubeApi
 from operators.network import RunningJob, UnknownNetworkError
-from operators.network_phases import (
+from operators.network.phases import (
     NetworkedJob,
     check_live_network,
     make_network_publisher,

@@ -1,6 +1,6 @@
 """Cordon and drain against the real control plane with the operator running:
 `kubectl cordon` keeps new work off a node while its jobs run on; a drain set by the
-API's code path (api.node_admin) preempts the node's jobs gracefully, places them
+API's code path (api.cluster_mode.node_admin) preempts the node's jobs gracefully, places them
 elsewhere and ends once the node is empty."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from api.node_admin import patch_node
+from api.cluster_mode.node_admin import patch_node
 from controller.maintenance import NodeAction
 from operators import crd
-from operators.failure_policy import EXIT_CHECKPOINTED
 from operators.nodes import build_cluster
+from operators.pods.failure_policy import EXIT_CHECKPOINTED
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet

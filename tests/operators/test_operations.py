@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from operators import crd
 from operators.kube import KubeApi
-from operators.leader import LeaseConfig
+from operators.kube.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
 from tests.kube.fixtures import KubeServer
 from tests.operators.builders import install_crd, make_dljob, make_node_body

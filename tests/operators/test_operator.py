@@ -7,7 +7,7 @@ import time
 import pytest
 
 from operators import crd
-from operators.resources import parse_time
+from operators.kube.times import parse_time
 from policies.registry import policy_names
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.conftest import GpuCluster

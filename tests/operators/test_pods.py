@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from operators import crd
+from operators.dljobs.requests import Requests, spec_requests
+from operators.dljobs.template import pod_requests
 from operators.pods import Occupancy, ShareRecord, WorkerSpec, gpu_requests, worker_pods
-from operators.requests import Requests, spec_requests
-from operators.template import pod_requests
 
 SHARE = crd.RESOURCE_GPU_SHARE
 SIDECAR = {"name": "log-shipper", "image": "fluent-bit:3", "resources": {"requests": {"cpu": "1"}}}

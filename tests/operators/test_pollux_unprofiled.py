@@ -1,6 +1,6 @@
 """Pollux live on a model without a published profile (issue 25, item 2): the job keeps
 its batch until it reports gradient statistics and throughput, then gets batch sizes
-from its own (policies.pollux_goodput), carried out in place on the control plane."""
+from its own (policies.pollux.goodput), carried out in place on the control plane."""
 
 from __future__ import annotations
 

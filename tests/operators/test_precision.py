@@ -12,10 +12,10 @@ import pytest
 from controller.model.perf import throughput_ips
 from controller.model.precision import Precision
 from controller.rates import RateModel
+from operators.dljobs.resources import job_spec
 from operators.jobs import JobRecord, State
 from operators.nodes import build_cluster
 from operators.pods import ShareRecord
-from operators.resources import job_spec
 from operators.views import job_view
 from tests.operators.builders import make_dljob, make_node_body
 from tests.operators.conftest import GpuCluster

@@ -1,7 +1,7 @@
 """The Queue CRD against the real control plane, with the real kubectl: the
 example applies, `kubectl get queues` shows the printer columns, and a bad queue is
 refused by the name of its field (the schema's constraints; the cross-field CEL rules
-are the real API server's and the operator's, see operators/quota_queues.py)."""
+are the real API server's and the operator's, see operators/quotas/tree.py)."""
 
 from __future__ import annotations
 

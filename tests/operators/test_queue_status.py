@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from operators.dljobs.resources import database_id
 from operators.kube import KubeApi
-from operators.resources import database_id
 from tests import waiting
 from tests.operators.builders import make_dljob
 from tests.operators.harness import running_operator, wait_phases

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from operators import crd
-from operators.queue_api import QueueApi
+from operators.quotas.resources import QueueApi
 from tests.operators.builders import make_dljob
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet

@@ -1,5 +1,5 @@
-"""Queue resources to the quota tree (operators/quota_queues.py) and the calls on
-them (operators/queue_api.py), against the real control plane (and a server without
+"""Queue resources to the quota tree (operators/quotas/tree.py) and the calls on
+them (operators/quotas/resources.py), against the real control plane (and a server without
 the Queue CRD, the test server)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import yaml
 
 from controller.model.queues import GpuQuota
 from operators.kube import KubeApi
-from operators.queue_api import QueueApi
-from operators.quota_queues import QueueReader, queue_data, queue_object, read_tree
+from operators.quotas.resources import QueueApi
+from operators.quotas.tree import QueueReader, queue_data, queue_object, read_tree
 from tests.kube.fixtures import KubeServer
 from tests.operators.real_cluster import RealCluster
 

@@ -19,11 +19,11 @@ import pytest
 from kubernetes import watch  # type: ignore[import-untyped]
 
 from operators import crd
-from operators.failure_policy import EXIT_CHECKPOINTED
+from operators.dljobs.resources import DEFAULT_GRACE_S
 from operators.kube import KubeApi
-from operators.kube_calls import crd_args
-from operators.queue_api import QueueApi
-from operators.resources import DEFAULT_GRACE_S
+from operators.kube.calls import crd_args
+from operators.pods.failure_policy import EXIT_CHECKPOINTED
+from operators.quotas.resources import QueueApi
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.harness import phases, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet

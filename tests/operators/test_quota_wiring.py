@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from operators import crd
-from operators.queue_api import QueueApi
-from operators.quota_queues import QueueReader
-from operators.resources import DEFAULT_GRACE_S
+from operators.dljobs.resources import DEFAULT_GRACE_S
+from operators.quotas.resources import QueueApi
+from operators.quotas.tree import QueueReader
 from tests.operators.real_cluster import RealCluster
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from operators.requests import (
+from operators.dljobs.requests import (
     Requests,
     container_requests,
     format_cpu,

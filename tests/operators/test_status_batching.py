@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from operators.dljobs.resources import QUEUED, Reasoned, fields_mutator, status_mutator
 from operators.queue_status import (
     POSITION_EXACT,
     POSITION_REFRESH_BUDGET,
@@ -15,7 +16,6 @@ from operators.queue_status import (
     PositionThrottle,
     position_mutator,
 )
-from operators.resources import QUEUED, Reasoned, fields_mutator, status_mutator
 from operators.writer import Writer
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.conftest import GpuCluster

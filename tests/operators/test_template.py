@@ -11,8 +11,8 @@ import kubernetes  # type: ignore[import-untyped]
 import pytest
 
 from operators import crd
+from operators.dljobs.resources import job_spec
 from operators.kube import KubeApi
-from operators.resources import job_spec
 from tests.operators.builders import dljob_status, make_dljob, make_node_body
 from tests.operators.conftest import GpuCluster
 from tests.operators.harness import job_pods, running_operator, wait_phases

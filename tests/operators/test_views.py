@@ -13,10 +13,11 @@ from controller.model.sharing import slowdown
 from controller.placement import ConsolidatedPlacer
 from controller.rates import RateModel
 from operators import crd
+from operators.dljobs.resources import job_spec
 from operators.jobs import JobRecord, State
+from operators.kube.times import micro_time
 from operators.nodes import ClusterView, build_cluster
 from operators.pods import ShareRecord
-from operators.resources import job_spec, micro_time
 from operators.views import arrival_times, gpu_use_fields, job_view, measured_of
 from policies.gandiva import Gandiva, GandivaState
 from tests.operators.builders import make_dljob, make_node_body

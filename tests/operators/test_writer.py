@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from operators.resources import QUEUED, Reasoned, status_mutator
+from operators.dljobs.resources import QUEUED, Reasoned, status_mutator
 from operators.writer import Writer
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.real_cluster import RealCluster

@@ -24,8 +24,8 @@ from policies.gandiva import (
     _slices,
     _waiting_reason,
 )
-from policies.gandiva_moves import consolidate, defragment, grow, movers_by_node, shrink_for
-from policies.gandiva_packing import (
+from policies.gandiva.moves import consolidate, defragment, grow, movers_by_node, shrink_for
+from policies.gandiva.packing import (
     Pack,
     PackOptions,
     _hosts,
@@ -34,8 +34,8 @@ from policies.gandiva_packing import (
     introspect,
     model_pair,
 )
-from policies.gandiva_queue import gandiva_key
-from policies.gandiva_work import Work, gpu_util
+from policies.gandiva.queue import gandiva_key
+from policies.gandiva.work import Work, gpu_util
 
 
 def reference_round(policy: Gandiva, snapshot: Snapshot, state: Any) -> Plan:

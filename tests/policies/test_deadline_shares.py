@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.deadline_shares import (
+from policies.elasticflow.shares import (
     SLOT_S,
     Curve,
     Demand,

@@ -18,8 +18,8 @@ from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
-from policies.deadline_shares import Demand, plan_shares
 from policies.elasticflow import ElasticFlow
+from policies.elasticflow.shares import Demand, plan_shares
 from policies.registry import UnknownPolicyError, make_policy
 from tests.builders import make_cluster, make_job, make_view
 

@@ -9,7 +9,7 @@ import pytest
 from controller.model import Action, Allocation, GpuShare, JobSpec, JobStatus, JobView, Snapshot
 from controller.placement import ConsolidatedPlacer
 from policies.gandiva import Gandiva, GandivaState
-from policies.gandiva_packing import Pack
+from policies.gandiva.packing import Pack
 from tests.builders import make_cluster, make_job, make_view
 from tests.policies.invariants import check_round, random_snapshot
 

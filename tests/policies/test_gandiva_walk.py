@@ -1,4 +1,4 @@
-"""Gandiva reads its queue from the head and stops (`policies.gandiva_queue`): the same
+"""Gandiva reads its queue from the head and stops (`policies.gandiva.queue`): the same
 plans as the round that read every waiting job (`tests/policies/gandiva_reference.py`),
 and a true reason for every job left waiting.
 
@@ -21,8 +21,8 @@ from controller.model import JobView, Plan, Snapshot
 from controller.placement import ConsolidatedPlacer
 from controller.sim import SimConfig, Simulator
 from policies.gandiva import Gandiva, GandivaState
-from policies.gandiva_packing import _floor_is_safe
-from policies.gandiva_queue import Kind, gandiva_key
+from policies.gandiva.packing import _floor_is_safe
+from policies.gandiva.queue import Kind, gandiva_key
 from tests.builders import make_cluster, make_job
 from tests.policies.gandiva_reference import reference_round
 from tests.policies.invariants import random_snapshot

@@ -1,4 +1,4 @@
-"""Gavel's policies (policies/gavel.py): the allocations as the paper states them, the
+"""Gavel's policies (policies/gavel/__init__.py): the allocations as the paper states them, the
 round-based mechanism, and a small heterogeneous replay where the aware policies beat
 the blind ones (issue 31)."""
 
@@ -18,9 +18,9 @@ from controller.placement import make_placer
 from controller.rates import RateModel
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
-from policies import gavel_allocation as alloc
+from policies.gavel import allocation as alloc
 from policies.gavel import arrival_key
-from policies.gavel_rounds import Counters, assign, priorities
+from policies.gavel.rounds import Counters, assign, priorities
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job, make_view
 

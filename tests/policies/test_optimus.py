@@ -22,8 +22,8 @@ from controller.model import (
 )
 from controller.placement import ConsolidatedPlacer
 from policies.optimus import JobMemory, Optimus, OptimusState
-from policies.optimus_cluster import pack_fewest_servers
-from policies.optimus_fit import (
+from policies.optimus.cluster import pack_fewest_servers
+from policies.optimus.fit import (
     CONVERGENCE_THRESHOLD,
     LossCurve,
     fit_loss_curve,

@@ -17,7 +17,7 @@ from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
 from policies.pollux import Pollux, PolluxState
-from policies.pollux_goodput import (
+from policies.pollux.goodput import (
     app_key,
     fit_scales,
     goodput_at_batch,
@@ -25,7 +25,7 @@ from policies.pollux_goodput import (
     noise_ratio,
     progress_bucket,
 )
-from policies.pollux_search import Problem, fitness, search
+from policies.pollux.search import Problem, fitness, search
 from tests.builders import make_cluster, make_job, make_view
 from tests.policies.invariants import check_round, random_snapshot
 

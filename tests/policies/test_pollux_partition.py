@@ -11,8 +11,8 @@ import pytest
 from controller.model import Allocation, JobStatus, Snapshot
 from controller.placement import ConsolidatedPlacer
 from policies.pollux import Pollux, PolluxState
-from policies.pollux_partition import part_count, split, stitch, sub_problem
-from policies.pollux_search import Problem, fitness, search
+from policies.pollux.partition import part_count, split, stitch, sub_problem
+from policies.pollux.search import Problem, fitness, search
 from tests.builders import make_cluster, make_job, make_view
 from tests.policies.invariants import check_round, random_snapshot
 

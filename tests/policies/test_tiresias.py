@@ -14,8 +14,8 @@ from controller.placement import ConsolidatedPlacer
 from controller.sim import SimConfig, Simulator
 from controller.traces.synthetic import generate
 from policies.fifo import Fifo
-from policies.gittins import ServiceDistribution
 from policies.tiresias import Promotion, Tiresias, TiresiasState
+from policies.tiresias.gittins import ServiceDistribution
 from tests.builders import make_cluster, make_job, make_view
 from tests.policies.invariants import check_round, random_snapshot
 

@@ -1,6 +1,6 @@
 """Tiresias' waiting and running jobs kept ranked between rounds
-(policies.tiresias_waiting, policies.tiresias_running) and its records handed on
-copy-on-write (policies.tiresias_ledger), against the ranking of every job from
+(policies.tiresias.waiting, policies.tiresias.running) and its records handed on
+copy-on-write (policies.tiresias.ledger), against the ranking of every job from
 scratch, round by round.
 
 Each round of a replay is decided twice on the same snapshot: by the policy with the

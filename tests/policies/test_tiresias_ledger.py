@@ -1,9 +1,9 @@
-"""Tiresias' records handed from state to state copy-on-write (policies.tiresias_ledger):
+"""Tiresias' records handed from state to state copy-on-write (policies.tiresias.ledger):
 every state in a chain reads as it was written, whichever is read first."""
 
 from __future__ import annotations
 
-from policies.tiresias_ledger import Promotion, Records
+from policies.tiresias.ledger import Promotion, Records
 
 
 def test_each_state_in_a_chain_reads_its_own_records() -> None:

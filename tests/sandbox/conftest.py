@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from gpuflow.sandbox.controlplane import ControlPlane
-from gpuflow.sandbox.heartbeat import HeartbeatConfig
 from gpuflow.sandbox.kubelet import ProcessKubelet
+from gpuflow.sandbox.kubelet.heartbeat import HeartbeatConfig
 from gpuflow.sandbox.network import LOOPBACK, NodeNetwork
 from operators.kube import KubeApi, api_client
 

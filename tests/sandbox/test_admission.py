@@ -1,11 +1,11 @@
-"""A kubelet's admission of extended resources (gpuflow/sandbox/admission.py), and the
+"""A kubelet's admission of extended resources (gpuflow/sandbox/kubelet/admission.py), and the
 sandbox's ProcessKubelet rejecting a pod that asks more GPUs than its node has left."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpuflow.sandbox.admission import extended_requests, is_extended, refusal
+from gpuflow.sandbox.kubelet.admission import extended_requests, is_extended, refusal
 from operators import crd
 from operators.kube import KubeApi
 from tests.sandbox.conftest import Start, make_pod, wait_phase

@@ -1,4 +1,4 @@
-"""A ProcessKubelet toward the real control plane (gpuflow/sandbox/heartbeat.py): it
+"""A ProcessKubelet toward the real control plane (gpuflow/sandbox/kubelet/heartbeat.py): it
 registers its Node Ready with its own credentials, which confine it to its own Node,
 renews its Lease in kube-node-lease, and when its heartbeats stop the controller
 manager's node lifecycle controller marks the Node Unknown and taints it."""
@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 
 from gpuflow.sandbox.controlplane import ControlPlane, ControlPlaneOptions
-from gpuflow.sandbox.heartbeat import LEASE_NAMESPACE, HeartbeatConfig, LeaseRenewer, NodeHeartbeat
+from gpuflow.sandbox.kubelet.heartbeat import (
+    LEASE_NAMESPACE,
+    HeartbeatConfig,
+    LeaseRenewer,
+    NodeHeartbeat,
+)
 from operators.kube import API_ERRORS, KubeApi, api_client, status_code
 from tests.controlplane.fixtures import NEEDS_CONTROL_PLANE
 from tests.sandbox.conftest import Start

@@ -177,7 +177,7 @@ def test_pod_acts_under_its_own_service_account(
     out = tmp_path / "who.txt"
     code = (
         "import os, pathlib, kubernetes\n"
-        "from operators.kube_client import api_client\n"
+        "from operators.kube.client import api_client\n"
         "client = api_client()\n"
         "auth = kubernetes.client.AuthenticationV1Api(client)\n"
         "review = {'apiVersion': 'authentication.k8s.io/v1', 'kind': 'SelfSubjectReview'}\n"

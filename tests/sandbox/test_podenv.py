@@ -1,5 +1,5 @@
 """How the process kubelet turns a container into a command line and an environment
-(gpuflow/sandbox/podenv.py) and writes a projected volume (volumes.py): the chart's
+(gpuflow/sandbox/kubelet/podenv.py) and writes a projected volume (volumes.py): the chart's
 image's entrypoint, envFrom, the service-account volume. No API server: lookups and
 tokens come from dicts, as the kubelet's would from the server."""
 
@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from gpuflow.sandbox.podenv import (
+from gpuflow.sandbox.kubelet.podenv import (
     EnvError,
     command_line,
     is_gpuflow_image,
     process_env,
     rewrite_service_url,
 )
-from gpuflow.sandbox.volumes import Mounts, PodVolumes, Projections, VolumeError
+from gpuflow.sandbox.kubelet.volumes import Mounts, PodVolumes, Projections, VolumeError
 
 VENV_BIN = Path(sys.executable).parent
 OBJECTS: dict[tuple[str, str, str], dict[str, Any]] = {

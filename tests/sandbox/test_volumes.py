@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuflow.sandbox.podenv import expand, rewrite_dns
-from gpuflow.sandbox.volumes import Mounts, format_map, go_quote
+from gpuflow.sandbox.kubelet.podenv import expand, rewrite_dns
+from gpuflow.sandbox.kubelet.volumes import Mounts, format_map, go_quote
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@ import os
 import signal
 
 from gpuflow.train.preemption import EXIT_CHECKPOINTED, StopFlag
-from operators import failure_policy
+from operators.pods import failure_policy
 
 
 def test_exit_code_is_the_one_the_operator_reads_as_checkpointed() -> None:

@@ -16,7 +16,7 @@ import { api, byId, clockName, el, head, instant, replaceKeepingFocus, report } 
  *   tenant: string, nodes: {node: string, gpus: number[]}[], by: JobRef[], detail: string}} Event
  */
 
-// The kinds the job database records (api/models.py JobEvent.kind), for the filter.
+// The kinds the job database records (api/store/models.py JobEvent.kind), for the filter.
 const KINDS = ["submitted", "admitted", "started", "preempted", "suspended", "resized", "migrated",
   "finished", "failed", "cancelled"];
 const LIMIT = 200; // newest events shown

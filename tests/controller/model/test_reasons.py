@@ -26,7 +26,7 @@ from controller.model.job import FRAGMENTED, INSUFFICIENT_GPUS, does_not_fit, sh
             short_of_gpus(4, 3, " but no placement fits the gang"),
             Reason("InsufficientGpus", "needs 4 GPUs; 3 are free"),
         ),
-        # Gandiva (policies/gandiva.py)
+        # Gandiva (policies/gandiva/__init__.py)
         (
             short_of_gpus(2, 2, " but scattered"),
             Reason("Fragmented", "needs 2 GPUs; 2 are free but scattered"),
@@ -35,7 +35,7 @@ from controller.model.job import FRAGMENTED, INSUFFICIENT_GPUS, does_not_fit, sh
             short_of_gpus(2, 0, " but scattered"),
             Reason("InsufficientGpus", "needs 2 GPUs; 0 are free"),
         ),
-        # Tiresias (policies/tiresias_placement.py)
+        # Tiresias (policies/tiresias/placement.py)
         (
             does_not_fit(8, "5 are free, no placement fits", INSUFFICIENT_GPUS, where="Q1: "),
             Reason("InsufficientGpus", "Q1: needs 8 GPUs; 5 are free, no placement fits"),

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.network import POLICIES, Coflow, Flow, UnknownNetworkPolicyError, allocate
-from controller.network.aalo import AaloConfig, aalo_rates, next_threshold_mb, queue_of
-from controller.network.problem import from_records
-from controller.network.varys import madd_in_order, sebf_order
+from controller.network.allocators.aalo import AaloConfig, aalo_rates, next_threshold_mb, queue_of
+from controller.network.allocators.problem import from_records
+from controller.network.allocators.varys import madd_in_order, sebf_order
 from tests.controller.network.builders import make_coflow, make_flow, nics
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controller.model import Allocation, GpuPool, JobView
-from controller.network.cassini_placement import CassiniPlacer, wrap
+from controller.network.phases.cassini_placement import CassiniPlacer, wrap
 from controller.placement import FirstFitPlacer
 from tests.builders import make_cluster, make_job, make_view
 

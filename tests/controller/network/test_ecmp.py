@@ -1,5 +1,5 @@
 """ECMP lanes (controller.network.ecmp) and Crux's path selection over them
-(controller.network.crux_paths, through the phase model)."""
+(controller.network.phases.crux_paths, through the phase model)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from controller.model import Allocation, Cluster, Rack
 from controller.model.catalog import resolve
 from controller.model.perf import iteration_time_s
-from controller.network.crux_paths import select_paths
 from controller.network.ecmp import hashed_path
 from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.loads import JobTraffic, link_loads
-from controller.network.phase_jobs import phase_job_rates
+from controller.network.phases.crux_paths import select_paths
+from controller.network.phases.jobs import phase_job_rates
 from controller.placement import FirstFitPlacer
 from controller.sim import SimConfig, Simulator
 from controller.spec import ClusterSpecError, load_cluster, named_cluster

@@ -11,11 +11,11 @@ from controller.metrics import summarize
 from controller.model import Allocation, Cluster, JobSpec
 from controller.model.catalog import resolve
 from controller.model.perf import iteration_time_s
-from controller.network.cassini import compatibility, time_shifts
-from controller.network.crux import PRIORITY_FLOOR, Intensity, priorities
 from controller.network.jobs import NetJob
-from controller.network.phase_jobs import phase_job_rates
 from controller.network.phases import PhaseJob
+from controller.network.phases.cassini import compatibility, time_shifts
+from controller.network.phases.crux import PRIORITY_FLOOR, Intensity, priorities
+from controller.network.phases.jobs import phase_job_rates
 from controller.placement import FirstFitPlacer
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator

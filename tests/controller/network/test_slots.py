@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from controller.network.jobs import NetJob
-from controller.network.slots import (
+from controller.network.phases.slots import (
     SLOT_HEADROOM,
     LivePhase,
     NoLiveFormError,

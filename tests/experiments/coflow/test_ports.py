@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from controller.network.allocators import POLICIES
-from controller.network.waterfill import max_min_levels
+from controller.network.allocators.waterfill import max_min_levels
 from experiments.coflow.ports import PORT_RATES, PortArrays, bipartite_levels, port_arrays
 from experiments.coflow.replay import ReplayConfig, replay, replay_reference
 from experiments.coflow.trace import read_trace

@@ -17,7 +17,7 @@ from operators.agent.bandwidth import BandwidthEnforcer
 from operators.agent.egress import EgressAgent, default_route_interface, wanted_rates
 from operators.agent.main import AgentOptions, run_agent
 from operators.kube import KubeApi
-from operators.kube_calls import drain
+from operators.kube.calls import drain
 from tests.operators.agent.fake_tc import FakeTc
 from tests.operators.agent.netns import (
     LINK_RATE_GBPS,

@@ -1,0 +1,247 @@
+"""Queue resources to the quota tree, and the tree's state back into their status.
+
+The operator (operators/operator.py) lists the cluster-scoped `Queue` resources each
+round (`QueueReader`), turns them into the controller's `QueueTree` with the same
+loader replays use (controller.queues.spec, in its flat `parent` form), hands the
+tree to the controller as its `Quotas` (controller.queues.admission: the admission
+and reclaim step replays run, so a live queue gets its guarantee and borrowed GPUs
+are reclaimed by the backend's graceful preemption), and after the round writes
+each Queue's status (`queue_status`). The API in cluster mode
+(api/quotas/store.py) converts with `queue_data`/`queue_object` as well, so that REST
+and kubectl meet in the same resources.
+
+A tree with a broken rule is not applied: the operator keeps the last tree that was
+valid (none at first: no quotas) and marks the queue at fault Invalid, naming the
+field, as a DLJob that cannot run is marked Invalid.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import ApiException  # type: ignore[import-untyped]
+
+from controller.model import JobView, Plan, Snapshot
+from controller.model.queues import QueueSpecError, QueueTree
+from controller.queues.admission import Quotas
+from controller.queues.spec import queues_from_data
+from operators import crd
+from operators.dljobs.resources import DEFAULT_GRACE_S
+from operators.kube import API_ERRORS, NOT_FOUND, KubeApi, Resource
+from operators.logs import emit, one_line
+from operators.quotas.resources import QueueApi
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# How often the Queues are listed: an admin's change is applied within this (plus
+# the wait for the next round) at the cost of one LIST; reads are cheap, and rounds
+# can come every 50 ms under load.
+QUEUE_READ_S = 1.0
+ACTIVE = "Active"
+INVALID = "Invalid"
+_INDEX = re.compile(r"^queues\[(\d+)\]\.?")
+_QUEUES = Resource(crd.QUEUE_PLURAL)
+
+
+def queue_data(obj: Obj) -> dict[str, Any]:
+    """A Queue resource as one item of the loader's flat list (`parent` form)."""
+    spec = obj.get("spec") or {}
+    item: dict[str, Any] = {"name": obj["metadata"]["name"]}
+    for key, by_model in (("guarantee", "guaranteeByModel"), ("limit", "limitByModel")):
+        value = spec.get(by_model) if spec.get(by_model) else spec.get(key)
+        if value is not None:
+            item[key] = value
+    for key in ("parent", "weight", "tenants"):
+        if spec.get(key) is not None:
+            item[key] = spec[key]
+    return item
+
+
+def queue_object(item: Mapping[str, Any]) -> Obj:
+    """The Queue resource for one loader item (the API's create and replace)."""
+    spec: dict[str, Any] = {}
+    for key, by_model in (("guarantee", "guaranteeByModel"), ("limit", "limitByModel")):
+        value = item.get(key)
+        if isinstance(value, Mapping):
+            spec[by_model] = dict(value)
+        elif value is not None:
+            spec[key] = value
+    for key in ("parent", "weight", "tenants"):
+        if item.get(key) is not None:
+            spec[key] = item[key]
+    return {
+        "apiVersion": crd.API_VERSION,
+        "kind": crd.QUEUE_KIND,
+        "metadata": {"name": item["name"]},
+        "spec": spec,
+    }
+
+
+@dataclass(frozen=True)
+class TreeRead:
+    """One reading of the Queues: the tree (None when there are none or the first
+    ones are broken) and, when broken, the queue at fault and why."""
+
+    tree: QueueTree | None
+    invalid: dict[str, str]
+
+
+def read_tree(objs: list[Obj]) -> TreeRead:
+    """The tree the Queue resources define, in name order (deterministic)."""
+    if not objs:
+        return TreeRead(None, {})
+    ordered = sorted(objs, key=lambda o: str(o["metadata"]["name"]))
+    items = [queue_data(o) for o in ordered]
+    try:
+        return TreeRead(queues_from_data(items), {})
+    except QueueSpecError as exc:
+        return TreeRead(None, {_culprit(exc.field, items): _spec_message(exc)})
+
+
+def _culprit(field: str, items: list[dict[str, Any]]) -> str:
+    m = _INDEX.match(field)
+    if m is None or int(m.group(1)) >= len(items):
+        return str(items[0]["name"])
+    return str(items[int(m.group(1))]["name"])
+
+
+def _spec_message(exc: QueueSpecError) -> str:
+    """The error with the loader's `queues[i].` prefix as the resource's `spec.`."""
+    rest = _INDEX.sub("", exc.field)
+    field = f"spec.{rest}" if rest and not rest.startswith("children") else "spec"
+    return f"{field}: {exc.message}"
+
+
+class QueueReader:
+    """Lists the Queue resources at most every `every_s`; keeps the last valid tree."""
+
+    def __init__(self, api: KubeApi, every_s: float = QUEUE_READ_S) -> None:
+        self.api = api
+        self.every_s = every_s
+        self.objects: list[Obj] = []
+        self.tree: QueueTree | None = None
+        # The controller's admission and reclaim step for `tree` (None: no quotas),
+        # made again only when the tree changes. Its grace period is the pods' default
+        # terminationGracePeriodSeconds: the round after a reclaim's deadline decides
+        # again even if no pod event wakes the loop.
+        self.quotas: Quotas | None = None
+        self.invalid: dict[str, str] = {}
+        self._read_at = -float("inf")
+        self._missing_logged = False
+
+    def read(self, now: float | None = None) -> QueueTree | None:
+        """The tree to apply this round (the previous one between reads)."""
+        now = time.monotonic() if now is None else now
+        if now - self._read_at < self.every_s:
+            return self.tree
+        self._read_at = now
+        try:
+            self.objects = self.list_queues()
+        except API_ERRORS:
+            return self.tree  # KubeApi logged it; the last tree stays in force
+        got = read_tree(self.objects)
+        self.invalid = got.invalid
+        if got.invalid:
+            for name, message in got.invalid.items():
+                emit(log, logging.WARNING, "queue invalid", queue=name, error=message)
+        elif got.tree != self.tree:
+            self.tree = got.tree
+            self.quotas = None if got.tree is None else Quotas(got.tree, grace_s=DEFAULT_GRACE_S)
+        return self.tree
+
+    def list_queues(self) -> list[Obj]:
+        """Every Queue; none when the CRD is not installed (logged once)."""
+        try:
+            objs, _ = self.api.list_objects(_QUEUES)
+        except ApiException as exc:
+            if exc.status != NOT_FOUND:
+                raise
+            if not self._missing_logged:
+                emit(log, logging.INFO, "no Queue CRD: no quotas", error=one_line(exc))
+                self._missing_logged = True
+            return []
+        return objs
+
+
+def queue_statuses(
+    tree: QueueTree | None,
+    invalid: Mapping[str, str],
+    snapshot: Snapshot,
+    plan: Plan,
+    reclaims: Mapping[str, int],
+) -> dict[str, Obj]:
+    """Each queue's status after a round: GPUs its running jobs hold (an inner
+    queue's subtree's), how many over its guarantee, its waiting jobs by the round's
+    reason, its reclaims so far; a queue at fault is Invalid with the reason."""
+    out: dict[str, Obj] = {}
+    if tree is not None:
+        held = dict.fromkeys(tree.names(), 0)
+        pending: dict[str, dict[str, int]] = {n: {} for n in tree.names()}
+        for view in snapshot.jobs:
+            leaf = tree.leaf_of(view.spec)
+            if leaf is None:
+                continue
+            reason = plan.reason_for(view.job_id)
+            for name in tree.chain(leaf):
+                if view.running:
+                    held[name] += view.num_gpus
+                elif view.job_id not in plan.run:
+                    code = reason.code if reason is not None else view.status.value
+                    pending[name][code] = pending[name].get(code, 0) + 1
+        for name in tree.names():
+            node = tree.node(name)
+            assert node is not None
+            guarantee = node.guarantee.total
+            out[name] = {
+                "phase": ACTIVE,
+                "guaranteeGpus": guarantee,
+                "allocatedGpus": held[name],
+                "borrowedGpus": max(0, held[name] - guarantee),
+                "pendingJobs": sum(pending[name].values()),
+                "pendingByReason": dict(sorted(pending[name].items())),
+                "reclaims": reclaims.get(name, 0),
+            }
+    for name, message in invalid.items():
+        out[name] = {**out.get(name, {}), "phase": INVALID, "message": message}
+    return out
+
+
+class QueueStatusWriter:
+    """Writes each Queue's status when it changed (one replace per changed queue)."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.queues = QueueApi(api)
+        self._written: dict[str, Obj] = {}
+
+    def write(self, objects: list[Obj], statuses: Mapping[str, Obj], now_iso: str) -> None:
+        """Write the statuses that changed; `objects` (the reader's) take the written
+        objects' resourceVersions, so the next write does not conflict."""
+        for i, obj in enumerate(objects):
+            name = obj["metadata"]["name"]
+            status = statuses.get(name)
+            if status is None or self._written.get(name) == status:
+                continue
+            body = {**obj, "status": {**status, "updateTime": now_iso}}
+            try:
+                objects[i] = self.queues.replace_status(body)
+            except API_ERRORS:
+                continue  # KubeApi logged it (a conflict: the next read brings it)
+            self._written[name] = status
+
+
+def reclaimed(snapshot: Snapshot, plan: Plan) -> list[JobView]:
+    """Running jobs the round stops for a reclaim (their reason's code says so)."""
+    out = []
+    for view in snapshot.jobs:
+        reason = plan.reason_for(view.job_id)
+        stopped = view.running and view.job_id not in plan.run
+        if stopped and reason is not None and "reclaim" in reason.code.lower():
+            out.append(view)
+    return out

@@ -1,0 +1,342 @@
+"""ElasticFlow: deadline jobs admitted only when they can finish, scaled elastically.
+
+Gu et al., "ElasticFlow: An Elastic Serverless Training Platform for Distributed Deep
+Learning", ASPLOS 2023. Each round:
+
+1. Admission control (§4.1). A job with a deadline seen for the first time is admitted
+   only if, planned in deadline order with the jobs already admitted, every one of them
+   still has a minimum satisfactory share (`policies.elasticflow.shares.plan_shares`, the
+   fewest GPUs that finish it by its deadline given how its throughput scales), and,
+   where its queue's guarantee is given (`queue_gpus`), the same holds for its queue's
+   deadline jobs within that guarantee.
+   Otherwise it is refused at once (a `REFUSED` reason: it never runs) with what it
+   would need and by when. A job without a deadline is admitted as best-effort.
+2. Resource allocation (§4.2). The admitted jobs that can still make their deadlines
+   get their planned share for the current slot first, in deadline order; the GPUs left
+   go, one step at a time, to the job whose next size (the next power of two) has the
+   highest marginal return: the seconds of its remaining run time saved per GPU added.
+   A job that is not running is started first (its return has no bound). A job whose
+   share no longer meets its deadline (the model erred, or a resize cost it time)
+   becomes best-effort. So a best-effort job never takes the GPUs an admitted job's
+   share needs.
+3. Placement (§4.3, buddy allocation). Shares are powers of two and are placed largest
+   first, each on the fewest servers (`pack_fewest_servers`: one server that holds it,
+   best fit, else whole servers), which on servers of a power-of-two size places every
+   block on servers of its own without fragmenting the others. A running job whose
+   size is unchanged keeps its GPUs; if the others do not then fit, everything is
+   placed again from an empty cluster (a migration).
+4. Elastic scaling: a job's size changes whenever the allocation says so (the backend
+   charges the restart); its batch size is kept, as ElasticFlow keeps the global batch.
+
+Throughputs come from the performance model (controller.model.perf) at each size,
+placed on the fewest servers, scaled for a live job that reports its throughput by
+what it measures over what the model says at its size (`_measured_scale`). On
+ElasticFlow's T4 cluster the model is within 20 % of the paper's T4 table at 87 % of
+its points (docs/benchmarks.md, "Deadlines").
+
+A refused job stays refused: a backend that withdraws it (the simulator) never shows
+it again, and one that keeps it waiting (a live cluster, where the DLJob stays) sees
+the same refusal every round (`ElasticFlowState.refused`), so it never runs.
+
+Deviations: the admitted and refused jobs are the only memory between rounds
+(`ElasticFlowState`); the plan is redone at every round from the jobs' progress, so an
+admitted job's guarantee holds only as far as the performance model is right; a
+queue's guarantee bounds what its deadline jobs are promised only as `queue_gpus`
+states it (the policy does not read the queue tree), by leaf queue, not its parents;
+non-elastic jobs (min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model.catalog import resolve
+from controller.model.job import FRAGMENTED, REFUSED
+from controller.model.perf import throughput_ips
+from policies.edf import deadline_key
+from policies.elasticflow.shares import (
+    Curve,
+    Demand,
+    Share,
+    allowed_sizes,
+    min_share,
+    plan_shares,
+)
+from policies.optimus.cluster import pack_fewest_servers
+from policies.size_caps import capped_max_gpus, check_caps
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticFlowState:
+    """What ElasticFlow remembers between rounds: the jobs it has admitted, and the
+    ones it refused with why."""
+
+    admitted: frozenset[str] = frozenset()
+    refused: Mapping[str, Reason] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ElasticFlow:
+    # Quotas: the GPUs the deadline jobs of each queue (JobSpec.queue, else its tenant)
+    # may be promised together, its guarantee in the queue tree (docs/queues.md);
+    # a queue not named is bounded by the cluster alone.
+    queue_gpus: Mapping[str, int] = field(default_factory=dict)
+    # A job's largest size capped by model or "model:batch" (policies.size_caps);
+    # ElasticFlow's evaluation caps it at models.get_max_gpu (bench/deadlines.py).
+    max_gpus_by: Mapping[str, int] = field(default_factory=dict)
+    name: str = "elasticflow"
+    # Throughputs by (cluster, model, batch, precision, GPUs): a memo of the
+    # performance model, not state (the same inputs give the same rate).
+    _rates: dict[tuple[object, ...], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        for queue, gpus in self.queue_gpus.items():
+            if gpus < 0:
+                raise ValueError(f"queue_gpus[{queue!r}] must be >= 0, got {gpus}")
+        check_caps(self.max_gpus_by)
+
+    def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
+        if not isinstance(state, ElasticFlowState):
+            state = ElasticFlowState()
+        previous = state.admitted
+        now, capacity = snapshot.now_s, sum(snapshot.usable_gpus())
+        jobs = sorted(snapshot.jobs, key=deadline_key)
+        curves = {job.job_id: self.speed_curve(snapshot, job) for job in jobs}
+        demands = {
+            job.job_id: _demand(job, now, curves[job.job_id])
+            for job in jobs
+            if job.spec.due_s is not None
+        }
+        admitted = [j for j in jobs if j.job_id in previous and j.job_id in demands]
+        shares, _ = plan_shares(now, capacity, [demands[j.job_id] for j in admitted])
+        reasons = {j.job_id: state.refused[j.job_id] for j in jobs if j.job_id in state.refused}
+        kept = {j.job_id for j in jobs if j.job_id in previous or j.job_id not in demands}
+        for job in jobs:
+            if job.job_id in kept or job.job_id in reasons:
+                continue
+            trial = [demands[j.job_id] for j in admitted if j.job_id in shares]
+            trial.append(demands[job.job_id])
+            trial.sort(key=lambda d: (d.due_s, d.job_id))
+            planned, missed = plan_shares(now, capacity, trial)
+            if missed:
+                reasons[job.job_id] = _refusal(job, demands[job.job_id], now, capacity)
+                continue
+            over = self._over_guarantee(job, admitted, shares, demands, now)
+            if over is not None:
+                reasons[job.job_id] = over
+                continue
+            kept.add(job.job_id)
+            admitted.append(job)
+            shares = planned
+        sizes = _allocate([j for j in jobs if j.job_id in kept], shares, curves, now, capacity)
+        run, placed_reasons = _place(snapshot, sizes)
+        refused = {k: v for k, v in reasons.items() if v.code == REFUSED}
+        reasons.update(placed_reasons)
+        for job in jobs:
+            if job.job_id in kept and job.job_id not in run and job.job_id not in reasons:
+                reasons[job.job_id] = Reason(
+                    "NoShare",
+                    "no GPUs are left after the admitted jobs' minimum satisfactory shares "
+                    "and the jobs with a higher marginal return",
+                )
+        return Plan(run=run, reasons=reasons, state=ElasticFlowState(frozenset(kept), refused))
+
+    def _over_guarantee(
+        self,
+        job: JobView,
+        admitted: list[JobView],
+        shares: dict[str, Share],
+        demands: dict[str, Demand],
+        now_s: float,
+    ) -> Reason | None:
+        """The refusal of `job` when its queue's guarantee (`queue_gpus`) cannot hold
+        the shares of its deadline jobs admitted so far and its own; else None."""
+        queue = _queue(job)
+        bound = self.queue_gpus.get(queue)
+        if bound is None:
+            return None
+        same = [demands[j.job_id] for j in admitted if _queue(j) == queue and j.job_id in shares]
+        trial = sorted([*same, demands[job.job_id]], key=lambda d: (d.due_s, d.job_id))
+        _, missed = plan_shares(now_s, bound, trial)
+        if not missed:
+            return None
+        alone = min_share(now_s, bound, demands[job.job_id])
+        need = f"{alone.gpus} GPUs" if alone is not None else "more GPUs than it holds"
+        return Reason(
+            REFUSED,
+            f"needs {need} of queue {queue}'s guarantee of {bound} to meet its deadline at "
+            f"{demands[job.job_id].due_s:.0f} s; the queue's deadline jobs admitted before "
+            "it leave too few",
+        )
+
+    def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
+        """Deadline order (none last), then submit time, then id."""
+        return [j.job_id for j in sorted(snapshot.jobs, key=deadline_key)]
+
+    def speed_curve(self, snapshot: Snapshot, job: JobView) -> Curve:
+        """`job`'s iterations per second at each size it may run at (module docstring)."""
+        spec, cluster = job.spec, snapshot.cluster
+        top = capped_max_gpus(spec, self.max_gpus_by)
+        sizes = allowed_sizes(spec.min_gpus, top, cluster.num_gpus)
+        profile = resolve(spec.model)
+        batch = job.batch_size if job.batch_size is not None else spec.batch_size
+        empty = GpuPool.of_cluster(cluster)
+        speeds = []
+        for size in sizes:
+            key = (cluster.name, cluster.num_gpus, spec.model, batch, spec.precision, size)
+            rate = self._rates.get(key)
+            if rate is None:
+                alloc = pack_fewest_servers(empty, size)
+                rate = 0.0
+                if alloc is not None:
+                    rate = throughput_ips(
+                        profile, cluster, alloc, batch_size=batch, precision=spec.precision
+                    )
+                self._rates[key] = rate
+            speeds.append(rate)
+        scale = _measured_scale(job, Curve(sizes, tuple(speeds)))
+        return Curve(sizes, tuple(speed * scale for speed in speeds))
+
+
+def _measured_scale(job: JobView, modelled: Curve) -> float:
+    """What a running job that reports its throughput (a live job, `rate_source`
+    "measured") measures over what the performance model says at its size: its whole
+    curve is scaled by it, so its share follows what it does (1: nothing measured)."""
+    if job.rate_source != "measured" or not job.running or job.allocation is None:
+        return 1.0
+    modelled_ips = modelled.speed(job.allocation.num_gpus)
+    if modelled_ips <= 0 or job.rate_ips <= 0:
+        return 1.0
+    return job.rate_ips / modelled_ips
+
+
+def _queue(job: JobView) -> str:
+    return job.spec.queue or job.spec.tenant
+
+
+def _demand(job: JobView, now_s: float, curve: Curve) -> Demand:
+    due = job.spec.due_s
+    assert due is not None
+    return Demand(job.job_id, due, job.remaining_iters_at(now_s), curve)
+
+
+def _refusal(job: JobView, demand: Demand, now_s: float, capacity: int) -> Reason:
+    """Why `job` is refused: what it would need, and by when. A job no share can finish
+    in time is told so in terms of itself alone (its deadline after its submission, its
+    work's time on its most GPUs), so that the reason reads the same on every clock:
+    REST, replay and the operator alike (issue 32's admission Show)."""
+    alone = min_share(now_s, capacity, demand)
+    steps = f"{demand.remaining:.0f} iterations"
+    due = f"its deadline at {demand.due_s:.0f} s"
+    if alone is None:
+        top = demand.curve.sizes[-1] if demand.curve.sizes else 0
+        speed = demand.curve.speed(top)
+        takes = f"take {demand.remaining / speed:.0f} s" if speed > 0 else "never end"
+        after = f"its deadline {job.spec.deadline_s or 0.0:.0f} s after submission"
+        gpus = f"{top} GPU" + ("" if top == 1 else "s")
+        return Reason(REFUSED, f"no share meets {after}: its {steps} on {gpus} {takes}")
+    return Reason(
+        REFUSED,
+        f"needs {alone.gpus} GPUs from {now_s:.0f} s to {alone.finish_s:.0f} s to do its "
+        f"{steps} by {due}; the jobs admitted before it leave too few",
+    )
+
+
+def _allocate(
+    jobs: list[JobView],
+    shares: dict[str, Share],
+    curves: dict[str, Curve],
+    now_s: float,
+    capacity: int,
+) -> dict[str, int]:
+    """Each job's GPUs this slot: the admitted shares first, then the rest by marginal
+    return (module docstring, step 2)."""
+    sizes = {job_id: share.now_gpus for job_id, share in shares.items() if share.now_gpus}
+    free = capacity - sum(sizes.values())
+    by_id = {job.job_id: job for job in jobs}
+    order = {job.job_id: rank for rank, job in enumerate(jobs)}
+    heap: list[tuple[float, int, str, int]] = []
+
+    def offer(job_id: str) -> None:
+        curve, held = curves[job_id], sizes.get(job_id, 0)
+        bigger = [s for s in curve.sizes if s > held]
+        if not bigger:
+            return
+        step = bigger[0]
+        now_ips, next_ips = curve.speed(held), curve.speed(step)
+        if next_ips <= now_ips:
+            return
+        remaining = by_id[job_id].remaining_iters_at(now_s)
+        if now_ips == 0.0:
+            gain = math.inf
+        else:
+            gain = (remaining / now_ips - remaining / next_ips) / (step - held)
+        heapq.heappush(heap, (-gain, order[job_id], job_id, step))
+
+    for job in jobs:
+        offer(job.job_id)
+    while heap and free > 0:
+        _, _, job_id, step = heapq.heappop(heap)
+        extra = step - sizes.get(job_id, 0)
+        if extra > free:
+            continue
+        sizes[job_id] = step
+        free -= extra
+        offer(job_id)
+    return sizes
+
+
+def _place(
+    snapshot: Snapshot, sizes: dict[str, int]
+) -> tuple[dict[str, Allocation], dict[str, Reason]]:
+    """Buddy placement of the sizes (module docstring, step 3)."""
+    jobs = {job.job_id: job for job in snapshot.jobs if job.job_id in sizes}
+    kept: dict[str, Allocation] = {}
+    pool = snapshot.free_pool()
+    for job in snapshot.running():
+        if job.allocation is None:
+            continue
+        if sizes.get(job.job_id) == job.num_gpus:
+            kept[job.job_id] = job.allocation
+        else:
+            pool.release(job.allocation, job.spec.gpu_mem_mib)
+    todo = sorted((j for j in jobs if j not in kept), key=lambda j: (-sizes[j], j))
+    placed = _pack(pool.copy(), todo, sizes, jobs)
+    if placed is not None:
+        return {**kept, **placed}, {}
+    for kept_id, held in kept.items():
+        pool.release(held, jobs[kept_id].spec.gpu_mem_mib)
+    everyone = sorted(jobs, key=lambda j: (-sizes[j], j))
+    run: dict[str, Allocation] = {}
+    reasons: dict[str, Reason] = {}
+    for job_id in everyone:
+        alloc = pack_fewest_servers(pool, sizes[job_id])
+        if alloc is None:  # only when nodes are down or cordoned
+            reasons[job_id] = Reason(
+                FRAGMENTED, f"given {sizes[job_id]} GPUs but no placement of them fits"
+            )
+            continue
+        pool.take(alloc, jobs[job_id].spec.gpu_mem_mib)
+        run[job_id] = alloc
+    return run, reasons
+
+
+def _pack(
+    pool: GpuPool, todo: list[str], sizes: dict[str, int], jobs: dict[str, JobView]
+) -> dict[str, Allocation] | None:
+    """The jobs of `todo` placed in that order, or None if one does not fit."""
+    out: dict[str, Allocation] = {}
+    for job_id in todo:
+        alloc = pack_fewest_servers(pool, sizes[job_id])
+        if alloc is None:
+            return None
+        pool.take(alloc, jobs[job_id].spec.gpu_mem_mib)
+        out[job_id] = alloc
+    return out

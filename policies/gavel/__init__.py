@@ -1,0 +1,266 @@
+"""Gavel: heterogeneity-aware policies over time fractions per GPU type, in rounds.
+
+Narayanan et al., "Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning
+Workloads", OSDI 2020. A policy computes X[m][j], the fraction of time job m should
+spend on GPU type j (§3), from each job's throughput on each type
+(`Snapshot.type_rates`: the backend's speeds, Gavel's measured matrix where a replay
+is given one with `--throughputs`); the round-based mechanism (§5) turns X into each
+round's placements. Registered as:
+
+- `gavel-las`: max-min fairness of normalised effective throughput, with priority
+  weights (§4.1 "LAS"; Gavel's max_min_fairness_perf);
+- `gavel-ftf`: Themis' finish-time fairness (§4.1; finish_time_fairness_perf);
+- `gavel-fifo`: FIFO on the fastest type with room (§4.1; fifo_perf);
+- `gavel-makespan`: minimise the makespan (§4.1; min_total_duration_perf);
+
+each with `aware=false` for the heterogeneity-blind version Gavel compares against
+(max_min_fairness, finish_time_fairness, fifo, min_total_duration). The problems and
+their deviations: policies/gavel/allocation.py; the mechanism: policies/gavel/rounds.py.
+
+Options: `round_s` (360 s, Gavel's time_per_iteration; the policy keeps every job
+where it is until a round is due, however often the backend asks), `reset_interval_s`
+(1,920 s), `seed` (the blind FIFO's draws). Deviations here: a job's priority weight
+is its spec's priority where that is >= 1, else 1 (gpuflow's traces carry no Gavel
+weight); jobs are in Gavel's order, by arrival time then id, numbers in it compared
+as numbers (`arrival_key`); a job asking more GPUs than any type has waits with its
+own reason; a job's remaining steps (FTF, makespan) are what the backend knows of its
+total (Gavel assumes them known too); no space sharing (the matrix's pair rates are
+loaded but no Gavel policy here packs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.job import does_not_fit
+from controller.model.matrix import ModelTypeRates
+from policies.gavel import allocation as gavel_allocation
+from policies.gavel.rounds import Counters, assign, place_on_type, priorities
+
+# A round is due this close to its start (float sums of round lengths).
+_ROUND_EPS_S = 1e-6
+
+NOT_THIS_ROUND = Reason(
+    "NotThisRound",
+    "Gavel's round gave the GPUs to jobs further below their time fraction "
+    "(priority = time fraction / share of time received)",
+)
+
+
+@dataclass(frozen=True)
+class GavelState:
+    """What Gavel carries between rounds: the GPU types, the allocation X (per job, a
+    fraction per type), the jobs it was computed for, the time counters, when the last
+    reset and the last round were, and the type each job ran on in that round."""
+
+    types: tuple[str, ...]
+    allocation: Mapping[str, tuple[float, ...]]
+    known: frozenset[str]
+    counters: Counters
+    reset_s: float
+    round_s: float
+    ran_on: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gavel:
+    aware: bool = True
+    round_s: float = 360.0
+    reset_interval_s: float = 1920.0
+    seed: int = 0
+    name: str = "gavel-las"
+    objective: ClassVar[str] = "las"
+
+    def __post_init__(self) -> None:
+        if not self.round_s > 0.0:
+            raise ValueError(f"round_s must be > 0, not {self.round_s}")
+        if self.reset_interval_s < 0.0:
+            raise ValueError(f"reset_interval_s must be >= 0, not {self.reset_interval_s}")
+
+    def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
+        now = snapshot.now_s
+        prev = state if isinstance(state, GavelState) else None
+        types = tuple(sorted({node.gpu_type.name for node in snapshot.cluster.nodes}))
+        if prev is not None and prev.types != types:
+            prev = None
+        if prev is not None and now < prev.round_s + self.round_s - _ROUND_EPS_S:
+            return Plan(
+                run=snapshot.allocations(),
+                default_reason=NOT_THIS_ROUND,
+                state=prev,
+                wake_s=prev.round_s + self.round_s,
+            )
+        jobs = sorted(snapshot.jobs, key=arrival_key)
+        job_ids = [j.job_id for j in jobs]
+        rates = _rates(snapshot, jobs, types)
+        capacity = _capacity(snapshot, types)
+        active = frozenset(job_ids)
+        if prev is None:
+            allocation: Mapping[str, tuple[float, ...]] = {}
+            counters = Counters().reset(job_ids, {}, 0.0, self.round_s, len(types))
+            known: frozenset[str] = frozenset()
+            reset_s = now
+        else:
+            ran = {j: t for j, t in prev.ran_on.items() if j in active}
+            counters = prev.counters.ran(ran, now - prev.round_s, len(types))
+            allocation, known, reset_s = prev.allocation, prev.known, prev.reset_s
+        due = prev is None or now - prev.reset_s >= self.reset_interval_s
+        if active != known and due:
+            if prev is not None:
+                counters = counters.reset(
+                    job_ids, allocation, now - reset_s, self.round_s, len(types)
+                )
+            allocation = self._allocation(jobs, rates, capacity, allocation, now)
+            known, reset_s = active, now
+        entries = priorities(allocation, rates, counters, job_ids, len(types))
+        scale = {j.job_id: j.spec.num_gpus for j in jobs}
+        chosen = assign(
+            entries, job_ids, scale, rates, capacity, allocated_only=self.objective == "fifo"
+        )
+        run, ran_on = _placements(snapshot, jobs, types, chosen)
+        reasons = {
+            j.job_id: does_not_fit(j.spec.num_gpus, "no GPU type has that many", "NoGpuTypeFits")
+            for j in jobs
+            if not any(rates[j.job_id])
+        }
+        new_state = GavelState(types, dict(allocation), known, counters, reset_s, now, ran_on)
+        return Plan(
+            run=run,
+            reasons=reasons,
+            default_reason=NOT_THIS_ROUND,
+            state=new_state,
+            wake_s=now + self.round_s if jobs else None,
+        )
+
+    def _allocation(
+        self,
+        jobs: Sequence[JobView],
+        rates: Mapping[str, tuple[float, ...]],
+        capacity: Sequence[int],
+        previous: Mapping[str, tuple[float, ...]],
+        now: float,
+    ) -> dict[str, tuple[float, ...]]:
+        """X for the jobs that can run on some type (policies/gavel/allocation.py)."""
+        runnable = [j for j in jobs if any(rates[j.job_id])]
+        if not runnable:
+            return {}
+        t = np.array([rates[j.job_id] for j in runnable], dtype=float)
+        scale = np.array([j.spec.num_gpus for j in runnable], dtype=float)
+        workers = np.array(capacity, dtype=float)
+        weights = np.array([max(1.0, float(j.spec.priority)) for j in runnable])
+        remaining = np.array([max(j.remaining_iters_at(now), 1e-9) for j in runnable])
+        since = np.array([max(0.0, now - j.spec.submit_s) for j in runnable])
+        aware = self.aware
+        if self.objective == "las":
+            x = gavel_allocation.max_min_fairness(t, scale, weights, workers, aware=aware)
+        elif self.objective == "ftf":
+            x = gavel_allocation.finish_time_fairness(
+                t, scale, weights, workers, since, remaining, aware=aware
+            )
+        elif self.objective == "makespan":
+            x = gavel_allocation.min_makespan(t, scale, workers, remaining, aware=aware)
+        else:
+            kept = {
+                row: int(np.argmax(previous[j.job_id]))
+                for row, j in enumerate(runnable)
+                if j.job_id in previous and max(previous[j.job_id]) >= 1.0
+            }
+            ids = [j.job_id for j in runnable]
+            x = gavel_allocation.fifo(t, scale, workers, kept, ids, aware=aware, seed=self.seed)
+        return {j.job_id: tuple(float(v) for v in x[row]) for row, j in enumerate(runnable)}
+
+
+@dataclass(frozen=True)
+class GavelLas(Gavel):
+    name: str = "gavel-las"
+    objective: ClassVar[str] = "las"
+
+
+@dataclass(frozen=True)
+class GavelFtf(Gavel):
+    name: str = "gavel-ftf"
+    objective: ClassVar[str] = "ftf"
+
+
+@dataclass(frozen=True)
+class GavelFifo(Gavel):
+    name: str = "gavel-fifo"
+    objective: ClassVar[str] = "fifo"
+
+
+@dataclass(frozen=True)
+class GavelMakespan(Gavel):
+    name: str = "gavel-makespan"
+    objective: ClassVar[str] = "makespan"
+
+
+def arrival_key(job: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
+    """Gavel's job order, its job ids' (arrival order): submit time, then the id with
+    its numbers compared as numbers (`gavel-2` before `gavel-10`, as a trace lists
+    them)."""
+    parts = re.split(r"(\d+)", job.job_id)
+    return job.spec.submit_s, tuple((int(p), "") if p.isdigit() else (-1, p) for p in parts if p)
+
+
+def _rates(
+    snapshot: Snapshot, jobs: Sequence[JobView], types: Sequence[str]
+) -> dict[str, tuple[float, ...]]:
+    """Each job's steps/s on its GPUs of each type (0: the type has too few)."""
+    source = snapshot.type_rates or ModelTypeRates(snapshot.cluster)
+    return {
+        j.job_id: tuple(source.type_rate_ips(j.spec, t, j.spec.num_gpus) or 0.0 for t in types)
+        for j in jobs
+    }
+
+
+def _capacity(snapshot: Snapshot, types: Sequence[str]) -> list[int]:
+    """The GPUs of each type a plan may give out (Snapshot.usable_gpus)."""
+    usable = snapshot.usable_gpus()
+    index = {t: i for i, t in enumerate(types)}
+    capacity = [0] * len(types)
+    for node, count in zip(snapshot.cluster.nodes, usable, strict=True):
+        capacity[index[node.gpu_type.name]] += count
+    return capacity
+
+
+def _placements(
+    snapshot: Snapshot, jobs: Sequence[JobView], types: Sequence[str], chosen: Mapping[str, int]
+) -> tuple[dict[str, Allocation], dict[str, int]]:
+    """GPUs for the round's jobs: a running job given its own type keeps its GPUs, the
+    others are placed on their type's free GPUs, largest gangs first."""
+    cluster = snapshot.cluster
+    nodes_of = [[i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types]
+    pool = snapshot.free_pool()
+    run: dict[str, Allocation] = {}
+    ran_on: dict[str, int] = {}
+    for job in snapshot.running():
+        alloc = job.allocation
+        if alloc is None:
+            continue
+        on = {cluster.nodes[node].gpu_type.name for node, _ in alloc.per_node}
+        column = chosen.get(job.job_id)
+        if column is not None and on == {types[column]}:
+            run[job.job_id] = alloc
+            ran_on[job.job_id] = column
+        else:
+            pool.release(alloc, job.spec.gpu_mem_mib)
+    order = {j.job_id: i for i, j in enumerate(jobs)}
+    rest = sorted(
+        (j for j in jobs if j.job_id in chosen and j.job_id not in run),
+        key=lambda j: (-j.spec.num_gpus, order[j.job_id]),
+    )
+    for job in rest:
+        column = chosen[job.job_id]
+        placed = place_on_type(pool, nodes_of[column], job.spec.num_gpus)
+        if placed is None or not pool.fits(placed, job.spec.gpu_mem_mib):
+            continue
+        pool.take(placed, job.spec.gpu_mem_mib)
+        run[job.job_id] = placed
+        ran_on[job.job_id] = column
+    return run, ran_on

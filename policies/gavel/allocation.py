@@ -1,0 +1,278 @@
+"""Gavel's allocations: the time fraction X[m][j] each job m spends on each GPU type j.
+
+Narayanan et al., "Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning
+Workloads", OSDI 2020, §3-§4, as its code states them (stanford-futuredata/gavel,
+scheduler/policies/ at c4fa400). T[m][j] is job m's throughput (steps/s) on its scale
+factor z_m of GPUs of type j, W_j the GPUs of type j, w_m the priority weight. Every
+policy shares the constraints of §3.1:
+
+    0 <= X[m][j] <= 1,    sum_j X[m][j] <= 1,    sum_m z_m X[m][j] <= W_j
+
+and X[m][j] = 0 where job m cannot run on type j (T[m][j] = 0: too few GPUs of it).
+The effective throughput is throughput(m, X) = sum_j T[m][j] X[m][j] (§3.1, eq. 1).
+Each problem is solved with SciPy's HiGHS (`scipy.optimize.linprog`, method "highs"),
+where Gavel used cvxpy with ECOS:
+
+- `max_min_fairness` (LAS, §4.1): maximise min_m z_m throughput(m, X) /
+  (w_m throughput(m, X_equal)), X_equal the equal time share (the blind allocation,
+  every T one, all weights one). One LP with an epigraph variable.
+- `finish_time_fairness` (Themis, §4.1): minimise max_m rho_m, rho_m =
+  (t_m + r_m / throughput(m, X)) / (t_m + r_m / throughput(m, X_equal)), t_m the time
+  since the job arrived, r_m its remaining steps. rho <= R is linear for a fixed R
+  (throughput(m, X) (R c_m - t_m) >= r_m, c_m the denominator), so R is found by
+  bisection on feasibility LPs (Gavel's cvxpy takes the convex form directly).
+- `min_makespan` (§4.1, "Makespan"): maximise 1/M subject to throughput(m, X) >= r_m/M,
+  one LP in (X, 1/M) (Gavel's min_total_duration).
+- `fifo` (§4.1, "FIFO"): not an LP: jobs in arrival order each get the type that runs
+  them fastest among those with z_m GPUs left (X = 1 there), the first that fits
+  nowhere stopping the rest.
+
+Heterogeneity-blind (`aware=False`), as Gavel's agnostic policies: LAS and FTF with
+every T[m][j] = 1, the makespan with every type at the job's fastest rate (Gavel's
+`v100` column), FIFO keeping each job on a type drawn at random when it starts. A
+blind LP's answer is spread over the types a job can run on, evenly where that fits
+them and else in proportion to their GPUs (`_spread`): the types are alike to it, and
+the vertex HiGHS returns would otherwise put whole jobs on one type by accident.
+
+Deviations: X_equal is the unweighted equal share, as the paper's equation has it
+(Gavel's code weights it too, which counts a weight twice); FTF, as Gavel's, does not
+use the weights. HiGHS returns a vertex of the optimal face where ECOS returned an
+interior point, so among equally fair allocations LAS and FTF take, in a second LP,
+the one with the most total normalised throughput (LAS: sum_m z_m throughput(m, X) /
+(w_m throughput(m, X_equal)) with every job at least the optimal minimum; FTF: the sum
+of each job's throughput over its summed rates at the bisected R), and a blind LP's
+answer is spread over the types (`_spread`). FIFO's random type is drawn per job from
+the seed and its id, not from one random stream. Called by policies/gavel/__init__.py each
+time the job set changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix, hstack, vstack
+
+Matrix = npt.NDArray[np.float64]
+
+# Bisection on FTF's R stops within this ratio of the optimum.
+FTF_TOLERANCE = 1e-3
+# A fraction below this is the solver's rounding, not time on a type.
+FRACTION_EPS = 1e-7
+
+
+def max_min_fairness(
+    throughputs: Matrix, scale: Matrix, weights: Matrix, workers: Matrix, *, aware: bool
+) -> Matrix:
+    """LAS's X (module docstring); rows are jobs, columns GPU types."""
+    blind = _blind(throughputs)
+    if not aware:
+        coeff = (scale / weights)[:, None] * blind
+        return _spread(_max_min(blind, coeff, scale, workers), blind, scale, workers)
+    equal = _spread(_max_min(blind, scale[:, None] * blind, scale, workers), blind, scale, workers)
+    isolated = _effective(throughputs, equal)
+    coeff = throughputs * (scale / (weights * np.maximum(isolated, 1e-12)))[:, None]
+    return _max_min(throughputs, coeff, scale, workers)
+
+
+def finish_time_fairness(
+    throughputs: Matrix,
+    scale: Matrix,
+    weights: Matrix,
+    workers: Matrix,
+    since_start_s: Matrix,
+    remaining: Matrix,
+    *,
+    aware: bool,
+) -> Matrix:
+    """FTF's X (module docstring)."""
+    rates = throughputs if aware else _blind(throughputs)
+    blind = _blind(throughputs)
+    equal = _max_min(blind, scale[:, None] * blind, scale, workers)
+    equal = _spread(equal, blind, scale, workers)
+    isolated = np.maximum(_effective(rates, equal), 1e-12)
+    c = since_start_s + remaining / isolated
+    # R = 1 is feasible (X_equal itself); below max t/c it is not.
+    low, high = float(np.max(since_start_s / c)), 1.0
+    at_one = _ftf_feasible(rates, throughputs, scale, workers, since_start_s, c, remaining, 1.0)
+    best = equal if at_one is None else at_one
+    while high - low > FTF_TOLERANCE * high:
+        mid = 0.5 * (low + high)
+        x = _ftf_feasible(rates, throughputs, scale, workers, since_start_s, c, remaining, mid)
+        if x is None:
+            low = mid
+        else:
+            high, best = mid, x
+    return best if aware else _spread(best, blind, scale, workers)
+
+
+def min_makespan(
+    throughputs: Matrix, scale: Matrix, workers: Matrix, remaining: Matrix, *, aware: bool
+) -> Matrix:
+    """The makespan's X (module docstring)."""
+    rates = throughputs
+    if not aware:
+        fastest = throughputs.max(axis=1, keepdims=True)
+        rates = np.where(throughputs > 0.0, fastest, 0.0)
+    jobs, types = rates.shape
+    n = jobs * types
+    # Variables: X flattened by rows, then 1/M; maximise 1/M.
+    cost = np.zeros(n + 1)
+    cost[-1] = -1.0
+    base, bound = _base_constraints(scale, workers, jobs, types)
+    # r_m / M - sum_j T[m][j] X[m][j] <= 0
+    rows = np.repeat(np.arange(jobs), types)
+    speed = csr_matrix((-rates.ravel(), (rows, np.arange(n))), shape=(jobs, n))
+    need = hstack([speed, csr_matrix(remaining[:, None])])
+    a_ub = vstack([hstack([base, csr_matrix((base.shape[0], 1))]), need]).tocsr()
+    b_ub = np.concatenate([bound, np.zeros(jobs)])
+    bounds = [(0.0, 1.0 if t > 0.0 else 0.0) for t in rates.ravel()] + [(0.0, None)]
+    x = _fractions(_solve(cost, a_ub, b_ub, bounds)[:n], jobs, types)
+    return x if aware else _spread(x, rates, scale, workers)
+
+
+def fifo(
+    throughputs: Matrix,
+    scale: Matrix,
+    workers: Matrix,
+    kept: dict[int, int],
+    job_ids: list[str],
+    *,
+    aware: bool,
+    seed: int,
+) -> Matrix:
+    """FIFO's X for jobs in arrival order (rows); `kept` maps a row to the type it
+    keeps (blind only: a job stays on the type it was given)."""
+    jobs, types = throughputs.shape
+    x = np.zeros((jobs, types))
+    left = workers.astype(float).copy()
+    if not aware:
+        for row, column in kept.items():
+            x[row, column] = 1.0
+            left[column] -= scale[row]
+    for row in range(jobs):
+        if x[row].any():
+            continue
+        fits = [j for j in range(types) if left[j] >= scale[row] and throughputs[row, j] > 0]
+        if not fits:
+            break
+        if aware:
+            column = max(fits, key=lambda j: (throughputs[row, j], -j))
+        else:
+            column = fits[_draw(seed, job_ids[row], len(fits))]
+        x[row, column] = 1.0
+        left[column] -= scale[row]
+    return x
+
+
+def _spread(x: Matrix, rates: Matrix, scale: Matrix, workers: Matrix) -> Matrix:
+    """A blind allocation as a blind scheduler means it: each job's time over the
+    types it can run on, evenly where that over-fills no type, else in proportion to
+    their GPUs (the types are alike to it, and ECOS's interior point splits alike
+    columns so); `x` itself where both over-fill a type (jobs that fit only some)."""
+    total = x.sum(axis=1, keepdims=True)
+    for weight in (np.ones_like(workers), workers):
+        can = (rates > 0.0) * weight[None, :]
+        spread: Matrix = total * can / np.maximum(can.sum(axis=1, keepdims=True), 1e-12)
+        if np.all((scale[:, None] * spread).sum(axis=0) <= workers * (1.0 + 1e-9)):
+            return spread
+    return x
+
+
+def _draw(seed: int, job_id: str, count: int) -> int:
+    digest = hashlib.sha256(f"{seed}:{job_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def _blind(throughputs: Matrix) -> Matrix:
+    return np.where(throughputs > 0.0, 1.0, 0.0)
+
+
+def _effective(rates: Matrix, x: Matrix) -> Matrix:
+    result: Matrix = (rates * x).sum(axis=1)
+    return result
+
+
+def _base_constraints(
+    scale: Matrix, workers: Matrix, jobs: int, types: int
+) -> tuple[csr_matrix, Matrix]:
+    """sum_m z_m X[m][j] <= W_j and sum_j X[m][j] <= 1, over X flattened by rows."""
+    n = jobs * types
+    columns = np.arange(n)
+    per_type = csr_matrix((np.repeat(scale, types), (columns % types, columns)), shape=(types, n))
+    per_job = csr_matrix((np.ones(n), (columns // types, columns)), shape=(jobs, n))
+    bound = np.concatenate([workers.astype(float), np.ones(jobs)])
+    return vstack([per_type, per_job]).tocsr(), bound
+
+
+def _max_min(rates: Matrix, coeff: Matrix, scale: Matrix, workers: Matrix) -> Matrix:
+    """maximise min_m sum_j coeff[m][j] X[m][j], then the sum at that minimum."""
+    jobs, types = coeff.shape
+    n = jobs * types
+    base, bound = _base_constraints(scale, workers, jobs, types)
+    rows = np.repeat(np.arange(jobs), types)
+    gain = csr_matrix((-coeff.ravel(), (rows, np.arange(n))), shape=(jobs, n))
+    bounds = [(0.0, 1.0 if t > 0.0 else 0.0) for t in rates.ravel()]
+    # First: z - sum_j coeff X <= 0, maximise z; jobs that can run nowhere are left out.
+    runnable = (rates > 0.0).any(axis=1)
+    epigraph = csr_matrix(runnable.astype(float)[:, None])
+    a_ub = vstack([hstack([base, csr_matrix((base.shape[0], 1))]), hstack([gain, epigraph])])
+    cost = np.zeros(n + 1)
+    cost[-1] = -1.0
+    first = _solve(
+        cost, a_ub.tocsr(), np.concatenate([bound, np.zeros(jobs)]), [*bounds, (0, None)]
+    )
+    floor = first[-1] * (1.0 - 1e-6)
+    # Then: the most total at every job's share >= the floor.
+    a_ub = vstack([base, gain[runnable]]).tocsr()
+    b_ub = np.concatenate([bound, np.full(int(runnable.sum()), -floor)])
+    second = _solve(-coeff.ravel(), a_ub, b_ub, bounds)
+    return _fractions(second, jobs, types)
+
+
+def _ftf_feasible(
+    rates: Matrix,
+    throughputs: Matrix,
+    scale: Matrix,
+    workers: Matrix,
+    since_start_s: Matrix,
+    c: Matrix,
+    remaining: Matrix,
+    ratio: float,
+) -> Matrix | None:
+    """An X with every rho_m <= ratio, the most normalised throughput among them; None
+    where there is none."""
+    slack = ratio * c - since_start_s
+    if np.any(slack <= 0.0):
+        return None
+    jobs, types = rates.shape
+    n = jobs * types
+    base, bound = _base_constraints(scale, workers, jobs, types)
+    rows = np.repeat(np.arange(jobs), types)
+    speed = csr_matrix((-rates.ravel(), (rows, np.arange(n))), shape=(jobs, n))
+    a_ub = vstack([base, speed]).tocsr()
+    b_ub = np.concatenate([bound, -remaining / slack])
+    bounds = [(0.0, 1.0 if t > 0.0 else 0.0) for t in throughputs.ravel()]
+    norm = rates / np.maximum(rates.sum(axis=1, keepdims=True), 1e-12)
+    result = linprog(-norm.ravel(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    if result.status != 0:
+        return None
+    return _fractions(np.asarray(result.x, dtype=float), jobs, types)
+
+
+def _solve(
+    cost: Matrix, a_ub: csr_matrix, b_ub: Matrix, bounds: Sequence[tuple[float, float | None]]
+) -> Matrix:
+    result = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    if result.status != 0:
+        raise RuntimeError(f"Gavel's allocation LP: HiGHS says {result.message}")
+    return np.asarray(result.x, dtype=float)
+
+
+def _fractions(flat: Matrix, jobs: int, types: int) -> Matrix:
+    x = np.clip(flat.reshape(jobs, types), 0.0, 1.0)
+    x[x < FRACTION_EPS] = 0.0
+    return x

@@ -1,0 +1,157 @@
+"""What Optimus asks of the cluster: a job's speed at each size and its placement.
+
+Peng et al., "Optimus", EuroSys 2018: §3.2 (a new job is profiled at a few sizes and
+its speed function f(w) fitted to what is seen) and §4.2 (placement on the fewest
+servers). Called by `policies.optimus.Optimus` each round; the fitting itself lives in
+`policies.optimus.fit`. Deviations are stated in `policies.optimus`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from controller.model import Allocation, Cluster, GpuPool, JobView, Reason, Snapshot
+from controller.model.catalog import resolve
+from controller.model.job import FRAGMENTED
+from controller.model.perf import throughput_ips
+from policies.optimus.fit import fit_speed, predict_speed
+
+Speeds = tuple[tuple[int, float], ...]  # (GPUs, iterations/s), by GPUs
+
+
+class Profiler:
+    """Speeds of new jobs from the performance model at a few sizes (§3.2 profiling),
+    placed on the fewest servers of the empty cluster; cached for one round."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._pool: GpuPool | None = None
+        self._cache: dict[tuple[str, int | None, int], float] = {}
+
+    def profile(self, job: JobView) -> Speeds:
+        spec = job.spec
+        top = min(spec.max_gpus, self.cluster.num_gpus)
+        per_node = self.cluster.max_gpus_per_node
+        # A handful of sizes, as the authors' estimator collects 8 to 10 speed points.
+        wanted = {spec.min_gpus, top, spec.num_gpus, per_node}
+        wanted.update(1 << i for i in range(top.bit_length()))
+        sizes = sorted(w for w in wanted if spec.min_gpus <= w <= top)
+        profile = resolve(spec.model)
+        batch = job.batch_size if job.batch_size is not None else spec.batch_size
+        samples: list[tuple[int, float]] = []
+        for w in sizes:
+            key = (profile.name, batch, w)
+            if key not in self._cache:
+                alloc = pack_fewest_servers(self._empty(), w)
+                if alloc is None:
+                    continue
+                self._cache[key] = throughput_ips(profile, self.cluster, alloc, batch_size=batch)
+            samples.append((w, self._cache[key]))
+        return tuple(samples)
+
+    def _empty(self) -> GpuPool:
+        if self._pool is None:
+            nodes = self.cluster.nodes
+            self._pool = GpuPool(self.cluster.gpus_per_node, (n.gpu_type.mem_mib for n in nodes))
+        return self._pool
+
+
+def speed_model(
+    job: JobView, speeds: Speeds, cluster: Cluster
+) -> tuple[tuple[float, ...] | None, tuple[float, ...]]:
+    """θ fitted to `speeds`, and f at each of the job's sizes: the speed seen where a
+    size was profiled or measured (as the authors' estimator does), the fitted model
+    elsewhere, or without a fit the speed of the nearest size seen."""
+    sizes = job_sizes(job, cluster)
+    if not speeds:
+        return None, (1.0,) * len(sizes)
+    per_node = cluster.max_gpus_per_node
+    theta = fit_speed(speeds, global_batch(job), per_node)
+    sampled = np.array([w for w, _ in speeds])
+    values = np.array([v for _, v in speeds])
+    if theta is None:
+        table = values[np.abs(sizes[:, None] - sampled[None, :]).argmin(axis=1)]
+    else:
+        table = predict_speed(theta, sizes, global_batch(job), per_node)
+        at = np.minimum(np.searchsorted(sampled, sizes), len(sampled) - 1)
+        seen = sampled[at] == sizes
+        table[seen] = values[at[seen]]
+    return theta, tuple(float(v) for v in table)
+
+
+def global_batch(job: JobView) -> float:
+    """M, the global batch of Eq. (3)."""
+    batch = job.batch_size or job.spec.batch_size
+    return float(batch if batch is not None else resolve(job.spec.model).batch_size)
+
+
+def job_sizes(job: JobView, cluster: Cluster) -> np.ndarray:
+    """The GPU counts a job may get: min_gpus .. max_gpus, at most the cluster's."""
+    spec = job.spec
+    return np.arange(spec.min_gpus, max(spec.min_gpus, min(spec.max_gpus, cluster.num_gpus)) + 1)
+
+
+# -- §4.2 placement -----------------------------------------------------------------
+
+
+def place(
+    snapshot: Snapshot,
+    sizes: Mapping[str, tuple[int, int]],
+    jobs: Sequence[tuple[JobView, int]],
+) -> tuple[dict[str, Allocation], dict[str, Reason]]:
+    """Allocations for the jobs given `sizes` (job id -> (GPUs, order)); `jobs` pairs
+    each job with the fewest GPUs it can run on. A running job that keeps its size
+    keeps its GPUs; the others are placed largest first, then in order, shrinking an
+    elastic job until it fits; reasons for those that do not."""
+    run = snapshot.allocations()
+    pool = snapshot.free_pool()
+    for job in snapshot.running():
+        if job.allocation is not None and sizes.get(job.job_id, (0, 0))[0] != job.num_gpus:
+            pool.release(job.allocation, job.spec.gpu_mem_mib)
+            del run[job.job_id]
+    to_place = sorted(
+        ((job, least) for job, least in jobs if job.job_id in sizes and job.job_id not in run),
+        key=lambda pair: (-sizes[pair[0].job_id][0], sizes[pair[0].job_id][1]),
+    )
+    reasons: dict[str, Reason] = {}
+    for job, least in to_place:
+        want = sizes[job.job_id][0]
+        alloc = None
+        for gpus in range(want, least - 1, -1):
+            alloc = pack_fewest_servers(pool, gpus)
+            if alloc is not None:
+                break
+        if alloc is None:
+            reasons[job.job_id] = Reason(
+                FRAGMENTED,
+                f"given {want} GPUs but no placement of {least} fits the free GPUs",
+            )
+            continue
+        pool.take(alloc, job.spec.gpu_mem_mib)
+        run[job.job_id] = alloc
+    return run, reasons
+
+
+def pack_fewest_servers(pool: GpuPool, num_gpus: int) -> Allocation | None:
+    """`num_gpus` whole GPUs on the fewest servers: the fullest server that holds them
+    all (best fit, lowest index), else the emptiest servers first. Leaves `pool` as is."""
+    if pool.total_free < num_gpus:
+        return None
+    for free_count in range(num_gpus, len(pool.buckets)):
+        bucket = pool.buckets[free_count]
+        if bucket:
+            node = min(bucket)
+            return Allocation.whole((node, g) for g in pool.free_gpus(node)[:num_gpus])
+    nodes = sorted(
+        (n for n in range(pool.num_nodes) if pool.free_gpus(n)),
+        key=lambda n: (-len(pool.free_gpus(n)), n),
+    )
+    gpus: list[tuple[int, int]] = []
+    for node in nodes:
+        for g in pool.free_gpus(node)[: num_gpus - len(gpus)]:
+            gpus.append((node, g))
+        if len(gpus) == num_gpus:
+            return Allocation.whole(gpus)
+    return None

@@ -1,0 +1,64 @@
+"""Pollux's allocation as GPUs: what the search's per-node GPU counts mean on the cluster.
+
+The genetic search (`policies.pollux.search`) decides how many GPUs each job gets on
+each node; `policies.pollux.Pollux` calls `node_capacity` to pose that problem and
+`gpu_ids` to turn the counts it chose into GPU ids, keeping a job's GPUs where it can
+(a changed set of GPUs would restart it for nothing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from controller.model import Allocation, JobView, Snapshot
+from policies.pollux.search import States
+
+
+def node_capacity(snapshot: Snapshot) -> States:
+    """GPUs per node that a plan may use: 0 on a node that is down, and on a cordoned
+    one only what its running jobs hold (`Snapshot.usable_gpus`), so that the search
+    never plans a start there that the cordon fence would refuse."""
+    return np.array(snapshot.usable_gpus(), np.float32)
+
+
+def gpu_ids(snapshot: Snapshot, views: list[JobView], counts: States) -> list[Allocation | None]:
+    """GPU ids for per-node counts: a job keeps its GPUs on a node as far as its count
+    there allows, and takes the lowest free ones for the rest; an allocation equal to
+    the current one is the very same object."""
+    cluster = snapshot.cluster
+    taken: set[tuple[int, int]] = set()
+    chosen: list[dict[int, list[int]]] = []
+    for row, view in enumerate(views):
+        mine: dict[int, list[int]] = {}
+        if view.allocation is not None and view.running:
+            for node, gpu in view.allocation.gpus():
+                mine.setdefault(node, []).append(gpu)
+        picks: dict[int, list[int]] = {}
+        for node in np.flatnonzero(counts[row]).tolist():
+            keep = [g for g in mine.get(node, []) if (node, g) not in taken]
+            keep = keep[: int(counts[row, node])]
+            taken.update((node, g) for g in keep)
+            picks[node] = keep
+        chosen.append(picks)
+    out: list[Allocation | None] = []
+    for row, view in enumerate(views):
+        picks = chosen[row]
+        if not picks:
+            out.append(None)
+            continue
+        for node, keep in picks.items():
+            need = int(counts[row, node]) - len(keep)
+            for gpu in range(cluster.nodes[node].num_gpus):
+                if need == 0:
+                    break
+                if (node, gpu) not in taken:
+                    taken.add((node, gpu))
+                    keep.append(gpu)
+                    need -= 1
+        gpus = sorted((node, g) for node, keep in picks.items() for g in keep)
+        current = view.allocation
+        if current is not None and view.running and current.gpus() == tuple(gpus):
+            out.append(current)
+        else:
+            out.append(Allocation.whole(gpus))
+    return out
