@@ -29,7 +29,7 @@ from api.http.security import TokenCache
 from api.local_mode.backend import LocalMode
 from api.replays.executor import ReplayExecutor
 from api.replays.trace_check import TraceChecker
-from api.routes import api_router, queue, whatif
+from api.routes import api_router, order, timeline, whatif
 from api.routes.traces import MAX_TRACE_BYTES
 from api.settings import Settings
 from api.store.db import make_engine, make_sessionmaker
@@ -78,7 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: counts 401s, 413s
     errors.install(app)
     known_query_only = [Depends(refuse_unknown_query)]
-    for router in (api_router, whatif.router, queue.router):
+    for router in (api_router, whatif.router, order.router, timeline.router):
         app.include_router(router, prefix=API_PREFIX, dependencies=known_query_only)
     _health_routes(app)
     dashboard.install(app)

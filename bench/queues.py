@@ -3,7 +3,7 @@
     .venv/bin/python bench/queues.py [--policies fifo,tiresias,pollux] [--json]
 
 Three teams guaranteed 64/38/26 GPUs (50/30/20 % of 16x8) under one organisation
-queue (controller/queues/show.py); team-a submits 120 jobs at 0 and borrows the
+queue (controller/quotas/show.py); team-a submits 120 jobs at 0 and borrows the
 whole cluster; team-b and team-c submit 90 jobs each from the first hour on. Rounds
 every 60 s; Pollux's jobs are elastic (half to twice their size). For each policy it
 prints, over the intervals where every team has demand: each team's mean GPUs
@@ -20,10 +20,10 @@ import json
 import sys
 import time
 
-from controller.model.queues import QueueTree
+from controller.model.quotas import QueueTree
 from controller.placement import make_placer
-from controller.queues.ledger import QueueLedger
-from controller.queues.show import GPUS_PER_NODE, GUARANTEES, NODES, show_jobs, show_tree
+from controller.quotas.ledger import QueueLedger
+from controller.quotas.show import GPUS_PER_NODE, GUARANTEES, NODES, show_jobs, show_tree
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster

@@ -6,7 +6,7 @@ For each policy: a real control plane of its own (bench/operator_servers.py's
 `RealServer`: etcd, kube-apiserver, kube-controller-manager and kube-scheduler in a
 temporary folder, as `bench/operator.py --server real` runs it) with `--nodes` DGX-1
 nodes registered Ready and their Leases renewed, the Queue tree of
-controller/queues/show.py scaled to the cluster (team-a, team-b, team-c guaranteed
+controller/quotas/show.py scaled to the cluster (team-a, team-b, team-c guaranteed
 50/30/20 % of its GPUs under one `org`), the test kubelet (tests/operators/kubelet.py:
 a SIGTERMed worker checkpoints and exits after `--sigterm-s`, then deletes its pod
 with grace 0, as a kubelet does) and the operator in a thread
@@ -31,7 +31,7 @@ from collections import Counter
 from typing import Any
 
 from bench.operator_servers import RealServer
-from controller.queues.show import GUARANTEES
+from controller.quotas.show import GUARANTEES
 from operators import crd
 from operators.kube import KubeApi, api_client
 from operators.pods.failure_policy import EXIT_CHECKPOINTED
@@ -48,7 +48,7 @@ WEIGHTS = {"team-a": 1.0, "team-b": 2.0, "team-c": 1.0}
 
 
 def guarantees(gpus: int) -> dict[str, int]:
-    """controller/queues/show.py's 50/30/20 % split of `gpus`, whole GPUs adding up."""
+    """controller/quotas/show.py's 50/30/20 % split of `gpus`, whole GPUs adding up."""
     total = sum(GUARANTEES.values())
     out = {t: gpus * g // total for t, g in GUARANTEES.items()}
     out["team-a"] += gpus - sum(out.values())

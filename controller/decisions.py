@@ -3,7 +3,7 @@
 `Controller.decide` (controller.loop) hands each round, before the backend applies
 it, to its `on_round` observer when one is set: local mode's LiveCluster (controller.live) and the
 operator (operators/backend.py) call `record_round` there, so that the API can show a
-waiting job's position in the policy's order (controller.model.queue) and, for a job
+waiting job's position in the policy's order (controller.model.order) and, for a job
 the plan stopped, shrank or moved, the jobs that received its GPUs in the same round.
 Replays set no observer and pay nothing.
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from controller.actions import plan_diff
 from controller.model import Action, Allocation, Plan, Policy, Reason, Snapshot, classify_change
-from controller.model.queue import positions, queue_order
+from controller.model.order import positions, queue_order
 
 
 @dataclass(frozen=True, slots=True)

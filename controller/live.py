@@ -35,7 +35,7 @@ from controller.model import (
     Snapshot,
 )
 from controller.network.loads import JobTraffic, LinkLoad, link_loads
-from controller.queues.admission import Quotas
+from controller.quotas.admission import Quotas
 from controller.records import JobOutcome
 from controller.sim import ResumedJob, SimConfig, Simulator
 from controller.whatif import LiveState

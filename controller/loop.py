@@ -9,7 +9,7 @@ Every backend implements `Backend`: `observe()` builds the immutable snapshot of
 what is running and waiting, `apply(plan)` carries the plan out gang by gang (or
 raises PlanError for a plan that breaks the rules).
 
-A round: with quotas (controller.queues), their admission picks the jobs the policy
+A round: with quotas (controller.quotas), their admission picks the jobs the policy
 sees and their settlement trims its plan; the plan is fenced against cordoned nodes
 (controller.maintenance.fence_plan) in either case. The policy, and the explicit
 state it carries from round to round, live here and nowhere else, with the tally of
@@ -24,9 +24,9 @@ from typing import Any, Protocol
 from controller.actions import JobAction
 from controller.maintenance import fence_plan
 from controller.model import Plan, Policy, Snapshot, validate_plan
-from controller.model.queue import queue_order
+from controller.model.order import queue_order
 from controller.pace import Pace
-from controller.queues.admission import Quotas
+from controller.quotas.admission import Quotas
 from controller.tally import DecisionTally
 
 
@@ -53,7 +53,7 @@ class Controller:
         paced: bool = False,
     ) -> None:
         self.policy = policy
-        # Queues' admission and reclaim around the policy (controller.queues), if any.
+        # Queues' admission and reclaim around the policy (controller.quotas), if any.
         self.quotas = quotas
         self.state: Any = None
         self.check_plans = check_plans

@@ -49,7 +49,7 @@ def write_replay(out_dir: Path, result: ReplayResult, summary: Summary) -> list[
     JobOutcome field plus jct_s, queueing_s, ftf_rho and deadline_met (empty where
     undefined).
     timeline.csv: one row per sample. Plots: jct_cdf.png, utilization.png,
-    queue.png. With queues, queues.csv and queues.png (controller.queues.report).
+    queue.png. With queues, queues.csv and queues.png (controller.quotas.report).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     title = _run_title(result)
@@ -69,11 +69,11 @@ def write_replay(out_dir: Path, result: ReplayResult, summary: Summary) -> list[
 
 
 def _queue_shares(out_dir: Path, result: ReplayResult, title: str) -> list[Path]:
-    """queues.csv and queues.png when the replay had queues (controller.queues.report)."""
+    """queues.csv and queues.png when the replay had queues (controller.quotas.report)."""
     rows = result.params.get("queue_shares")
     if not isinstance(rows, list):
         return []
-    from controller.queues.report import write_queue_shares
+    from controller.quotas.report import write_queue_shares
 
     return write_queue_shares(out_dir, rows, title)
 

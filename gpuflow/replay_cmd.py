@@ -49,7 +49,7 @@ class ReplayArgs:
     network: str = "dedicated"
     # How shared links slow jobs: steady rates or phases (controller.sim.bandwidth).
     network_model: str = "steady"
-    # A queue tree's YAML file (controller.queues.spec): quotas around the policy.
+    # A queue tree's YAML file (controller.quotas.spec): quotas around the policy.
     queues: str | None = None
     # A throughput matrix in Gavel's JSON format (controller.model.matrix).
     throughputs: str | None = None
@@ -150,7 +150,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
     regular_file("--failures", args.failures)
     regular_file("--queues", args.queues)
     if args.queues:
-        from controller.queues.spec import load_queues
+        from controller.quotas.spec import load_queues
 
         load_queues(args.queues)  # a bad file fails before any replay starts
     regular_file("--throughputs", args.throughputs)
@@ -220,7 +220,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     failures = load_failures(ra.failures, cluster) if ra.failures else ()
     queues = None
     if ra.queues:
-        from controller.queues.spec import load_queues
+        from controller.quotas.spec import load_queues
 
         queues = load_queues(ra.queues)
     config = SimConfig(
@@ -243,7 +243,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     with _fewer_collections():
         result = sim.run(progress)
     if sim.controller.quotas is not None and sim.controller.quotas.ledger is not None:
-        from controller.queues.report import attach_report
+        from controller.quotas.report import attach_report
 
         attach_report(result, sim.controller.quotas.ledger, sim.now_s)
     return result, summarize(result)
@@ -297,7 +297,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if args.out:
         write_replay(Path(args.out), result, summary)
     head = {**headline(summary, result.policy, result.wall_s), **deadline_fields(result)}
-    from controller.queues.report import headline_fields
+    from controller.quotas.report import headline_fields
 
     queues = headline_fields(result.params)
     if args.json:
@@ -332,7 +332,7 @@ def _compare(runs: list[ReplayArgs], *, out: Path | None, as_json: bool, workers
     """Replay each run (in parallel processes, `workers` of them, 0: one per core),
     print the headlines and write what `out` asks for."""
     from controller.metrics import deadline_fields, headline
-    from controller.queues.report import headline_fields
+    from controller.quotas.report import headline_fields
     from controller.report import write_comparison, write_replay
 
     workers = workers if workers > 0 else min(len(runs), _cores())

@@ -60,7 +60,7 @@ from operators.writer import Writer
 # Why an admitted job has no pods yet while its previous attempt's pods are still
 # stopping (writing their SIGTERM checkpoint): a new attempt never overlaps the last.
 WAITING_CHECKPOINT = "WaitingForCheckpoint"
-# The reason controller.queues.reclaim gives a job it preempts for another queue's
+# The reason controller.quotas.reclaim gives a job it preempts for another queue's
 # guarantee: its Event says so (PreemptedForReclaim), not that the policy chose it.
 RECLAIMED = "Reclaimed"
 
@@ -142,7 +142,7 @@ class PlanApplier:
 
     def _stop_reason(self, action: Action, by: list[str], planned: Reason | None) -> Reasoned:
         if action is Action.PREEMPT and planned is not None and planned.code == RECLAIMED:
-            # Not the policy's choice: the queues' reclaim (controller.queues.reclaim).
+            # Not the policy's choice: the queues' reclaim (controller.quotas.reclaim).
             return Reasoned("PreemptedForReclaim", planned.message)
         name = self.policy_name()
         what = {

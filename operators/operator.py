@@ -37,7 +37,7 @@ from wsgiref.simple_server import WSGIServer
 from controller.decisions import RoundRecord, record_round
 from controller.loop import Controller
 from controller.model import Plan, Snapshot
-from controller.model.queues import QueueTree
+from controller.model.quotas import QueueTree
 from operators import crd
 from operators.backend import KubeBackend
 from operators.kube import API_ERRORS, KubeApi, Resource

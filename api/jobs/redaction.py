@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.schemas.cluster import GpuPublic, NodePublic
-from api.schemas.queue import JobRef
+from api.schemas.timeline import JobRef
 from api.store.models import Job, User
 
 # "job <id>" as the policies (policies/*.py) and the simulator write it.

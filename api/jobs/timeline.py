@@ -1,6 +1,6 @@
 """A job's timeline: the intervals of its states, read from its recorded events.
 
-Called by api.routes.queue (GET /jobs/{id}/timeline) with the job's events in the
+Called by api.routes.order (GET /jobs/{id}/timeline) with the job's events in the
 order they were written (api.local_mode.history in local mode, api.cluster_mode.history in cluster
 mode); pure. Each event that changes the job's state closes the interval before it
 and opens the next, with the decision it stands for, its detail as the reason, the

@@ -43,7 +43,7 @@ from controller.maintenance import NodeAction
 from controller.model import JobSpec, JobStatus, Policy, Reason
 from controller.model.precision import parse_precision
 from controller.placement import make_placer
-from controller.queues.admission import Quotas
+from controller.quotas.admission import Quotas
 from controller.spec import load_cluster
 from policies.registry import UnknownPolicyError, make_policy
 
@@ -272,7 +272,7 @@ class LocalMode:
                 log.warning("stored %s of node %s: no such node in this cluster", m.action, m.node)
 
     def _sync_quotas(self) -> None:
-        """The table `queues` (REST, api/routes/quota_queues.py) as the backend's quotas,
+        """The table `queues` (REST, api/routes/quotas.py) as the backend's quotas,
         made again only when a queue changed. The routes store only trees that pass the
         loader; a tree that fails anyway (rows written by hand) keeps the last one."""
         with self._sessions() as session:

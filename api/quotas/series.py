@@ -1,6 +1,6 @@
 """Each queue's GPUs over time, read from the jobs' recorded events.
 
-Called by api.routes.quota_queues (`GET /queues/series`) for the dashboard's Queues
+Called by api.routes.quotas (`GET /queues/series`) for the dashboard's Queues
 chart. Local mode's ticker (api.local_mode.backend) and cluster mode's follower
 (api.cluster_mode.follower) write every job's events in the backend's clock: a start, resize,
 migration or re-share gives the job the GPUs of the allocation it records (its `num_gpus` when the
@@ -8,7 +8,7 @@ event has none), a preemption, suspension or end takes them away. Each queue's G
 time are those of its tenants' jobs then (an inner queue's, its subtree's), and a
 point of the series is their time-weighted mean over one bin of the window, so a
 queue's area under the curve is the GPU-seconds it held, whatever the bin width:
-what a replay's per-queue mean share (controller.queues.ledger) averages too.
+what a replay's per-queue mean share (controller.quotas.ledger) averages too.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from api.store.models import TERMINAL_STATUSES, Job, JobEvent
-from controller.model.queues import QueueTree
+from controller.model.quotas import QueueTree
 
 # Event kind -> whether the job holds GPUs after it (kinds not listed change nothing).
 HOLDS = {

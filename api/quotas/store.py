@@ -1,6 +1,6 @@
 """Where the queues an admin defines live in cluster mode: the cluster-scoped Queue
 resources, so that REST and kubectl meet in the same objects (local mode keeps them in
-the job database, api/quotas/tree.py). Called by api/routes/quota_queues.py.
+the job database, api/quotas/tree.py). Called by api/routes/quotas.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The quota tree an admin defines over REST, as the API keeps it: a flat list of
-queues (`Item`, the loader's form, controller.queues.spec), checked as the whole tree
+queues (`Item`, the loader's form, controller.quotas.spec), checked as the whole tree
 each change makes, and the job database's table `queues` that holds it in local mode.
-Called by api/routes/quota_queues.py (REST) and api/local_mode/backend.py (which hands the tree to
+Called by api/routes/quotas.py (REST) and api/local_mode/backend.py (which hands the tree to
 the LiveCluster each time it changes); api/quotas/store.py keeps it as Queue resources
 in cluster mode.
 
@@ -19,10 +19,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.store.models import QueueRecord
-from controller.model.queues import QueueSpecError, QueueTree
-from controller.queues.spec import queues_from_data
+from controller.model.quotas import QueueSpecError, QueueTree
+from controller.quotas.spec import queues_from_data
 
-Item = dict[str, Any]  # a queue as the loader's flat list holds it (controller.queues.spec)
+Item = dict[str, Any]  # a queue as the loader's flat list holds it (controller.quotas.spec)
 
 
 class QueueStore(Protocol):

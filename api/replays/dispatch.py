@@ -36,8 +36,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.quotas.tree import DbQueueStore
 from api.store.models import Replay, utcnow
-from controller.model.queues import QueueSpecError
-from controller.queues.spec import queues_from_data
+from controller.model.quotas import QueueSpecError
+from controller.quotas.spec import queues_from_data
 
 Sender = Callable[[list[int]], None]
 ACTIVE = ("queued", "running")

@@ -18,7 +18,7 @@ from api.deps import CurrentUser, SessionDep, visible_jobs
 from api.jobs.redaction import job_refs, redact_texts
 from api.schemas.common import INT32_MAX, Limit, Name
 from api.schemas.events import EventPublic, EventsPublic
-from api.schemas.queue import PlacedPublic
+from api.schemas.timeline import PlacedPublic
 from api.store.models import Job, JobEvent
 
 router = APIRouter(prefix="/events", tags=["events"])

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from api.schemas.queue import JobRef, PlacedPublic
+from api.schemas.timeline import JobRef, PlacedPublic
 
 
 class EventPublic(BaseModel):

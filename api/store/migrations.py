@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from alembic import command
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def alembic_config() -> Config:

@@ -249,7 +249,7 @@ class IdempotencyKey(Base):
 
 
 class QueueRecord(Base):
-    """A node of the quota tree (controller.model.queues), as an admin defined it over
+    """A node of the quota tree (controller.model.quotas), as an admin defined it over
     the API in local mode (api/quotas/store.py); cluster mode keeps Queue resources."""
 
     __tablename__ = "queues"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from controller.maintenance import MaintenanceEvent
 from controller.model import Allocation, JobSpec, JobStatus
-from controller.model.queues import QueueTree
+from controller.model.quotas import QueueTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ class SimConfig:
     # How multi-node jobs share NICs and rack uplinks: "dedicated" (no sharing, the
     # perf model's default) or a network allocator (controller.network.POLICIES).
     network: str = "dedicated"
-    # Queues with quotas around the policy (controller.queues; `--queues FILE`).
+    # Queues with quotas around the policy (controller.quotas; `--queues FILE`).
     queues: QueueTree | None = None
     # How shared links slow jobs: "steady" (one rate per job) or "phases" (compute
     # phases and all-reduce bursts, controller.network.phases.jobs; docs/network.md).

@@ -48,7 +48,7 @@ from controller.model import (
     Snapshot,
 )
 from controller.placement import host_never_fits, unallocatable_idle_gpus
-from controller.queues.admission import Quotas
+from controller.quotas.admission import Quotas
 from controller.rates import RateModel
 from controller.records import JobOutcome, ReplayResult
 from controller.sim.accounting import Accounts

@@ -2,8 +2,8 @@
 
 The operator (operators/operator.py) lists the cluster-scoped `Queue` resources each
 round (`QueueReader`), turns them into the controller's `QueueTree` with the same
-loader replays use (controller.queues.spec, in its flat `parent` form), hands the
-tree to the controller as its `Quotas` (controller.queues.admission: the admission
+loader replays use (controller.quotas.spec, in its flat `parent` form), hands the
+tree to the controller as its `Quotas` (controller.quotas.admission: the admission
 and reclaim step replays run, so a live queue gets its guarantee and borrowed GPUs
 are reclaimed by the backend's graceful preemption), and after the round writes
 each Queue's status (`queue_status`). The API in cluster mode
@@ -27,9 +27,9 @@ from typing import Any
 from kubernetes.client import ApiException  # type: ignore[import-untyped]
 
 from controller.model import JobView, Plan, Snapshot
-from controller.model.queues import QueueSpecError, QueueTree
-from controller.queues.admission import Quotas
-from controller.queues.spec import queues_from_data
+from controller.model.quotas import QueueSpecError, QueueTree
+from controller.quotas.admission import Quotas
+from controller.quotas.spec import queues_from_data
 from operators import crd
 from operators.dljobs.resources import DEFAULT_GRACE_S
 from operators.kube import API_ERRORS, NOT_FOUND, KubeApi, Resource

@@ -15,7 +15,7 @@ from starlette.routing import compile_path
 from tests.api.builders import auth
 
 API = "/api/v1"
-QUEUES = f"{API}/queues"
+QUEUES = f"{API}/quotas"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
@@ -117,7 +117,7 @@ def test_every_405_lists_every_method_of_its_path(sqlite_client: TestClient) -> 
     checked = 0
     for path in paths:
         concrete = _concrete(path)
-        # Every route path the request path fits (/queues/series fits /queues/{name}).
+        # Every route path the request path fits (/quotas/series fits /quotas/{name}).
         methods = set().union(
             *(m for p, m in paths.items() if compile_path(p)[0].fullmatch(concrete))
         )

@@ -128,7 +128,7 @@ def test_an_unknown_query_parameter_is_a_422_naming_it(sqlite_client: TestClient
     assert [e["loc"] for e in r.json()["detail"]] == [["query", "limt"]]
     assert sqlite_client.get(f"{JOBS}?limit=2&status=Queued", headers=alice).status_code == 200
     # A parameter a dependency takes counts as the route's (the queue's tenant filter).
-    assert sqlite_client.get(f"{API}/queue?limit=5", headers=alice).status_code == 200
+    assert sqlite_client.get(f"{API}/order?limit=5", headers=alice).status_code == 200
 
 
 @pytest.mark.parametrize(

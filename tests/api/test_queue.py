@@ -1,4 +1,4 @@
-"""GET /queue (waiting jobs in the policy's order) and GET /jobs/{id}/timeline, on
+"""GET /order (waiting jobs in the policy's order) and GET /jobs/{id}/timeline, on
 PostgreSQL and SQLite, in local mode under SRTF: positions, filters, 422s and 403s,
 tenants redacted, and who preempted whom in a job's events and its timeline."""
 
@@ -54,12 +54,12 @@ def test_queue_in_srtf_order_filtered_and_redacted(srtf: TestClient) -> None:
     other = submit(srtf, bob, name="other", num_gpus=8, duration_s=3e5)
 
     def admin_order() -> list[tuple[str, int | None]] | None:
-        body = _get(srtf, "/queue", root)
+        body = _get(srtf, "/order", root)
         got = [(e["name"], e["position"]) for e in body["data"]]
         return got if got == [("other", 1), ("mid", 2), ("long", 3)] else None
 
     waiting.wait_for("the queue in SRTF order", admin_order, TIMEOUT_S)
-    mine = _get(srtf, "/queue", alice)
+    mine = _get(srtf, "/order", alice)
     assert [(e["id"], e["position"]) for e in mine["data"]] == [(mid["id"], 2), (long["id"], 3)]
     assert (mine["count"], mine["waiting"], mine["others_waiting"]) == (2, 3, 1)
     assert all(e["tenant"] == "a" for e in mine["data"])
@@ -69,18 +69,18 @@ def test_queue_in_srtf_order_filtered_and_redacted(srtf: TestClient) -> None:
     assert entry["reason_code"] == "ShorterJobsFirst"
     assert mine["now_s"] >= entry["submit_s"]
     # Filters: tenant (admins any, users their own), a waiting status.
-    only_a = _get(srtf, "/queue?tenant=a", root)
+    only_a = _get(srtf, "/order?tenant=a", root)
     assert [e["name"] for e in only_a["data"]] == ["mid", "long"]
-    preempted = _get(srtf, "/queue?status=Preempted", alice)
+    preempted = _get(srtf, "/order?status=Preempted", alice)
     assert [(e["name"], e["position"]) for e in preempted["data"]] == [("long", 3)]
-    queued_b = _get(srtf, "/queue?status=Queued&tenant=b", root)
+    queued_b = _get(srtf, "/order?status=Queued&tenant=b", root)
     assert [e["name"] for e in queued_b["data"]] == ["other"]
-    assert srtf.get("/api/v1/queue?tenant=b", headers=alice).status_code == 403
+    assert srtf.get("/api/v1/order?tenant=b", headers=alice).status_code == 403
     for bad in ("status=Running", "status=nope", "tenant=%20x", "limit=0", "skip=-1"):
-        r = srtf.get(f"/api/v1/queue?{bad}", headers=alice)
+        r = srtf.get(f"/api/v1/order?{bad}", headers=alice)
         assert r.status_code == 422, (bad, r.text)
         assert bad.split("=")[0] in r.text
-    assert srtf.get("/api/v1/queue").status_code == 401
+    assert srtf.get("/api/v1/order").status_code == 401
     # The job's own record carries its position; a running job has none.
     assert _get(srtf, f"/jobs/{long['id']}", alice)["queue_position"] == 3
     assert _get(srtf, f"/jobs/{short['id']}", bob)["queue_position"] is None

@@ -1,4 +1,4 @@
-"""Cluster mode: GET /queue and GET /jobs/{id}/timeline from what the operator writes
+"""Cluster mode: GET /order and GET /jobs/{id}/timeline from what the operator writes
 in DLJob status (status.queuePosition, status.preemptedBy, status.allocation; see
 operators/queue_status.py), recorded by the API's follower (api.cluster_mode.history), on
 SQLite and PostgreSQL, on the session's real control plane; another tenant's job
@@ -60,12 +60,12 @@ def test_queue_and_timeline_from_dljob_status(
         _queued(train, T0, 2)
 
         def queue(headers: dict[str, str]) -> list[tuple[str, int | None]]:
-            r = client.get("/api/v1/queue", headers=headers)
+            r = client.get("/api/v1/order", headers=headers)
             assert r.status_code == 200, r.text
             return [(e["id"], e["position"]) for e in r.json()["data"]]
 
         wait_for(lambda: queue(root) == [(theirs, 1), (mine, 2)], timeout_s=TIMEOUT_S)
-        body = client.get("/api/v1/queue", headers=alice).json()
+        body = client.get("/api/v1/order", headers=alice).json()
         assert [(e["id"], e["position"]) for e in body["data"]] == [(mine, 2)]
         assert (body["waiting"], body["others_waiting"]) == (2, 1)
 

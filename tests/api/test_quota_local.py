@@ -1,5 +1,5 @@
 """Quotas enforced in local mode (api/local_mode/backend.py hands the table `queues` to the
-LiveCluster, controller.queues decides): a tenant that flooded the idle cluster gives
+LiveCluster, controller.quotas decides): a tenant that flooded the idle cluster gives
 back what another queue's guarantee is owed, on PostgreSQL and SQLite."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from tests.api.builders import auth, submit, wait_for
 
-QUEUES = "/api/v1/queues"
+QUEUES = "/api/v1/quotas"
 LONG_S = 1e6  # simulated seconds: nothing finishes during the test
 
 

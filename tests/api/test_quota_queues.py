@@ -1,4 +1,4 @@
-"""The quota tree over REST (api/routes/quota_queues.py) in local mode, on PostgreSQL
+"""The quota tree over REST (api/routes/quotas.py) in local mode, on PostgreSQL
 and SQLite: admins create, replace and delete queues, everyone reads them, a change
 that breaks the tree is a 422 naming the field, and each queue's figures follow its
 tenants' jobs."""
@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from tests.api.builders import auth, submit, wait_for
 
-QUEUES = "/api/v1/queues"
+QUEUES = "/api/v1/quotas"
 TREE = {
     "research": {"guarantee": 8},
     "team-a": {"parent": "research", "guarantee": 4, "tenants": ["team-a", "vision"]},

@@ -1,4 +1,4 @@
-"""Each queue's GPUs over time (GET /queues/series, api/quotas/series.py): the bins'
+"""Each queue's GPUs over time (GET /quotas/series, api/quotas/series.py): the bins'
 time-weighted means from the jobs' events, in local mode on PostgreSQL and SQLite;
 bad parameters are 422s naming the field."""
 
@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from api.quotas.series import Step, binned, steps_of
 from tests.api.builders import auth, submit, wait_for
 
-QUEUES = "/api/v1/queues"
+QUEUES = "/api/v1/quotas"
 SERIES = f"{QUEUES}/series"
 
 

@@ -45,7 +45,7 @@ STATE_DEPENDENT = {
     ("POST", "/api/v1/replays/sweeps"): {"trace_ids", "clusters", *KEYED},
     ("POST", "/api/v1/traces"): {"file"},
     ("POST", "/api/v1/traces/validate"): {"file"},
-    ("PUT", "/api/v1/queues/{name}"): {"parent", "guarantee", "limit", "tenants"},
+    ("PUT", "/api/v1/quotas/{name}"): {"parent", "guarantee", "limit", "tenants"},
 }
 
 # ~40 operations x 12 requests x 2 kinds x 2 roles: about 25 s a database on a 2-core
@@ -87,7 +87,9 @@ def app(request: pytest.FixtureRequest) -> Iterator[FastAPI]:
 @pytest.mark.parametrize("role", ["admin", "user"])
 def test_no_generated_request_fails_a_check(app: FastAPI, role: str) -> None:
     headers = auth(app, "root" if role == "admin" else "ann", "ops", role)
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    # The deprecated aliases (/queue, /queues) are the same handlers as /order and /quotas,
+    # which run here; tests/api/test_names.py checks that each answers as its new name.
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app).exclude(deprecated=True)
     failures: list[str] = []
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
         for result in schema.get_all_operations():

@@ -7,8 +7,8 @@ import pytest
 from controller.live import LiveCluster
 from controller.model import JobStatus
 from controller.placement import ConsolidatedPlacer
-from controller.queues.admission import Quotas
-from controller.queues.spec import queues_from_data
+from controller.quotas.admission import Quotas
+from controller.quotas.spec import queues_from_data
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job
 

@@ -1,4 +1,4 @@
-"""Queue order per policy (controller.model.queue) and the round record
+"""Queue order per policy (controller.model.order) and the round record
 (controller.decisions): positions of the jobs left waiting, and who took whose GPUs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from controller.decisions import displacements, record_round
 from controller.model import Action, Allocation, JobStatus, JobView, Plan, Snapshot
-from controller.model.queue import positions, queue_order, submission_order
+from controller.model.order import positions, queue_order, submission_order
 from controller.placement import ConsolidatedPlacer
 from policies.fifo import Fifo
 from policies.gandiva import Gandiva

@@ -1,6 +1,6 @@
 """The Queue page in the policy's order and the Job page's timeline, in headless
 Chromium against the API in local mode under SRTF (conftest.py's server, with the
-policy set here): positions from GET /queue, tenant and status filters, and a
+policy set here): positions from GET /order, tenant and status filters, and a
 preempted job's timeline naming the job that took its GPUs."""
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_a_user_sees_the_figures_without_the_editor(watched: Watched, server: Li
     page = watched.page
     root = auth(server.app, "root", "ops", "admin")
     for name in ("team-a", "team-b"):
-        r = httpx.put(f"{server.url}/api/v1/queues/{name}", json={"guarantee": 4}, headers=root)
+        r = httpx.put(f"{server.url}/api/v1/quotas/{name}", json={"guarantee": 4}, headers=root)
         assert r.status_code == 201, r.text
     ann = auth(server.app, "ann", "team-a")
     sign_in(watched, server, ann)

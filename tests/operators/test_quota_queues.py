@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.model.queues import GpuQuota
+from controller.model.quotas import GpuQuota
 from operators.kube import KubeApi
 from operators.quotas.resources import QueueApi
 from operators.quotas.tree import QueueReader, queue_data, queue_object, read_tree

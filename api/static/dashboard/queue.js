@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * The Queue page: waiting jobs in the active policy's order (GET /api/v1/queue) with
+ * The Queue page: waiting jobs in the active policy's order (GET /api/v1/order) with
  * their position, wait so far, the reason they wait and tenant; filters by tenant and
  * status (asked of the API) and by text (on the page). Imported by dashboard.js.
  * Keyed by job id: a row is built once and kept, and a poll rewrites only the cells
@@ -22,7 +22,7 @@ import { api, byId, duration, el, report, session } from "./common.js";
  */
 
 const HEADINGS = ["Position", "Job", "Tenant", "GPUs", "Status", "Waiting for", "Why it waits"];
-// The statuses GET /queue filters on; the last three only in cluster mode.
+// The statuses GET /order filters on; the last three only in cluster mode.
 const STATUSES = ["Queued", "Preempted", "Suspended", "BackOff", "Unschedulable", "Invalid"];
 const LIMIT = 1000; // the API's page size
 
@@ -102,7 +102,7 @@ export const queuePage = {
     if (tenant) query.set("tenant", tenant);
     if (status) query.set("status", status);
     /** @type {[{policy: string}, Queue]} */
-    const [cluster, queue] = await Promise.all([api("/cluster"), api(`/queue?${query}`)]);
+    const [cluster, queue] = await Promise.all([api("/cluster"), api(`/order?${query}`)]);
     addTenants(queue.data);
     const filter = /** @type {HTMLInputElement} */ (byId("queue-filter")).value.trim().toLowerCase();
     const shown = queue.data.filter((job) => !filter ||

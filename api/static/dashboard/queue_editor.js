@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * The admin's queue editor on the Quotas page (queues.js): create or replace a queue
- * (PUT /api/v1/queues/{name}) and delete one (DELETE). The API checks every change as
+ * (PUT /api/v1/quotas/{name}) and delete one (DELETE). The API checks every change as
  * the whole tree it makes; a refusal (422) is shown on the field it names, and one
  * naming another queue's field (a parent's guarantee its children now pass) above the
  * form, with that queue named. Quotas are typed as a number of GPUs of any model, or
@@ -22,7 +22,7 @@ const LABELS = {
   name: "Name", parent: "Parent", guarantee: "Guarantee (GPUs, or per model: A100=32, H100=16)",
   limit: "Limit (empty: none)", weight: "Weight", tenants: "Tenants (comma-separated; empty: its name)",
 };
-// api/schemas/quota_queues.py QUEUE_NAME_PATTERN (a DNS label), as an HTML pattern.
+// api/schemas/quotas.py QUEUE_NAME_PATTERN (a DNS label), as an HTML pattern.
 const NAME_PATTERN = "[a-z0-9]([\\-a-z0-9]*[a-z0-9])?";
 
 /** @param {string} id @returns {HTMLInputElement} */
@@ -115,7 +115,7 @@ export function queueEditor(queues, changed) {
     const name = input("queue-name").value.trim();
     try {
       /** @type {QueueState} */
-      const saved = await send(`/queues/${encodeURIComponent(name)}`, "PUT", body());
+      const saved = await send(`/quotas/${encodeURIComponent(name)}`, "PUT", body());
       announce(`Queue ${saved.name} saved: guarantee ${saved.guarantee_gpus} GPUs.`);
     } catch (err) {
       showErrors(err);
@@ -128,7 +128,7 @@ export function queueEditor(queues, changed) {
     clearErrors();
     const name = input("queue-name").value.trim();
     try {
-      await send(`/queues/${encodeURIComponent(name)}`, "DELETE");
+      await send(`/quotas/${encodeURIComponent(name)}`, "DELETE");
       announce(`Queue ${name} deleted.`);
     } catch (err) {
       showErrors(err);

@@ -1,11 +1,11 @@
 // @ts-check
 /**
  * The Quotas page (#/quotas), registered by dashboard.js: the quota tree (issue 18) as
- * GET /api/v1/queues reports it: each queue's GPUs against its guarantee and limit (a
+ * GET /api/v1/quotas reports it: each queue's GPUs against its guarantee and limit (a
  * bar: its own part solid, the borrowed part hatched, the guarantee and limit as
  * marks), borrowed GPUs, waiting jobs by the reason that holds them, reclaims, mean
  * JCT, and Jain's index of the leaves' shares; a chart of each leaf's GPUs over time
- * against its guarantee (GET /queues/series, drawn with the vendored uPlot); and for
+ * against its guarantee (GET /quotas/series, drawn with the vendored uPlot); and for
  * admins the editor of queue_editor.js. Numbers only: no job is named here.
  * Keyed by queue name, as the Queue page is by job: a row is built once, a poll
  * rewrites only the cells whose text changed and reorders rows only when the tree did.
@@ -185,7 +185,7 @@ export function queuesPage() {
 
   async function refresh() {
     /** @type {QueueStates} */
-    const got = await api("/queues");
+    const got = await api("/quotas");
     states = got.data;
     const fairness = got.fairness_jain === null ? "no leaf has both a guarantee and demand"
       : fixed(got.fairness_jain, 3);
@@ -242,7 +242,7 @@ export function queuesPage() {
   async function drawSeries() {
     const windowS = /** @type {HTMLSelectElement} */ (byId("queues-window")).value;
     /** @type {QueueSeries} */
-    const got = await api(`/queues/series?window_s=${windowS}&points=${SERIES_POINTS}`);
+    const got = await api(`/quotas/series?window_s=${windowS}&points=${SERIES_POINTS}`);
     const box = byId("queues-chart");
     const leaves = got.data.filter((r) => r.leaf);
     if (!leaves.length) { box.replaceChildren(el("p", { class: "muted" }, "No queues.")); plot = null; drawnKey = ""; return; }

@@ -76,7 +76,7 @@ STATUS_RETRIES = 5
 # How old an address reserved for a pod this kubelet never saw must be before it is
 # freed: far longer than a pod takes to reach the kubelet's cache after its creation.
 RESERVATION_S = 60.0
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def now_rfc3339() -> str:

@@ -1,4 +1,4 @@
-"""Admission, fence and reclaim (controller.queues) on hand-built rounds of 2x4 GPUs:
+"""Admission, fence and reclaim (controller.quotas) on hand-built rounds of 2x4 GPUs:
 what the policy is shown, what of its plan stands, whom reclaim preempts and why."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 from controller.model import Allocation, JobStatus, JobView, Plan, Reason, Snapshot
-from controller.model.queues import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QueueNode, QueueTree
 from controller.placement import ConsolidatedPlacer
-from controller.queues.admission import DEFAULT_GRACE_S, Quotas
+from controller.quotas.admission import DEFAULT_GRACE_S, Quotas
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job, make_view
 

@@ -1,14 +1,14 @@
-"""The quota tree over REST (issue 18): GET /queues, /queues/{name} and /queues/series
-(each queue's GPUs over time, api/quotas/series.py) for everyone
-(numbers only, no job named), PUT and DELETE /queues/{name} for admins. Registered
-in api/routes/__init__.py; the queues live in the job database in local mode
+"""The quota tree over REST (issue 18): GET /quotas, /quotas/{name} and /quotas/series
+(each queue's GPUs over time, api/quotas/series.py) for everyone (numbers only, no job
+named), PUT and DELETE /quotas/{name} for admins; /queues is the old name of the same
+routes. Registered in api/routes/__init__.py; the queues live in the job database in local mode
 (api/quotas/tree.py) and as Queue resources in cluster mode (api/quotas/store.py).
 
 Each queue's state is read from the job database, which local mode's ticker and
 cluster mode's follower keep current: GPUs its running jobs hold (an inner queue's
 subtree's), how many of them over its guarantee, its waiting jobs by reason, its
 finished jobs' mean completion time, and its jobs preempted for a reclaim. A job
-belongs to the leaf listing its tenant (the tree's rule, controller.model.queues).
+belongs to the leaf listing its tenant (the tree's rule, controller.model.quotas).
 """
 
 from __future__ import annotations
@@ -34,21 +34,21 @@ from api.quotas.tree import (
     clean,
     with_change,
 )
-from api.schemas.quota_queues import (
-    QueueName,
-    QueueSeriesPublic,
-    QueueSeriesRow,
-    QueueSpecBody,
-    QueueStatePublic,
-    QueueStatesPublic,
+from api.schemas.quotas import (
+    QuotaName,
+    QuotaPublic,
+    QuotaSeriesPublic,
+    QuotaSeriesRow,
+    QuotaSpecBody,
+    QuotasPublic,
 )
 from api.store.models import Job, JobEvent
 from controller.metrics import jain_index
 from controller.model import WAITING, JobStatus
-from controller.model.queues import QueueTree
+from controller.model.quotas import QueueTree
 from operators.kube import API_ERRORS
 
-router = APIRouter(prefix="/queues", tags=["queues"])
+router = APIRouter(tags=["quotas"])
 WAITING_VALUES = sorted(s.value for s in WAITING)
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "no queue of that name"}}
 # A chart is at most ~1,000 pixel columns wide (as api.replays.series reasons).
@@ -71,8 +71,8 @@ def _items(store: QueueStore) -> list[Item]:
         raise BackendUnavailable(f"Kubernetes API: queues: {exc}") from None
 
 
-@router.get("", response_model=QueueStatesPublic)
-def list_queues(request: Request, session: SessionDep, user: CurrentUser) -> QueueStatesPublic:
+@router.get("", response_model=QuotasPublic)
+def list_queues(request: Request, session: SessionDep, user: CurrentUser) -> QuotasPublic:
     store = _store(request, session)
     states = _states(session, store, _items(store))
     shares = [
@@ -81,11 +81,11 @@ def list_queues(request: Request, session: SessionDep, user: CurrentUser) -> Que
         if s.leaf and s.share_of_guarantee is not None and (s.allocated_gpus or s.pending_jobs)
     ]
     jain = jain_index(shares) if shares else None
-    return QueueStatesPublic(data=states, count=len(states), fairness_jain=jain)
+    return QuotasPublic(data=states, count=len(states), fairness_jain=jain)
 
 
 # Declared before /{name}, which "series" would match.
-@router.get("/series", response_model=QueueSeriesPublic)
+@router.get("/series", response_model=QuotaSeriesPublic)
 def queues_series(
     request: Request,
     session: SessionDep,
@@ -93,7 +93,7 @@ def queues_series(
     user: CurrentUser,
     window_s: Annotated[float, Query(gt=0, le=30 * 86400, description="how far back")] = 3600.0,
     points: Annotated[int, Query(ge=2, le=MAX_POINTS, description="bins in the window")] = 120,
-) -> QueueSeriesPublic:
+) -> QuotaSeriesPublic:
     """Each queue's GPUs over the last `window_s` of the backend's clock, as the mean
     over each of `points` bins (numbers only, no job named)."""
     store = _store(request, session)
@@ -101,14 +101,14 @@ def queues_series(
     tree = checked_tree(items, "") if items else None
     now_s = backend.now_s()
     if tree is None:
-        return QueueSeriesPublic(t_s=[], bin_s=window_s / points, now_s=now_s, data=[])
+        return QuotaSeriesPublic(t_s=[], bin_s=window_s / points, now_s=now_s, data=[])
     series = queue_series(session, tree, now_s, window_s, points)
     rows = []
     for name in tree.names():
         node = tree.node(name)
         assert node is not None
         rows.append(
-            QueueSeriesRow(
+            QuotaSeriesRow(
                 name=name,
                 leaf=node.leaf,
                 guarantee_gpus=node.guarantee.total,
@@ -116,13 +116,13 @@ def queues_series(
                 gpus=[round(v, 3) for v in series.gpus[name]],
             )
         )
-    return QueueSeriesPublic(t_s=series.t_s, bin_s=series.bin_s, now_s=now_s, data=rows)
+    return QuotaSeriesPublic(t_s=series.t_s, bin_s=series.bin_s, now_s=now_s, data=rows)
 
 
-@router.get("/{name}", response_model=QueueStatePublic, responses=NOT_FOUND)
+@router.get("/{name}", response_model=QuotaPublic, responses=NOT_FOUND)
 def get_queue(
-    name: QueueName, request: Request, session: SessionDep, user: CurrentUser
-) -> QueueStatePublic:
+    name: QuotaName, request: Request, session: SessionDep, user: CurrentUser
+) -> QuotaPublic:
     store = _store(request, session)
     for state in _states(session, store, _items(store)):
         if state.name == name:
@@ -130,15 +130,15 @@ def get_queue(
     raise HTTPException(status.HTTP_404_NOT_FOUND, f"queue {name!r} not found")
 
 
-@router.put("/{name}", response_model=QueueStatePublic, responses={201: {}, 403: {}})
+@router.put("/{name}", response_model=QuotaPublic, responses={201: {}, 403: {}})
 def put_queue(
-    name: QueueName,
-    body: QueueSpecBody,
+    name: QuotaName,
+    body: QuotaSpecBody,
     request: Request,
     response: Response,
     session: SessionDep,
     user: AdminUser,
-) -> QueueStatePublic:
+) -> QuotaPublic:
     """Create or replace a queue (201 when created); the whole tree is checked."""
     store = _store(request, session)
     item = clean({"name": name, **body.model_dump()})
@@ -154,7 +154,7 @@ def put_queue(
 
 
 @router.delete("/{name}", status_code=204, responses={**NOT_FOUND, 403: {}})
-def delete_queue(name: QueueName, request: Request, session: SessionDep, user: AdminUser) -> None:
+def delete_queue(name: QuotaName, request: Request, session: SessionDep, user: AdminUser) -> None:
     """Delete a queue; refused (422 naming the child's parent) while it has children."""
     store = _store(request, session)
     items = _items(store)
@@ -204,7 +204,7 @@ def _refuse_field(field: tuple[str, ...], message: str, item: Item) -> NoReturn:
     raise invalid(("body", *field), message, item)
 
 
-def _states(session: Session, store: QueueStore, items: list[Item]) -> list[QueueStatePublic]:
+def _states(session: Session, store: QueueStore, items: list[Item]) -> list[QuotaPublic]:
     tree = checked_tree(items, "") if items else None
     if tree is None:
         return []
@@ -219,8 +219,8 @@ def _states(session: Session, store: QueueStore, items: list[Item]) -> list[Queu
         guarantee = node.guarantee.total
         said: dict[str, Any] = operator.get(name, {})
         out.append(
-            QueueStatePublic(
-                **QueueSpecBody.model_validate(
+            QuotaPublic(
+                **QuotaSpecBody.model_validate(
                     {k: v for k, v in item.items() if k != "name"}
                 ).model_dump(),
                 name=name,

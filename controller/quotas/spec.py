@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from controller.model.queues import GpuQuota, QueueNode, QueueSpecError, QueueTree
+from controller.model.quotas import GpuQuota, QueueNode, QueueSpecError, QueueTree
 from controller.spec.types import MAX_GPUS
 
 KEYS = frozenset({"name", "guarantee", "limit", "weight", "tenants", "children", "parent"})

@@ -1,11 +1,11 @@
 """After the policy: its plan held to the quotas.
 
-Called by controller.queues.admission.Quotas.settle with the round's figures
-(controller.queues.admitted), before reclaim. Two steps, each only giving GPUs back
+Called by controller.quotas.admission.Quotas.settle with the round's figures
+(controller.quotas.admitted), before reclaim. Two steps, each only giving GPUs back
 to the jobs that held them, so a valid plan stays valid:
 
 - `fence_growth`: the plan's starts and growths, in submission order, must be within
-  the leaf's share (controller.queues.admitted.within_share, counting what the plan
+  the leaf's share (controller.quotas.admitted.within_share, counting what the plan
   stops or shrinks of the same leaf: a policy may swap one of a queue's jobs for
   another), else come from the spare GPUs, and keep every limit; any other start
   stays waiting, any other growth is undone. Per pool, when quotas name GPU models.
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controller.model import Allocation, JobView, Reason
-from controller.model.queues import QueueTree
-from controller.queues.admitted import Admitted, at_limit, no_queue, over_share, within_share
-from controller.queues.shares import EPS_GPUS
+from controller.model.quotas import QueueTree
+from controller.quotas.admitted import Admitted, at_limit, no_queue, over_share, within_share
+from controller.quotas.shares import EPS_GPUS
 
 
 def fence_growth(

@@ -1,6 +1,6 @@
 """Each queue's GPU share over a replay, against its guarantee: queues.csv and queues.png.
 
-`share_rows` turns a replay's controller.queues.ledger.QueueLedger into rows, which
+`share_rows` turns a replay's controller.quotas.ledger.QueueLedger into rows, which
 the replay command (gpuflow/cli.py) keeps in the result's params as `queue_shares`;
 controller.report.write_replay calls `write_queue_shares` for them. Plots use
 matplotlib's object API, as controller.report does.
@@ -15,7 +15,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from controller.metrics import finish_time_fairness
-from controller.queues.ledger import QueueLedger
+from controller.quotas.ledger import QueueLedger
 from controller.records import ReplayResult
 
 COLUMNS = ("t_s", "queue", "held_gpus", "deserved_gpus", "guarantee_gpus", "has_demand")

@@ -7,8 +7,8 @@ left once every guarantee is served). A quota is a plain number of GPUs of any m
 or a number per GPU model (`{"A100": 32, "V100": 16}`); a tree uses one form or the
 other throughout.
 
-Built by `controller.queues.spec` from YAML (replays' `--queues FILE`) and by the
-Kubernetes backend from `Queue` resources; read by `controller.queues` (admission
+Built by `controller.quotas.spec` from YAML (replays' `--queues FILE`) and by the
+Kubernetes backend from `Queue` resources; read by `controller.quotas` (admission
 and reclaim, between the policy and the backend) and by the reports.
 
 Which queue a job belongs to (`QueueTree.leaf_of`): the leaf its spec names

@@ -1,6 +1,6 @@
-"""One round's quota figures, computed by controller.queues.admission before the policy
-and read after it by controller.queues.fence, controller.queues.reclaim and
-controller.queues.ledger; and the reasons a job waits because of a quota.
+"""One round's quota figures, computed by controller.quotas.admission before the policy
+and read after it by controller.quotas.fence, controller.quotas.reclaim and
+controller.quotas.ledger; and the reasons a job waits because of a quota.
 
 Quotas are kept per *pool*: the GPUs of one model when the tree's quotas name models
 (each model its own division, guarantees and limits read for that model), or every
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.model import Allocation, JobSpec, JobView, Reason, Snapshot
-from controller.model.queues import ANY_MODEL, GpuQuota, QueueTree
-from controller.queues.shares import EPS_GPUS
+from controller.model.quotas import ANY_MODEL, GpuQuota, QueueTree
+from controller.quotas.shares import EPS_GPUS
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Queue trees from YAML (controller.queues.spec): both forms, every fault named."""
+"""Queue trees from YAML (controller.quotas.spec): both forms, every fault named."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.model.queues import QueueSpecError
-from controller.queues.spec import load_queues, queues_from_data
+from controller.model.quotas import QueueSpecError
+from controller.quotas.spec import load_queues, queues_from_data
 
 ISSUE_FORM = """
 queues:

@@ -12,9 +12,9 @@ import pytest
 
 from controller.model import JobSpec
 from controller.placement import make_placer
-from controller.queues.admission import DEFAULT_GRACE_S
-from controller.queues.ledger import QueueLedger
-from controller.queues.show import GPUS_PER_NODE, GUARANTEES, NODES, show_jobs, show_tree
+from controller.quotas.admission import DEFAULT_GRACE_S
+from controller.quotas.ledger import QueueLedger
+from controller.quotas.show import GPUS_PER_NODE, GUARANTEES, NODES, show_jobs, show_tree
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster

@@ -1,4 +1,4 @@
-"""Quotas per GPU model (controller.queues with a per-model tree): each model's GPUs are
+"""Quotas per GPU model (controller.quotas with a per-model tree): each model's GPUs are
 divided, lent and reclaimed on their own, on a cluster of one A100 and one V100 node."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.model import Allocation, Cluster, JobStatus, JobView, Plan, Snapshot
-from controller.model.queues import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QueueNode, QueueTree
 from controller.placement import ConsolidatedPlacer
-from controller.queues.admission import Quotas
+from controller.quotas.admission import Quotas
 from policies.registry import make_policy
 from tests.builders import TEST_GPU, make_cluster, make_job, make_view
 

@@ -1,11 +1,11 @@
-"""The queue tree (controller.model.queues): lookups, the job -> queue rule, validation."""
+"""The queue tree (controller.model.quotas): lookups, the job -> queue rule, validation."""
 
 from __future__ import annotations
 
 import pytest
 
 from controller.model import JobSpec
-from controller.model.queues import GpuQuota, QueueNode, QueueSpecError, QueueTree
+from controller.model.quotas import GpuQuota, QueueNode, QueueSpecError, QueueTree
 
 
 def leaf(name: str, guarantee: int = 0, **kw: object) -> QueueNode:

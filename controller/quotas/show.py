@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 
 from controller.model import JobSpec
-from controller.model.queues import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QueueNode, QueueTree
 
 NODES = 16
 GPUS_PER_NODE = 8

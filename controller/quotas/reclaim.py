@@ -1,8 +1,8 @@
 """Reclaim: borrowed GPUs preempted so that the jobs a queue is owed can start.
 
-Called by controller.queues.admission.Quotas.settle, last, with the round's figures
-(controller.queues.admitted) and the plan as controller.queues.fence left it; the
-rules are in controller.queues.admission's docstring. It only takes running jobs
+Called by controller.quotas.admission.Quotas.settle, last, with the round's figures
+(controller.quotas.admitted) and the plan as controller.quotas.fence left it; the
+rules are in controller.quotas.admission's docstring. It only takes running jobs
 out of the plan, so a valid plan stays valid.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from controller.model import Allocation, JobView, Reason
-from controller.model.queues import QueueTree
-from controller.queues.admitted import Admitted, within_share
-from controller.queues.shares import EPS_GPUS
+from controller.model.quotas import QueueTree
+from controller.quotas.admitted import Admitted, within_share
+from controller.quotas.shares import EPS_GPUS
 
 
 def reclaim(
@@ -113,7 +113,7 @@ def _victims(
     protected: set[str],
     deficit: float,
 ) -> list[JobView]:
-    """Least loss first (controller.queues.admission): running jobs whose queues stay
+    """Least loss first (controller.quotas.admission): running jobs whose queues stay
     at or above their share, and their leaf at or above its guarantee, without them."""
     snapshot = adm.snapshot
     pool = adm.pool

@@ -1,6 +1,6 @@
 """Each queue's fair share of the cluster this round: guarantees first, the rest by weight.
 
-Called by controller.queues.admission at every round, with the GPUs each leaf holds
+Called by controller.quotas.admission at every round, with the GPUs each leaf holds
 and asks for. At each level of the tree the capacity the parent has (the cluster's
 GPUs at the top) is divided among its children by water-filling:
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.model.queues import ANY_MODEL, GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import ANY_MODEL, GpuQuota, QueueNode, QueueTree
 
 # GPU amounts are fractional (shared GPUs count by fraction): anything closer than
 # this is equal, well below the smallest share a GPU can be split into.

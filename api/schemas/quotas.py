@@ -1,5 +1,5 @@
-"""Bodies of the quota tree's routes (api/routes/quota_queues.py): QueueSpecBody to
-create or replace a queue, QueueStatePublic and QueueStatesPublic to read them."""
+"""Bodies of the quota tree's routes (api/routes/quotas.py): QuotaSpecBody to
+create or replace a queue, QuotaPublic and QuotasPublic to read them."""
 
 from __future__ import annotations
 
@@ -8,22 +8,22 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.common import WHOLE
-from controller.queues.spec import MAX_WEIGHT
+from controller.quotas.spec import MAX_WEIGHT
 from controller.spec.types import MAX_GPUS
 
 QUEUE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, as a Queue's name
-QueueName = Annotated[str, Field(pattern=QUEUE_NAME_PATTERN, max_length=63, examples=["team-a"])]
+QuotaName = Annotated[str, Field(pattern=QUEUE_NAME_PATTERN, max_length=63, examples=["team-a"])]
 # At most the largest cluster's GPUs (the route checks the cluster's own size).
 Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True), WHOLE]
 Quota = Gpus | dict[Annotated[str, Field(min_length=1, max_length=100)], Gpus]
 
 
-class QueueSpecBody(BaseModel):
+class QuotaSpecBody(BaseModel):
     """A queue as an admin defines it (the Queue resource's spec, docs/queues.md)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    parent: QueueName | None = Field(None, description="the parent queue; null for a root")
+    parent: QuotaName | None = Field(None, description="the parent queue; null for a root")
     guarantee: Quota | None = Field(
         None,
         description="GPUs always given when it has the work: a number of GPUs of any model, "
@@ -43,7 +43,7 @@ class QueueSpecBody(BaseModel):
     )
 
 
-class QueueStatePublic(QueueSpecBody):
+class QuotaPublic(QuotaSpecBody):
     name: str
     leaf: bool
     guarantee_gpus: int = Field(description="the guarantee in GPUs, every model together")
@@ -61,8 +61,8 @@ class QueueStatePublic(QueueSpecBody):
     message: str | None = None
 
 
-class QueueStatesPublic(BaseModel):
-    data: list[QueueStatePublic]
+class QuotasPublic(BaseModel):
+    data: list[QuotaPublic]
     count: int
     fairness_jain: float | None = Field(
         description="Jain's index of the leaves' allocated/guarantee over those with demand "
@@ -70,7 +70,7 @@ class QueueStatesPublic(BaseModel):
     )
 
 
-class QueueSeriesRow(BaseModel):
+class QuotaSeriesRow(BaseModel):
     name: str
     leaf: bool
     guarantee_gpus: int
@@ -78,10 +78,10 @@ class QueueSeriesRow(BaseModel):
     gpus: list[float] = Field(description="mean GPUs its jobs held over each bin")
 
 
-class QueueSeriesPublic(BaseModel):
+class QuotaSeriesPublic(BaseModel):
     """Each queue's GPUs over time (api/quotas/series.py), for the dashboard's chart."""
 
     t_s: list[float] = Field(description="each bin's start, in the backend's clock")
     bin_s: float
     now_s: float
-    data: list[QueueSeriesRow]
+    data: list[QuotaSeriesRow]

@@ -1,8 +1,8 @@
 """What the queues got, round by round, and the per-queue report of a replay.
 
-`QueueLedger.record` is called by controller.queues.admission.Quotas.settle after
+`QueueLedger.record` is called by controller.quotas.admission.Quotas.settle after
 each round (replays only); `QueueLedger.report` is called by the replay command
-(gpuflow/cli.py) once the replay ends, and controller.queues.report writes its CSV
+(gpuflow/cli.py) once the replay ends, and controller.quotas.report writes its CSV
 and plot.
 
 A round's sample holds each leaf's GPUs after the plan, its deserved GPUs, and
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from controller.metrics import jain_index
 from controller.model import Allocation, Reason
-from controller.model.queues import QueueTree
-from controller.queues.admitted import Admission
-from controller.queues.shares import EPS_GPUS
+from controller.model.quotas import QueueTree
+from controller.quotas.admitted import Admission
+from controller.quotas.shares import EPS_GPUS
 from controller.records import JobOutcome
 
 

@@ -1,11 +1,11 @@
-"""Fair shares (controller.queues.shares): guarantees first, then the rest by weight."""
+"""Fair shares (controller.quotas.shares): guarantees first, then the rest by weight."""
 
 from __future__ import annotations
 
 import pytest
 
-from controller.model.queues import GpuQuota, QueueNode, QueueTree
-from controller.queues.shares import Claim, deserved_gpus, divide
+from controller.model.quotas import GpuQuota, QueueNode, QueueTree
+from controller.quotas.shares import Claim, deserved_gpus, divide
 
 INF = float("inf")
 

@@ -7,7 +7,7 @@ fence). The policy still orders and sizes the jobs it sees; quotas decide which
 jobs it sees and take back what it may not give.
 
 Each round, from the GPUs each leaf holds and its jobs could use (its *demand*:
-every active job's `max_gpus`), controller.queues.shares gives every queue its
+every active job's `max_gpus`), controller.quotas.shares gives every queue its
 *deserved* GPUs: its guarantee (up to its demand), plus a weighted part of what
 is left. Then, for a leaf L:
 
@@ -20,7 +20,7 @@ sizes together fit every limit on the leaf's chain and its headroom (a gang coun
 as the leaf's own if it fits what is left, or leaves the leaf nearer its share than
 it is: `within_share`), then the spare GPUs; the others wait with `QueueAtLimit`,
 `QueueOverShare` or `NoQueue`. After the policy, the plan is fenced
-(controller.queues.fence): starts and growths checked the same way, and jobs it
+(controller.quotas.fence): starts and growths checked the same way, and jobs it
 stopped in a leaf left below its share given back. Last, reclaim: when
 the jobs a leaf is owed (within its share) do not fit the GPUs left free, running
 jobs of queues over their share are preempted gracefully (the backend's preemption:
@@ -32,7 +32,7 @@ owed jobs wait with `ReclaimPending`; the plan asks to decide again after `grace
 so that they start within that round plus the grace period.
 
 With quotas per GPU model, all of this runs per pool of one model's GPUs
-(controller.queues.admitted.Pool), a job counted in each pool it accepts.
+(controller.quotas.admitted.Pool), a job counted in each pool it accepts.
 
 Least loss: a graceful preemption loses no progress, only a restart per GPU stopped,
 so victims are chosen to stop as few GPUs as cover the deficit: the smallest job
@@ -45,9 +45,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from controller.model import JobView, Plan, Reason, Snapshot
-from controller.model.queues import QueueTree
+from controller.model.quotas import QueueTree
 from controller.model.waiting import WaitingIndex, WaitingKey
-from controller.queues.admitted import (
+from controller.quotas.admitted import (
     ANY_POOL,
     Admission,
     Admitted,
@@ -57,10 +57,10 @@ from controller.queues.admitted import (
     over_share,
     within_share,
 )
-from controller.queues.fence import fence_growth, protect
-from controller.queues.ledger import QueueLedger
-from controller.queues.reclaim import reclaim
-from controller.queues.shares import EPS_GPUS, deserved_gpus
+from controller.quotas.fence import fence_growth, protect
+from controller.quotas.ledger import QueueLedger
+from controller.quotas.reclaim import reclaim
+from controller.quotas.shares import EPS_GPUS, deserved_gpus
 
 # A graceful preemption's grace period: the time a stopped job has to checkpoint and
 # exit before its GPUs are free (Kubernetes' terminationGracePeriodSeconds default).

@@ -1,12 +1,12 @@
-"""The replay's per-queue report (controller.queues.ledger): time-weighted shares over
+"""The replay's per-queue report (controller.quotas.ledger): time-weighted shares over
 the intervals where every leaf has demand, and Jain's index of share over guarantee."""
 
 from __future__ import annotations
 
 import pytest
 
-from controller.model.queues import GpuQuota, QueueNode, QueueTree
-from controller.queues.ledger import QueueLedger, QueueSample
+from controller.model.quotas import GpuQuota, QueueNode, QueueTree
+from controller.quotas.ledger import QueueLedger, QueueSample
 from controller.records import JobOutcome
 
 
