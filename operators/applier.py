@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from controller.actions import JobAction
 from controller.decisions import RoundRecord
 from controller.model import Action, Allocation, GpuPool, Plan, Reason, Snapshot
+from controller.model.events import EVENT_OF_ACTION, EventKind
 from controller.model.job import REFUSED
 from controller.model.sharing import SharingMode
 from operators import crd
@@ -145,13 +146,7 @@ class PlanApplier:
             # Not the policy's choice: the queues' reclaim (controller.quotas.reclaim).
             return Reasoned("PreemptedForReclaim", planned.message)
         name = self.policy_name()
-        what = {
-            Action.SUSPEND: "suspended",
-            Action.RESIZE: "resized",
-            Action.MIGRATE: "migrated",
-            Action.RESHARE: "reshared",
-        }
-        verb = what.get(action, "preempted")
+        verb = str(EVENT_OF_ACTION.get(action, EventKind.PREEMPTED))
         message = f"{verb} by the {name} policy{preempted_by(by)}"
         return Reasoned(f"{verb.capitalize()}ByPolicy", message)
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from api.cluster_mode import metrics_secrets
 from api.http.security import hash_token
 from api.store.models import Job, JobEvent, User
+from controller.model.events import EventKind
 from controller.model.precision import DEFAULT_PRECISION
 from operators.dljobs.resources import QUEUED, foreign_id
 from operators.kube import API_ERRORS, KubeApi, Obj, error_message
@@ -67,7 +68,9 @@ def adopt(api: KubeApi, session: Session, obj: Obj) -> Job:
         dljob_uid=meta["uid"],
     )
     session.add(row)
-    session.add(JobEvent(job_id=row.id, kind="submitted", sim_s=created_s, detail="kubectl"))
+    session.add(
+        JobEvent(job_id=row.id, kind=EventKind.SUBMITTED, sim_s=created_s, detail="kubectl")
+    )
     session.flush()
     return row
 

@@ -45,6 +45,7 @@ from api.store.idempotency import KeyTaken, claim_batch
 from api.store.job_close import close
 from api.store.models import IdempotencyKey, Job, JobEvent
 from controller.maintenance import NodeAction
+from controller.model.events import EventKind
 from operators.dljobs.resources import metrics_secret_name
 from operators.kube import (
     API_ERRORS,
@@ -203,7 +204,7 @@ class ClusterModeBackend:
         """Commit the cancel, then delete the DLJob: a cancel whose commit fails leaves
         the job as it was; one answered is never undone, the reaper deleting the DLJob
         if Kubernetes refuses now (the follower, seeing it go, finds the job closed)."""
-        if not close(session, job.id, "Cancelled", "cancelled", self.now_s(), "by user"):
+        if not close(session, job.id, "Cancelled", EventKind.CANCELLED, self.now_s(), "by user"):
             session.refresh(job)
             return False
         session.commit()

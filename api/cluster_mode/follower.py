@@ -41,6 +41,7 @@ from api.cluster_mode.history import record
 from api.cluster_mode.reaper import DLJobRef, Reaper
 from api.store.job_close import close, rowcount
 from api.store.models import TERMINAL_STATUSES, Job, JobEvent
+from controller.model.events import EventKind
 from operators.dljobs.resources import JOB_DB_ID, LABEL_JOB_ID, foreign_id
 from operators.kube import ApiException, KubeApi, Obj, Resource
 from operators.kube.informer import Informer, Key, key_of
@@ -254,7 +255,7 @@ class Follower:
             return
         when = obj["metadata"].get("deletionTimestamp")
         at_s = epoch_s(when) if when else time.time()
-        close(session, row.id, "Cancelled", "cancelled", at_s, "DLJob deleted")
+        close(session, row.id, "Cancelled", EventKind.CANCELLED, at_s, "DLJob deleted")
         session.expire(row)
 
     def _present(self, session: Session, items: list[Obj]) -> None:
@@ -275,9 +276,11 @@ class Follower:
                 if datetime.now(UTC) - created < ORPHAN_AFTER:
                     continue  # its submission may still be creating it
                 detail = "its DLJob was never created (the service stopped)"
-                close(session, row.id, "Failed", "failed", time.time(), detail)
+                close(session, row.id, "Failed", EventKind.FAILED, time.time(), detail)
             else:
-                close(session, row.id, "Cancelled", "cancelled", time.time(), "DLJob deleted")
+                close(
+                    session, row.id, "Cancelled", EventKind.CANCELLED, time.time(), "DLJob deleted"
+                )
             session.expire(row)
 
     def _still_there(self, row: Job) -> bool:

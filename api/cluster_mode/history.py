@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.local_mode.history import EventRecord
+from controller.model.events import EventKind
 from operators.dljobs.resources import (
     ADMITTED,
     BACKOFF,
@@ -37,13 +38,13 @@ from operators.kube.times import parse_time
 
 # Condition type -> event kind, in lifecycle order (ties in time are broken by it).
 EVENTS = {
-    ADMITTED: "admitted",
-    RUNNING: "started",
-    PREEMPTED: "preempted",
-    BACKOFF: "preempted",  # stopped by a failure, to restart: the timeline's stop
-    SUSPENDED: "suspended",
-    SUCCEEDED: "finished",
-    FAILED: "failed",
+    ADMITTED: EventKind.ADMITTED,
+    RUNNING: EventKind.STARTED,
+    PREEMPTED: EventKind.PREEMPTED,
+    BACKOFF: EventKind.PREEMPTED,  # stopped by a failure, to restart: the timeline's stop
+    SUSPENDED: EventKind.SUSPENDED,
+    SUCCEEDED: EventKind.FINISHED,
+    FAILED: EventKind.FAILED,
 }
 ORDER = {ctype: i for i, ctype in enumerate(EVENTS)}
 STARTED_BY = (ADMITTED, RUNNING)  # a restart shows as these
@@ -105,8 +106,8 @@ def record(prev: dict[str, Any] | None, obj: Obj) -> Change:
             found.append((start, True, ORDER[phase], phase))
     found.sort()
     events = [_event(c, t, by_type.get(c, {}), status) for t, _, _, c in found]
-    started = [e.sim_s for e in events if e.kind == "started" and e.sim_s is not None]
-    done = [e.sim_s for e in events if e.kind in ("finished", "failed")]
+    started = [e.sim_s for e in events if e.kind == EventKind.STARTED and e.sim_s is not None]
+    done = [e.sim_s for e in events if e.kind in (EventKind.FINISHED, EventKind.FAILED)]
     return Change(
         events=events,
         values=row_values(obj),

@@ -12,18 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# Event kind -> (state afterwards, decision). Kinds not listed ("admitted") change
-# nothing; the terminal ones (ENDING_KINDS) close the last interval.
-STEPS = {
-    "submitted": ("Queued", "submit"),
-    "started": ("Running", "start"),
-    "preempted": ("Preempted", "preempt"),
-    "suspended": ("Suspended", "suspend"),
-    "resized": ("Running", "resize"),
-    "migrated": ("Running", "migrate"),
-    "reshared": ("Running", "reshare"),
+from controller.model.events import ENDING_KINDS, LIFECYCLE
+
+# Event kind -> (state afterwards, decision), from the lifecycle's table. Kinds without
+# a decision ("admitted") change nothing; the terminal ones (ENDING_KINDS) close the
+# last interval.
+STEPS: dict[str, tuple[str, str]] = {
+    kind: (t.status.value, t.decision)
+    for kind, t in LIFECYCLE.items()
+    if t.status is not None and t.decision is not None and kind not in ENDING_KINDS
 }
-ENDING_KINDS = frozenset({"finished", "cancelled", "failed"})  # event kinds that end a job
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from controller.decisions import Displacement
 from controller.live import JobState, LiveCluster
 from controller.maintenance import NodeAction
 from controller.model import JobSpec, JobStatus, Policy, Reason
+from controller.model.events import EventKind
 from controller.model.precision import parse_precision
 from controller.placement import make_placer
 from controller.quotas.admission import Quotas
@@ -182,7 +183,9 @@ class LocalMode:
             job.status = JobStatus.CANCELLED.value
             job.reason_code = job.reason_message = None
             job.queue_position = None
-            session.add(JobEvent(job_id=job.id, kind="cancelled", sim_s=now, detail="by user"))
+            session.add(
+                JobEvent(job_id=job.id, kind=EventKind.CANCELLED, sim_s=now, detail="by user")
+            )
             session.commit()
             # A job that ended in the instant since is recorded as it ended by the ticker.
             self.live.cancel(job.id)
@@ -215,7 +218,9 @@ class LocalMode:
             events: list[JobEvent] = []
             states: list[JobState] = []
             for job_id in preempted:
-                events.append(JobEvent(job_id=job_id, kind="preempted", sim_s=now, detail=detail))
+                events.append(
+                    JobEvent(job_id=job_id, kind=EventKind.PREEMPTED, sim_s=now, detail=detail)
+                )
                 state = self.live.job(job_id)
                 seen = self._seen.get(job_id)
                 if state is None or seen is None:
@@ -372,7 +377,12 @@ class LocalMode:
                 job.status, job.progress, job.nodes = JobStatus.QUEUED.value, 0.0, ""
                 detail = "resubmitted after a restart of the service"
                 session.add(
-                    JobEvent(job_id=job.id, kind="submitted", sim_s=placed.submit_s, detail=detail)
+                    JobEvent(
+                        job_id=job.id,
+                        kind=EventKind.SUBMITTED,
+                        sim_s=placed.submit_s,
+                        detail=detail,
+                    )
                 )
             session.commit()
 

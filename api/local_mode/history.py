@@ -15,10 +15,8 @@ from typing import Any
 
 from controller.decisions import Displacement
 from controller.live import JobState
-from controller.model import WAITING, Action, Allocation, JobStatus, Reason
-
-# A running job moved or resized in one go: one event of this kind, not a stop and a start.
-MOVES = {Action.RESIZE: "resized", Action.MIGRATE: "migrated", Action.RESHARE: "reshared"}
+from controller.model import WAITING, Allocation, JobStatus, Reason
+from controller.model.events import MOVES, EventKind
 
 
 @dataclass(frozen=True)
@@ -34,9 +32,7 @@ class Seen:
 
 @dataclass(frozen=True)
 class EventRecord:
-    # submitted | started | preempted | suspended | resized | migrated | reshared |
-    # finished | cancelled | failed (cluster mode adds admitted)
-    kind: str
+    kind: EventKind  # every kind but admitted, which cluster mode alone records
     sim_s: float | None
     detail: str = ""
     by_jobs: tuple[str, ...] = ()  # a stop or a move: the jobs given its GPUs
@@ -88,30 +84,30 @@ def transition_events(
     where = placement(state.allocation, node_names) if node_names else None
     by = moved.by if moved is not None else ()
     stopped = status in WAITING and status is not JobStatus.QUEUED
-    stop_kind = "suspended" if status is JobStatus.SUSPENDED else "preempted"
+    stop_kind = EventKind.SUSPENDED if status is JobStatus.SUSPENDED else EventKind.PREEMPTED
     out: list[EventRecord] = []
     move = MOVES.get(moved.action) if moved is not None else None
     if before is JobStatus.RUNNING and status is JobStatus.RUNNING and restarted and move:
         detail = stop_detail(f"restart {state.restarts}", moved, names)
         return [EventRecord(move, now_s, detail, by, where)]
     if before is JobStatus.QUEUED and state.first_start_s is not None:
-        out.append(EventRecord("started", state.first_start_s, "", (), where))
+        out.append(EventRecord(EventKind.STARTED, state.first_start_s, "", (), where))
         if stopped:  # started and stopped again between two polls
             out.append(EventRecord(stop_kind, now_s, stop_detail(status.value, moved, names), by))
     elif before is JobStatus.RUNNING and (stopped or restarted):
-        kind = stop_kind if stopped else "preempted"
+        kind = stop_kind if stopped else EventKind.PREEMPTED
         out.append(EventRecord(kind, now_s, stop_detail(status.value, moved, names), by))
     resumed = before in WAITING and before is not JobStatus.QUEUED
     if status is JobStatus.RUNNING and (resumed or (before is JobStatus.RUNNING and restarted)):
-        out.append(EventRecord("started", now_s, f"restart {state.restarts}", (), where))
+        out.append(EventRecord(EventKind.STARTED, now_s, f"restart {state.restarts}", (), where))
     if status is not before:
         if status is JobStatus.SUCCEEDED:
-            out.append(EventRecord("finished", state.finish_s))
+            out.append(EventRecord(EventKind.FINISHED, state.finish_s))
         elif status is JobStatus.CANCELLED:
             why = "never fits the cluster" if state.first_start_s is None else ""
-            out.append(EventRecord("cancelled", now_s, why))
+            out.append(EventRecord(EventKind.CANCELLED, now_s, why))
         elif status is JobStatus.FAILED:
-            out.append(EventRecord("failed", now_s))
+            out.append(EventRecord(EventKind.FAILED, now_s))
     return out
 
 

@@ -21,19 +21,12 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from api.store.models import TERMINAL_STATUSES, Job, JobEvent
+from controller.model.events import LIFECYCLE
 from controller.model.quotas import QueueTree
 
 # Event kind -> whether the job holds GPUs after it (kinds not listed change nothing).
-HOLDS = {
-    "started": True,
-    "resized": True,
-    "migrated": True,
-    "reshared": True,
-    "preempted": False,
-    "suspended": False,
-    "finished": False,
-    "cancelled": False,
-    "failed": False,
+HOLDS: dict[str, bool] = {
+    kind: t.holds_gpus for kind, t in LIFECYCLE.items() if t.holds_gpus is not None
 }
 
 

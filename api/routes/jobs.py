@@ -56,6 +56,7 @@ from api.store.idempotency import (
 from api.store.models import IDEMPOTENCY_KEY_LEN, Job, JobEvent, JobMetric, User, utcnow
 from api.whatif.deadline_outlook import Forecasts, needs_forecast, outlook
 from controller.model import JobStatus
+from controller.model.events import EventKind
 from operators.dljobs.resources import ADMITTED, BACKOFF, INVALID, UNSCHEDULABLE
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -153,7 +154,7 @@ def new_job(
         "updated_at": now,
         **spec,
     }
-    event = {"job_id": job_id, "kind": "submitted", "sim_s": job["submit_s"], "detail": ""}
+    event = {"job_id": job_id, "kind": EventKind.SUBMITTED, "sim_s": job["submit_s"], "detail": ""}
     return job, {**event, "at": now}
 
 

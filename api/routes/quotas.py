@@ -45,6 +45,7 @@ from api.schemas.quotas import (
 from api.store.models import Job, JobEvent
 from controller.metrics import jain_index
 from controller.model import WAITING, JobStatus
+from controller.model.events import EventKind
 from controller.model.quotas import QueueTree
 from operators.kube import API_ERRORS
 
@@ -276,7 +277,9 @@ def _usage(session: Session, tree: QueueTree) -> dict[str, _Usage]:
                 u.pending[reason or status_] += 1
     reclaimed = session.execute(
         select(JobEvent.job_id, func.count())
-        .where(JobEvent.kind == "preempted", func.lower(JobEvent.detail).contains("reclaim"))
+        .where(
+            JobEvent.kind == EventKind.PREEMPTED, func.lower(JobEvent.detail).contains("reclaim")
+        )
         .group_by(JobEvent.job_id)
     )
     for job_id, n in reclaimed:
