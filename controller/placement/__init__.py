@@ -2,8 +2,9 @@
 
 Policies call a placer through `Snapshot.placer`; the simulator and the Kubernetes
 backend choose which one with `make_placer` (names in `PLACERS`). Every placer keeps
-gangs whole (a whole allocation or None), never touches the pool it is given, and
-keeps a running job's GPUs when the job keeps its size. See docs/placement.md.
+gangs whole (a whole allocation or None) and never touches the pool it is given; the
+wrapper `make_placer` puts around each (`resources.ResourceAwarePlacer`) is the one
+place a running job keeps its GPUs when it keeps its size. See docs/placement.md.
 
 - `basic`: `consolidated` (best fit, fewest nodes, one rack), `first-fit`, `random`,
   and `packed_allocation`, the reference placement for nominal speeds;

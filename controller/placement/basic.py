@@ -30,10 +30,7 @@ class ConsolidatedPlacer:
 
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
-            return sticky_on_cordoned(pool, job, num_gpus)
-        sticky = sticky_allocation(pool, job, num_gpus)
-        if sticky is not None:
-            return sticky
+            return None
         for free_count in range(num_gpus, len(pool.buckets)):
             bucket = pool.buckets[free_count]
             if bucket:
@@ -63,10 +60,7 @@ class FirstFitPlacer:
 
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
-            return sticky_on_cordoned(pool, job, num_gpus)
-        sticky = sticky_allocation(pool, job, num_gpus)
-        if sticky is not None:
-            return sticky
+            return None
         gpus: list[tuple[int, int]] = []
         for node in range(pool.num_nodes):
             for g in pool.free_gpus(node):
@@ -88,10 +82,7 @@ class RandomPlacer:
 
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
-            return sticky_on_cordoned(pool, job, num_gpus)
-        sticky = sticky_allocation(pool, job, num_gpus)
-        if sticky is not None:
-            return sticky
+            return None
         free = [(n, g) for n in range(pool.num_nodes) for g in pool.free_gpus(n)]
         return Allocation.whole(self._rng.sample(free, num_gpus))
 
@@ -102,12 +93,6 @@ def sticky_allocation(pool: GpuPool, job: JobView, num_gpus: int) -> Allocation 
     if alloc is None or alloc.num_gpus != num_gpus:
         return None
     return alloc if pool.fits(alloc, job.spec.gpu_mem_mib) else None
-
-
-def sticky_on_cordoned(pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
-    """`sticky_allocation` when `total_free` is too small: a job released from a
-    cordoned node gets its GPUs back, which `total_free` does not count."""
-    return sticky_allocation(pool, job, num_gpus) if pool.cordoned else None
 
 
 def _take_emptiest(pool: GpuPool, nodes: list[int], num_gpus: int) -> Allocation | None:

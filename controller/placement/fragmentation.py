@@ -49,7 +49,6 @@ from controller.model import Allocation, Cluster, GpuPool, GpuShare, GpuType, Jo
 from controller.model.allocation import SHARE_EPS
 from controller.model.catalog import gpu_util_of
 from controller.model.job import MILLI_PER_GPU
-from controller.placement.basic import sticky_allocation
 from controller.placement.topology import Candidate, JobScorer, TopologyAwarePlacer
 
 # CUDA MPS takes CUDA_MPS_ACTIVE_THREAD_PERCENTAGE in whole percent.
@@ -207,9 +206,6 @@ class FragmentationAwarePlacer:
         self._gradients: dict[tuple[int, int, int], float] = {}  # for self.mix
 
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
-        sticky = sticky_allocation(pool, job, num_gpus)
-        if sticky is not None:
-            return sticky
         self._observe(job, request(job, num_gpus, self._gpu))
         if share_fraction(job, num_gpus, self._gpu) is not None:
             return self._place_share(pool, job)

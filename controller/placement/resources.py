@@ -12,7 +12,9 @@ node its pod cannot start on. The allocation returned carries the job's request
 (`Allocation.host`), which `GpuPool.take` counts on each of its nodes.
 
 A job that asks none of these goes straight to the placer: replays of traces without
-them place exactly as before, at no cost.
+them place exactly as before, at no cost. Before either, the wrapper applies the rule
+every placer shares, once for all of them: a running job that keeps its size keeps its
+GPUs (or GPU shares) where they are still free to it (`sticky_allocation`).
 
 `host_never_fits` is the rule both backends apply before a job reaches a policy: the
 simulator records a job whose pod no node could ever hold as never run, and the
@@ -45,6 +47,7 @@ from controller.model import (
     Snapshot,
 )
 from controller.model.cluster import UNCONSTRAINED
+from controller.placement.basic import sticky_allocation
 
 # Why a job waits for a node's CPU or memory: the operator's reason for the same
 # (operators.pods, after placement), so replays and live clusters say it alike.
@@ -62,7 +65,14 @@ class ResourceAwarePlacer:
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         spec = job.spec
         host = spec.host
-        if (host == NO_HOST or not pool.tracks_host) and not spec.gpu_models:
+        plain = (host == NO_HOST or not pool.tracks_host) and not spec.gpu_models
+        # The one place of the rule every placer keeps: a running job that keeps its
+        # size keeps its GPUs (or GPU shares) where they are still free to it, a job
+        # released from a cordoned node included (its own GPUs are takeable by name).
+        kept = sticky_allocation(pool, job, num_gpus)
+        if kept is not None:
+            return kept if plain else kept.with_host(host)
+        if plain:
             return self.inner.place(pool, job, num_gpus)
         alloc = self.inner.place(self.fitting_pool(pool, spec), job, num_gpus)
         return None if alloc is None else alloc.with_host(host)

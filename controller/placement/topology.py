@@ -33,7 +33,6 @@ from controller.model import Allocation, Cluster, GpuPool, JobView
 from controller.model.catalog import ModelProfile, resolve
 from controller.model.perf import PlacementSignature, signature_time_s
 from controller.model.precision import DEFAULT_PRECISION, Precision
-from controller.placement.basic import sticky_allocation, sticky_on_cordoned
 from controller.placement.subsets import NodeKind, cluster_kinds
 
 # Iteration times within 1% count as equal: gpuflow's choice, below what the
@@ -140,10 +139,7 @@ class TopologyAwarePlacer:
 
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
-            return sticky_on_cordoned(pool, job, num_gpus)
-        sticky = sticky_allocation(pool, job, num_gpus)
-        if sticky is not None:
-            return sticky
+            return None
         scorer = self.scorer(job)
         best = self.best_on_one_node(pool, num_gpus, scorer)
         if best is not None and best.key[0] <= scorer.optimum(num_gpus):

@@ -21,7 +21,7 @@ from controller.model import (
     Snapshot,
     validate_plan,
 )
-from controller.placement import ConsolidatedPlacer, TopologyAwarePlacer
+from controller.placement import ConsolidatedPlacer, make_placer
 from controller.sim import SimConfig, Simulator
 from policies.registry import make_policy, policy_names
 from tests.builders import make_cluster, make_job, make_view
@@ -44,7 +44,7 @@ def test_a_cordoned_node_offers_no_free_gpu_but_gives_a_released_one_back() -> N
     pool.release(mine)
     assert pool.free_gpus(0) == [] and pool.total_free == 4
     assert pool.fits(mine, None)  # named, its own GPUs come back
-    placer = ConsolidatedPlacer(make_cluster(nodes=2))
+    placer = make_placer("consolidated", make_cluster(nodes=2))
     job = make_view(make_job("a", 2), status=JobStatus.RUNNING, allocation=mine)
     assert placer.place(pool, job, 2) == mine
     other = make_view(make_job("b", 2))
@@ -63,7 +63,7 @@ def test_the_sticky_placement_survives_a_full_pool() -> None:
     pool.release(mine)
     assert pool.total_free == 0
     job = make_view(make_job("a", 4), status=JobStatus.RUNNING, allocation=mine)
-    placer = TopologyAwarePlacer(make_cluster(nodes=2))
+    placer = make_placer("topology-aware", make_cluster(nodes=2))
     assert placer.place(pool, job, 4) == mine
 
 

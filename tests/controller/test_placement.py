@@ -60,12 +60,20 @@ def test_gang_is_none_when_not_enough_gpus() -> None:
     assert ConsolidatedPlacer(cluster).place(pool, make_view(make_job("j", 8)), 8) is None
 
 
-def test_placer_prefers_the_jobs_current_gpus() -> None:
+@pytest.mark.parametrize("name", sorted(PLACERS))
+def test_every_placer_keeps_a_running_jobs_gpus_through_make_placer(name: str) -> None:
+    """The rule lives once, in make_placer's wrapper: every placer keeps a running job's
+    GPUs when it keeps its size and they are free, and places it anew otherwise."""
     cluster = make_cluster(nodes=2, gpus=4)
     current = Allocation.whole([(1, 2), (1, 3)])
     view = make_view(make_job("j", 2), status=JobStatus.RUNNING, allocation=current)
-    for placer in (ConsolidatedPlacer(cluster), FirstFitPlacer(cluster)):
-        assert placer.place(_pool(cluster), view, 2) == current
+    placer = make_placer(name, cluster)
+    assert placer.place(_pool(cluster), view, 2) == current
+    assert placer.place(_pool(cluster), view, 3) != current  # another size: placed anew
+    taken = _pool(cluster)
+    taken.take(Allocation.whole([(1, 3)]))  # one of its GPUs gone: placed anew
+    moved = placer.place(taken, view, 2)
+    assert moved is not None and moved != current and (1, 3) not in moved.gpus()
 
 
 def test_pool_refuses_double_booking_and_tracks_shares() -> None:
