@@ -8,8 +8,8 @@ asks the inner placer for a placement within the first type that has one (a copy
 the pool with every other type's nodes fenced off); only where no single type has
 room does the inner placer see the whole pool, where the job runs at its slowest
 type's speed. A running job keeping its size keeps its GPUs where they fit, as
-`make_placer`'s wrapper (the inner placer here) decides for every placer. On a cluster of one GPU
-type it is the inner placer.
+`make_placer`'s wrapper (the inner placer here) decides for every placer. On a
+cluster of one GPU type it is the inner placer.
 
 So the policies that place through `Snapshot.placer` choose a type: FIFO, SRTF,
 Tiresias (its consolidation within the type) and Gandiva (its packing and migration
