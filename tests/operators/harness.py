@@ -18,7 +18,8 @@ FAST_LEASE = LeaseConfig(lease_duration_s=2.0, renew_deadline_s=1.5, retry_s=0.2
 # Gavel's rounds are 360 s: a job that arrives between rounds waits for the next one.
 # gavel-fifo runs only jobs its allocation holds, recomputed for new jobs at most every
 # 1,920 s. The tests compress both, as they compress Gandiva's quantum and Pollux's
-# interval. (gavel-makespan keeps its reset period: at 0 its LP was found unbounded.)
+# interval. (The other Gavel policies keep their reset period: a job that arrives
+# between resets takes the GPUs their allocation leaves over.)
 GAVEL_FAST = {"round_s": 1.0}
 GAVEL_FIFO_FAST = {**GAVEL_FAST, "reset_interval_s": 0.0}
 
