@@ -15,7 +15,10 @@ Learning", ASPLOS 2023. Each round:
    get their planned share for the current slot first, in deadline order; the GPUs left
    go, one step at a time, to the job whose next size (the next power of two) has the
    highest marginal return: the seconds of its remaining run time saved per GPU added.
-   A job that is not running is started first (its return has no bound). A job whose
+   A job that is not running is started first (its return has no bound); a running
+   job grows past the GPUs it holds only where that saves more of its remaining run
+   time than the restart costs (its model's `restart_s`, as Gandiva's migrations
+   weigh it), so a job about to finish is not restarted on more GPUs. A job whose
    share no longer meets its deadline (the model erred, or a resize cost it time)
    becomes best-effort. So a best-effort job never takes the GPUs an admitted job's
    share needs.
@@ -43,7 +46,9 @@ Deviations: the admitted and refused jobs are the only memory between rounds
 admitted job's guarantee holds only as far as the performance model is right; a
 queue's guarantee bounds what its deadline jobs are promised only as `queue_gpus`
 states it (the policy does not read the queue tree), by leaf queue, not its parents;
-non-elastic jobs (min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory.
+non-elastic jobs (min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory;
+the restart a growth costs is weighed against its gain (step 2), where the paper's
+marginal return is the gain alone.
 """
 
 from __future__ import annotations
@@ -273,7 +278,10 @@ def _allocate(
         now_ips, next_ips = curve.speed(held), curve.speed(step)
         if next_ips <= now_ips:
             return
-        remaining = by_id[job_id].remaining_iters_at(now_s)
+        job = by_id[job_id]
+        remaining = job.remaining_iters_at(now_s)
+        if not _pays_restart(job, curve, step, remaining):
+            return
         if now_ips == 0.0:
             gain = math.inf
         else:
@@ -291,6 +299,20 @@ def _allocate(
         free -= extra
         offer(job_id)
     return sizes
+
+
+def _pays_restart(job: JobView, curve: Curve, gpus: int, remaining: float) -> bool:
+    """Whether a running `job` grown to `gpus` (past the GPUs it holds) saves more of
+    its remaining run time than the restart costs (its model's `restart_s`); a job
+    not running, or not grown past what it holds, restarts for nothing here."""
+    alloc = job.allocation
+    if not job.running or alloc is None or gpus <= alloc.num_gpus:
+        return True
+    held_ips, new_ips = curve.speed(alloc.num_gpus), curve.speed(gpus)
+    if held_ips <= 0.0:
+        return True
+    saved_s = remaining / held_ips - remaining / new_ips
+    return saved_s > resolve(job.spec.model).restart_s
 
 
 def _place(

@@ -81,6 +81,30 @@ def test_an_elastic_job_alone_grows_past_its_share_by_marginal_return() -> None:
     assert out.finish_s is not None and out.finish_s < 400.0
 
 
+@pytest.mark.parametrize(("left", "grows"), [(0.01, False), (0.9, True)])
+def test_a_running_job_grows_only_where_that_saves_more_than_its_restart(
+    left: float, grows: bool
+) -> None:
+    """An elastic job on 2 of 8 idle GPUs: with 90 % of its work left, growing saves
+    minutes against its ~10 s restart, so it takes all 8; with 1 % left the seconds it
+    would save do not pay the restart, and it finishes where it is (the replay had
+    grown such a job twice in its last second, where live it had finished)."""
+    cluster = make_cluster(nodes=1, gpus=8)
+    spec = make_job("lone", 2, min_gpus=1, max_gpus=8, duration_s=3600.0)
+    on_two = Allocation.whole([(0, 0), (0, 1)])
+    total = 3600.0
+    view = make_view(
+        spec,
+        status=JobStatus.RUNNING,
+        allocation=on_two,
+        done_iters=total * (1.0 - left),
+        total_iters=total,
+    )
+    snapshot = Snapshot(0.0, cluster, (view,), ConsolidatedPlacer(cluster))
+    plan = ElasticFlow().schedule(snapshot, None)
+    assert plan.run["lone"].num_gpus == (8 if grows else 2)
+
+
 def test_the_refusal_reason_code_is_the_one_the_backends_withdraw() -> None:
     hopeless = make_job("hopeless", 4, duration_s=100.0, deadline_s=10.0)
     cluster = make_cluster(nodes=1, gpus=4)
