@@ -13,8 +13,9 @@ import pytest
 from controller.metrics import deadline_fields
 from controller.model import Allocation, JobSpec, JobStatus, Snapshot
 from controller.model.job import REFUSED
+from controller.model.queues import GpuQuota, QueueNode, QueueTree
 from controller.placement import ConsolidatedPlacer
-from controller.records import ReplayResult
+from controller.records import JobOutcome, ReplayResult
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
@@ -206,6 +207,34 @@ def test_a_queues_guarantee_bounds_what_its_deadline_jobs_are_promised() -> None
     assert out["a1"].deadline_met and out["b1"].deadline_met
     refused = out["a2"].refused
     assert refused is not None and "queue a's guarantee of 4" in refused
+
+
+def test_under_quotas_the_trees_guarantees_bound_what_deadline_jobs_are_promised() -> None:
+    """The same jobs with quotas on (SimConfig.queues) and no `queue_gpus`: the tree's
+    guarantees reach the policy (Snapshot.queues), and queue a's 4 GPUs refuse a2 as
+    the option did, while b1 in queue b is admitted. Alone on the idle cluster, b1 is
+    refused where its queue is guaranteed nothing (it may borrow, but a deadline is
+    promised only from a guarantee)."""
+
+    def tree(a: int, b: int) -> QueueTree:
+        leaves = (QueueNode("a", GpuQuota.of(a)), QueueNode("b", GpuQuota.of(b)))
+        return QueueTree((QueueNode("org", GpuQuota.of(8), children=leaves),))
+
+    def replay(jobs: list[JobSpec], queues: QueueTree) -> dict[str, JobOutcome]:
+        cfg = SimConfig(round_interval_s=0.0, check_plans=True, queues=queues)
+        sim = Simulator(cluster, jobs, make_policy("elasticflow"), ConsolidatedPlacer(cluster), cfg)
+        return {o.job_id: o for o in sim.run().jobs}
+
+    cluster = make_cluster(nodes=2, gpus=4)
+    a1 = replace(make_job("a1", 4, duration_s=250.0, deadline_s=300.0), queue="a")
+    a2 = replace(make_job("a2", 4, submit_s=1.0, duration_s=250.0, deadline_s=300.0), queue="a")
+    b1 = replace(make_job("b1", 4, submit_s=2.0, duration_s=250.0, deadline_s=300.0), queue="b")
+    split = replay([a1, a2, b1], tree(4, 4))
+    assert split["a1"].deadline_met and split["b1"].deadline_met
+    assert "queue a's guarantee of 4" in (split["a2"].refused or "")
+    alone = replay([b1], tree(8, 0))
+    assert "queue b's guarantee of 0" in (alone["b1"].refused or "")
+    assert replay([b1], tree(4, 4))["b1"].deadline_met
 
 
 def test_a_negative_queue_bound_is_refused_by_name() -> None:
