@@ -55,6 +55,8 @@ class ReplayArgs:
     throughputs: str | None = None
     # When rounds run: on the interval's grid or at events (controller.sim.events.Clock).
     round_anchor: str = "grid"
+    # ElasticFlow's per-event overhead on every running job (SimConfig.event_overhead).
+    event_overhead: bool = False
 
 
 def add_parsers(sub: Any) -> None:
@@ -110,6 +112,12 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
         default="grid",
         help="rounds at multiples of --interval (grid) or at a change, at least "
         "--interval after the last (event: ElasticFlow's simulator's slots)",
+    )
+    p.add_argument(
+        "--event-overhead",
+        action="store_true",
+        help="charge every running job ElasticFlow's simulator's overhead after every "
+        "round, resized or not (else a job pays only for its restarts)",
     )
     p.add_argument("--seed", type=options.non_negative_int, default=0)
     p.add_argument("--failures", help="CSV time_s,node,event (down|up)")
@@ -183,6 +191,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         queues=args.queues,
         throughputs=args.throughputs,
         round_anchor=args.round_anchor,
+        event_overhead=args.event_overhead,
     )
 
 
@@ -226,6 +235,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     config = SimConfig(
         round_interval_s=ra.interval_s,
         round_anchor=ra.round_anchor,
+        event_overhead=ra.event_overhead,
         seed=ra.seed,
         failures=failures,
         max_time_s=ra.max_time_s,

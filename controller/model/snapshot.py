@@ -18,6 +18,7 @@ from controller.model.allocation import Allocation
 from controller.model.cluster import Cluster
 from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Reason
 from controller.model.pool import GpuPool
+from controller.model.quotas import QueueTree
 from controller.model.waiting import WaitingIndex, WaitingKey
 
 
@@ -68,6 +69,10 @@ class Snapshot:
     # Each job's speed on each GPU type (Gavel's policies); None: the backend gives none,
     # and a policy that needs it asks the performance model (controller.model.matrix).
     type_rates: TypeRates | None = field(default=None, repr=False, compare=False)
+    # The quota tree where the controller runs quotas (controller.quotas.admission sets
+    # it on the snapshot a policy is shown): a policy that promises GPUs ahead (a
+    # deadline's share) reads each queue's guarantee from it. None: no quotas.
+    queues: QueueTree | None = field(default=None, repr=False, compare=False)
 
     def job(self, job_id: str) -> JobView | None:
         """The active job with this id, or None."""

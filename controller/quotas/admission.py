@@ -19,7 +19,9 @@ A leaf's waiting jobs, in the policy's order, are shown to it while their smalle
 sizes together fit every limit on the leaf's chain and its headroom (a gang counts
 as the leaf's own if it fits what is left, or leaves the leaf nearer its share than
 it is: `within_share`), then the spare GPUs; the others wait with `QueueAtLimit`,
-`QueueOverShare` or `NoQueue`. After the policy, the plan is fenced
+`QueueOverShare` or `NoQueue`. The snapshot shown carries the tree
+(`Snapshot.queues`), so that a policy that promises GPUs ahead reads the guarantees
+from it (ElasticFlow's deadline admission). After the policy, the plan is fenced
 (controller.quotas.fence): starts and growths checked the same way, and jobs it
 stopped in a leaf left below its share given back. Last, reclaim: when
 the jobs a leaf is owed (within its share) do not fit the GPUs left free, running
@@ -43,6 +45,7 @@ service (the least work at stake if its checkpoint fails), then job id.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import replace
 
 from controller.model import JobView, Plan, Reason, Snapshot
 from controller.model.quotas import QueueTree
@@ -91,7 +94,7 @@ class Quotas:
         )
         hidden = self._hide(pools, _in_order(waiting, order))
         seen = _without(snapshot, hidden.keys()) if hidden else snapshot
-        return Admission(snapshot, seen, leaf, pools, hidden)
+        return Admission(snapshot, replace(seen, queues=self.tree), leaf, pools, hidden)
 
     def _figures(
         self,

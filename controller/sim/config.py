@@ -61,6 +61,11 @@ class SimConfig:
     # How shared links slow jobs: "steady" (one rate per job) or "phases" (compute
     # phases and all-reduce bursts, controller.network.phases.jobs; docs/network.md).
     network_model: str = "steady"
+    # ElasticFlow's simulator's overhead (its evaluation setting, bench/deadlines.py):
+    # after every round every running job, resized or not, holds its GPUs without
+    # progress for controller.sim.runs.event_overhead_s; False charges a job only when
+    # it (re)starts.
+    event_overhead: bool = False
 
 
 @dataclass(frozen=True)

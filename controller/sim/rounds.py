@@ -147,6 +147,8 @@ class Rounds:
             raise PlanError(f"{self.controller.policy.name}: {exc}") from None
         self.runs.carry_out(actions)
         self._withdraw_refused(plan)
+        if self.config.event_overhead:
+            self.runs.charge_event(self.count, self.cluster.num_gpus)
         self.reasons = dict(plan.reasons)
         self.default_reason = plan.default_reason
         if plan.wake_s is not None and plan.wake_s > self.clock.now_s:

@@ -8,12 +8,18 @@ a suspended one the smaller `SimConfig.suspend_resume_s`; a first start nothing.
 resize, migration or re-share is a restart on the new GPUs; a new batch on the same
 GPUs needs none (AdaptDL rescales the batch between steps), only its speed changes.
 
+With `SimConfig.event_overhead`, controller.sim.rounds calls `charge_event` after
+every round: every running job is held for ElasticFlow's per-event overhead
+(`event_overhead_s`), as ElasticFlow's simulator charges it.
+
 controller.sim.simulator also calls `stop` for node failures (the job rolls back to
 its last checkpoint), drains and cancels, and `finish` on completion events. Each
 keeps the pool, the accounts, GPU sharing and the network in step.
 """
 
 from __future__ import annotations
+
+import math
 
 from controller.actions import STARTING, JobAction
 from controller.model import RESTARTING, STOPPING, WAITING, Action, Allocation, GpuPool, JobStatus
@@ -26,6 +32,24 @@ from controller.sim.job import SimJob
 from controller.sim.sharing import GpuSharers
 from controller.sim.speed import Speeds
 from controller.sim.table import JobTable
+
+# ElasticFlow's simulator (github.com/pkusys/ElasticFlow at 04a0109) charges every
+# running job at every scheduling event (scheduler.py, `estimate_overhead` in utils.py):
+# 2 s, 7 s on clusters of 256 GPUs or more, plus 2 (log2 n + 1) s on n GPUs; at every
+# 60th event (its slot length reused as a count, from the second on) a restart's 27 s
+# more, 47 s on 256 GPUs or more.
+EVENT_RESTART_EVERY = 60
+LARGE_CLUSTER_GPUS = 256
+
+
+def event_overhead_s(num_gpus: int, cluster_gpus: int, restart: bool) -> float:
+    """ElasticFlow's per-event overhead of a job on `num_gpus` GPUs (see above)."""
+    large = cluster_gpus >= LARGE_CLUSTER_GPUS
+    overhead_s = 7.0 if large else 2.0
+    if restart:
+        overhead_s += 47.0 if large else 27.0
+    return overhead_s + 2.0 * (math.log2(num_gpus) + 1.0)
+
 
 # Membership by identity, not by Enum hash (a Python call).
 _STOPPING = tuple(STOPPING)
@@ -139,6 +163,24 @@ class JobRuns:
             for other in self.sharers.join(job, alloc, self.table.active):
                 self.speeds.rerate(other)
         self.speeds.rerate(job)
+
+    def charge_event(self, round_count: int, cluster_gpus: int) -> None:
+        """ElasticFlow's per-event overhead after round `round_count` (from 1): every
+        running job keeps its GPUs and makes no progress for `event_overhead_s` more,
+        added to any overhead it is in."""
+        now = self.clock.now_s
+        restart = round_count > 1 and (round_count - 1) % EVENT_RESTART_EVERY == 0
+        for job in list(self.table.active.values()):
+            alloc = job.allocation
+            if job.status is not JobStatus.RUNNING or alloc is None or alloc.num_gpus == 0:
+                continue
+            job.advance(now)
+            self.accounts.close_busy(job, now)
+            job.resume_s = max(job.resume_s, now) + event_overhead_s(
+                alloc.num_gpus, cluster_gpus, restart
+            )
+            self.accounts.overhead_until_s[job.spec.job_id] = job.resume_s
+            self.speeds.rerate(job)
 
     def resume(self, job: SimJob, resumed: ResumedJob) -> None:
         """Give a job just arrived the progress, service and history it had under way;

@@ -6,16 +6,22 @@ Learning", ASPLOS 2023. Each round:
 1. Admission control (§4.1). A job with a deadline seen for the first time is admitted
    only if, planned in deadline order with the jobs already admitted, every one of them
    still has a minimum satisfactory share (`policies.elasticflow.shares.plan_shares`, the
-   fewest GPUs that finish it by its deadline given how its throughput scales), and,
-   where its queue's guarantee is given (`queue_gpus`), the same holds for its queue's
-   deadline jobs within that guarantee.
+   fewest GPUs that finish it by its deadline given how its throughput scales), and
+   the same holds within each guarantee over it: where the controller runs quotas, for
+   its leaf queue and each queue above it, that queue's deadline jobs within its
+   guarantee in the quota tree (`Snapshot.queues`; issue 32: a queue's guarantee bounds
+   what its deadline jobs can be promised); where `queue_gpus` names its queue (its
+   spec's queue, else its tenant), within that number instead.
    Otherwise it is refused at once (a `REFUSED` reason: it never runs) with what it
    would need and by when. A job without a deadline is admitted as best-effort.
 2. Resource allocation (§4.2). The admitted jobs that can still make their deadlines
    get their planned share for the current slot first, in deadline order; the GPUs left
    go, one step at a time, to the job whose next size (the next power of two) has the
    highest marginal return: the seconds of its remaining run time saved per GPU added.
-   A job that is not running is started first (its return has no bound). A job whose
+   A job that is not running is started first (its return has no bound); a running
+   job grows past the GPUs it holds only where that saves more of its remaining run
+   time than the restart costs (its model's `restart_s`, as Gandiva's migrations
+   weigh it), so a job about to finish is not restarted on more GPUs. A job whose
    share no longer meets its deadline (the model erred, or a resize cost it time)
    becomes best-effort. So a best-effort job never takes the GPUs an admitted job's
    share needs.
@@ -41,16 +47,18 @@ the same refusal every round (`ElasticFlowState.refused`), so it never runs.
 Deviations: the admitted and refused jobs are the only memory between rounds
 (`ElasticFlowState`); the plan is redone at every round from the jobs' progress, so an
 admitted job's guarantee holds only as far as the performance model is right; a
-queue's guarantee bounds what its deadline jobs are promised only as `queue_gpus`
-states it (the policy does not read the queue tree), by leaf queue, not its parents;
-non-elastic jobs (min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory.
+queue's guarantee is the total of its quota over GPU models (the shares are planned
+on the whole cluster, not per model);
+non-elastic jobs (min_gpus = max_gpus) keep their one size; jobs are never suspended to host memory;
+the restart a growth costs is weighed against its gain (step 2), where the paper's
+marginal return is the gain alone.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,7 +136,7 @@ class ElasticFlow:
             if missed:
                 reasons[job.job_id] = _refusal(job, demands[job.job_id], now, capacity)
                 continue
-            over = self._over_guarantee(job, admitted, shares, demands, now)
+            over = self._over_guarantee(snapshot, job, admitted, shares, demands)
             if over is not None:
                 reasons[job.job_id] = over
                 continue
@@ -150,31 +158,56 @@ class ElasticFlow:
 
     def _over_guarantee(
         self,
+        snapshot: Snapshot,
         job: JobView,
         admitted: list[JobView],
         shares: dict[str, Share],
         demands: dict[str, Demand],
-        now_s: float,
     ) -> Reason | None:
-        """The refusal of `job` when its queue's guarantee (`queue_gpus`) cannot hold
-        the shares of its deadline jobs admitted so far and its own; else None."""
+        """The refusal of `job` when a guarantee over it (`_guarantees`) cannot hold the
+        shares of the deadline jobs admitted under it so far and its own; else None."""
+        now_s = snapshot.now_s
+        for queue, bound, under in self._guarantees(snapshot, job):
+            same = [demands[j.job_id] for j in admitted if j.job_id in shares and queue in under(j)]
+            trial = sorted([*same, demands[job.job_id]], key=lambda d: (d.due_s, d.job_id))
+            _, missed = plan_shares(now_s, bound, trial)
+            if not missed:
+                continue
+            alone = min_share(now_s, bound, demands[job.job_id])
+            need = f"{alone.gpus} GPUs" if alone is not None else "more GPUs than it holds"
+            return Reason(
+                REFUSED,
+                f"needs {need} of queue {queue}'s guarantee of {bound} to meet its deadline "
+                f"at {demands[job.job_id].due_s:.0f} s; the queue's deadline jobs admitted "
+                "before it leave too few",
+            )
+        return None
+
+    def _guarantees(
+        self, snapshot: Snapshot, job: JobView
+    ) -> list[tuple[str, int, Callable[[JobView], Collection[str]]]]:
+        """The guarantees that bound what `job` may be promised, each as (queue, GPUs,
+        the queues a job counts in): `queue_gpus`'s entry for its queue where there is
+        one, else, under quotas, its leaf's and every queue's above it in the tree."""
         queue = _queue(job)
         bound = self.queue_gpus.get(queue)
-        if bound is None:
-            return None
-        same = [demands[j.job_id] for j in admitted if _queue(j) == queue and j.job_id in shares]
-        trial = sorted([*same, demands[job.job_id]], key=lambda d: (d.due_s, d.job_id))
-        _, missed = plan_shares(now_s, bound, trial)
-        if not missed:
-            return None
-        alone = min_share(now_s, bound, demands[job.job_id])
-        need = f"{alone.gpus} GPUs" if alone is not None else "more GPUs than it holds"
-        return Reason(
-            REFUSED,
-            f"needs {need} of queue {queue}'s guarantee of {bound} to meet its deadline at "
-            f"{demands[job.job_id].due_s:.0f} s; the queue's deadline jobs admitted before "
-            "it leave too few",
-        )
+        if bound is not None:
+            return [(queue, bound, lambda j: (_queue(j),))]
+        tree = snapshot.queues
+        leaf = tree.leaf_of(job.spec) if tree is not None else None
+        if tree is None or leaf is None:
+            return []
+
+        def chain(other: JobView) -> Collection[str]:
+            name = tree.leaf_of(other.spec)
+            return () if name is None else tree.chain(name)
+
+        out: list[tuple[str, int, Callable[[JobView], Collection[str]]]] = []
+        for name in tree.chain(leaf):
+            node = tree.node(name)
+            assert node is not None
+            out.append((name, node.guarantee.total, chain))
+        return out
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
         """Deadline order (none last), then submit time, then id."""
@@ -273,7 +306,10 @@ def _allocate(
         now_ips, next_ips = curve.speed(held), curve.speed(step)
         if next_ips <= now_ips:
             return
-        remaining = by_id[job_id].remaining_iters_at(now_s)
+        job = by_id[job_id]
+        remaining = job.remaining_iters_at(now_s)
+        if not _pays_restart(job, curve, step, remaining):
+            return
         if now_ips == 0.0:
             gain = math.inf
         else:
@@ -291,6 +327,20 @@ def _allocate(
         free -= extra
         offer(job_id)
     return sizes
+
+
+def _pays_restart(job: JobView, curve: Curve, gpus: int, remaining: float) -> bool:
+    """Whether a running `job` grown to `gpus` (past the GPUs it holds) saves more of
+    its remaining run time than the restart costs (its model's `restart_s`); a job
+    not running, or not grown past what it holds, restarts for nothing here."""
+    alloc = job.allocation
+    if not job.running or alloc is None or gpus <= alloc.num_gpus:
+        return True
+    held_ips, new_ips = curve.speed(alloc.num_gpus), curve.speed(gpus)
+    if held_ips <= 0.0:
+        return True
+    saved_s = remaining / held_ips - remaining / new_ips
+    return saved_s > resolve(job.spec.model).restart_s
 
 
 def _place(

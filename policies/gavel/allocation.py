@@ -22,7 +22,10 @@ where Gavel used cvxpy with ECOS:
   (throughput(m, X) (R c_m - t_m) >= r_m, c_m the denominator), so R is found by
   bisection on feasibility LPs (Gavel's cvxpy takes the convex form directly).
 - `min_makespan` (§4.1, "Makespan"): maximise 1/M subject to throughput(m, X) >= r_m/M,
-  one LP in (X, 1/M) (Gavel's min_total_duration).
+  one LP in (X, 1/M) (Gavel's min_total_duration), with M >= 100 s: Gavel bisects on
+  M from that floor (min_T), and without it the LP is unbounded where every job has
+  next to no steps left (a live job past its expected run: HiGHS drops coefficients
+  under 1e-9, so 1/M meets no constraint at all).
 - `fifo` (§4.1, "FIFO"): not an LP: jobs in arrival order each get the type that runs
   them fastest among those with z_m GPUs left (X = 1 there), the first that fits
   nowhere stopping the rest.
@@ -62,6 +65,9 @@ Matrix = npt.NDArray[np.float64]
 FTF_TOLERANCE = 1e-3
 # A fraction below this is the solver's rounding, not time on a type.
 FRACTION_EPS = 1e-7
+# The shortest makespan the makespan LP considers: Gavel's min_T, where its bisection
+# on the makespan starts (scheduler/policies/min_total_duration.py).
+MIN_MAKESPAN_S = 100.0
 
 
 def max_min_fairness(
@@ -129,7 +135,8 @@ def min_makespan(
     need = hstack([speed, csr_matrix(remaining[:, None])])
     a_ub = vstack([hstack([base, csr_matrix((base.shape[0], 1))]), need]).tocsr()
     b_ub = np.concatenate([bound, np.zeros(jobs)])
-    bounds = [(0.0, 1.0 if t > 0.0 else 0.0) for t in rates.ravel()] + [(0.0, None)]
+    bounds = [(0.0, 1.0 if t > 0.0 else 0.0) for t in rates.ravel()]
+    bounds.append((0.0, 1.0 / MIN_MAKESPAN_S))
     x = _fractions(_solve(cost, a_ub, b_ub, bounds)[:n], jobs, types)
     return x if aware else _spread(x, rates, scale, workers)
 

@@ -88,6 +88,20 @@ def test_replay_round_anchor_event_runs_rounds_at_arrivals(
     assert starts["event"]["1"] == 2065
 
 
+def test_replay_event_overhead_holds_every_running_job_after_every_round(
+    sliced: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ElasticFlow's per-event overhead (SimConfig.event_overhead) only adds time: the
+    # same EDF replay finishes later on average and meets no more deadlines.
+    args = ["replay", str(sliced), "-p", "edf", "-c", "g4dn-12xlarge:2", "--json"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main([*args, "--event-overhead"]) == 0
+    charged = json.loads(capsys.readouterr().out)
+    assert charged["avg_jct_s"] > plain["avg_jct_s"]
+    assert charged["deadlines_met"] <= plain["deadlines_met"]
+
+
 def test_an_unknown_round_anchor_is_a_usage_error(
     sliced: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,19 +16,15 @@ from operators.operator import Operator, OperatorConfig
 
 FAST_LEASE = LeaseConfig(lease_duration_s=2.0, renew_deadline_s=1.5, retry_s=0.25)
 # Gavel's rounds are 360 s: a job that arrives between rounds waits for the next one.
-# gavel-fifo runs only jobs its allocation holds, recomputed for new jobs at most every
-# 1,920 s. The tests compress both, as they compress Gandiva's quantum and Pollux's
-# interval. (gavel-makespan keeps its reset period: at 0 its LP was found unbounded.)
+# The tests compress them, as they compress Gandiva's quantum and Pollux's interval.
 GAVEL_FAST = {"round_s": 1.0}
-GAVEL_FIFO_FAST = {**GAVEL_FAST, "reset_interval_s": 0.0}
 
 
 def compressed(policy: str) -> tuple[tuple[str, str, Any], ...]:
     """The --policy-opt triples that compress `policy`'s own periods for a test."""
     if not policy.startswith("gavel-"):
         return ()
-    fast = GAVEL_FIFO_FAST if policy == "gavel-fifo" else GAVEL_FAST
-    return tuple((policy, k, v) for k, v in fast.items())
+    return tuple((policy, k, v) for k, v in GAVEL_FAST.items())
 
 
 @contextmanager

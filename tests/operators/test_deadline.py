@@ -3,8 +3,10 @@ best-effort job, refused naming the field when malformed (by the CRD schema on t
 API server and by `job_spec`); and the API's manifest of a REST job with a deadline
 carries it. Live, under `elasticflow`, with real worker processes: a job that can make
 its deadline is admitted and meets it, one no share can finish in time fails at once
-as Refused, with a Warning event saying why. The same hopeless job through REST (local
-mode), a one-job replay and the operator is refused with the same reason (the Show)."""
+as Refused, with a Warning event saying why; an elastic deadline job running on the
+whole node is resized to admit and start a second deadline job, and both meet theirs.
+The same hopeless job through REST (local mode), a one-job replay and the operator is
+refused with the same reason (the Show)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from api.schemas.jobs import JobCreate
 from gpuflow.cli import main
 from operators.dljobs.resources import job_spec
 from operators.kube.times import parse_time
+from operators.pods.failure_policy import EXIT_CHECKPOINTED
 from tests.api.builders import auth, migrated_sqlite, submit, wait_for
 from tests.operators.builders import make_dljob
 from tests.operators.conftest import GpuCluster
@@ -113,6 +116,43 @@ def test_live_elasticflow_meets_one_deadline_and_refuses_the_other(
     done = api.get_dljob("default", "fine")
     due_s = parse_time(done["metadata"]["creationTimestamp"]) + 600
     assert parse_time(done["status"]["completionTime"]) <= due_s
+
+
+@pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
+def test_live_elasticflow_shrinks_an_elastic_job_to_admit_a_deadline_and_meets_both(
+    gpu_cluster: RealCluster,
+) -> None:
+    """ElasticFlow's elastic scaling live (issue 32, item 5): `elastic` (1 to 8 GPUs,
+    due in 2 minutes) runs alone on the node's 8 GPUs; `rigid` (4 GPUs, due 30 s after
+    it arrives) fits only if `elastic` gives 4 back. The operator admits it, resizes
+    `elastic` (checkpoint, restart on fewer GPUs) and starts `rigid`: both finish by
+    their deadlines, and `rigid` is never refused."""
+    api = gpu_cluster.api
+    elastic = dljob("elastic", 120)
+    elastic["spec"].update({"gpus": 8, "minGpus": 1, "maxGpus": 8, "expectedDurationSeconds": 4})
+    elastic["spec"]["env"][0]["value"] = "4"  # the test kubelet's run time, s
+    rigid = dljob("rigid", 30)
+    rigid["spec"].update({"gpus": 4, "minGpus": 4, "maxGpus": 4, "expectedDurationSeconds": 2})
+    rigid["spec"]["env"][0]["value"] = "2"
+    for obj in (elastic, rigid):
+        del obj["metadata"]["uid"], obj["metadata"]["creationTimestamp"]
+    kubelet = Kubelet(gpu_cluster.client, sigterm_exit=EXIT_CHECKPOINTED).start()
+    try:
+        with running_operator(gpu_cluster.client, policy="elasticflow", interval_s=0.2):
+            api.create_dljob("default", elastic)
+            wait_phases(api, "Running", ["elastic"])
+            api.create_dljob("default", rigid)
+            wait_phases(api, "Succeeded", ["elastic", "rigid"], timeout_s=90)
+    finally:
+        kubelet.stop()
+    events = api.core.list_namespaced_event("default").items
+    reasons = {(e.involved_object.name, e.reason) for e in events}
+    assert ("elastic", "ResizedByPolicy") in reasons
+    assert ("rigid", "Refused") not in reasons
+    for name, deadline_s in (("elastic", 120), ("rigid", 30)):
+        done = api.get_dljob("default", name)
+        due_s = parse_time(done["metadata"]["creationTimestamp"]) + deadline_s
+        assert parse_time(done["status"]["completionTime"]) <= due_s, name
 
 
 # One hopeless job in each backend's terms: an hour of ResNet-50 on its one GPU, due 5 s

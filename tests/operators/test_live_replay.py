@@ -130,20 +130,8 @@ def within_one(live_counts: Mapping[str, int], replay_counts: Mapping[str, int])
     return all(abs(live_counts[g] - replay_counts[g]) <= 1 for g in GROUPS)
 
 
-# Known gap: ElasticFlow resizes elastic4 three times in the replay (rounds at every
-# event see each arrival and finish apart) and once live (the operator's rounds take
-# them together): the same on every run. Strict: the test says so when that changes.
-GAPS = {"elasticflow": "ElasticFlow resizes elastic4 3 times in the replay, once live"}
-
-
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-@pytest.mark.parametrize(
-    "policy",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=GAPS[p])) if p in GAPS else p
-        for p in policy_names()
-    ],
-)
+@pytest.mark.parametrize("policy", policy_names())
 def test_live_decisions_are_within_one_of_the_replays(
     policy: str, gpu_cluster: RealCluster
 ) -> None:

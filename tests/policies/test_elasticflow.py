@@ -13,8 +13,9 @@ import pytest
 from controller.metrics import deadline_fields
 from controller.model import Allocation, JobSpec, JobStatus, Snapshot
 from controller.model.job import REFUSED
+from controller.model.quotas import GpuQuota, QueueNode, QueueTree
 from controller.placement import ConsolidatedPlacer
-from controller.records import ReplayResult
+from controller.records import JobOutcome, ReplayResult
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
@@ -79,6 +80,30 @@ def test_an_elastic_job_alone_grows_past_its_share_by_marginal_return() -> None:
     (out,) = result.jobs
     assert out.attained_gpu_s / out.executed_s > 4.0  # it ran on 8 GPUs, not 1
     assert out.finish_s is not None and out.finish_s < 400.0
+
+
+@pytest.mark.parametrize(("left", "grows"), [(0.01, False), (0.9, True)])
+def test_a_running_job_grows_only_where_that_saves_more_than_its_restart(
+    left: float, grows: bool
+) -> None:
+    """An elastic job on 2 of 8 idle GPUs: with 90 % of its work left, growing saves
+    minutes against its ~10 s restart, so it takes all 8; with 1 % left the seconds it
+    would save do not pay the restart, and it finishes where it is (the replay had
+    grown such a job twice in its last second, where live it had finished)."""
+    cluster = make_cluster(nodes=1, gpus=8)
+    spec = make_job("lone", 2, min_gpus=1, max_gpus=8, duration_s=3600.0)
+    on_two = Allocation.whole([(0, 0), (0, 1)])
+    total = 3600.0
+    view = make_view(
+        spec,
+        status=JobStatus.RUNNING,
+        allocation=on_two,
+        done_iters=total * (1.0 - left),
+        total_iters=total,
+    )
+    snapshot = Snapshot(0.0, cluster, (view,), ConsolidatedPlacer(cluster))
+    plan = ElasticFlow().schedule(snapshot, None)
+    assert plan.run["lone"].num_gpus == (8 if grows else 2)
 
 
 def test_the_refusal_reason_code_is_the_one_the_backends_withdraw() -> None:
@@ -182,6 +207,34 @@ def test_a_queues_guarantee_bounds_what_its_deadline_jobs_are_promised() -> None
     assert out["a1"].deadline_met and out["b1"].deadline_met
     refused = out["a2"].refused
     assert refused is not None and "queue a's guarantee of 4" in refused
+
+
+def test_under_quotas_the_trees_guarantees_bound_what_deadline_jobs_are_promised() -> None:
+    """The same jobs with quotas on (SimConfig.queues) and no `queue_gpus`: the tree's
+    guarantees reach the policy (Snapshot.queues), and queue a's 4 GPUs refuse a2 as
+    the option did, while b1 in queue b is admitted. Alone on the idle cluster, b1 is
+    refused where its queue is guaranteed nothing (it may borrow, but a deadline is
+    promised only from a guarantee)."""
+
+    def tree(a: int, b: int) -> QueueTree:
+        leaves = (QueueNode("a", GpuQuota.of(a)), QueueNode("b", GpuQuota.of(b)))
+        return QueueTree((QueueNode("org", GpuQuota.of(8), children=leaves),))
+
+    def replay(jobs: list[JobSpec], queues: QueueTree) -> dict[str, JobOutcome]:
+        cfg = SimConfig(round_interval_s=0.0, check_plans=True, queues=queues)
+        sim = Simulator(cluster, jobs, make_policy("elasticflow"), ConsolidatedPlacer(cluster), cfg)
+        return {o.job_id: o for o in sim.run().jobs}
+
+    cluster = make_cluster(nodes=2, gpus=4)
+    a1 = replace(make_job("a1", 4, duration_s=250.0, deadline_s=300.0), queue="a")
+    a2 = replace(make_job("a2", 4, submit_s=1.0, duration_s=250.0, deadline_s=300.0), queue="a")
+    b1 = replace(make_job("b1", 4, submit_s=2.0, duration_s=250.0, deadline_s=300.0), queue="b")
+    split = replay([a1, a2, b1], tree(4, 4))
+    assert split["a1"].deadline_met and split["b1"].deadline_met
+    assert "queue a's guarantee of 4" in (split["a2"].refused or "")
+    alone = replay([b1], tree(8, 0))
+    assert "queue b's guarantee of 0" in (alone["b1"].refused or "")
+    assert replay([b1], tree(4, 4))["b1"].deadline_met
 
 
 def test_a_negative_queue_bound_is_refused_by_name() -> None:

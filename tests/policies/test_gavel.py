@@ -61,15 +61,54 @@ def test_las_weights_and_scale_factors_share_the_gpus() -> None:
 
 
 def test_makespan_finishes_every_job_together() -> None:
-    """A has 8 steps left, B 2: with A on the fast type (4/s) and B on the slow one
-    (1/s), both finish at 2 s; the blind policy sees every type at the job's fastest
+    """A has 800 steps left, B 200: with A on the fast type (4/s) and B on the slow one
+    (1/s), both finish at 200 s; the blind policy sees every type at the job's fastest
     rate and spreads each over both."""
-    remaining = np.array([8.0, 2.0])
+    remaining = np.array([800.0, 200.0])
     x = alloc.min_makespan(FAST_SLOW, ONE, ONE, remaining, aware=True)
     finish = remaining / (FAST_SLOW * x).sum(axis=1)
-    assert finish.max() == pytest.approx(2.0)
+    assert finish.max() == pytest.approx(200.0)
     blind = alloc.min_makespan(FAST_SLOW, ONE, ONE, remaining, aware=False)
     assert blind[:, 0] == pytest.approx(blind[:, 1])
+
+
+@pytest.mark.parametrize("aware", [True, False])
+def test_makespan_of_jobs_with_no_steps_left_is_bounded_below_as_gavels(aware: bool) -> None:
+    """Jobs with next to no steps left (live jobs past their expected run; the policy
+    floors a job's remaining steps at 1e-9) once made the LP unbounded: Gavel's
+    makespan is at least 100 s (its bisection's min_T), so every job's throughput need
+    only cover its steps over 100 s, and X stays within the cluster."""
+    remaining = np.array([1e-9, 1e-9])
+    x = alloc.min_makespan(FAST_SLOW, ONE, ONE, remaining, aware=aware)
+    assert x.shape == (2, 2) and np.all(x >= 0.0) and np.all(x.sum(axis=1) <= 1.0 + 1e-9)
+    assert np.all(x.sum(axis=0) <= ONE + 1e-9)
+    # A makespan under the floor is not sought: 50 steps at 4/s is 12.5 s alone, but
+    # any X that finishes both within 100 s will do.
+    fifty = np.array([50.0, 50.0])
+    quick = alloc.min_makespan(FAST_SLOW, ONE, ONE, fifty, aware=True)
+    finish = fifty / np.maximum((FAST_SLOW * quick).sum(axis=1), 1e-12)
+    assert finish.max() <= alloc.MIN_MAKESPAN_S * (1.0 + 1e-6)
+
+
+def test_makespan_policy_recomputes_at_every_change_with_no_reset_period() -> None:
+    """gavel-makespan with `reset_interval_s=0` (the operator tests' setting) recomputes
+    X whenever the job set changes, also when a job leaves and the running ones have
+    done all the steps they were expected to (live jobs run past their estimate): it
+    plans that round instead of failing, and keeps both running."""
+    cluster = make_cluster(nodes=1, gpus=2)
+    specs = [make_job(f"j{i}") for i in range(3)]
+    policy = make_policy("gavel-makespan", round_s=1.0, reset_interval_s=0.0)
+    first = policy.schedule(
+        Snapshot(0.0, cluster, tuple(make_view(j) for j in specs), NO_PLACER), None
+    )
+    assert len(first.run) == 2
+    running = tuple(
+        make_view(j, status=JobStatus.RUNNING, allocation=first.run[j.job_id], done_iters=100.0)
+        for j in specs
+        if j.job_id in first.run
+    )
+    plan = policy.schedule(Snapshot(150.0, cluster, running, NO_PLACER), first.state)
+    assert dict(plan.run) == dict(first.run)
 
 
 def test_ftf_bounds_every_jobs_finish_time_ratio() -> None:

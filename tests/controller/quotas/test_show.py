@@ -40,15 +40,6 @@ def replay(policy: str) -> tuple[ReplayResult, QueueLedger, tuple[JobSpec, ...]]
 
 
 POLICIES = policy_names()
-# Known gap: Gavel's FIFO gives time fractions in arrival order and keeps a job's lease
-# through its 360 s rounds: team-b stays 4 GPUs under its guarantee 18 min after it asks,
-# and team-a averages 59 of its 64 GPUs (7.5 % short); the other Gavel policies hold.
-# Strict: the tests say so when that changes.
-GAPS = {"gavel-fifo": "Gavel's FIFO leases keep teams under their guarantees"}
-WITH_GAPS = [
-    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=GAPS[p])) if p in GAPS else p
-    for p in POLICIES
-]
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -59,7 +50,7 @@ def test_the_flooding_team_borrows_the_idle_gpus(policy: str) -> None:
     assert before and max(before) >= 0.9 * NODES * GPUS_PER_NODE > GUARANTEES["team-a"]
 
 
-@pytest.mark.parametrize("policy", WITH_GAPS)
+@pytest.mark.parametrize("policy", POLICIES)
 def test_guarantees_come_back_within_a_round_plus_the_grace_period(policy: str) -> None:
     result, ledger, jobs = replay(policy)
     assert ledger.reclaims["team-a"] > 0 or policy == "tiresias"  # Tiresias preempts by itself
@@ -90,7 +81,7 @@ def test_guarantees_come_back_within_a_round_plus_the_grace_period(policy: str) 
     assert checked >= 20
 
 
-@pytest.mark.parametrize("policy", WITH_GAPS)
+@pytest.mark.parametrize("policy", POLICIES)
 def test_while_every_team_has_demand_each_holds_its_share(policy: str) -> None:
     result, ledger, _ = replay(policy)
     end_s = max(o.finish_s or 0.0 for o in result.jobs)
