@@ -36,6 +36,10 @@ A graceful delete (the API server sets deletionTimestamp and deletionGracePeriod
 on a bound pod that has not ended) sends SIGTERM to the group, SIGKILL after the grace
 period, and once the process is gone deletes the pod for good (grace 0). The
 downward-API files follow the pod's labels and annotations.
+Given `tls` (kubelet_pki.py), it serves each pod's log file over HTTPS as a kubelet
+does (kubelet_server.py) and names the port in its Node's status, so that the API
+server proxies `kubectl logs` (and the gpuflow service's job logs) to it; a pod's log
+stays readable until the pod is deleted.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from gpuflow.sandbox.admission import refusal
 from gpuflow.sandbox.heartbeat import HeartbeatConfig, NodeHeartbeat
+from gpuflow.sandbox.kubelet_pki import KubeletTls
+from gpuflow.sandbox.kubelet_server import ContainerLog, KubeletServer, NoLog
 from gpuflow.sandbox.network import NetworkError, NodeNetwork
 from gpuflow.sandbox.podenv import EnvError, command_line, process_env
 from gpuflow.sandbox.processes import ProcessHook
@@ -119,6 +125,7 @@ class ProcessKubelet:
         devices: Mapping[str, str] | None = None,
         on_start: ProcessHook | None = None,
         apiserver_host: str | None = None,
+        tls: KubeletTls | None = None,
     ) -> None:
         self.api = api
         self.on_start = on_start  # told each pod's process (the sandbox records them)
@@ -150,9 +157,20 @@ class ProcessKubelet:
         self._deleted: set[str] = set()  # uids deleted for good (grace 0)
         self._retry_at: dict[str, float] = {}  # uid -> monotonic, for config errors
         self._threads: list[threading.Thread] = []
+        # Serves the pods' logs to the API server's proxy (`kubectl logs`) when given TLS.
+        self.server = (
+            KubeletServer(
+                network.address(node), tls, self.container_log, network.namespaces.get(node)
+            )
+            if tls is not None
+            else None
+        )
 
     def start(self) -> ProcessKubelet:
-        """Register the node (its Node exists when this returns), then run."""
+        """Start the log server if any, register the node (its Node exists, naming the
+        server's port, when this returns), then run."""
+        if self.server is not None:
+            self.heartbeat.kubelet_port = self.server.start()
         self.heartbeat.register()
         # The informer's thread is not joined at stop(): it may be blocked in a watch
         # until the watch's timeout; as a daemon it ends with the watch or the process.
@@ -172,6 +190,8 @@ class ProcessKubelet:
         """Stop watching; SIGTERM every process group, SIGKILL what outlives `grace_s`."""
         self.stop_event.set()
         self.heartbeat.stop()
+        if self.server is not None:
+            self.server.stop()
         self.wake.set()
         for t in self._threads:
             t.join(timeout=5)
@@ -191,6 +211,28 @@ class ProcessKubelet:
     def processes(self) -> dict[str, int]:
         """Pod name -> pid of the processes still running (for tests and `up`)."""
         return {r.name: r.proc.pid for r in self._runs.values() if r.proc.poll() is None}
+
+    def container_log(self, namespace: str, pod: str, container: str) -> ContainerLog:
+        """Where the pod's container writes its output (the log server's lookup); NoLog
+        with a kubelet's answer if it has not run here."""
+        run = next(
+            (r for r in list(self._runs.values()) if (r.namespace, r.name) == (namespace, pod)),
+            None,
+        )
+        if run is None:
+            known = any(
+                (p["metadata"]["namespace"], p["metadata"]["name"]) == (namespace, pod)
+                for p in self.pods.items()
+            )
+            if not known:
+                raise NoLog(404, f'pod "{pod}" in namespace "{namespace}" not found on {self.node}')
+            raise NoLog(400, f'container "{container}" in pod "{pod}" is waiting to start')
+        if container != run.container:
+            msg = (
+                f'container "{container}" in pod "{pod}" is not running: only {run.container} runs'
+            )
+            raise NoLog(400, msg)
+        return ContainerLog(Path(run.log_file.name), lambda: run.proc.poll() is None)
 
     # -- the loop ------------------------------------------------------------------------
 

@@ -1,0 +1,94 @@
+"""The emulated kubelet's logs through the real API server: `kubectl logs` (tail,
+follow, limit, previous, a missing pod), proxied to the kubelet's HTTPS server at the
+port its Node's status names, on loopback and, as root, at the node's own address in
+its network namespace."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuflow.sandbox.controlplane import ControlPlane
+from gpuflow.sandbox.kubelet_server import tail_bytes
+from gpuflow.sandbox.network import NodeNetwork, can_isolate
+from operators.kube import KubeApi
+from tests.sandbox.conftest import Start, make_pod, wait_phase
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+NEEDS_KUBECTL = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
+# Prints five numbered lines, one every 0.3 s: a follower sees them come.
+COUNT = "import time\nfor i in range(5):\n    print(f'line {i}', flush=True); time.sleep(0.3)"
+
+
+def kubectl(plane: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [KUBECTL, "--kubeconfig", str(plane.kubeconfig), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def logs(plane: ControlPlane, *args: str) -> str:
+    done = kubectl(plane, "logs", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "lines", "tail"),
+    [
+        (b"a\nb\nc\n", 2, b"b\nc\n"),
+        (b"a\nb\nc", 2, b"b\nc"),  # no newline at the end yet
+        (b"a\nb\n", 5, b"a\nb\n"),
+        (b"a\nb\n", 0, b""),
+        (b"a\nb\n", None, b"a\nb\n"),
+        (b"", 3, b""),
+        (b"x" * 100_000 + b"\nlast\n", 1, b"last\n"),  # past one block
+    ],
+)
+def test_tail_bytes(tmp_path: Path, text: bytes, lines: int | None, tail: bytes) -> None:
+    path = tmp_path / "worker.log"
+    path.write_bytes(text)
+    assert tail_bytes(path, lines) == (tail, len(text))
+
+
+@NEEDS_KUBECTL
+def test_kubectl_logs_through_the_api_server(
+    api: KubeApi, kubelet: Start, control_plane: ControlPlane
+) -> None:
+    kubelet(serve_logs=True)
+    node = api.get_node("node-0")
+    assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] > 0
+    api.create_pod("default", make_pod("count", COUNT))
+    wait_phase(api, "count", "Running")
+    # Followed from the start: the lines as they come, until the process exits.
+    assert logs(control_plane, "-f", "count") == "".join(f"line {i}\n" for i in range(5))
+    wait_phase(api, "count", "Succeeded")
+    assert logs(control_plane, "count") == "".join(f"line {i}\n" for i in range(5))
+    assert logs(control_plane, "count", "--tail=2") == "line 3\nline 4\n"
+    assert logs(control_plane, "count", "-c", "worker", "--limit-bytes=8") == "line 0\nl"
+    previous = kubectl(control_plane, "logs", "count", "--previous")
+    assert previous.returncode != 0
+    assert 'previous terminated container "worker" in pod "count" not found' in previous.stderr
+    stamped = kubectl(control_plane, "logs", "count", "--timestamps")
+    assert stamped.returncode != 0 and "keeps no per-line times" in stamped.stderr
+    missing = kubectl(control_plane, "logs", "nope")
+    assert missing.returncode != 0 and 'pods "nope" not found' in missing.stderr
+
+
+@NEEDS_KUBECTL
+@pytest.mark.skipif(not can_isolate(), reason="network namespaces need root and iproute2")
+def test_kubectl_logs_from_a_node_in_its_network_namespace(
+    api: KubeApi, kubelet: Start, control_plane: ControlPlane
+) -> None:
+    net = NodeNetwork.create(["node-1"])
+    try:
+        kubelet("node-1", net, serve_logs=True)
+        node = api.get_node("node-1")
+        addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+        assert addresses["InternalIP"] == net.address("node-1") != "127.0.0.1"
+        api.create_pod("default", make_pod("hi", "print('hello from node-1')", node="node-1"))
+        wait_phase(api, "hi", "Succeeded")
+        assert logs(control_plane, "hi") == "hello from node-1\n"
+    finally:
+        net.teardown()
