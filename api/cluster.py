@@ -41,9 +41,11 @@ from api.kube_describe import describe_kube
 from api.models import IdempotencyKey, Job, JobEvent
 from api.node_admin import patch_node
 from api.schemas.cluster import NodePublic, TopologyPublic
+from api.schemas.job_logs import JobLogsPublic
 from api.schemas.jobs import JobCreate
 from api.settings import Settings
 from api.train_status import TrainStatusWriter
+from api.worker_logs import cluster_worker_logs
 from controller.maintenance import NodeAction
 from operators.kube import (
     API_ERRORS,
@@ -221,6 +223,9 @@ class ClusterModeBackend:
         patched = patch_node(self.api, name, action, by, self.now_s())
         seen = [patched if n["metadata"]["name"] == name else n for n in nodes]
         return next(n for n in self.describe(seen).nodes if n.name == name)
+
+    def worker_logs(self, job: Job, worker: int, tail_lines: int) -> JobLogsPublic:
+        return cluster_worker_logs(self.api, job, worker, tail_lines)
 
     def running_policy(self) -> RunningPolicy | None:
         """The policy the operator runs and its options, as it last wrote them into the
