@@ -3,8 +3,9 @@ through the Kubernetes API (operators/worker_logs.py).
 
 Called by api.cluster.ClusterModeBackend.worker_logs for GET /api/v1/jobs/{id}/logs
 (api/routes/job_logs.py). A job with no pod now (waiting, or between attempts) and a
-log the kubelet refuses (its container waits to start) are answered with a note and
-no lines; a worker rank past the attempt's last is UnknownWorker (404); an API error
+log the API server or the kubelet behind it refuses (its container waits to start,
+the kubelet cannot be reached) are answered with a note and no lines; a worker rank
+past the attempt's last is UnknownWorker (404); an API server that does not answer
 BackendUnavailable (503).
 """
 
@@ -15,10 +16,6 @@ from api.models import Job
 from api.schemas.job_logs import MAX_LOG_BYTES, JobLogsPublic
 from operators.kube import API_ERRORS, KubeApi, error_message, status_code
 from operators.worker_logs import read_log, refusal, worker_pods
-
-# What the API server answers when the pod or its container cannot give a log now
-# (a container waiting to start, a pod deleted meanwhile): said, not failed.
-NO_LOG_NOW = (400, 404)
 
 
 def cluster_worker_logs(api: KubeApi, job: Job, worker: int, tail_lines: int) -> JobLogsPublic:
@@ -48,8 +45,11 @@ def cluster_worker_logs(api: KubeApi, job: Job, worker: int, tail_lines: int) ->
     try:
         text = read_log(api, pod, tail_lines, MAX_LOG_BYTES)
     except API_ERRORS as exc:
-        if status_code(exc) not in NO_LOG_NOW:
+        # The API server answered but gave no log (a container waiting to start, a pod
+        # deleted meanwhile, a kubelet it cannot reach, a role without pods/log): said
+        # in the note, the rest of the answer stands. Not answering at all is a 503.
+        if status_code(exc) is None:
             raise BackendUnavailable(f"Kubernetes API: {error_message(exc)}") from None
-        return found.model_copy(update={"note": refusal(exc)})
+        return found.model_copy(update={"note": f"no log: {refusal(exc)}"})
     note: str | None = None if text else "the worker has written nothing yet"
     return found.model_copy(update={"lines": text.splitlines(), "note": note})
