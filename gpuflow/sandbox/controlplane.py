@@ -466,7 +466,7 @@ class ControlPlane:
             # The `kubernetes` Service's endpoints would be the advertise address, and
             # validation refuses a loopback one: no pod reaches the API through it here.
             "--endpoint-reconciler-type=none",
-            # `kubectl logs` and exec go through the API server to the node's kubelet
+            # `kubectl logs` goes through the API server to the node's kubelet
             # (kubelet_server.py): at the node's InternalIP (its Hostname resolves to
             # nothing here) and the port its status names, the kubelet's certificate
             # checked against the cluster's CA, the API server authenticated by its own.
