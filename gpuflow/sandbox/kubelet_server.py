@@ -31,6 +31,7 @@ import ctypes
 import logging
 import socket
 import ssl
+import sys
 import threading
 import time
 import urllib.parse
@@ -118,7 +119,7 @@ class KubeletServer:
         context.verify_mode = ssl.CERT_REQUIRED  # the API server's client certificate
         sock = _listening_socket(self.address, self.netns)
         self.port = int(sock.getsockname()[1])
-        server = ThreadingHTTPServer((self.address, self.port), _handler(self), False)
+        server = _Server((self.address, self.port), _handler(self), False)
         server.daemon_threads = True
         server.socket.close()  # the one it made unbound: ours is bound where it must be
         # The handshake happens in each request's thread, on its first read.
@@ -195,6 +196,14 @@ def _count(query: dict[str, str], name: str, least: int) -> int | None:
     if not text.isdigit() or int(text) < least:
         raise NoLog(400, f"{name}: expected a whole number >= {least}, not {text!r}")
     return int(text)
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed before a request (a client without the cluster's
+        certificate fails its handshake): one line, not socketserver's traceback."""
+        log.info("kubelet server connection failed client=%s error=%s", client_address,
+                 sys.exc_info()[1])  # fmt: skip
 
 
 def _handler(server: KubeletServer) -> type[BaseHTTPRequestHandler]:

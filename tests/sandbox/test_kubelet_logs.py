@@ -5,14 +5,18 @@ its network namespace."""
 
 from __future__ import annotations
 
+import http.client
 import shutil
+import ssl
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpuflow.sandbox.controlplane import ControlPlane
-from gpuflow.sandbox.kubelet_server import tail_bytes
+from gpuflow.sandbox.kubelet_pki import CLIENT_NAME, write_kubelet_serving
+from gpuflow.sandbox.kubelet_server import ContainerLog, KubeletServer, NoLog, tail_bytes
 from gpuflow.sandbox.network import NodeNetwork, can_isolate
 from operators.kube import KubeApi
 from tests.sandbox.conftest import Start, make_pod, wait_phase
@@ -50,6 +54,63 @@ def test_tail_bytes(tmp_path: Path, text: bytes, lines: int | None, tail: bytes)
     path = tmp_path / "worker.log"
     path.write_bytes(text)
     assert tail_bytes(path, lines) == (tail, len(text))
+
+
+@pytest.fixture
+def server(control_plane: ControlPlane, tmp_path: Path) -> Iterator[KubeletServer]:
+    """A kubelet server on loopback serving default/p's worker log from a file."""
+    log = tmp_path / "worker.log"
+    log.write_text("one\ntwo\nthree\n")
+
+    def lookup(namespace: str, pod: str, container: str) -> ContainerLog:
+        if (namespace, pod, container) != ("default", "p", "worker"):
+            raise NoLog(404, f'pod "{pod}" in namespace "{namespace}" not found')
+        return ContainerLog(log, lambda: False)
+
+    tls = write_kubelet_serving(control_plane.ca_file.parent, "node-2", "127.0.0.1")
+    kubelet = KubeletServer("127.0.0.1", tls, lookup)
+    kubelet.start()
+    yield kubelet
+    kubelet.stop()
+
+
+def _get(server: KubeletServer, path: str, client_cert: bool = True) -> tuple[int, str]:
+    pki = server.tls.client_ca_file.parent
+    context = ssl.create_default_context(cafile=str(server.tls.client_ca_file))
+    if client_cert:  # the API server's (--kubelet-client-certificate)
+        context.load_cert_chain(pki / f"{CLIENT_NAME}.crt", pki / f"{CLIENT_NAME}.key")
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=10)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "body"),
+    [
+        ("/containerLogs/default/p/worker", 200, "one\ntwo\nthree\n"),
+        ("/containerLogs/default/p/worker?tailLines=1&follow=true", 200, "three\n"),
+        ("/containerLogs/default/p/worker?tailLines=x", 400, "tailLines: expected a whole"),
+        ("/containerLogs/default/p/worker?limitBytes=0", 400, "limitBytes: expected a whole"),
+        ("/containerLogs/default/p/worker?sinceSeconds=5", 400, "sinceSeconds: the sandbox's"),
+        ("/containerLogs/default/q/worker", 404, 'pod "q" in namespace "default" not found'),
+        ("/exec/default/p/worker", 404, "no route /exec/default/p/worker"),
+    ],
+)
+def test_the_kubelet_server_answers_as_a_kubelet(
+    server: KubeletServer, path: str, status: int, body: str
+) -> None:
+    got_status, got_body = _get(server, path)
+    assert got_status == status
+    assert got_body.startswith(body), got_body
+
+
+def test_a_client_without_the_clusters_certificate_is_refused(server: KubeletServer) -> None:
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        _get(server, "/containerLogs/default/p/worker", client_cert=False)
 
 
 @NEEDS_KUBECTL
