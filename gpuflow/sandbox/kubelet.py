@@ -16,7 +16,8 @@ process group: its command and args (podenv.py: env and envFrom, `$(VAR)`, the
 venv's programs, the chart's image's entrypoint), in the repository root or
 `workdir`, as root inside a network namespace of the pod's own with
 an address of its own on the node's bridge (network.py `attach_pod`; freed
-when the pod is deleted for good), stdout and stderr to `<pod dir>/<container>.log`;
+when the pod is deleted for good), stdout and stderr to `<pod dir>/<container>.log`
+with each line's time beside it (container_output.py);
 volumes are host directories (volumes.py). As a real kubelet it gives the process
 KUBERNETES_SERVICE_HOST and _PORT (the API server as pods reach it: `apiserver_host`,
 the sandbox bridge's address when pods have network namespaces) and writes the
@@ -57,11 +58,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from gpuflow.sandbox.admission import refusal
+from gpuflow.sandbox.container_output import ContainerOutput
 from gpuflow.sandbox.heartbeat import HeartbeatConfig, NodeHeartbeat
 from gpuflow.sandbox.kubelet_pki import KubeletTls
 from gpuflow.sandbox.kubelet_server import ContainerLog, KubeletServer, NoLog
@@ -82,6 +84,9 @@ STATUS_RETRIES = 5
 # How old an address reserved for a pod this kubelet never saw must be before it is
 # freed: far longer than a pod takes to reach the kubelet's cache after its creation.
 RESERVATION_S = 60.0
+# How long an exited process's last output may take to be copied into its log; longer
+# only when a process it left behind still holds the pipe (the copy then goes on).
+OUTPUT_DRAIN_S = 5.0
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -102,7 +107,7 @@ class _Run:
     name: str
     container: str
     proc: subprocess.Popen[bytes]
-    log_file: IO[bytes]
+    output: ContainerOutput
     volumes: PodVolumes
     started_at: str
     metadata_seen: tuple[str, str]
@@ -206,7 +211,7 @@ class ProcessKubelet:
                 _signal_group(r.proc, signal.SIGKILL)
                 r.proc.wait()
         for r in self._runs.values():
-            r.log_file.close()
+            r.output.wait(OUTPUT_DRAIN_S)
 
     def processes(self) -> dict[str, int]:
         """Pod name -> pid of the processes still running (for tests and `up`)."""
@@ -232,7 +237,7 @@ class ProcessKubelet:
                 f'container "{container}" in pod "{pod}" is not running: only {run.container} runs'
             )
             raise NoLog(400, msg)
-        return ContainerLog(Path(run.log_file.name), lambda: run.proc.poll() is None)
+        return ContainerLog(run.output.log, run.output.copying)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -265,7 +270,6 @@ class ProcessKubelet:
                 _signal_group(run.proc, signal.SIGKILL)
         for uid, run in list(self._runs.items()):
             if run.exited and uid not in live:
-                run.log_file.close()
                 del self._runs[uid]
                 self.network.release_pod(uid)
         # Reserved for a pod that never ran here (a peer's MASTER_ADDR asked, then the
@@ -349,7 +353,7 @@ class ProcessKubelet:
             return
         self._retry_at.pop(uid, None)
         pod_dir.mkdir(parents=True, exist_ok=True)
-        log_file = (pod_dir / f"{container['name']}.log").open("ab")
+        output = ContainerOutput(pod_dir / f"{container['name']}.log")
         started = now_rfc3339()
         try:
             proc = subprocess.Popen(
@@ -357,12 +361,12 @@ class ProcessKubelet:
                 cwd=self.workdir,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=log_file,
+                stdout=output.fd,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, signalled as a whole
             )
         except OSError as exc:  # no such program, not executable: as a runtime reports
-            log_file.close()
+            output.abandon()
             self._done.add(uid)
             terminated = {
                 "exitCode": 128,
@@ -374,10 +378,11 @@ class ProcessKubelet:
             status = self._status(pod, container, {"terminated": terminated}, phase="Failed")
             self._write_status(ns, name, status)
             return
+        output.started()
         if self.on_start is not None:
             self.on_start(proc.pid, f"pod {ns}/{name}")
         seen = (str(meta.get("labels")), str(meta.get("annotations")))
-        run = _Run(ns, name, container["name"], proc, log_file, volumes, started, seen)
+        run = _Run(ns, name, container["name"], proc, output, volumes, started, seen)
         self._runs[uid] = run
         threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
         log.info("started pod=%s/%s node=%s pid=%d ip=%s", ns, name, self.node, proc.pid, pod_ip)
@@ -391,6 +396,9 @@ class ProcessKubelet:
 
     def _finish(self, uid: str, run: _Run) -> None:
         run.exited = True
+        # Its last output copied before the status says it ended: a reader of a
+        # finished pod's log gets all of it.
+        run.output.wait(OUTPUT_DRAIN_S)
         code = run.proc.returncode
         exit_code = 128 - code if code < 0 else code  # killed by signal N: 128+N
         terminated = {

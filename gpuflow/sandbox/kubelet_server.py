@@ -10,15 +10,17 @@ node's own address, where the API server dials; otherwise on loopback.
 
 One route, the kubelet's (pkg/kubelet/server/server.go `getContainerLogs`):
 
-    GET /containerLogs/{namespace}/{pod}/{container}?tailLines=&follow=&limitBytes=&previous=
+    GET /containerLogs/{namespace}/{pod}/{container}?tailLines=&follow=&limitBytes=
+        &timestamps=&sinceSeconds=&sinceTime=&previous=
 
 It answers with the container's stdout and stderr (the file the kubelet writes them
-to): the last `tailLines` lines, at most `limitBytes` bytes, and with `follow` what
-the process writes next until it exits or the client goes. Errors are plain text, as
-the kubelet's: 400 for a bad parameter or a container that is not running here (no
-previous container exists: containers are never restarted in place), 404 for a pod
-the node does not run. The kubelet keeps no per-line times (its runtime's CRI log
-format does), so `timestamps`, `sinceSeconds` and `sinceTime` are refused with 400.
+to, container_output.py): the lines that arrived since `sinceSeconds` ago or
+`sinceTime`, of those the last `tailLines`, each prefixed with the time it arrived
+(RFC 3339 with nanoseconds) with `timestamps`, at most `limitBytes` bytes, and with
+`follow` what the process writes next until it exits or the client goes. Errors are
+plain text, as the kubelet's: 400 for a bad parameter or a container that is not
+running here (no previous container exists: containers are never restarted in
+place), 404 for a pod the node does not run.
 
 Clients must present a certificate signed by the cluster's CA (the API server's
 --kubelet-client-certificate); the kubelet's authorisation of that identity
@@ -37,10 +39,12 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from gpuflow.sandbox.container_output import LineTimes
 from gpuflow.sandbox.kubelet_pki import KubeletTls
 
 log = logging.getLogger(__name__)
@@ -49,7 +53,6 @@ FOLLOW_POLL_S = 0.2  # how often a followed log is read for more
 BLOCK_BYTES = 64 * 1024  # read from the end in blocks this size to find the tail
 CLONE_NEWNET = 0x40000000  # <sched.h>: setns(2) into a network namespace
 NETNS_DIR = Path("/var/run/netns")  # where `ip netns add` names its namespaces
-UNSUPPORTED = ("timestamps", "sinceSeconds", "sinceTime")
 TRUE = ("true", "1")
 
 
@@ -74,20 +77,21 @@ class ContainerLog:
 LogLookup = Callable[[str, str, str], ContainerLog]
 
 
-def tail_bytes(path: Path, lines: int | None) -> tuple[bytes, int]:
-    """The last `lines` lines of the file (all of it for None) and the file's length
-    when read (where a follower goes on from)."""
+def tail_bytes(path: Path, lines: int | None, start: int = 0) -> tuple[bytes, int]:
+    """The last `lines` lines of the file from byte `start` on (all of that for None)
+    and the file's length when read (where a follower goes on from)."""
     with path.open("rb") as f:
         end = f.seek(0, 2)
+        start = min(start, end)
         if lines is None:
-            f.seek(0)
-            return f.read(end), end
+            f.seek(start)
+            return f.read(end - start), end
         if lines == 0:
             return b"", end
         pos, data = end, b""
         # One more newline than lines wanted: the file's own last one ends the last line.
-        while pos > 0 and data.count(b"\n") <= lines:
-            step = min(BLOCK_BYTES, pos)
+        while pos > start and data.count(b"\n") <= lines:
+            step = min(BLOCK_BYTES, pos - start)
             pos -= step
             f.seek(pos)
             data = f.read(step) + data
@@ -152,9 +156,6 @@ class KubeletServer:
             raise NoLog(404, f"no route {url.path}: this kubelet serves /containerLogs only")
         namespace, pod, container = parts[2:]
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
-        for name in UNSUPPORTED:
-            if name in query:
-                raise NoLog(400, f"{name}: the sandbox's kubelet keeps no per-line times")
         if query.get("previous", "").lower() in TRUE:
             raise NoLog(
                 400, f'previous terminated container "{container}" in pod "{pod}" not found'
@@ -162,8 +163,17 @@ class KubeletServer:
         tail = _count(query, "tailLines", 0)
         limit = _count(query, "limitBytes", 1)
         follow = query.get("follow", "").lower() in TRUE
+        stamps = query.get("timestamps", "").lower() in TRUE
+        since_ns = _since_ns(query)
         found = self.lookup(namespace, pod, container)
-        data, offset = tail_bytes(found.path, tail)
+        times = LineTimes(found.path) if stamps or since_ns is not None else None
+        start = 0
+        if times is not None and since_ns is not None:
+            first = times.first_since(since_ns)
+            start = found.path.stat().st_size if first is None else first
+        data, offset = tail_bytes(found.path, tail, start)
+        if times is not None and stamps:
+            data = times.stamped(data, offset - len(data))
         handler.send_response(200)
         handler.send_header("Content-Type", "text/plain")
         handler.end_headers()
@@ -173,8 +183,13 @@ class KubeletServer:
             with found.path.open("rb") as f:
                 f.seek(offset)
                 more = f.read()
+            if times is not None and stamps:
+                times.refresh()
+                more_shown = times.stamped(more, offset)
+            else:
+                more_shown = more
             offset += len(more)
-            sent = _write(handler, more, limit, sent)
+            sent = _write(handler, more_shown, limit, sent)
             if not running:
                 break
             time.sleep(FOLLOW_POLL_S)
@@ -187,6 +202,26 @@ def _write(handler: BaseHTTPRequestHandler, data: bytes, limit: int | None, sent
         handler.wfile.write(data)
         handler.wfile.flush()
     return sent + len(data)
+
+
+def _since_ns(query: dict[str, str]) -> int | None:
+    """The Unix time in ns that `sinceSeconds` (before now) or `sinceTime` (RFC 3339)
+    names; None if neither; NoLog 400 if both or a bad value."""
+    if "sinceSeconds" in query and "sinceTime" in query:
+        raise NoLog(400, "at most one of sinceTime or sinceSeconds may be specified")
+    seconds = _count(query, "sinceSeconds", 1)
+    if seconds is not None:
+        return time.time_ns() - seconds * 1_000_000_000
+    text = query.get("sinceTime")
+    if text is None:
+        return None
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise NoLog(400, f"sinceTime: expected an RFC 3339 time, not {text!r}") from None
+    if at.tzinfo is None:
+        raise NoLog(400, f"sinceTime: expected a time with its zone, not {text!r}")
+    return int(at.timestamp() * 1_000_000_000)
 
 
 def _count(query: dict[str, str], name: str, least: int) -> int | None:

@@ -1,19 +1,24 @@
 """The emulated kubelet's logs through the real API server: `kubectl logs` (tail,
-follow, limit, previous, a missing pod), proxied to the kubelet's HTTPS server at the
-port its Node's status names, on loopback and, as root, at the node's own address in
-its network namespace."""
+follow, limit, timestamps, since, previous, a missing pod), proxied to the kubelet's
+HTTPS server at the port its Node's status names, on loopback and, as root, at the
+node's own address in its network namespace; the server alone, and how a container's
+output is kept with each line's time."""
 
 from __future__ import annotations
 
 import http.client
+import re
 import shutil
 import ssl
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from gpuflow.sandbox.container_output import ContainerOutput, LineTimes
 from gpuflow.sandbox.controlplane import ControlPlane
 from gpuflow.sandbox.kubelet_pki import CLIENT_NAME, write_kubelet_serving
 from gpuflow.sandbox.kubelet_server import ContainerLog, KubeletServer, NoLog, tail_bytes
@@ -24,6 +29,7 @@ from tests.sandbox.conftest import Start, make_pod, wait_phase
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 NEEDS_KUBECTL = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
 # Prints five numbered lines, one every 0.3 s: a follower sees them come.
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z"  # RFC 3339 with nanoseconds
 COUNT = "import time\nfor i in range(5):\n    print(f'line {i}', flush=True); time.sleep(0.3)"
 
 
@@ -58,9 +64,9 @@ def test_tail_bytes(tmp_path: Path, text: bytes, lines: int | None, tail: bytes)
 
 @pytest.fixture
 def server(control_plane: ControlPlane, tmp_path: Path) -> Iterator[KubeletServer]:
-    """A kubelet server on loopback serving default/p's worker log from a file."""
-    log = tmp_path / "worker.log"
-    log.write_text("one\ntwo\nthree\n")
+    """A kubelet server on loopback serving default/p's worker log, as a process wrote
+    it through the kubelet's pipe (container_output.py)."""
+    log = _written(tmp_path, "print('one'); print('two'); print('three')")
 
     def lookup(namespace: str, pod: str, container: str) -> ContainerLog:
         if (namespace, pod, container) != ("default", "p", "worker"):
@@ -72,6 +78,33 @@ def server(control_plane: ControlPlane, tmp_path: Path) -> Iterator[KubeletServe
     kubelet.start()
     yield kubelet
     kubelet.stop()
+
+
+def _written(tmp_path: Path, code: str) -> Path:
+    """The log of `python -c code` kept as the kubelet keeps a container's."""
+    output = ContainerOutput(tmp_path / "worker.log")
+    with subprocess.Popen([sys.executable, "-c", code], stdout=output.fd) as proc:
+        output.started()
+    assert proc.returncode == 0
+    output.wait()
+    return output.log
+
+
+def test_a_containers_output_is_kept_with_each_lines_time(tmp_path: Path) -> None:
+    before = time.time_ns()
+    code = "import sys, time; w = sys.stdout.write; w('a\\nbb\\n'); sys.stdout.flush();"
+    code += "time.sleep(0.2); w('c'); sys.stdout.flush(); time.sleep(0.1); w('c\\nd')"
+    log = _written(tmp_path, code)
+    assert log.read_bytes() == b"a\nbb\ncc\nd"  # the process's bytes, unchanged
+    times = LineTimes(log)
+    assert times.offsets == [0, 2, 5, 8]  # each line's first byte
+    assert before < times.times_ns[0] == times.times_ns[1] < times.times_ns[2]
+    assert times.times_ns[2] - times.times_ns[0] >= 200_000_000  # 'c' came 0.2 s later
+    stamped = times.stamped(b"bb\ncc\nd", 2).decode()
+    assert re.fullmatch(rf"{STAMP} bb\n{STAMP} cc\n{STAMP} d", stamped), stamped
+    assert times.stamped(b"c\nd", 6).decode().startswith("c\n")  # mid-line: no time
+    assert times.first_since(times.times_ns[2]) == 5
+    assert times.first_since(time.time_ns()) is None
 
 
 def _get(server: KubeletServer, path: str, client_cert: bool = True) -> tuple[int, str]:
@@ -95,7 +128,14 @@ def _get(server: KubeletServer, path: str, client_cert: bool = True) -> tuple[in
         ("/containerLogs/default/p/worker?tailLines=1&follow=true", 200, "three\n"),
         ("/containerLogs/default/p/worker?tailLines=x", 400, "tailLines: expected a whole"),
         ("/containerLogs/default/p/worker?limitBytes=0", 400, "limitBytes: expected a whole"),
-        ("/containerLogs/default/p/worker?sinceSeconds=5", 400, "sinceSeconds: the sandbox's"),
+        ("/containerLogs/default/p/worker?sinceSeconds=3600", 200, "one\ntwo\nthree\n"),
+        ("/containerLogs/default/p/worker?sinceTime=2999-01-01T00:00:00Z", 200, ""),
+        ("/containerLogs/default/p/worker?sinceTime=yesterday", 400, "sinceTime: expected an"),
+        (
+            "/containerLogs/default/p/worker?sinceSeconds=1&sinceTime=2999-01-01T00:00:00Z",
+            400,
+            "at most one of sinceTime or sinceSeconds",
+        ),
         ("/containerLogs/default/q/worker", 404, 'pod "q" in namespace "default" not found'),
         ("/exec/default/p/worker", 404, "no route /exec/default/p/worker"),
     ],
@@ -105,7 +145,13 @@ def test_the_kubelet_server_answers_as_a_kubelet(
 ) -> None:
     got_status, got_body = _get(server, path)
     assert got_status == status
-    assert got_body.startswith(body), got_body
+    assert got_body.startswith(body) and (status != 200 or got_body == body), got_body
+
+
+def test_the_kubelet_server_stamps_each_line_with_its_time(server: KubeletServer) -> None:
+    status, body = _get(server, "/containerLogs/default/p/worker?timestamps=true&tailLines=2")
+    assert status == 200
+    assert re.fullmatch(rf"{STAMP} two\n{STAMP} three\n", body), body
 
 
 def test_a_client_without_the_clusters_certificate_is_refused(server: KubeletServer) -> None:
@@ -131,8 +177,9 @@ def test_kubectl_logs_through_the_api_server(
     previous = kubectl(control_plane, "logs", "count", "--previous")
     assert previous.returncode != 0
     assert 'previous terminated container "worker" in pod "count" not found' in previous.stderr
-    stamped = kubectl(control_plane, "logs", "count", "--timestamps")
-    assert stamped.returncode != 0 and "keeps no per-line times" in stamped.stderr
+    stamped = logs(control_plane, "count", "--timestamps", "--tail=2")
+    assert re.fullmatch(rf"{STAMP} line 3\n{STAMP} line 4\n", stamped), stamped
+    assert logs(control_plane, "count", "--since=1h") == "".join(f"line {i}\n" for i in range(5))
     missing = kubectl(control_plane, "logs", "nope")
     assert missing.returncode != 0 and 'pods "nope" not found' in missing.stderr
 
