@@ -67,7 +67,8 @@ class NoLog(Exception):
 
 @dataclass(frozen=True)
 class ContainerLog:
-    """Where a container's output is and whether its process still runs."""
+    """Where a container's output is, and whether more may come (its process, or one
+    it left behind, still holds the pipe: a follower reads on)."""
 
     path: Path
     running: Callable[[], bool]
