@@ -8,8 +8,8 @@ Two implementations, chosen by `api.backend_factory.make_backend` from the setti
   record its history.
 
 Reads (job lists, events, reasons) come from the job database in both modes; only
-submit, cancel, the cluster view (`describe`) and an admin's cordon, drain and
-uncordon of a node (`maintain_node`) differ.
+submit, cancel, the cluster view (`describe`), a worker's logs (`worker_logs`) and an
+admin's cordon, drain and uncordon of a node (`maintain_node`) differ.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from api.cluster_view import gpu_list, link_loads_public, topology_of
 from api.local_mode.backend import LocalMode
 from api.schemas.cluster import ClusterPublic, NodePublic, TopologyPublic
+from api.schemas.job_logs import JobLogsPublic
 from api.schemas.jobs import JobCreate
 from api.store.group_commit import WriterStopped
 from api.store.models import Job
@@ -36,6 +37,14 @@ class BackendUnavailable(RuntimeError):
 
 class UnknownNode(LookupError):
     """No node of that name (404 naming it)."""
+
+
+class UnknownWorker(LookupError):
+    """The job has no worker of that rank (404 with this message)."""
+
+
+# Local mode simulates jobs: no worker process runs, so there is no log to read.
+LOCAL_LOGS_NOTE = "local mode simulates jobs: no worker process runs, so there are no logs"
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,12 @@ class JobBackend(Protocol):
         """Each node type's GPU link matrix and the racks (api.cluster_view.topology_of)."""
         ...
 
+    def worker_logs(self, job: Job, worker: int, tail_lines: int) -> JobLogsPublic:
+        """The last `tail_lines` lines of worker `worker`'s output in the job's latest
+        attempt (cluster mode: its pod's log, api.jobs.worker_logs; local mode: a note that
+        simulated jobs have none). Raises UnknownWorker, or BackendUnavailable."""
+        ...
+
     def maintain_node(self, name: str, action: NodeAction, by: str) -> NodePublic:
         """Cordon, drain or uncordon the node `name` as admin `by` (controller.maintenance);
         the node afterwards. Raises UnknownNode, or BackendUnavailable."""
@@ -139,6 +154,11 @@ class LocalBackend:
 
     def cancel(self, session: Session, job: Job) -> bool:
         return self.local.cancel(session, job)
+
+    def worker_logs(self, job: Job, worker: int, tail_lines: int) -> JobLogsPublic:
+        return JobLogsPublic(
+            job_id=job.id, worker=worker, workers=0, lines=[], note=LOCAL_LOGS_NOTE
+        )
 
     def maintain_node(self, name: str, action: NodeAction, by: str) -> NodePublic:
         try:

@@ -38,7 +38,9 @@ from api.cluster_mode.train_status import TrainStatusWriter
 from api.cluster_view import topology_of
 from api.field_errors import invalid
 from api.http.errors import one_line
+from api.jobs.worker_logs import cluster_worker_logs
 from api.schemas.cluster import NodePublic, TopologyPublic
+from api.schemas.job_logs import JobLogsPublic
 from api.schemas.jobs import JobCreate
 from api.settings import Settings
 from api.store.idempotency import KeyTaken, claim_batch
@@ -222,6 +224,9 @@ class ClusterModeBackend:
         patched = patch_node(self.api, name, action, by, self.now_s())
         seen = [patched if n["metadata"]["name"] == name else n for n in nodes]
         return next(n for n in self.describe(seen).nodes if n.name == name)
+
+    def worker_logs(self, job: Job, worker: int, tail_lines: int) -> JobLogsPublic:
+        return cluster_worker_logs(self.api, job, worker, tail_lines)
 
     def running_policy(self) -> RunningPolicy | None:
         """The policy the operator runs and its options, as it last wrote them into the

@@ -6,10 +6,11 @@ deprecated alias for one release (docs/api.md, "Names").
 
 from fastapi import APIRouter
 
-from api.routes import cluster, events, jobs, policies, quotas, replays, traces, users
+from api.routes import cluster, events, job_logs, jobs, policies, quotas, replays, traces, users
 
 api_router = APIRouter()
 api_router.include_router(jobs.router)
+api_router.include_router(job_logs.router)
 api_router.include_router(cluster.router)
 api_router.include_router(policies.router)
 api_router.include_router(traces.router)

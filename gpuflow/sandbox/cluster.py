@@ -5,12 +5,12 @@ it tears everything down in reverse order, also on errors. Inside: the real Kube
 control plane (controlplane.py: etcd, kube-apiserver, kube-controller-manager and
 kube-scheduler as subprocesses on 127.0.0.1; pods reach the API server at the bridge's
 address), the chart's CRDs (helm/gpuflow/crds/*.yaml) installed as Helm installs them,
-and in this process a ProcessKubelet per node (kubelet.py,
-with its node's own credentials: it registers the Node, renews its Lease and runs the
-pods bound to it), the network (network.py), the node agent per node publishing its
-GPUs from a topology file (operators/agent/main.py `run_agent`, a thread each), and
-the operator (operators/operator.py, a thread) with `api_url` the REST root of the
-gpuflow service. The operator runs as the chart's operator ServiceAccount, bound to
+and in this process a ProcessKubelet per node (kubelet.py, with its node's own
+credentials: it registers the Node, renews its Lease, runs the pods bound to it and
+serves their logs to `kubectl logs`), the network (network.py), the node agent per
+node publishing its GPUs from a topology file (operators/agent/main.py `run_agent`, a
+thread each), and the operator (operators/operator.py, a thread) with `api_url` the
+REST root of the gpuflow service. The operator runs as the chart's operator ServiceAccount, bound to
 a ClusterRole of the chart's own rules (operator_identity.py), so that a verb the
 role lacks is refused here as on a cluster; the agents and the service use the
 admin's kubeconfig (group system:masters). The service runs as a
@@ -46,6 +46,7 @@ import yaml
 from controller.spec.types import GENERIC_GPU, GENERIC_NIC_GBPS, SHORTHAND
 from gpuflow.sandbox.controlplane import ControlPlane, ControlPlaneOptions
 from gpuflow.sandbox.kubelet import ProcessKubelet
+from gpuflow.sandbox.kubelet.pki import write_kubelet_serving
 from gpuflow.sandbox.network import NodeNetwork
 from gpuflow.sandbox.operator_identity import OperatorIdentity, create_operator_identity
 from gpuflow.sandbox.reaper import Reaper
@@ -227,6 +228,9 @@ class Sandbox:
                 devices=_device_plugin_gpus(self.config.gpus_per_node),
                 on_start=remains.add,
                 apiserver_host=pod_address,
+                tls=write_kubelet_serving(
+                    self.control_plane.ca_file.parent, name, self.network.address(name)
+                ),
             )
             self.kubelets.append(kubelet.start())
         topology = self._write_topology()

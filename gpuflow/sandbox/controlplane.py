@@ -47,6 +47,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from gpuflow.sandbox.kubelet.pki import write_kubelet_client
 from gpuflow.sandbox.processes import ProcessHook, log_tail, start_process, stop_process
 from gpuflow.sandbox.service import free_port
 
@@ -288,6 +289,7 @@ def write_serving_pki(directory: Path, addresses: Sequence[str]) -> tuple[Path, 
         directory / "apiserver.key",
     )
     ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write_key(directory / "ca.key", ca_key)  # signs the kubelets' certificates (kubelet_pki)
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_key(key_file, key)
     return ca_file, cert_file, key_file
@@ -442,7 +444,8 @@ class ControlPlane:
         port = self.options.port or free_port(HOST)
         pod_address = self.options.pod_address
         addresses = [HOST, pod_address] if pod_address else [HOST]
-        _, cert_file, key_file = write_serving_pki(self.ca_file.parent, addresses)
+        ca_file, cert_file, key_file = write_serving_pki(self.ca_file.parent, addresses)
+        kubelet_cert, kubelet_key = write_kubelet_client(self.ca_file.parent)
         cmd = [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers={self.etcd_url}",
@@ -463,6 +466,14 @@ class ControlPlane:
             # The `kubernetes` Service's endpoints would be the advertise address, and
             # validation refuses a loopback one: no pod reaches the API through it here.
             "--endpoint-reconciler-type=none",
+            # `kubectl logs` goes through the API server to the node's kubelet
+            # (kubelet_server.py): at the node's InternalIP (its Hostname resolves to
+            # nothing here) and the port its status names, the kubelet's certificate
+            # checked against the cluster's CA, the API server authenticated by its own.
+            f"--kubelet-client-certificate={kubelet_cert}",
+            f"--kubelet-client-key={kubelet_key}",
+            f"--kubelet-certificate-authority={ca_file}",
+            "--kubelet-preferred-address-types=InternalIP",
         ]
         self.url = f"https://{HOST}:{port}"
         apiserver = self._run("kube-apiserver", cmd)

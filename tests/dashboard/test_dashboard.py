@@ -1,6 +1,6 @@
 """The dashboard in headless Chromium against the API in local mode (conftest.py):
 sign in, the cluster heatmap with tenancy, the queue and why a job waits, a job's
-page with its charts and Cancel, and the API docs served with no other host."""
+page with its charts, its logs' note and Cancel, and the API docs served with no other host."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from api.backends import LOCAL_LOGS_NOTE
 from tests import waiting
 from tests.api.builders import auth
 from tests.dashboard.conftest import ARTIFACTS, LiveServer, Watched, job_status, sign_in, submit
@@ -99,6 +100,8 @@ def test_a_job_page_charts_its_reported_metrics(watched: Watched, server: LiveSe
     expect(charts).to_have_count(3)
     expect(charts.first.locator("canvas")).to_be_visible()
     expect(charts.nth(1)).to_have_attribute("aria-label", "Loss by step, 20 reports")
+    # Local mode runs no worker process: the logs section says so.
+    expect(watched.page.locator("#job-logs-note")).to_have_text(LOCAL_LOGS_NOTE)
     watched.page.screenshot(path=ARTIFACTS / "job.png")
     watched.assert_clean()
 

@@ -1,7 +1,8 @@
 """The example "DDP over two pods" (examples/train/dljob-ddp.yaml) as it is shipped, in
 the sandbox on two nodes of one GPU each: its two pods run on two nodes, each a rank of
 a gloo gang of two over the nodes' network (the sandbox kubelet's GLOO_SOCKET_IFNAME),
-and the job Succeeds with both ranks logging their steps."""
+and the job Succeeds with both ranks logging their steps, which the API server serves
+from the nodes' kubelets as the log files hold them."""
 
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ def test_the_ddp_example_trains_as_two_pods_on_two_nodes(tmp_path: Path) -> None
         pods = sb.api.core.list_namespaced_pod(
             "default", label_selector=f"{crd.LABEL_JOB}={name}"
         ).items
+        # As `kubectl logs` reads them: the API server asks each node's kubelet.
+        served = {
+            p.metadata.name: sb.api.core.read_namespaced_pod_log(
+                p.metadata.name, "default", _preload_content=False
+            ).data.decode(errors="replace")
+            for p in pods
+        }
         isolated = sb.network is not None and sb.network.isolated
     status = final.get("status") or {}
     assert done and status.get("phase") == "Succeeded", status
@@ -52,6 +60,7 @@ def test_the_ddp_example_trains_as_two_pods_on_two_nodes(tmp_path: Path) -> None
     for rank in (0, 1):
         (log_path,) = (tmp_path / "pods").glob(f"default_{name}-1-{rank}_*/worker.log")
         text = log_path.read_text(errors="replace")
+        assert served[f"{name}-1-{rank}"] == text
         assert f"rank {rank} of 2 joined (gloo)" in text, text[-2000:]
         steps[rank] = [int(m.group(1)) for m in STEP_LOG.finditer(text)]
         assert len(steps[rank]) >= 2 and steps[rank][-1] == STEPS, text[-2000:]

@@ -235,6 +235,8 @@ def test_cluster_mode_api(render: Render) -> None:
         ("", "nodes"): ["list", "patch", "watch"],
         ("", "secrets"): ["create", "delete", "get", "update"],
         ("", "configmaps"): ["create", "get", "update"],
+        ("", "pods"): ["list"],
+        ("", "pods/log"): ["get"],
     }
     env = env_of(container(api))
     assert env["GPUFLOW_IN_CLUSTER"]["value"] == "true"

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuflow.sandbox.controlplane import ControlPlane
+from gpuflow.sandbox.kubelet import ProcessKubelet
 from gpuflow.sandbox.kubelet.heartbeat import NodeHeartbeat
-from gpuflow.sandbox.network import LOOPBACK
+from gpuflow.sandbox.kubelet.pki import write_kubelet_serving
+from gpuflow.sandbox.network import LOOPBACK, NodeNetwork
 from operators import crd
 from operators.kube import (
     ALREADY_EXISTS,
@@ -44,11 +46,13 @@ class RealCluster:
 
     def __init__(self, control_plane: ControlPlane, nodes: int) -> None:
         self.kubeconfig: Path = control_plane.kubeconfig
+        self.control_plane = control_plane
         self.client = api_client(str(self.kubeconfig))
         self.api = KubeApi(self.client)
         ensure_crds(self.client)
         reset(self.api)
         self._heartbeats: list[tuple[NodeHeartbeat, threading.Thread]] = []
+        self._kubelets: list[ProcessKubelet] = []
         for i in range(nodes):
             self.add_node(f"node-{i}", rack=f"r{i // 4}")
 
@@ -72,6 +76,26 @@ class RealCluster:
         self._beat(name, body["status"]["capacity"])
         return node
 
+    def add_process_node(self, name: str, directory: Path, rack: str = "r0") -> ProcessKubelet:
+        """A DGX-1 Node whose kubelet is a ProcessKubelet (gpuflow/sandbox/kubelet.py) with
+        the node's own credentials (`name` one of the control plane's nodes): it runs the
+        pods bound to it as processes under `directory` and serves their logs on
+        loopback (`kubectl logs`, the API's job logs) until close()."""
+        body = make_node_body(name, rack=rack)
+        self.api.create_node(body)
+        node_api = KubeApi(api_client(str(self.control_plane.node_kubeconfig(name))))
+        kubelet = ProcessKubelet(
+            node_api,
+            name,
+            NodeNetwork("real", False, addresses={name: LOOPBACK}),
+            directory,
+            dns_api=self.api,
+            devices=body["status"]["capacity"],
+            tls=write_kubelet_serving(self.control_plane.ca_file.parent, name, LOOPBACK),
+        )
+        self._kubelets.append(kubelet.start())
+        return kubelet
+
     def _beat(self, node: str, devices: dict[str, str]) -> None:
         """Register `node` as its kubelet would (status Ready, the GPUs its device
         plugin publishes) and renew its Lease until close()."""
@@ -82,6 +106,8 @@ class RealCluster:
         self._heartbeats.append((heartbeat, thread))
 
     def close(self) -> None:
+        for kubelet in self._kubelets:
+            kubelet.stop()
         for heartbeat, _ in self._heartbeats:
             heartbeat.stop()
         for _, thread in self._heartbeats:

@@ -17,6 +17,7 @@ import pytest
 from gpuflow.sandbox.controlplane import ControlPlane
 from gpuflow.sandbox.kubelet import ProcessKubelet
 from gpuflow.sandbox.kubelet.heartbeat import HeartbeatConfig
+from gpuflow.sandbox.kubelet.pki import write_kubelet_serving
 from gpuflow.sandbox.network import LOOPBACK, NodeNetwork
 from operators.kube import KubeApi, api_client
 
@@ -39,7 +40,7 @@ def kubelet(
 ) -> Iterator[Callable[..., ProcessKubelet]]:
     """Start a ProcessKubelet for a node of NODES, with that node's credentials (on
     loopback unless a network is given), publishing `devices` (extended resources) as
-    a device plugin has the kubelet do."""
+    a device plugin has the kubelet do, serving its pods' logs if `serve_logs`."""
     started: list[ProcessKubelet] = []
 
     def start(
@@ -48,8 +49,11 @@ def kubelet(
         heartbeat: HeartbeatConfig | None = None,
         plane: ControlPlane | None = None,
         devices: dict[str, str] | None = None,
+        serve_logs: bool = False,
     ) -> ProcessKubelet:
         net = network or NodeNetwork("test", False, addresses={node: LOOPBACK})
+        plane_dir = (plane or control_plane).ca_file.parent
+        tls = write_kubelet_serving(plane_dir, node, net.address(node)) if serve_logs else None
         node_api = KubeApi(api_client(str((plane or control_plane).node_kubeconfig(node))))
         k = ProcessKubelet(
             node_api,
@@ -59,6 +63,7 @@ def kubelet(
             heartbeat=heartbeat,
             dns_api=api,
             devices=devices,
+            tls=tls,
         )
         started.append(k.start())
         return k

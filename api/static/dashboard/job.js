@@ -4,12 +4,13 @@
  * waits, its timeline (GET /api/v1/jobs/{id}/timeline) as a band chart of its states
  * over time and a table of the intervals with the decision, the reason and the jobs
  * that preempted it (linked when the caller may see them), its allocations over time,
- * its reported metrics as charts, its events, and Cancel. Charts are uPlot (the
- * vendored global); states are told apart by the Okabe-Ito colour and by their
+ * its reported metrics as charts, its events, its workers' logs (job_logs.js), and
+ * Cancel. Charts are uPlot (the vendored global); states are told apart by the Okabe-Ito colour and by their
  * lane's text label, never by colour alone.
  */
 import { announce, api, byId, clockName, duration, el, FINISHED, instant, reasonText, report, WAITING }
   from "./common.js";
+import { logsSection } from "./job_logs.js";
 
 /**
  * @typedef {import("./common.js").Job} Job
@@ -51,6 +52,7 @@ const TICK_STEPS_S = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7
 export function jobPage(jobId) {
   /** @type {Map<string, any>} */
   const plots = new Map();
+  const logs = logsSection(jobId);
   return {
     mount(view) {
       const cancel = el("button", { type: "button", class: "danger", id: "cancel-job" }, "Cancel job");
@@ -72,8 +74,10 @@ export function jobPage(jobId) {
         el("table", {}, el("thead", {}, el("tr", {}, ...["Event", `Time (${clockName()})`, "Detail", "Recorded at"]
           .map((h) => el("th", { scope: "col" }, h)))), el("tbody", { id: "job-events" })),
       );
+      logs.mount(view);
     },
     async refresh() {
+      const logsShown = logs.refresh(); // reports its own failure in its section
       /** @type {[Job, {data: JobEvent[]}, {data: Metric[]}, Timeline]} */
       const [job, events, metrics, timeline] = await Promise.all([
         api(`/jobs/${jobId}`), api(`/jobs/${jobId}/events`), api(`/jobs/${jobId}/metrics?limit=1000`),
@@ -97,6 +101,7 @@ export function jobPage(jobId) {
         el("td", {}, instant(e.sim_s)), el("td", {}, e.detail || "—"),
         el("td", {}, new Date(e.at).toLocaleString()))));
       drawCharts(metrics.data, plots);
+      await logsShown;
     },
   };
 }

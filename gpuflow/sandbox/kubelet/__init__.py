@@ -16,7 +16,8 @@ process group: its command and args (podenv.py: env and envFrom, `$(VAR)`, the
 venv's programs, the chart's image's entrypoint), in the repository root or
 `workdir`, as root inside a network namespace of the pod's own with
 an address of its own on the node's bridge (network.py `attach_pod`; freed
-when the pod is deleted for good), stdout and stderr to `<pod dir>/<container>.log`;
+when the pod is deleted for good), stdout and stderr to `<pod dir>/<container>.log`
+with each line's time beside it (container_output.py);
 volumes are host directories (volumes.py). As a real kubelet it gives the process
 KUBERNETES_SERVICE_HOST and _PORT (the API server as pods reach it: `apiserver_host`,
 the sandbox bridge's address when pods have network namespaces) and writes the
@@ -36,6 +37,10 @@ A graceful delete (the API server sets deletionTimestamp and deletionGracePeriod
 on a bound pod that has not ended) sends SIGTERM to the group, SIGKILL after the grace
 period, and once the process is gone deletes the pod for good (grace 0). The
 downward-API files follow the pod's labels and annotations.
+Given `tls` (kubelet_pki.py), it serves each pod's log file over HTTPS as a kubelet
+does (kubelet_server.py) and names the port in its Node's status, so that the API
+server proxies `kubectl logs` (and the gpuflow service's job logs) to it; a pod's log
+stays readable until the pod is deleted.
 """
 
 from __future__ import annotations
@@ -53,13 +58,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from gpuflow.sandbox.kubelet.admission import refusal
 from gpuflow.sandbox.kubelet.heartbeat import HeartbeatConfig, NodeHeartbeat
+from gpuflow.sandbox.kubelet.output import ContainerOutput
+from gpuflow.sandbox.kubelet.pki import KubeletTls
 from gpuflow.sandbox.kubelet.podenv import EnvError, command_line, process_env
+from gpuflow.sandbox.kubelet.server import ContainerLog, KubeletServer, NoLog
 from gpuflow.sandbox.kubelet.volumes import PodVolumes, Projections, VolumeError
 from gpuflow.sandbox.network import NetworkError, NodeNetwork
 from gpuflow.sandbox.processes import ProcessHook
@@ -76,6 +84,9 @@ STATUS_RETRIES = 5
 # How old an address reserved for a pod this kubelet never saw must be before it is
 # freed: far longer than a pod takes to reach the kubelet's cache after its creation.
 RESERVATION_S = 60.0
+# How long an exited process's last output may take to be copied into its log; longer
+# only when a process it left behind still holds the pipe (the copy then goes on).
+OUTPUT_DRAIN_S = 5.0
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -96,7 +107,7 @@ class _Run:
     name: str
     container: str
     proc: subprocess.Popen[bytes]
-    log_file: IO[bytes]
+    output: ContainerOutput
     volumes: PodVolumes
     started_at: str
     metadata_seen: tuple[str, str]
@@ -119,6 +130,7 @@ class ProcessKubelet:
         devices: Mapping[str, str] | None = None,
         on_start: ProcessHook | None = None,
         apiserver_host: str | None = None,
+        tls: KubeletTls | None = None,
     ) -> None:
         self.api = api
         self.on_start = on_start  # told each pod's process (the sandbox records them)
@@ -150,9 +162,20 @@ class ProcessKubelet:
         self._deleted: set[str] = set()  # uids deleted for good (grace 0)
         self._retry_at: dict[str, float] = {}  # uid -> monotonic, for config errors
         self._threads: list[threading.Thread] = []
+        # Serves the pods' logs to the API server's proxy (`kubectl logs`) when given TLS.
+        self.server = (
+            KubeletServer(
+                network.address(node), tls, self.container_log, network.namespaces.get(node)
+            )
+            if tls is not None
+            else None
+        )
 
     def start(self) -> ProcessKubelet:
-        """Register the node (its Node exists when this returns), then run."""
+        """Start the log server if any, register the node (its Node exists, naming the
+        server's port, when this returns), then run."""
+        if self.server is not None:
+            self.heartbeat.kubelet_port = self.server.start()
         self.heartbeat.register()
         # The informer's thread is not joined at stop(): it may be blocked in a watch
         # until the watch's timeout; as a daemon it ends with the watch or the process.
@@ -172,6 +195,8 @@ class ProcessKubelet:
         """Stop watching; SIGTERM every process group, SIGKILL what outlives `grace_s`."""
         self.stop_event.set()
         self.heartbeat.stop()
+        if self.server is not None:
+            self.server.stop()
         self.wake.set()
         for t in self._threads:
             t.join(timeout=5)
@@ -186,11 +211,33 @@ class ProcessKubelet:
                 _signal_group(r.proc, signal.SIGKILL)
                 r.proc.wait()
         for r in self._runs.values():
-            r.log_file.close()
+            r.output.wait(OUTPUT_DRAIN_S)
 
     def processes(self) -> dict[str, int]:
         """Pod name -> pid of the processes still running (for tests and `up`)."""
         return {r.name: r.proc.pid for r in self._runs.values() if r.proc.poll() is None}
+
+    def container_log(self, namespace: str, pod: str, container: str) -> ContainerLog:
+        """Where the pod's container writes its output (the log server's lookup); NoLog
+        with a kubelet's answer if it has not run here."""
+        run = next(
+            (r for r in list(self._runs.values()) if (r.namespace, r.name) == (namespace, pod)),
+            None,
+        )
+        if run is None:
+            known = any(
+                (p["metadata"]["namespace"], p["metadata"]["name"]) == (namespace, pod)
+                for p in self.pods.items()
+            )
+            if not known:
+                raise NoLog(404, f'pod "{pod}" in namespace "{namespace}" not found on {self.node}')
+            raise NoLog(400, f'container "{container}" in pod "{pod}" is waiting to start')
+        if container != run.container:
+            msg = (
+                f'container "{container}" in pod "{pod}" is not running: only {run.container} runs'
+            )
+            raise NoLog(400, msg)
+        return ContainerLog(run.output.log, run.output.copying)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -223,7 +270,6 @@ class ProcessKubelet:
                 _signal_group(run.proc, signal.SIGKILL)
         for uid, run in list(self._runs.items()):
             if run.exited and uid not in live:
-                run.log_file.close()
                 del self._runs[uid]
                 self.network.release_pod(uid)
         # Reserved for a pod that never ran here (a peer's MASTER_ADDR asked, then the
@@ -307,7 +353,7 @@ class ProcessKubelet:
             return
         self._retry_at.pop(uid, None)
         pod_dir.mkdir(parents=True, exist_ok=True)
-        log_file = (pod_dir / f"{container['name']}.log").open("ab")
+        output = ContainerOutput(pod_dir / f"{container['name']}.log")
         started = now_rfc3339()
         try:
             proc = subprocess.Popen(
@@ -315,12 +361,12 @@ class ProcessKubelet:
                 cwd=self.workdir,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=log_file,
+                stdout=output.fd,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, signalled as a whole
             )
         except OSError as exc:  # no such program, not executable: as a runtime reports
-            log_file.close()
+            output.abandon()
             self._done.add(uid)
             terminated = {
                 "exitCode": 128,
@@ -332,10 +378,11 @@ class ProcessKubelet:
             status = self._status(pod, container, {"terminated": terminated}, phase="Failed")
             self._write_status(ns, name, status)
             return
+        output.started()
         if self.on_start is not None:
             self.on_start(proc.pid, f"pod {ns}/{name}")
         seen = (str(meta.get("labels")), str(meta.get("annotations")))
-        run = _Run(ns, name, container["name"], proc, log_file, volumes, started, seen)
+        run = _Run(ns, name, container["name"], proc, output, volumes, started, seen)
         self._runs[uid] = run
         threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
         log.info("started pod=%s/%s node=%s pid=%d ip=%s", ns, name, self.node, proc.pid, pod_ip)
@@ -349,6 +396,9 @@ class ProcessKubelet:
 
     def _finish(self, uid: str, run: _Run) -> None:
         run.exited = True
+        # Its last output copied before the status says it ended: a reader of a
+        # finished pod's log gets all of it.
+        run.output.wait(OUTPUT_DRAIN_S)
         code = run.proc.returncode
         exit_code = 128 - code if code < 0 else code  # killed by signal N: 128+N
         terminated = {

@@ -92,6 +92,9 @@ class NodeHeartbeat:
         # Extended resources the node's device plugins have the kubelet publish.
         self.devices = dict(devices or {})
         self.stop_event = threading.Event()
+        # The port of the kubelet's HTTPS server (kubelet_server.py), which the status's
+        # daemonEndpoints names for the API server's proxy; 0: it serves none.
+        self.kubelet_port = 0
         self._uid = ""
         self._status_posted_at = 0.0
 
@@ -163,7 +166,7 @@ class NodeHeartbeat:
         ready = condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")
         conditions.append(ready)
         resources = {"pods": MAX_PODS, **self.devices}
-        return {
+        status: Obj = {
             "capacity": resources,
             "allocatable": resources,
             "conditions": conditions,
@@ -172,6 +175,9 @@ class NodeHeartbeat:
                 {"type": "Hostname", "address": self.node},
             ],
         }
+        if self.kubelet_port:
+            status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.kubelet_port}}
+        return status
 
     def _post_status(self) -> Obj:
         current = self.api.get_node(self.node)
