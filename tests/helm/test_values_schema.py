@@ -26,7 +26,7 @@ BAD: list[tuple[dict[str, object], str]] = [
     ({"operator__policy": "lottery"}, "operator.policy must be one of the following"),
     (
         {"api__local__policy": "lottery"},
-        "api.local_mode.backend.policy must be one of the following",
+        "api.local.policy must be one of the following",
     ),
     ({"operator__placement": "best"}, "operator.placement must be one of the following"),
     ({"operator__polcy": "fifo"}, "operator: Additional property polcy is not allowed"),
