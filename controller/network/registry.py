@@ -26,7 +26,11 @@ model, the time shifts, levels or path selection its `PhaseForm` names, in
 controller/network/phases/), then add one `Network` entry to `NETWORKS` below and a
 test. The simulator, the operator, the CLI's validation and help, and the error
 messages follow from the entry; a phase network that combines parts already there
-(a sharing rule, time shifts, levels) is the entry alone.
+(a sharing rule, time shifts, levels) is the entry alone. Outside the core, a
+network that runs live also goes into the chart's `operator.network` enum
+(helm/gpuflow/values.schema.json), and a coflow allocator into the coflow
+benchmark's port forms (experiments/coflow/ports.py): their tests compare both
+with the tables here.
 """
 
 from __future__ import annotations
@@ -76,14 +80,14 @@ class Network:
         return (*steady, *((PHASES,) if self.phases is not None else ()))
 
     @property
-    def live_phases(self) -> bool:
+    def live_by_phases(self) -> bool:
         """Whether live it publishes its phase form (slots or levels), not egress rates."""
         return self.phases is not None and self.phases.live is not None
 
     @property
     def live(self) -> bool:
         """Whether the operator can run it: its phase form live, or its allocator's rates."""
-        return self.live_phases or self.allocator is not None
+        return self.live_by_phases or self.allocator is not None
 
 
 NETWORKS: Mapping[str, Network] = MappingProxyType(
@@ -140,7 +144,7 @@ def live_names() -> tuple[str, ...]:
 
 def live_phase_names() -> tuple[str, ...]:
     """The networks whose phase form runs live (slots or levels)."""
-    return tuple(n.name for n in NETWORKS.values() if n.live_phases)
+    return tuple(n.name for n in NETWORKS.values() if n.live_by_phases)
 
 
 def check(network: str, model: str = STEADY) -> Network | None:
@@ -209,7 +213,7 @@ def network_help() -> str:
 
 def live_network_help() -> str:
     """The operator command's `--network` help, from the table."""
-    rates = [n.name for n in NETWORKS.values() if n.live and not n.live_phases]
+    rates = [n.name for n in NETWORKS.values() if n.live and not n.live_by_phases]
     phases = [
         f"{n.name} ({n.phases.live.value})"
         for n in NETWORKS.values()

@@ -82,7 +82,7 @@ def make_network_publisher(
 ) -> NetworkPublisher | PhasePublisher | None:
     """The publisher for `--network`: None for "dedicated" (nothing to enforce)."""
     entry = NETWORKS.get(check_live_network(network))
-    if entry is not None and entry.live_phases:
+    if entry is not None and entry.live_by_phases:
         return PhasePublisher(network, writer)
     return make_publisher(network, writer)
 

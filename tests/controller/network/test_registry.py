@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 
+from controller.model import Cluster, JobSpec
+from controller.network import registry
 from controller.network.allocators import POLICIES
 from controller.network.phases import SHARING_RULES
 from controller.network.phases.cassini import time_shifts
@@ -12,6 +16,7 @@ from controller.network.registry import (
     NETWORKS,
     PHASES,
     STEADY,
+    Network,
     NetworkError,
     NoLiveFormError,
     check,
@@ -22,6 +27,10 @@ from controller.network.registry import (
     network_help,
     phase_form,
 )
+from controller.placement import FirstFitPlacer
+from controller.sim import SimConfig, Simulator
+from policies.registry import make_policy
+from tests.builders import make_cluster, make_job
 
 
 def test_every_entry_is_whole() -> None:
@@ -112,3 +121,30 @@ def test_the_cli_help_is_read_from_the_table() -> None:
         " aalo-strict, sincronia; phase networks: cassini (comm slots), crux (priority"
         " levels); dedicated: none"
     )
+
+
+def test_a_new_phase_network_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A network that combines parts already there (MLTCP's sharing, CASSINI's time
+    shifts) runs in the simulator and is validated and refused live from its entry alone."""
+    entry = Network(
+        "shifted-mltcp",
+        phases=PhaseForm("mltcp", time_shifts=time_shifts),
+        not_live="a test network",
+    )
+    monkeypatch.setattr(registry, "NETWORKS", MappingProxyType({**NETWORKS, entry.name: entry}))
+    assert names(PHASES)[-1] == "shifted-mltcp" and check("shifted-mltcp", PHASES) is entry
+    with pytest.raises(NoLiveFormError, match="'shifted-mltcp' has no live form: a test"):
+        check_live("shifted-mltcp")
+    # Two equal jobs on node 1's NIC (first fit), started together: shifted apart, their
+    # bursts take turns as under cassini, whatever the sharing rule.
+    cluster = make_cluster(nodes=3, gpus=4)
+    jobs = [make_job(j, 6, duration_s=2000, model="vgg16") for j in ("a", "b")]
+    finish = {n: _finish(cluster, jobs, n) for n in ("shifted-mltcp", "cassini", "mltcp")}
+    assert finish["shifted-mltcp"] == pytest.approx(finish["cassini"], rel=1e-3)
+    assert finish["shifted-mltcp"] != finish["mltcp"]
+
+
+def _finish(cluster: Cluster, jobs: list[JobSpec], network: str) -> dict[str, float | None]:
+    cfg = SimConfig(round_interval_s=0.0, network=network, network_model=PHASES)
+    result = Simulator(cluster, jobs, make_policy("fifo"), FirstFitPlacer(cluster), cfg).run()
+    return {o.job_id: o.finish_s for o in result.jobs}
