@@ -29,8 +29,8 @@ class Settings(BaseSettings):
     cluster: str = "16x4"  # preset or NODESxGPUS for local mode's LiveCluster
     policy: str = "fifo"
     placement: str = "consolidated"
-    # Local mode: how multi-node jobs share NICs and uplinks (controller.network.jobs
-    # network_names: "dedicated", or an allocator whose link loads GET /cluster shows).
+    # Local mode: how multi-node jobs share NICs and uplinks (controller.network.registry
+    # names(): "dedicated", or an allocator whose link loads GET /cluster shows).
     network: str = "dedicated"
     time_scale: float = Field(default=1.0, gt=0)
     round_interval_s: float = Field(default=5.0, ge=0)

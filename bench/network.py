@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.metrics import summarize
+from controller.network.registry import PHASES, names
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
@@ -77,7 +78,7 @@ COMBOS = (
 )
 POLICIES = ("fifo", "tiresias")
 PHASE_POLICIES = ("tiresias", "pollux", "fifo")
-PHASE_NETWORKS = ("fair", "cassini", "crux", "mltcp")
+PHASE_NETWORKS = names(PHASES)[1:]  # the registry's, without "dedicated"
 
 
 def phases_main(args: argparse.Namespace) -> None:

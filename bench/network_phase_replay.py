@@ -29,7 +29,8 @@ from controller.model import JobStatus
 from controller.network.phases import PhaseJob, periodic_iterations, shared_link_iteration_s
 from controller.network.phases import jobs as phase_jobs
 from controller.network.phases.cassini import compatibility
-from controller.network.phases.cassini_placement import CassiniPlacer, wrap
+from controller.network.phases.cassini_placement import CassiniPlacer
+from controller.network.registry import wrap_placer
 from controller.placement import make_placer
 from controller.sim import SimConfig, Simulator
 from controller.sim.accounting import Accounts
@@ -108,7 +109,7 @@ def phase_replay(
     )
     placer = make_placer(placement, cluster, seed)
     if cassini_placement:
-        placer = wrap(placer, cluster, network)
+        placer = wrap_placer(placer, cluster, network)
     sim = Simulator(
         cluster,
         jobs,

@@ -28,6 +28,8 @@ from gpuflow import options
 
 def add_parsers(sub: Any) -> None:
     """Register `operator run` and `agent run` on the CLI's subparsers object."""
+    from controller.network.registry import live_network_help
+
     op = sub.add_parser("operator", help="the Kubernetes operator").add_subparsers(metavar="ACTION")
     run = op.add_parser("run", help="schedule DLJobs on a Kubernetes cluster")
     _common(run)
@@ -45,9 +47,7 @@ def add_parsers(sub: Any) -> None:
     run.add_argument(
         "--network",
         default="fair",
-        help="network allocator whose per-pod egress rates the agents enforce: fair, sebf,"
-        " aalo, aalo-strict, sincronia; phase networks: cassini (comm slots), crux"
-        " (priority levels); dedicated: none (default fair; docs/bandwidth.md, docs/network.md)",
+        help=f"{live_network_help()} (default fair; docs/bandwidth.md, docs/network.md)",
     )
     run.add_argument(
         "--interval", type=options.wait_s, default=5.0, help="seconds between rounds at most"

@@ -45,9 +45,9 @@ class ReplayArgs:
     # (key, value) options for the policy; the value "trace" for a `*_samples_gpu_s`
     # option means "the service (GPUs x duration) of the trace's own jobs".
     policy_options: tuple[tuple[str, str], ...] = ()
-    # How multi-node jobs share NICs and rack uplinks (controller.network.jobs).
+    # How multi-node jobs share NICs and rack uplinks (controller.network.registry).
     network: str = "dedicated"
-    # How shared links slow jobs: steady rates or phases (controller.sim.bandwidth).
+    # How shared links slow jobs: steady rates or phases (controller.network.registry).
     network_model: str = "steady"
     # A queue tree's YAML file (controller.quotas.spec): quotas around the policy.
     queues: str | None = None
@@ -92,6 +92,8 @@ def round_interval(text: str) -> float:
 
 
 def _replay_options(p: argparse.ArgumentParser) -> None:
+    from controller.network.registry import network_help
+
     p.add_argument("trace")
     p.add_argument("--cluster", "-c", required=True, help="YAML file, preset or NODESxGPUS")
     p.add_argument("--format", "-f", dest="fmt", help="trace format (default: detect)")
@@ -135,9 +137,7 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--network",
         default="dedicated",
-        help="bandwidth sharing among multi-node jobs: dedicated (none), fair, sebf, "
-        "aalo, aalo-strict or sincronia; with --network-model phases: fair, cassini, "
-        "crux or mltcp",
+        help=network_help(),
     )
     p.add_argument(
         "--network-model",
@@ -169,11 +169,11 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
             load_matrix(args.throughputs)  # a bad file fails before any replay starts
         except MatrixError as exc:
             raise CliError(f"--throughputs {exc}") from None
-    from controller.sim.bandwidth import check_network
+    from controller.network.registry import NetworkError, check
 
     try:
-        check_network(args.network, args.network_model)
-    except ValueError as exc:
+        check(args.network, args.network_model)
+    except NetworkError as exc:
         raise CliError(str(exc)) from None
     return ReplayArgs(
         trace=args.trace,
@@ -212,7 +212,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     from controller.failures import load_failures
     from controller.metrics import summarize
     from controller.model.matrix import load_matrix
-    from controller.network.phases.cassini_placement import wrap as wrap_cassini
+    from controller.network.registry import wrap_placer
     from controller.placement import make_placer
     from controller.placement.types import FastestTypePlacer
     from controller.rates import RateModel
@@ -224,8 +224,8 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     trace = load_trace(ra.trace, ra.fmt)
     policy = make_policy(ra.policy, **_option_values(ra.policy_options, trace.jobs))
     cluster = load_cluster(ra.cluster)
-    # Under --network cassini, CASSINI's placement wraps the chosen placer.
-    placer = wrap_cassini(make_placer(ra.placement, cluster, ra.seed), cluster, ra.network)
+    # The network's placer wrapper (CASSINI's placement under cassini) around the placer.
+    placer = wrap_placer(make_placer(ra.placement, cluster, ra.seed), cluster, ra.network)
     failures = load_failures(ra.failures, cluster) if ra.failures else ()
     queues = None
     if ra.queues:

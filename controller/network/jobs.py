@@ -35,24 +35,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from controller.model import Cluster
-from controller.network.allocators import POLICIES, allocate
+from controller.network.allocators import allocate
 from controller.network.ecmp import NO_PATH, EcmpPath, hashed_path, hop_links, lane_capacity
 from controller.network.model import Coflow, Flow, LinkId, nic_down, nic_up
 
-# The perf model's default: every job all-reduces at its own links' speed, no sharing.
-DEDICATED = "dedicated"
-# Policies whose decisions move with time (attained bytes, remaining work), so that a
-# simulator also recomputes rates at its rounds, not only when jobs come and go.
-TIME_DEPENDENT = frozenset({"aalo", "aalo-strict", "sincronia"})
 # MB (10^6 bytes) per MiB.
 _MB_PER_MIB = 2**20 / 1e6
 # A job's effective rate never drops below this share of its rate alone.
 _FLOOR = 1e-3
-
-
-def network_names() -> tuple[str, ...]:
-    """`dedicated` then the allocators' policies: what `SimConfig.network` accepts."""
-    return (DEDICATED, *POLICIES)
 
 
 @dataclass(frozen=True, slots=True)

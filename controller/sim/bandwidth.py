@@ -9,8 +9,9 @@ every job whose rate changed. controller.sim.runs joins and leaves jobs here.
 `SimConfig.network_model` says which model turns the sharing into rates: "steady"
 (`job_rates`: one rate per job with every job in flight, raised by the neighbours'
 compute phases) or "phases" (`controller.network.phases.jobs.phase_job_rates`: compute
-phases and all-reduce bursts run event by event where links are shared; the
-networks cassini, crux and mltcp exist only there).
+phases and all-reduce bursts run event by event where links are shared). Which
+networks run in which model, each one's allocator or phase form and whether its
+rates move with time, the network registry says (controller.network.registry).
 """
 
 from __future__ import annotations
@@ -18,32 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from controller.model import Allocation, Cluster
+from controller.network.jobs import NetJob, job_rates, link_capacity, ring_flows
+from controller.network.phases.jobs import phase_job_rates
+from controller.network.registry import PHASES, STEADY, Network, check
 from controller.rates import RateModel
 from controller.sim.job import SimJob
-
-NETWORK_MODELS = ("steady", "phases")
-
-
-def check_network(network: str, model: str) -> None:
-    """Raise ValueError naming the field when `network` or `model` is unknown, or
-    when the network has no form in that model."""
-    if model not in NETWORK_MODELS:
-        raise ValueError(f"unknown network model {model!r} (known: {', '.join(NETWORK_MODELS)})")
-    if network == "dedicated":
-        return
-    # Imported only when needed: most replays share no links.
-    from controller.network.jobs import network_names
-    from controller.network.phases.jobs import PHASE_NETWORKS
-
-    if model == "phases":
-        if network not in PHASE_NETWORKS:
-            known = ", ".join(("dedicated", *PHASE_NETWORKS))
-            raise ValueError(f"network {network!r} has no phase-level form (known: {known})")
-    elif network not in network_names():
-        if network in PHASE_NETWORKS:
-            raise ValueError(f"network {network!r} needs the network model 'phases'")
-        known = ", ".join(network_names())
-        raise ValueError(f"unknown network {network!r} (known: {known})")
 
 
 class InterNodeRates:
@@ -57,20 +37,14 @@ class InterNodeRates:
         "jobs",
         "model",
         "network",
-        "time_dependent",
         "updates",
     )
 
-    def __init__(self, network: str, model: str = "steady") -> None:
-        self.network: str | None = None  # None: dedicated links, nothing shared
-        self.time_dependent = False
-        check_network(network, model)
+    def __init__(self, network: str, model: str = STEADY) -> None:
+        # None: dedicated links, nothing shared. ValueError naming the field
+        # (registry.NetworkError) for an unknown network or model.
+        self.network: Network | None = check(network, model)
         self.model = model
-        if network != "dedicated":
-            from controller.network.jobs import TIME_DEPENDENT
-
-            self.network = network
-            self.time_dependent = model == "steady" and network in TIME_DEPENDENT
         self.jobs: dict[str, None] = {}
         self.gbps: dict[str, float] = {}
         self.alone_gbps: dict[str, float] = {}  # each job's slowest link's capacity
@@ -99,7 +73,8 @@ class InterNodeRates:
 
     def after_round(self) -> None:
         """Attained bytes and remaining work move the allocation of some allocators."""
-        self.dirty |= self.time_dependent and bool(self.jobs)
+        moving = self.network is not None and self.network.time_dependent
+        self.dirty |= moving and self.model == STEADY and bool(self.jobs)
 
     def recompute(
         self,
@@ -112,9 +87,6 @@ class InterNodeRates:
         """Every networked job's rate under the allocator, as of `now_s`; the ids of the
         jobs whose rate changed, sorted. `iteration_s(job_id, gbps)` is a job's seconds
         per iteration at an inter-node rate."""
-        from controller.network.jobs import NetJob, job_rates, link_capacity, ring_flows
-        from controller.network.phases.jobs import phase_job_rates
-
         self.dirty = False
         assert self.network is not None
         ids = sorted(self.jobs)
@@ -139,10 +111,12 @@ class InterNodeRates:
             if net.job_id not in self.alone_gbps:
                 links = {link for f in ring_flows(cluster, net) for link in f.links}
                 self.alone_gbps[net.job_id] = min(link_capacity(cluster, x) for x in links)
-        if self.model == "phases":
-            gbps = phase_job_rates(self.network, cluster, jobs, iteration_s, now_s)
+        if self.model == PHASES:
+            assert self.network.phases is not None  # check() saw to it
+            gbps = phase_job_rates(self.network.phases, cluster, jobs, iteration_s, now_s)
         else:
-            gbps = job_rates(self.network, cluster, jobs, iteration_s)
+            assert self.network.allocator is not None  # check() saw to it
+            gbps = job_rates(self.network.allocator, cluster, jobs, iteration_s)
         self.updates += 1
         changed = []
         for job_id in ids:

@@ -54,12 +54,12 @@ class SimConfig:
     # Check every plan in full against the invariants (tests; costs O(cluster) a round).
     check_plans: bool = False
     # How multi-node jobs share NICs and rack uplinks: "dedicated" (no sharing, the
-    # perf model's default) or a network allocator (controller.network.POLICIES).
+    # perf model's default) or a network of controller.network.registry.
     network: str = "dedicated"
     # Queues with quotas around the policy (controller.quotas; `--queues FILE`).
     queues: QueueTree | None = None
     # How shared links slow jobs: "steady" (one rate per job) or "phases" (compute
-    # phases and all-reduce bursts, controller.network.phases.jobs; docs/network.md).
+    # phases and all-reduce bursts; controller.network.registry.MODELS, docs/network.md).
     network_model: str = "steady"
     # ElasticFlow's simulator's overhead (its evaluation setting, bench/deadlines.py):
     # after every round every running job, resized or not, holds its GPUs without

@@ -1,7 +1,8 @@
 """The network allocator's rates for a live cluster, and their publication on pods.
 
 `Operator.round()` (operators/operator.py) calls `NetworkPublisher.publish` after
-`Controller.decide`, when `OperatorConfig.network` names an allocator. The rates come
+`Controller.decide`, when `OperatorConfig.network` names a network whose live form
+is its coflow allocator's rates (controller.network.registry). The rates come
 from `egress_rates`, a pure function of the Cluster and the running multi-node jobs'
 allocations, which runs `controller.network.jobs.job_rates` (what the simulator
 calls, controller/sim/bandwidth.py) on the same ring coflows, capacities (node NICs,
@@ -30,7 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.model import Cluster, JobView, Snapshot
-from controller.network.jobs import DEDICATED, NetJob, job_rates, network_names
+from controller.network.jobs import NetJob, job_rates
+from controller.network.registry import DEDICATED, NETWORKS, STEADY, names
 from controller.rates import RateModel
 from operators import crd
 from operators.dljobs.resources import fields_mutator
@@ -49,13 +51,14 @@ GBPS_DIGITS = 6
 
 
 class UnknownNetworkError(ValueError):
-    """`--network` names no allocator."""
+    """`--network` names no network the operator can run."""
 
 
 def check_network(name: str) -> str:
-    """`name` if it is "dedicated" or an allocator; UnknownNetworkError otherwise."""
-    if name not in network_names():
-        raise UnknownNetworkError(f"unknown network {name!r} (known: {', '.join(network_names())})")
+    """`name` if it is "dedicated" or a network with a coflow allocator;
+    UnknownNetworkError otherwise."""
+    if name not in names(STEADY):
+        raise UnknownNetworkError(f"unknown network {name!r} (known: {', '.join(names(STEADY))})")
     return name
 
 
@@ -152,10 +155,12 @@ class NetworkPublisher:
     annotation and the jobs' status.bandwidthGbps. Holds nothing between rounds but
     a RateModel per Cluster (a cache of model profiles)."""
 
-    def __init__(self, policy: str, writer: Writer) -> None:
-        if check_network(policy) == DEDICATED:
+    def __init__(self, network: str, writer: Writer) -> None:
+        if check_network(network) == DEDICATED:
             raise UnknownNetworkError("the dedicated network allocates nothing to publish")
-        self.policy = policy
+        allocator = NETWORKS[network].allocator
+        assert allocator is not None  # check_network saw to it
+        self.policy = allocator
         self.writer = writer
         self._rates: RateModel | None = None
 

@@ -1,17 +1,19 @@
 """The phase networks live: comm slots (cassini) and priority levels (crux) on pods.
 
 `Operator.round()` (operators/operator.py) calls `publish` on the publisher that
-`make_network_publisher` gives for `--network`: `NetworkPublisher` (operators/network/__init__.py)
-for the steady allocators, `PhasePublisher` here for `cassini` and `crux`. Each round
+`make_network_publisher` gives for `--network`, as the network registry
+(controller.network.registry) says it runs live: `NetworkPublisher`
+(operators/network/__init__.py) for a coflow allocator's rates, `PhasePublisher` here
+for a phase form of comm slots (cassini) or priority levels (crux). Each round
 it builds the running multi-node jobs as the allocator sees them (`NetJob`s, and their
 iteration time from the rate model, as the simulator's `--network-model phases` does)
 and asks `controller.network.phases.slots.live_phases` what each job gets. On every running
 pod of a networked job it keeps these annotations, patched only where they changed:
 
-| annotation | cassini | crux |
+| annotation | comm slots (cassini) | priority levels (crux) |
 | --- | --- | --- |
 | `gpuflow.dev/egress-gbps` (the ceiling) | the job's rate alone | the job's rate alone |
-| `gpuflow.dev/egress-floor-gbps` | the fair rate, all on the wire | PRIORITY_FLOOR x ceiling |
+| `gpuflow.dev/egress-floor-gbps` | the fair rate, all on the wire | floor_share x ceiling |
 | `gpuflow.dev/comm-period-s`, `comm-offset-s` | the job's slot, if it shares a link | — |
 | `gpuflow.dev/net-priority` | — | the job's Crux level, if it shares a link |
 
@@ -34,14 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.model import Allocation, Cluster, JobSpec, Snapshot
-from controller.network.jobs import NetJob, network_names
-from controller.network.phases.crux import PRIORITY_FLOOR
-from controller.network.phases.slots import (
-    LIVE_PHASE_NETWORKS,
-    LivePhase,
-    NoLiveFormError,
-    live_phases,
-)
+from controller.network.allocators import fair
+from controller.network.jobs import NetJob
+from controller.network.phases.form import LiveForm, PhaseForm
+from controller.network.phases.slots import LivePhase, live_phases
+from controller.network.registry import NETWORKS, NetworkError, check_live
 from controller.rates import RateModel
 from operators import crd
 from operators.dljobs.resources import fields_mutator
@@ -51,7 +50,6 @@ from operators.network import (
     NetworkPublisher,
     RunningJob,
     UnknownNetworkError,
-    check_network,
     egress_rates,
     format_gbps,
     make_publisher,
@@ -70,26 +68,32 @@ PHASE_ANNOTATIONS = (
 
 
 def check_live_network(name: str) -> str:
-    """`name` if the operator can run it (a steady allocator, "dedicated", or a live
-    phase network); UnknownNetworkError naming why otherwise (mltcp: no live form)."""
-    if name in LIVE_PHASE_NETWORKS:
-        return name
-    if name == "mltcp":
-        raise UnknownNetworkError(str(NoLiveFormError(name)))
+    """`name` if the operator can run it ("dedicated", a coflow allocator or a live
+    phase form); UnknownNetworkError naming why otherwise (mltcp: no live form)."""
     try:
-        return check_network(name)
-    except UnknownNetworkError:
-        known = ", ".join((*network_names(), *LIVE_PHASE_NETWORKS))
-        raise UnknownNetworkError(f"unknown network {name!r} (known: {known})") from None
+        check_live(name)
+    except NetworkError as exc:
+        raise UnknownNetworkError(str(exc)) from None
+    return name
 
 
 def make_network_publisher(
     network: str, writer: Writer
 ) -> NetworkPublisher | PhasePublisher | None:
     """The publisher for `--network`: None for "dedicated" (nothing to enforce)."""
-    if check_live_network(network) in LIVE_PHASE_NETWORKS:
+    entry = NETWORKS.get(check_live_network(network))
+    if entry is not None and entry.live_by_phases:
         return PhasePublisher(network, writer)
     return make_publisher(network, writer)
+
+
+def live_form(network: str) -> PhaseForm:
+    """The phase form the operator publishes for `network`; UnknownNetworkError for a
+    network without one."""
+    entry = NETWORKS.get(check_live_network(network))
+    if entry is None or entry.phases is None or entry.phases.live is None:
+        raise UnknownNetworkError(f"network {network!r} has no live phase form")
+    return entry.phases
 
 
 @dataclass(frozen=True)
@@ -109,9 +113,10 @@ def pod_annotations(
 ) -> dict[str, dict[str, str | None]]:
     """The phase annotations of every pod of the multi-node jobs (module docstring):
     pod key -> {annotation: value, or None where the pod must not carry it}."""
+    form = live_form(network)
     running = [j.running for j in jobs]
-    fair = egress_rates("fair", cluster, running).job_gbps
-    by_id = {j.running.job_id: j for j in jobs if j.running.job_id in fair}
+    fair_gbps = egress_rates(fair.NAME, cluster, running).job_gbps
+    by_id = {j.running.job_id: j for j in jobs if j.running.job_id in fair_gbps}
     net_jobs = [
         NetJob(
             jid,
@@ -128,18 +133,20 @@ def pod_annotations(
         ips = rates.rate_ips(j.spec, j.allocation, batch_size=j.batch_size, inter_node_gbps=gbps)
         return 1.0 / ips
 
-    phases = live_phases(network, cluster, net_jobs, iteration_s)
+    phases = live_phases(form, cluster, net_jobs, iteration_s)
     out: dict[str, dict[str, str | None]] = {}
     for jid, phase in phases.items():
-        values = _values(network, phase, fair[jid])
+        values = _values(form, phase, fair_gbps[jid])
         for pod in by_id[jid].running.pods:
             out[pod] = values
     return out
 
 
-def _values(network: str, phase: LivePhase, fair_gbps: float) -> dict[str, str | None]:
+def _values(form: PhaseForm, phase: LivePhase, fair_gbps: float) -> dict[str, str | None]:
     ceiling = phase.alone_gbps
-    floor = min(fair_gbps, ceiling) if network == "cassini" else ceiling * PRIORITY_FLOOR
+    # Slots: the fair rate with every job on the wire; levels: a share of the ceiling.
+    slots = form.live is LiveForm.SLOTS
+    floor = min(fair_gbps, ceiling) if slots else ceiling * form.floor_share
     slot, level = phase.slot, phase.priority
     return {
         crd.ANN_EGRESS_GBPS: format_gbps(ceiling),
@@ -156,8 +163,7 @@ class PhasePublisher:
     but a RateModel per Cluster (a cache of model profiles)."""
 
     def __init__(self, network: str, writer: Writer) -> None:
-        if network not in LIVE_PHASE_NETWORKS:
-            raise UnknownNetworkError(str(NoLiveFormError(network)))
+        live_form(network)  # UnknownNetworkError for a network without one
         self.policy = network
         self.writer = writer
         self._rates: RateModel | None = None

@@ -9,6 +9,7 @@ import tempfile
 
 import pytest
 
+from controller.network.registry import live_names
 from controller.placement import PLACERS
 from gpuflow.sandbox.controlplane import ControlPlane
 from policies.registry import policy_names
@@ -84,6 +85,8 @@ def test_the_enums_are_the_registries() -> None:
     defs = SCHEMA["definitions"]
     assert defs["policy"]["enum"] == policy_names()
     assert defs["placement"]["enum"] == sorted(PLACERS)
+    network = SCHEMA["properties"]["operator"]["properties"]["network"]
+    assert network["enum"] == list(live_names())
 
 
 @pytest.mark.parametrize("policy", policy_names())

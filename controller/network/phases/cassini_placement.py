@@ -4,8 +4,9 @@ CASSINI (Rajasekaran, Ghobadi, Akella, NSDI 2024, §4.1) takes the candidate
 placements a scheduler proposes and keeps the one whose jobs sharing a link have the
 most compatible communication patterns: those whose bursts, rotated by the best
 time-shifts, fit within the link's capacity over one period. `CassiniPlacer` wraps
-the policy's placer (built by `wrap` when the network is `cassini`; callers:
-bench/network.py and the replay command's placer set-up); the time-shifts themselves
+the policy's placer (cassini's placer wrapper in the network registry,
+controller.network.registry; callers: bench/network.py and the replay command's
+placer set-up, through `registry.wrap_placer`); the time-shifts themselves
 are then found by `controller.network.phases.cassini.time_shifts` as for any placement.
 
 Candidates: the inner placer's own choice, then its choice on the pool with each
@@ -152,8 +153,3 @@ class CassiniPlacer:
         free = {(n, g) for n in range(pool.num_nodes) for g in pool.free_gpus(n)}
         for jid in [j for j, p in self.placed.items() if p.gpus & free]:
             del self.placed[jid]
-
-
-def wrap(placer: Placer, cluster: Cluster, network: str | None) -> Placer:
-    """`placer` wrapped in `CassiniPlacer` when `network` is `cassini`, else itself."""
-    return CassiniPlacer(placer, cluster) if network == "cassini" else placer

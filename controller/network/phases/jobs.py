@@ -17,21 +17,18 @@ no link gets d, and so exactly the steady model's iteration time (analytic: no
 events). A job's mean iteration time T' in its group is handed back as the rate b
 with iteration_s(b) = T', so the simulator's rate model needs no second form.
 
-The network policy sets the phases' offsets and the sharing rule:
-
-| network | offsets | sharing |
-| --- | --- | --- |
-| fair    | each job's own phase: iterations from its (re)start, uncoordinated | max-min |
-| mltcp   | as fair | bytes-weighted (MLTCP) |
-| crux    | as fair | strict priority by GPU intensity (controller.network.phases.crux) |
-| cassini | time-shifts from the affinity graph (controller.network.phases.cassini) | max-min |
+The network's phase form (controller.network.phases.form, given by the network
+registry, controller.network.registry, which tabulates the networks) sets the
+phases' offsets, the sharing rule and any priority levels: without `time_shifts` a
+job's iterations follow each other from its (re)start, uncoordinated; with them
+(cassini) a group's jobs are shifted as the form says. With `levels` (crux) each job
+of a group gets its level from the jobs' GPU intensities and keeps `floor_share` of
+its rate alone whatever the higher levels send (the floor the operator enforces live).
 
 Links are the ring's (`jobs.ring_flows`): where a tier has ECMP lanes
-(controller.network.ecmp) each hop takes the lane hashing gives it, or under crux
-the one Crux's path selection chooses (controller.network.phases.crux_paths).
-
-Under crux each job keeps `crux.PRIORITY_FLOOR` of its rate alone whatever the
-higher levels send (the floor the operator enforces live).
+(controller.network.ecmp) each hop takes the lane hashing gives it, or, with the
+form's `paths` (crux), the one its path selection chooses, routing the jobs in
+decreasing GPU intensity (controller.network.phases.crux_paths).
 """
 
 from __future__ import annotations
@@ -44,21 +41,12 @@ from controller.model import Cluster
 from controller.network.ecmp import EcmpPath
 from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.model import MB_PER_S_PER_GBPS, LinkId
-from controller.network.phases import PhaseJob, cassini, crux, periodic_iterations
-from controller.network.phases.crux_paths import select_paths
+from controller.network.phases import PhaseJob, crux, periodic_iterations
+from controller.network.phases.form import Levels, PathSelection, PhaseForm, TimeShifts
 
-# network policy -> phases sharing rule
-SHARING = {"fair": "fair", "mltcp": "mltcp", "crux": "priority", "cassini": "fair"}
-PHASE_NETWORKS = tuple(SHARING)
 # A job's rate never drops below this share of its rate alone (as jobs._FLOOR).
 _FLOOR = 1e-3
 _BISECTIONS = 48
-
-
-class PhaseNetworkError(ValueError):
-    def __init__(self, name: str) -> None:
-        known = ", ".join(PHASE_NETWORKS)
-        super().__init__(f"network {name!r} has no phase-level form (known: {known})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +117,12 @@ def _equivalent_gbps(
     return hi
 
 
-def _offsets(group: Sequence[_Split], network: str, now_s: float) -> dict[str, float]:
-    if network == "cassini":
+def _offsets(
+    group: Sequence[_Split], time_shifts: TimeShifts | None, now_s: float
+) -> dict[str, float]:
+    if time_shifts is not None:
         plain = [PhaseJob(s.job.job_id, s.compute_s, s.burst_mb, s.links) for s in group]
-        return cassini.time_shifts(plain, {s.job.job_id: s.alone_s for s in group})
+        return time_shifts(plain, {s.job.job_id: s.alone_s for s in group})
     # Uncoordinated: a job's iterations follow each other from its (re)start.
     return {s.job.job_id: (s.job.started_s - now_s) % s.alone_s for s in group}
 
@@ -146,23 +136,23 @@ def _intensities(cluster: Cluster, splits: Sequence[_Split]) -> list[crux.Intens
     )
 
 
-def _priorities(cluster: Cluster, group: Sequence[_Split]) -> dict[str, int]:
-    return crux.priorities(_intensities(cluster, group))
+def _priorities(cluster: Cluster, group: Sequence[_Split], levels: Levels) -> dict[str, int]:
+    return levels(_intensities(cluster, group))
 
 
-def _routed(cluster: Cluster, splits: Sequence[_Split]) -> list[_Split]:
-    """The jobs on the ECMP paths Crux's path selection gives them. Only their links
+def _routed(cluster: Cluster, splits: Sequence[_Split], select: PathSelection) -> list[_Split]:
+    """The jobs on the ECMP paths `select` gives them, most intense first. Only their links
     change: a hop's lanes, whichever it takes, are its two racks' (groups'), all of
     one capacity, so the rate alone, the burst and the intensity stay as hashed."""
     order = [record.job_id for record in crux.intensity_order(_intensities(cluster, splits))]
-    paths = select_paths(
+    paths = select(
         cluster, [s.job for s in splits], order, {s.job.job_id: s.burst_mb for s in splits}
     )
     return [replace(s, links=_links(cluster, s.job, paths[s.job.job_id])) for s in splits]
 
 
 def phase_job_rates(
-    network: str,
+    form: PhaseForm,
     cluster: Cluster,
     jobs: Sequence[NetJob],
     iteration_s: Callable[[str, float], float],
@@ -171,12 +161,11 @@ def phase_job_rates(
     """Equivalent inter-node Gbit/s per job under the phase model (module docstring).
 
     `iteration_s(job_id, gbps)` is the job's seconds per iteration at that rate (the
-    simulator's rate model); `now_s` places each job's phase (fair, mltcp, crux)."""
-    if network not in SHARING:
-        raise PhaseNetworkError(network)
+    simulator's rate model); `now_s` places each job's phase where the form has no
+    `time_shifts`."""
     splits = [_split(cluster, job, iteration_s) for job in jobs]
-    if network == "crux" and cluster.has_lanes:
-        splits = _routed(cluster, splits)
+    if form.paths is not None and cluster.has_lanes:
+        splits = _routed(cluster, splits, form.paths)
     out: dict[str, float] = {}
     capacities: dict[Hashable, float] = {
         link: link_capacity(cluster, link) for s in splits for link in s.links
@@ -185,8 +174,8 @@ def phase_job_rates(
         if len(group) == 1:
             out[group[0].job.job_id] = group[0].alone_gbps
             continue
-        offsets = _offsets(group, network, now_s)
-        levels = _priorities(cluster, group) if network == "crux" else {}
+        offsets = _offsets(group, form.time_shifts, now_s)
+        levels = _priorities(cluster, group, form.levels) if form.levels is not None else {}
         phase_jobs = [
             PhaseJob(
                 s.job.job_id,
@@ -195,11 +184,11 @@ def phase_job_rates(
                 s.links,
                 offset_s=offsets[s.job.job_id],
                 priority=levels.get(s.job.job_id, 0),
-                floor_gbps=crux.PRIORITY_FLOOR * s.alone_gbps if network == "crux" else 0.0,
+                floor_gbps=form.floor_share * s.alone_gbps,
             )
             for s in group
         ]
-        times = periodic_iterations(phase_jobs, capacities, SHARING[network])
+        times = periodic_iterations(phase_jobs, capacities, form.sharing)
         for s in group:
             jid = s.job.job_id
             out[jid] = _equivalent_gbps(jid, times[jid], s, iteration_s)

@@ -1,35 +1,37 @@
 """The phase networks' live form: a comm slot per job (cassini), a priority level (crux).
 
 The operator (`PhasePublisher`, operators/network/phases.py) calls `live_phases`
-each round with the running multi-node jobs, as its network allocator sees them
-(`NetJob`s and the rate model's iteration time), and publishes the answer on the
-jobs' pods: a slot as `gpuflow.dev/comm-period-s` and `comm-offset-s`, which
+each round with the network's phase form (controller.network.phases.form, from the
+network registry) and the running multi-node jobs, as its network allocator sees
+them (`NetJob`s and the rate model's iteration time), and publishes the answer on
+the jobs' pods: a slot as `gpuflow.dev/comm-period-s` and `comm-offset-s`, which
 gpuflow.train.commslot holds each all-reduce to, and a level as
 `gpuflow.dev/net-priority`, which the node agent turns into an HTB class priority
 (operators/agent/bandwidth.py). The jobs' split into compute and burst, their
-grouping by shared links and Crux's levels are those of the replay
+grouping by shared links and their levels are those of the replay
 (controller.network.phases.jobs), so that live and replay decide alike.
 
-cassini. A job held to a slot of period P communicates once per P, so every job of
-a group of jobs joined by shared links is given the same period: the longest
-iteration alone in the group, or, if longer, the sum of the bursts (at each job's
-rate alone) that cross the group's busiest link, plus SLOT_HEADROOM. On that common
-circle each job's iteration is its burst and a compute phase padded to P, and
-`cassini.time_shifts` (the affinity graph's traversal) rotates the circles so that
-the turns overlap least, where a job's turn is its burst stretched by the slack of
-its busiest link (the turns of the jobs on that link fill the cycle: two equal jobs
-are half a period apart); the slot opens where the job's turn begins. Offsets are
-on the wall clock, counted from the Unix epoch, in [0, P). Deviation from CASSINI:
-the paper rounds unequal iteration times to a common multiple and lets each job
-iterate at its own pace; a job held to a slot iterates at the group's period, so a
-shorter job waits for its turn (the price of a shift that cannot drift).
+Comm slots (`LiveForm.SLOTS`, cassini). A job held to a slot of period P
+communicates once per P, so every job of a group of jobs joined by shared links is
+given the same period: the longest iteration alone in the group, or, if longer, the
+sum of the bursts (at each job's rate alone) that cross the group's busiest link,
+plus SLOT_HEADROOM. On that common circle each job's iteration is its burst and a
+compute phase padded to P, and the form's `time_shifts` (cassini's: the affinity
+graph's traversal) rotates the circles so that the turns overlap least, where a
+job's turn is its burst stretched by the slack of its busiest link (the turns of the
+jobs on that link fill the cycle: two equal jobs are half a period apart); the slot
+opens where the job's turn begins. Offsets are on the wall clock, counted from the
+Unix epoch, in [0, P). Deviation from CASSINI: the paper rounds unequal iteration
+times to a common multiple and lets each job iterate at its own pace; a job held to
+a slot iterates at the group's period, so a shorter job waits for its turn (the
+price of a shift that cannot drift).
 
-crux. Every job of a group gets its level, `crux.PRIORITY_LEVELS - 1` the most
-GPU-intense (Crux, Cao et al., SIGCOMM 2024, §4.2-4.3, as `phase_jobs` applies it).
+Priority levels (`LiveForm.LEVELS`, crux). Every job of a group gets its level from
+the form's `levels` (crux's: `crux.PRIORITY_LEVELS - 1` the most GPU-intense; Crux,
+Cao et al., SIGCOMM 2024, §4.2-4.3, as `phase_jobs` applies it).
 
-A job that shares no link with another gets neither: it runs as if alone. `mltcp`
-has no live form (MLTCP changes TCP's congestion window in the sender's kernel) and
-is refused, as are the allocators that are not phase networks.
+A job that shares no link with another gets neither: it runs as if alone. Which
+networks have a live form, and why the others (mltcp) have none, the registry says.
 """
 
 from __future__ import annotations
@@ -40,13 +42,13 @@ from dataclasses import dataclass
 
 from controller.model import Cluster
 from controller.network.jobs import NetJob
-from controller.network.phases import PhaseJob, cassini
+from controller.network.phases import PhaseJob
+from controller.network.phases.form import LiveForm, PhaseForm
 
 # phase_jobs keeps the split, the grouping and the levels private; the live form
 # must decide on exactly the same (issue 19: one meaning in replay and live).
 from controller.network.phases.jobs import _groups, _priorities, _split
 
-LIVE_PHASE_NETWORKS = ("cassini", "crux")
 # Headroom of a slot's period over the group's longest iteration: a job a little
 # slower than the model (jitter, a busy CPU) still makes its slot; commslot lets a
 # job late by a tenth of a period go at once, so 5 % keeps such jobs well inside it.
@@ -54,18 +56,6 @@ SLOT_HEADROOM = 0.05
 # Periods and offsets are published to the millisecond: finer differences between
 # rounds are float noise, and a job's clock is not better than that (NTP).
 SLOT_DIGITS = 3
-
-
-class NoLiveFormError(ValueError):
-    """The network has no phase form that can be enforced on running jobs."""
-
-    def __init__(self, name: str) -> None:
-        known = ", ".join(LIVE_PHASE_NETWORKS)
-        if name == "mltcp":
-            why = "its byte-weighted shares need MLTCP's congestion control in the kernel"
-            super().__init__(f"network 'mltcp' has no live form: {why} (live: {known})")
-        else:
-            super().__init__(f"network {name!r} is not a live phase network (known: {known})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,17 +80,17 @@ class LivePhase:
 
 
 def live_phases(
-    network: str,
+    form: PhaseForm,
     cluster: Cluster,
     jobs: Sequence[NetJob],
     iteration_s: Callable[[str, float], float],
 ) -> dict[str, LivePhase]:
-    """Each job's slot (cassini) or level (crux), by job id (module docstring).
+    """Each job's slot or level, as `form.live` says, by job id (module docstring).
 
     `iteration_s(job_id, gbps)` is the job's seconds per iteration with that
-    inter-node rate (the rate model). NoLiveFormError for another network."""
-    if network not in LIVE_PHASE_NETWORKS:
-        raise NoLiveFormError(network)
+    inter-node rate (the rate model). ValueError for a form without a live form."""
+    if form.live is None:
+        raise ValueError("the phase form has no live form")
     splits = [_split(cluster, job, iteration_s) for job in sorted(jobs, key=lambda j: j.job_id)]
     out: dict[str, LivePhase] = {}
     for group in _groups(splits):
@@ -108,8 +98,9 @@ def live_phases(
             s = group[0]
             out[s.job.job_id] = LivePhase(s.job.job_id, s.alone_gbps)
             continue
-        if network == "crux":
-            levels = _priorities(cluster, group)
+        if form.live is LiveForm.LEVELS:
+            assert form.levels is not None  # PhaseForm checks it
+            levels = _priorities(cluster, group, form.levels)
             for s in group:
                 jid = s.job.job_id
                 out[jid] = LivePhase(jid, s.alone_gbps, priority=levels[jid])
@@ -128,7 +119,8 @@ def live_phases(
             PhaseJob(s.job.job_id, period - turn_s[s.job.job_id], s.burst_mb, s.links)
             for s in group
         ]
-        shifts = cassini.time_shifts(circle, {j.job_id: period for j in circle})
+        assert form.time_shifts is not None  # PhaseForm checks it
+        shifts = form.time_shifts(circle, {j.job_id: period for j in circle})
         for s in group:
             jid = s.job.job_id
             # time_shifts places an iteration's start; the turn ends the iteration.

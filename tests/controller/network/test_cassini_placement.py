@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from controller.model import Allocation, GpuPool, JobView
-from controller.network.phases.cassini_placement import CassiniPlacer, wrap
+from controller.network.phases.cassini_placement import CassiniPlacer
+from controller.network.registry import wrap_placer
 from controller.placement import FirstFitPlacer
 from tests.builders import make_cluster, make_job, make_view
 
@@ -53,7 +54,9 @@ def test_a_job_whose_gpus_show_free_is_forgotten() -> None:
     assert placer.moved == 0 and "a" not in placer.placed
 
 
-def test_wrap_only_for_cassini() -> None:
+def test_the_registry_wraps_only_for_cassini() -> None:
     inner = FirstFitPlacer(CLUSTER)
-    assert wrap(inner, CLUSTER, "fair") is inner
-    assert isinstance(wrap(inner, CLUSTER, "cassini"), CassiniPlacer)
+    assert wrap_placer(inner, CLUSTER, "fair") is inner
+    assert wrap_placer(inner, CLUSTER, "dedicated") is inner
+    wrapped = wrap_placer(inner, CLUSTER, "cassini")
+    assert isinstance(wrapped, CassiniPlacer) and wrapped.inner is inner

@@ -16,6 +16,7 @@ from controller.network.jobs import NetJob, link_capacity, ring_flows
 from controller.network.loads import JobTraffic, link_loads
 from controller.network.phases.crux_paths import select_paths
 from controller.network.phases.jobs import phase_job_rates
+from controller.network.registry import phase_form
 from controller.placement import FirstFitPlacer
 from controller.sim import SimConfig, Simulator
 from controller.spec import ClusterSpecError, load_cluster, named_cluster
@@ -92,8 +93,8 @@ def test_crux_routes_jobs_that_ecmp_made_collide_onto_lanes_of_their_own() -> No
     def iteration_s(job_id: str, gbps: float) -> float:
         return iteration_time_s(resolve("vgg16"), cluster, allocs[job_id], inter_node_gbps=gbps)
 
-    fair = phase_job_rates("fair", cluster, [a, b], iteration_s, now_s=0.0)
-    crux = phase_job_rates("crux", cluster, [a, b], iteration_s, now_s=0.0)
+    fair = phase_job_rates(phase_form("fair"), cluster, [a, b], iteration_s, now_s=0.0)
+    crux = phase_job_rates(phase_form("crux"), cluster, [a, b], iteration_s, now_s=0.0)
     # Alone, each ring runs at its NIC (a lane is as fast); hashed onto the same lanes
     # the pair contends there under fair sharing; routed, neither shares a link.
     assert all(rate < 0.9 * NIC_GBPS for rate in fair.values()), fair

@@ -16,6 +16,7 @@ from controller.network.phases import PhaseJob
 from controller.network.phases.cassini import compatibility, time_shifts
 from controller.network.phases.crux import PRIORITY_FLOOR, Intensity, priorities
 from controller.network.phases.jobs import phase_job_rates
+from controller.network.registry import phase_form
 from controller.placement import FirstFitPlacer
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
@@ -62,8 +63,8 @@ def test_two_jobs_in_phase_on_one_nic_collide_and_cassini_shifts_them_apart() ->
         NetJob("a", (0, 1), grad_mib=resolve("vgg16").grad_mib, gpus=6),
         NetJob("b", (1, 2), grad_mib=resolve("vgg16").grad_mib, gpus=6),
     ]
-    fair = phase_job_rates("fair", SHARED, jobs, _iteration_s, now_s=0.0)
-    cassini = phase_job_rates("cassini", SHARED, jobs, _iteration_s, now_s=0.0)
+    fair = phase_job_rates(phase_form("fair"), SHARED, jobs, _iteration_s, now_s=0.0)
+    cassini = phase_job_rates(phase_form("cassini"), SHARED, jobs, _iteration_s, now_s=0.0)
     # Both started at 0: in phase, every burst collides: each job sees less than its NIC.
     assert fair["a"] < 100.0 * 0.99 and fair["b"] < 100.0 * 0.99
     # vgg16's burst is well under half of its iteration at 100 Gbit/s: shifted apart,
@@ -76,7 +77,7 @@ def test_equivalent_rate_reproduces_the_phase_iteration_time() -> None:
         NetJob("a", (0, 1), grad_mib=resolve("vgg16").grad_mib, gpus=6),
         NetJob("b", (1, 2), grad_mib=resolve("vgg16").grad_mib, gpus=6),
     ]
-    gbps = phase_job_rates("fair", SHARED, jobs, _iteration_s, now_s=0.0)
+    gbps = phase_job_rates(phase_form("fair"), SHARED, jobs, _iteration_s, now_s=0.0)
     alone = _iteration_s("a", 100.0)
     mb = jobs[0].flow_mb
     burst = mb / 125.0 / 100.0
