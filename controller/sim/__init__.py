@@ -12,6 +12,7 @@ the bottom up (docs/architecture.md, "Simulator"):
 - `accounting`: GPU-second integrals, the timeline, job outcomes;
 - `sharing`: who is packed on each shared GPU;
 - `bandwidth`: multi-node jobs' inter-node rates under a network allocator;
+- `parts`: `SimParts`, the shared parts above built once and read by those below;
 - `speed`: job speeds from the rate model, GPU neighbours and network;
 - `runs`: applying actions (starts, stops, finishes of job runs);
 - `nodes`: failures, recoveries, cordons and drains;

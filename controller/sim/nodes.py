@@ -11,11 +11,10 @@ on; a drain cordons it and preempts its jobs gracefully (progress kept).
 from __future__ import annotations
 
 from controller.maintenance import NodeAction
-from controller.model import Cluster, GpuPool, JobStatus
-from controller.sim.accounting import Accounts
+from controller.model import JobStatus
 from controller.sim.job import SimJob
+from controller.sim.parts import SimParts
 from controller.sim.runs import JobRuns
-from controller.sim.table import JobTable
 
 
 class NodeStates:
@@ -23,13 +22,11 @@ class NodeStates:
 
     __slots__ = ("accounts", "cluster", "cordoned", "down", "pool", "runs", "table")
 
-    def __init__(
-        self, cluster: Cluster, pool: GpuPool, table: JobTable, accounts: Accounts, runs: JobRuns
-    ) -> None:
-        self.cluster = cluster
-        self.pool = pool
-        self.table = table
-        self.accounts = accounts
+    def __init__(self, parts: SimParts, runs: JobRuns) -> None:
+        self.cluster = parts.cluster
+        self.pool = parts.pool
+        self.table = parts.table
+        self.accounts = parts.accounts
         self.runs = runs
         self.down: set[int] = set()
         self.cordoned: set[int] = set()

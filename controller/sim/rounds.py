@@ -15,8 +15,6 @@ from __future__ import annotations
 from controller.actions import JobAction, compile_plan
 from controller.loop import Controller
 from controller.model import (
-    Cluster,
-    GpuPool,
     JobStatus,
     JobView,
     Placer,
@@ -28,12 +26,11 @@ from controller.model import (
 )
 from controller.model.job import REFUSED
 from controller.placement import unallocatable_idle_gpus
-from controller.sim.accounting import Accounts
-from controller.sim.config import SimConfig
-from controller.sim.events import WAKE, Clock, EventQueue
+from controller.sim.events import WAKE
 from controller.sim.nodes import NodeStates
+from controller.sim.parts import SimParts
 from controller.sim.runs import JobRuns
-from controller.sim.table import ActiveViews, JobTable
+from controller.sim.table import ActiveViews
 
 
 class Rounds:
@@ -60,32 +57,25 @@ class Rounds:
 
     def __init__(
         self,
+        parts: SimParts,
         controller: Controller,
-        cluster: Cluster,
         placer: Placer,
-        config: SimConfig,
-        clock: Clock,
-        events: EventQueue,
-        table: JobTable,
-        pool: GpuPool,
         nodes: NodeStates,
         runs: JobRuns,
-        accounts: Accounts,
-        type_rates: TypeRates | None = None,
     ) -> None:
         self.controller = controller
-        self.cluster = cluster
+        self.cluster = parts.cluster
         self.placer = placer
-        self.config = config
-        self.clock = clock
-        self.events = events
-        self.table = table
-        self.pool = pool
+        self.config = parts.config
+        self.clock = parts.clock
+        self.events = parts.events
+        self.table = parts.table
+        self.pool = parts.pool
         self.nodes = nodes
         self.runs = runs
-        self.accounts = accounts
+        self.accounts = parts.accounts
         # The jobs' speeds on each GPU type that the snapshot hands the policy.
-        self.type_rates = type_rates
+        self.type_rates: TypeRates = parts.rates
         self.count = 0
         self.last_snapshot: Snapshot | None = None
         # Why each job left waiting waits, as the last plan (or a drain since) said.

@@ -22,16 +22,11 @@ from __future__ import annotations
 import math
 
 from controller.actions import STARTING, JobAction
-from controller.model import RESTARTING, STOPPING, WAITING, Action, Allocation, GpuPool, JobStatus
-from controller.rates import RateModel
-from controller.sim.accounting import Accounts
-from controller.sim.bandwidth import InterNodeRates
-from controller.sim.config import ResumedJob, SimConfig
-from controller.sim.events import Clock
+from controller.model import RESTARTING, STOPPING, WAITING, Action, Allocation, JobStatus
+from controller.sim.config import ResumedJob
 from controller.sim.job import SimJob
-from controller.sim.sharing import GpuSharers
+from controller.sim.parts import SimParts
 from controller.sim.speed import Speeds
-from controller.sim.table import JobTable
 
 # ElasticFlow's simulator (github.com/pkusys/ElasticFlow at 04a0109) charges every
 # running job at every scheduling event (scheduler.py, `estimate_overhead` in utils.py):
@@ -73,26 +68,15 @@ class JobRuns:
         "table",
     )
 
-    def __init__(
-        self,
-        config: SimConfig,
-        rates: RateModel,
-        clock: Clock,
-        pool: GpuPool,
-        table: JobTable,
-        accounts: Accounts,
-        sharers: GpuSharers,
-        network: InterNodeRates,
-        speeds: Speeds,
-    ) -> None:
-        self.config = config
-        self.rates = rates
-        self.clock = clock
-        self.pool = pool
-        self.table = table
-        self.accounts = accounts
-        self.sharers = sharers
-        self.network = network
+    def __init__(self, parts: SimParts, speeds: Speeds) -> None:
+        self.config = parts.config
+        self.rates = parts.rates
+        self.clock = parts.clock
+        self.pool = parts.pool
+        self.table = parts.table
+        self.accounts = parts.accounts
+        self.sharers = parts.sharers
+        self.network = parts.network
         self.speeds = speeds
         self.last_stopped: list[str] = []  # the jobs the last plan stopped
 

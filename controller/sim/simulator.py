@@ -57,6 +57,7 @@ from controller.sim.config import ROUND_ANCHORS, NodeEvent, ResumedJob, SimConfi
 from controller.sim.events import FINISH, NODE, RERATE, WAKE, Arrivals, Clock, EventQueue
 from controller.sim.job import SimJob
 from controller.sim.nodes import NodeStates
+from controller.sim.parts import SimParts
 from controller.sim.rounds import Rounds
 from controller.sim.runs import JobRuns
 from controller.sim.sharing import GpuSharers
@@ -91,48 +92,24 @@ class Simulator:
                 f"round_anchor must be one of {', '.join(ROUND_ANCHORS)}, "
                 f"not {self.config.round_anchor!r}"
             )
-        self._clock = Clock(self.config.round_interval_s, self.config.round_anchor)
-        self._events = EventQueue()
-        self._table = JobTable()
-        self._pool = GpuPool.of_cluster(cluster)
-        self._accounts = Accounts(cluster.num_gpus)
-        self._network = InterNodeRates(self.config.network, self.config.network_model)
-        sharers = GpuSharers()
-        self._speeds = Speeds(
-            self.rates,
-            self._clock,
-            self._events,
-            self._table,
-            self._accounts,
-            sharers,
-            self._network,
+        parts = SimParts(
+            cluster=cluster,
+            config=self.config,
+            rates=self.rates,
+            clock=Clock(self.config.round_interval_s, self.config.round_anchor),
+            events=EventQueue(),
+            table=JobTable(),
+            pool=GpuPool.of_cluster(cluster),
+            accounts=Accounts(cluster.num_gpus),
+            sharers=GpuSharers(),
+            network=InterNodeRates(self.config.network, self.config.network_model),
         )
-        self._runs = JobRuns(
-            self.config,
-            self.rates,
-            self._clock,
-            self._pool,
-            self._table,
-            self._accounts,
-            sharers,
-            self._network,
-            self._speeds,
-        )
-        self._nodes = NodeStates(cluster, self._pool, self._table, self._accounts, self._runs)
-        self._rounds = Rounds(
-            self.controller,
-            cluster,
-            placer,
-            self.config,
-            self._clock,
-            self._events,
-            self._table,
-            self._pool,
-            self._nodes,
-            self._runs,
-            self._accounts,
-            self.rates,
-        )
+        self._clock, self._events, self._table = parts.clock, parts.events, parts.table
+        self._pool, self._accounts, self._network = parts.pool, parts.accounts, parts.network
+        self._speeds = Speeds(parts)
+        self._runs = JobRuns(parts, self._speeds)
+        self._nodes = NodeStates(parts, self._runs)
+        self._rounds = Rounds(parts, self.controller, placer, self._nodes, self._runs)
         for ev in self.config.failures:
             self._events.push(ev.time_s, NODE, ev)
 

@@ -16,13 +16,9 @@ its work more, even if nothing else happens.
 from __future__ import annotations
 
 from controller.model import Allocation
-from controller.rates import RateModel
-from controller.sim.accounting import Accounts
-from controller.sim.bandwidth import InterNodeRates
-from controller.sim.events import FINISH, RERATE, Clock, EventQueue
+from controller.sim.events import FINISH, RERATE
 from controller.sim.job import SimJob
-from controller.sim.sharing import GpuSharers
-from controller.sim.table import JobTable
+from controller.sim.parts import SimParts
 
 # The measured runs behind the gain have at most 100 epochs (rows), so a step of 1 %
 # of the work follows them row by row.
@@ -34,23 +30,14 @@ class Speeds:
 
     __slots__ = ("accounts", "clock", "events", "network", "rates", "sharers", "table")
 
-    def __init__(
-        self,
-        rates: RateModel,
-        clock: Clock,
-        events: EventQueue,
-        table: JobTable,
-        accounts: Accounts,
-        sharers: GpuSharers,
-        network: InterNodeRates,
-    ) -> None:
-        self.rates = rates
-        self.clock = clock
-        self.events = events
-        self.table = table
-        self.accounts = accounts
-        self.sharers = sharers
-        self.network = network
+    def __init__(self, parts: SimParts) -> None:
+        self.rates = parts.rates
+        self.clock = parts.clock
+        self.events = parts.events
+        self.table = parts.table
+        self.accounts = parts.accounts
+        self.sharers = parts.sharers
+        self.network = parts.network
 
     def rerate(self, job: SimJob) -> None:
         """Recompute a running job's speed and busy GPUs, and schedule its finish."""
