@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from controller.model.matrix import load_matrix
+from controller.model.perf.matrix import load_matrix
 from controller.placement import make_placer
 from controller.rates import RateModel
 from controller.sim import SimConfig, Simulator

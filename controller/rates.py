@@ -6,9 +6,9 @@ with the same answer; this memoises `controller.model.perf` by the allocation's
 shape (not its GPU ids) and the job's precision, which is what the iteration time
 depends on, and a job's speed alone on its GPUs by its model, precision, GPUs and
 batch as well (one lookup for each start of a time-sliced job). A model's speed on a
-GPU type is measured where controller.model.throughputs has a rate, else the GPU's
+GPU type is measured where controller.model.perf.throughputs has a rate, else the GPU's
 scalar speed (controller.model.perf.gpu_speed): the replay and the live views read
-both through this one class. Given a throughput matrix (controller.model.matrix,
+both through this one class. Given a throughput matrix (controller.model.perf.matrix,
 `--throughputs FILE`), a job whose type it has runs at its rate there on GPUs it holds
 whole, the performance model's speed otherwise (shared GPUs, a network allocator's
 rate). `type_rate_ips` is a job's speed on each GPU type, which the snapshot hands the
@@ -21,15 +21,15 @@ from dataclasses import replace
 
 from controller.model import Allocation, Cluster, GpuShare, JobSpec
 from controller.model.catalog import ModelProfile, gpu_util_of, resolve
-from controller.model.matrix import ThroughputMatrix, type_allocation
 from controller.model.perf import (
     PlacementSignature,
     packed_gpu_signature,
     restart_s,
     throughput_ips,
 )
+from controller.model.perf.matrix import ThroughputMatrix, type_allocation
+from controller.model.perf.work import work_batch, work_per_step
 from controller.model.precision import Precision
-from controller.model.work import work_batch, work_per_step
 from controller.placement import packed_allocation
 
 # Points over a job's run at which its statistical gain is averaged for its nominal
@@ -161,7 +161,7 @@ class RateModel:
 
     def type_rate_ips(self, spec: JobSpec, gpu: str, num_gpus: int) -> float | None:
         """Steps per second of the job on `num_gpus` GPUs of type `gpu`, on one server
-        where one has them (controller.model.matrix.type_allocation), at its own batch;
+        where one has them (controller.model.perf.matrix.type_allocation), at its own batch;
         None where the cluster has too few of the type (`Snapshot.type_rates`)."""
         key = (spec.model, spec.batch_size, gpu, num_gpus)
         if key not in self._types:
@@ -197,12 +197,12 @@ class RateModel:
         return rate
 
     def reference_batch(self, spec: JobSpec) -> int:
-        """The batch size the job's work is counted in (`controller.model.work`)."""
+        """The batch size the job's work is counted in (`controller.model.perf.work`)."""
         return work_batch(spec)
 
     def goodput_factor(self, spec: JobSpec, batch_size: int | None, progress: float) -> float:
         """Work-batch iterations per iteration at `batch_size`, at `progress` (0..1):
-        `controller.model.work.work_per_step`."""
+        `controller.model.perf.work.work_per_step`."""
         return work_per_step(spec, batch_size, progress)
 
     def work_rate_ips(

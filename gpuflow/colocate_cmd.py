@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model.catalog import resolve
+from controller.model.catalog.profile import ModelProfile
 from controller.model.gpus import GPU_CATALOG
-from controller.model.profile import ModelProfile
 from controller.model.sharing import SharingMode, Tenant, colocate
 from controller.spec.yaml_spec import known_gpu
 from gpuflow.options import CliError

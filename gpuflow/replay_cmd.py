@@ -51,7 +51,7 @@ class ReplayArgs:
     network_model: str = "steady"
     # A queue tree's YAML file (controller.quotas.spec): quotas around the policy.
     queues: str | None = None
-    # A throughput matrix in Gavel's JSON format (controller.model.matrix).
+    # A throughput matrix in Gavel's JSON format (controller.model.perf.matrix).
     throughputs: str | None = None
     # When rounds run: on the interval's grid or at events (controller.sim.events.Clock).
     round_anchor: str = "grid"
@@ -163,7 +163,7 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
         load_queues(args.queues)  # a bad file fails before any replay starts
     regular_file("--throughputs", args.throughputs)
     if args.throughputs:
-        from controller.model.matrix import MatrixError, load_matrix
+        from controller.model.perf.matrix import MatrixError, load_matrix
 
         try:
             load_matrix(args.throughputs)  # a bad file fails before any replay starts
@@ -211,7 +211,7 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     """Load, replay and summarise; returns (ReplayResult, Summary)."""
     from controller.failures import load_failures
     from controller.metrics import summarize
-    from controller.model.matrix import load_matrix
+    from controller.model.perf.matrix import load_matrix
     from controller.network.registry import wrap_placer
     from controller.placement import make_placer
     from controller.placement.types import FastestTypePlacer

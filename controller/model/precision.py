@@ -3,12 +3,12 @@
 A job says its precision (`JobSpec.precision`: a trace's `precision` column, a DLJob's
 spec.precision, the API's `precision`); the performance model (controller.model.perf)
 multiplies a GPU's speed by `precision_ratio` where no throughput was measured for the
-job's model at that precision (controller.model.throughputs).
+job's model at that precision (controller.model.perf.throughputs).
 
 The catalogue's figures assume `DEFAULT_PRECISION`, TF32: fp32 weights and
 activations with TF32 tensor-core matmuls and convolutions where the GPU has them
 (Ampere and later; PyTorch's default for convolutions, `cudnn.allow_tf32`), plain FP32
-before. The model profiles are fp32 on a V100 (controller.model.catalog_entries), which
+before. The model profiles are fp32 on a V100 (controller.model.catalog.entries), which
 has no TF32, and a GPU's `speed` is read as its TF32 speed against that: the H200's
 derived 7.2 against its measured 7.3 (ResNet-50 in TF32 against the V100's fp32; the
 H200 entry in controller.model.gpus.entries). A job that states nothing trains in TF32,

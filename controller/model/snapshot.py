@@ -67,7 +67,7 @@ class Snapshot:
     # None: `waiting_in_order` and `waiting_by_size` sort `waiting_jobs` instead.
     ordered: WaitingIndex | None = field(default=None, repr=False, compare=False)
     # Each job's speed on each GPU type (Gavel's policies); None: the backend gives none,
-    # and a policy that needs it asks the performance model (controller.model.matrix).
+    # and a policy that needs it asks the performance model (controller.model.perf.matrix).
     type_rates: TypeRates | None = field(default=None, repr=False, compare=False)
     # The quota tree where the controller runs quotas (controller.quotas.admission sets
     # it on the snapshot a policy is shown): a policy that promises GPUs ahead (a

@@ -47,7 +47,7 @@ import numpy as np
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from controller.model.job import does_not_fit
-from controller.model.matrix import ModelTypeRates
+from controller.model.perf.matrix import ModelTypeRates
 from policies.gavel import allocation as gavel_allocation
 from policies.gavel.rounds import Counters, assign, place_on_type, priorities
 

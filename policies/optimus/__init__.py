@@ -30,7 +30,7 @@ Each round, for every active job:
   steps per second at its fixed batch; where its work is counted at another batch (an
   AdaptDL workload's jobs count it at the application's smallest batch, as the Pollux
   artifact does), they are scaled by what one step is worth now
-  (`controller.model.work.work_per_step`), so Q and f are in the same units.
+  (`controller.model.perf.work.work_per_step`), so Q and f are in the same units.
 
 §4.1 Allocation, greedy by marginal gain: jobs get their minimum (`spec.min_gpus`; a
 non-elastic job has min = max = its gang) while GPUs last, the others wait; in order
@@ -93,7 +93,7 @@ from controller.model import (
 )
 from controller.model.catalog import resolve
 from controller.model.job import does_not_fit
-from controller.model.work import work_per_step
+from controller.model.perf.work import work_per_step
 from policies.optimus.cluster import (
     Profiler,
     Speeds,
@@ -351,7 +351,7 @@ class Optimus:
 def _work_per_step(job: JobView, now: float) -> float:
     """Work iterations one of the job's own steps is worth now: Optimus profiles and
     fits speeds in the job's own steps at its fixed batch, while its remaining work is
-    counted at the work batch (`controller.model.work`); 1 when the two are the same."""
+    counted at the work batch (`controller.model.perf.work`); 1 when the two are the same."""
     return work_per_step(job.spec, job.batch_size or job.spec.batch_size, job.progress_at(now))
 
 

@@ -14,7 +14,7 @@ from api.settings import Settings
 from tests.api.builders import auth, submit, wait_for
 
 API = "/api/v1"
-# ncf keeps a GPU 30 % busy (controller/model/catalog_entries.py); with half a V100-16GB's
+# ncf keeps a GPU 30 % busy (controller/model/catalog/entries.py); with half a V100-16GB's
 # memory the fragmentation-aware placer gives it a 0.5 share of one GPU.
 HALF_GPU = {"num_gpus": 1, "model": "ncf", "gpu_mem_mib": 8192, "duration_s": 1e6}
 

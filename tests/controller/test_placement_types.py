@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.model import Allocation, GpuPool, JobSpec
-from controller.model.matrix import load_matrix
+from controller.model.perf.matrix import load_matrix
 from controller.placement import make_placer
 from controller.placement.types import FastestTypePlacer
 from controller.rates import RateModel

@@ -61,7 +61,7 @@ def test_preset_names() -> None:
 
 
 def test_the_pollux_testbed_runs_measured_steps_at_their_measured_speed() -> None:
-    from controller.model.profile import PROFILED_GPU_SPEED
+    from controller.model.catalog.profile import PROFILED_GPU_SPEED
 
     cluster = load_cluster("g4dn-12xlarge:16")
     assert (len(cluster.nodes), cluster.num_gpus) == (16, 64)

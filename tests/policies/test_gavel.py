@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from controller.model import JobSpec, JobStatus, Snapshot
-from controller.model.matrix import load_matrix
+from controller.model.perf.matrix import load_matrix
 from controller.placement import make_placer
 from controller.rates import RateModel
 from controller.sim import SimConfig, Simulator

@@ -335,7 +335,7 @@ def test_speeds_seen_off_the_work_batch_are_kept_in_the_jobs_own_steps() -> None
     """A cifar10 job at batch 2048 whose work counts batch-128 steps reports work per
     second; Optimus keeps its own steps per second (work / the step's gain), the unit
     its profiled speeds are in, and estimates in work again."""
-    from controller.model.work import work_per_step
+    from controller.model.perf.work import work_per_step
 
     spec = dataclasses.replace(
         make_job("c", 4, min_gpus=1, max_gpus=16, duration_s=50_000),

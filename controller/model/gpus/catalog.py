@@ -10,7 +10,7 @@ their sources, are in controller.model.gpus.entries.
 profiles are measured on or scaled to), read as the GPU's speed in TF32 against the
 V100's fp32 (controller.model.precision states the precisions and the ratio between
 them; controller.model.perf replaces the scalar with a model's measured rate where
-controller.model.throughputs has one). Where no training comparison is cited, an
+controller.model.perf.throughputs has one). Where no training comparison is cited, an
 entry derives it from a cited entry, `relative_speed`: the geometric mean of the two
 ratios that bound a training step, dense 16-bit tensor throughput (compute-bound
 layers) and memory bandwidth (the rest), times the reference's speed. The agent does

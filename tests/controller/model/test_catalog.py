@@ -10,7 +10,7 @@ from controller.model.catalog import (
     names,
     resolve,
 )
-from controller.model.profile import DEFAULT_GAMMA
+from controller.model.catalog.profile import DEFAULT_GAMMA
 
 REQUIRED = [
     "resnet50",

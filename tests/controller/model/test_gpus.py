@@ -66,7 +66,7 @@ def test_a_derived_speed_is_the_rule_applied_to_its_reference(entry: GpuSpec) ->
 
 def test_the_h200_speed_agrees_with_its_measured_resnet50() -> None:
     # Issue 27: ResNet-50 in TF32 at 3,011 img/s on an H200, against the V100's 412
-    # img/s (controller/model/catalog_entries.py): 7.3x.
+    # img/s (controller/model/catalog/entries.py): 7.3x.
     assert GPU_CATALOG.by_name["H200-SXM-141GB"].speed == pytest.approx(3011 / 412, rel=0.05)
 
 

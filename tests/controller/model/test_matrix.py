@@ -1,4 +1,4 @@
-"""Gavel's throughput matrix (controller.model.matrix): its format, its lookups, and the
+"""Gavel's throughput matrix (controller.model.perf.matrix): its format, its lookups, and the
 simulator's speeds read from it (controller.rates.RateModel with a matrix)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from controller.model.allocation import Allocation
 from controller.model.cluster import Cluster, Node, Rack
 from controller.model.gpus import GPU_CATALOG
 from controller.model.job import JobSpec
-from controller.model.matrix import (
+from controller.model.perf.matrix import (
     JobType,
     MatrixError,
     ModelTypeRates,

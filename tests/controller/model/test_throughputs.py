@@ -1,4 +1,4 @@
-"""Speed per model: measured throughputs (controller.model.throughputs) over the scalar
+"""Speed per model: measured throughputs (controller.model.perf.throughputs) over the scalar
 GPU speed, and the precision a job trains in (controller.model.precision)."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from controller.model.cluster import Cluster, GpuType, Rack
 from controller.model.gpus import GPU_CATALOG
 from controller.model.job import JobSpec
 from controller.model.perf import iteration_time_s
-from controller.model.precision import Precision, parse_precision, precision_ratio
-from controller.model.throughputs import (
+from controller.model.perf.throughputs import (
     GAVEL_GPUS,
     GAVEL_MODELS,
     MeasuredRate,
@@ -23,6 +22,7 @@ from controller.model.throughputs import (
     parse_gavel,
     shipped_throughputs,
 )
+from controller.model.precision import Precision, parse_precision, precision_ratio
 from tests.controller.model.builders import make_node
 
 RESNET = CATALOG["resnet50"]

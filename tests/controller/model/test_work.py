@@ -6,7 +6,7 @@ import pytest
 
 from controller.model import JobSpec
 from controller.model.catalog import measured_profile, resolve
-from controller.model.work import work_batch, work_per_step
+from controller.model.perf.work import work_batch, work_per_step
 
 
 def _cifar(batch: int, work: int | None = 128) -> JobSpec:

@@ -1,11 +1,11 @@
 """The model catalogue: a model's name to the profile of a real training job.
 
 Trace loaders and the simulator turn a job's model name into a `ModelProfile`
-(controller.model.profile) with `resolve`; `controller.model.perf` turns a profile and
+(controller.model.catalog.profile) with `resolve`; `controller.model.perf` turns a profile and
 an allocation into an iteration time. The profiles, with their sources, are in
-controller.model.catalog_entries. Six models (bert, cifar10, deepspeech2, imagenet,
+controller.model.catalog.entries. Six models (bert, cifar10, deepspeech2, imagenet,
 ncf, yolov3) also have the measurements published with Pollux:
-`controller.model.measured` (re-exported here).
+`controller.model.catalog.measured` (re-exported here).
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from functools import cache
 from types import MappingProxyType
 
-from controller.model.catalog_entries import ALIASES, GENERIC, PROFILES
-from controller.model.job import JobSpec
-from controller.model.measured import (
+from controller.model.catalog.entries import ALIASES, GENERIC, PROFILES
+from controller.model.catalog.measured import (
     MEASURED_APPS,
     MeasuredProfile,
     PolluxFit,
@@ -26,7 +25,8 @@ from controller.model.measured import (
     fit_pollux,
     measured_profile,
 )
-from controller.model.profile import ModelProfile
+from controller.model.catalog.profile import ModelProfile
+from controller.model.job import JobSpec
 
 CATALOG: Mapping[str, ModelProfile] = MappingProxyType({p.name: p for p in PROFILES})
 

@@ -14,7 +14,7 @@ A job type such as `ResNet-18 (batch size 128)` is a model and a batch
 (controller.traces.gavel.parse_job_type reads trace rows the same way); a job finds its
 row by its spec's model as written (`ResNet-18`, case and spaces aside) or, for a job
 named by the catalogue's model, by Gavel's name for it
-(`controller.model.throughputs.GAVEL_MODELS`), and by its batch: the one measured
+(`controller.model.perf.throughputs.GAVEL_MODELS`), and by its batch: the one measured
 nearest it in ratio (the smaller on a tie; none asked: the first). GPU keys become
 catalogue names (`GAVEL_GPUS`, `gpu_key`), so nodes named as NVML names them find the
 same rows.
@@ -44,7 +44,7 @@ from controller.model.catalog import resolve
 from controller.model.cluster import Cluster
 from controller.model.job import JobSpec
 from controller.model.perf import throughput_ips
-from controller.model.throughputs import GAVEL_GPUS, GAVEL_MODELS, gpu_key
+from controller.model.perf.throughputs import GAVEL_GPUS, GAVEL_MODELS, gpu_key
 
 UNCONSOLIDATED = "_unconsolidated"
 

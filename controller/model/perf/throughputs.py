@@ -11,7 +11,7 @@ What `THROUGHPUTS` holds, shipped in controller/model/profiles/:
 
 - `h200-sharing/measurements.csv`, its `solo` rows: one NVIDIA H200, PyTorch 2.11
   (the folder's README). Only ResNet-50 is a catalogue model as measured (torchvision
-  `resnet50` on 224x224 images, as `resnet50` in controller.model.catalog_entries);
+  `resnet50` on 224x224 images, as `resnet50` in controller.model.catalog.entries);
   ResNet-18 was measured on 224x224 images where the catalogue's (`cifar10`, the
   alias `resnet18`) is Pollux's CIFAR-10 network on 32x32, the Transformer on
   128-token sequences of an encoder alone where the catalogue's `transformer` is the
@@ -21,7 +21,7 @@ What `THROUGHPUTS` holds, shipped in controller/model/profiles/:
   matrix (Narayanan et al., OSDI'20; stanford-futuredata/gavel,
   scheduler/simulation_throughputs.json at c4fa400, MIT License) for V100, P100 and
   K80, 1-8 GPUs of a server (its `*_unconsolidated` and pair entries are left out:
-  a whole matrix given with `--throughputs` is read by controller.model.matrix),
+  a whole matrix given with `--throughputs` is read by controller.model.perf.matrix),
   in Gavel's own format, parsed by `parse_gavel`. Gavel's job types map to the
   catalogue model their name resolves to where that is the same network on the same
   data (`GAVEL_MODELS`): ResNet-50 (ImageNet), ResNet-18 (CIFAR-10, the catalogue's

@@ -4,7 +4,7 @@ controller.model.catalog indexes `PROFILES` by name and resolves names through
 `ALIASES`, falling back to `GENERIC`. Figures are fp32, per V100, unless a comment says
 otherwise. "Estimate" marks a figure gpuflow derived rather than read from its source;
 the derivation is given. Pollux's six measured applications name their measurements
-in `measured` (controller.model.measured).
+in `measured` (controller.model.catalog.measured).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from controller.model.profile import ModelProfile
+from controller.model.catalog.profile import ModelProfile
 
 
 def _per_sample(ips: float, batch: int, overhead_s: float) -> float:

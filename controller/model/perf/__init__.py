@@ -10,7 +10,7 @@ accumulation steps a = ceil(m / max_local_batch):
 
     T_comp = (a·overhead_s + per_sample_s·m) / v
 
-The speed is per model (`gpu_speed`): where controller.model.throughputs holds a
+The speed is per model (`gpu_speed`): where controller.model.perf.throughputs holds a
 measured rate r (steps/s) of the model on the GPU type at the job's precision, at the
 measured batch b nearest the profile's local batch, v = T_V100(b)·r, so that the step
 at b takes 1/r and other batches scale as the profile's shape says; a rate measured
@@ -43,7 +43,7 @@ Overlap of all-reduce with the backward pass, as in Pollux (Qiao et al., OSDI'21
 with gamma = profile.gamma (gamma = 1: no overlap; gamma → ∞: perfect overlap).
 
 Profiles with a Pollux measurement use the fitted model instead (see
-`controller.model.measured`, and `controller.model.profile` for the testbed):
+`controller.model.catalog.measured`, and `controller.model.catalog.profile` for the testbed):
 T_comp = T_grad(m)·PROFILED_GPU_SPEED/v (accumulation adds alpha_grad per extra
 step; T_grad·PROFILED_GPU_SPEED is T_V100 for `gpu_speed`) and
 T_comm = T_sync(N, K) · T_comm(job) / T_comm(testbed),
@@ -68,17 +68,17 @@ from typing import NamedTuple
 
 from controller.model.allocation import Allocation
 from controller.model.catalog import measured_profile
-from controller.model.cluster import Cluster, GpuType, Node
-from controller.model.gpus import GPU_CATALOG
-from controller.model.precision import DEFAULT_PRECISION, Precision, precision_ratio
-from controller.model.profile import (
+from controller.model.catalog.profile import (
     PROFILED_GPU_SPEED,
     PROFILED_INTRA_GBPS,
     PROFILED_NIC_GBPS,
     ModelProfile,
 )
+from controller.model.cluster import Cluster, GpuType, Node
+from controller.model.gpus import GPU_CATALOG
+from controller.model.perf.throughputs import shipped_throughputs
+from controller.model.precision import DEFAULT_PRECISION, Precision, precision_ratio
 from controller.model.sharing import SharingMode, slowdown
-from controller.model.throughputs import shipped_throughputs
 
 MIB_GBIT = 2**20 * 8 / 1e9
 
@@ -240,7 +240,7 @@ def gpu_speed(
     profile: ModelProfile, gpu: GpuType, precision: Precision = DEFAULT_PRECISION
 ) -> float:
     """A model's speed on `gpu` relative to the profile's V100 figures (the module
-    docstring): measured (controller.model.throughputs) where a rate is, else the
+    docstring): measured (controller.model.perf.throughputs) where a rate is, else the
     scalar speed times the datasheet's precision ratio, times the model's measured
     speed on the unit GPU (the V100 the speeds are relative to) where that was
     measured, so that GPUs measured and not keep the scalar speeds' order for the

@@ -1,6 +1,6 @@
 """What a model profile holds, in which units, and the restart model it defaults to.
 
-`ModelProfile` is the catalogue's entry (controller.model.catalog_entries builds one
+`ModelProfile` is the catalogue's entry (controller.model.catalog.entries builds one
 per model; controller.model.catalog looks them up), read by the performance model
 (controller.model.perf) and by the policies that need a model's size or shape.
 Figures are fp32, per V100; the measured profiles were taken on the Pollux testbed,
