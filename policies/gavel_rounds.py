@@ -136,7 +136,8 @@ def place_on_type(pool: GpuPool, nodes: Sequence[int], gpus: int) -> Allocation 
     """`gpus` free whole GPUs of `pool` on `nodes` (one type's): the one server that
     fits them most tightly, else over the servers with the most free (module
     docstring); None where the nodes have too few."""
-    free = {n: pool.free_gpus(n) for n in nodes if n not in pool.cordoned}
+    cordoned = pool.cordoned  # a new frozenset at each read
+    free = {n: g for n in nodes if n not in cordoned and (g := pool.free_gpus(n))}
     fitting = [n for n, g in free.items() if len(g) >= gpus]
     if fitting:
         node = min(fitting, key=lambda n: (len(free[n]), n))
