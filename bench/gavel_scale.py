@@ -4,6 +4,7 @@ and what POP's partitioning costs in schedule quality.
     PYTHONPATH=. .venv/bin/python bench/gavel_scale.py [--jobs 100000] [--pop-k K]
         [--rate-per-h R] [--duration-scale S] [--seed 0] [--policy gavel-las]
     PYTHONPATH=. .venv/bin/python bench/gavel_scale.py --pop-loss [--ks 1,2,4]
+    PYTHONPATH=. .venv/bin/python bench/gavel_scale.py --lp-times [--sizes 1000,...]
 
 The replay: `--jobs` jobs drawn as Gavel's simulator draws them
 (scheduler/utils.py `generate_job` with `generate_multi_gpu_jobs`, at Gavel c4fa400):
@@ -29,12 +30,21 @@ makespan.
 `--pop-loss`: minimize_makespan.trace on gavel-8-16-24 (bench/gavel.py's replay) under
 gavel-las, gavel-ftf and gavel-makespan with `pop_k` each of `--ks`: average JCT and
 makespan side by side, the loss of POP's partitioning against the full LP.
+
+`--lp-times`: one LAS allocation (policies/gavel_allocation.py) of each of `--sizes`
+jobs drawn from the replay's workload (their rates on V100, P100 and K80 from Gavel's
+matrix, weights 1) on the 2,048 GPUs, timed (wall and CPU) as the full LP and with
+POP's default k (policies/gavel_pop.py); beside each, the share of the GPUs its X
+keeps busy and each job's throughput under X over its throughput alone on its fastest
+type, mean and least (LAS's own objective is normalised by each problem's equal share,
+which differs between the full problem and a part, so it is not compared here).
 The figures are in docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import random
@@ -53,6 +63,7 @@ from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
 from controller.traces.gavel import parse_job_type
+from policies import gavel_allocation, gavel_pop
 from policies.registry import make_policy
 
 # Run as a script, bench/ is on sys.path but the project root (for bench.*) may not be.
@@ -150,6 +161,51 @@ def bench_replay(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def lp_times(args: argparse.Namespace) -> list[dict[str, object]]:
+    """The `--lp-times` figures (module docstring)."""
+    matrix_path = args.data / "simulation_throughputs.json"
+    cluster = load_cluster(str(args.cluster))
+    rates = RateModel(cluster, load_matrix(matrix_path))
+    types = sorted({n.gpu_type.name for n in cluster.nodes})
+    workers = np.array(
+        [sum(n.num_gpus for n in cluster.nodes if n.gpu_type.name == t) for t in types], dtype=float
+    )
+    rows = []
+    for size in (int(n) for n in args.sizes.split(",")):
+        jobs = workload(size, args.seed, args.rate_per_h, args.duration_scale, matrix_path)
+        t = np.array([[rates.type_rate_ips(j, g, j.num_gpus) or 0.0 for g in types] for j in jobs])
+        scale = np.array([float(j.num_gpus) for j in jobs])
+        best = t.max(axis=1)
+        for k in (1, gavel_pop.default_k(size)):
+            problem = functools.partial(_las, t, scale)
+            start, cpu_start = time.perf_counter(), time.process_time()
+            x = gavel_pop.partitioned(size, len(types), k, workers, problem)
+            wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+            speed = (t * x).sum(axis=1) / best
+            rows.append(
+                {
+                    "jobs": size,
+                    "pop_k": k,
+                    "wall_s": round(wall_s, 2),
+                    "cpu_s": round(cpu_s, 2),
+                    "gpus_busy": round(float((scale[:, None] * x).sum() / workers.sum()), 4),
+                    "mean_speed": round(float(speed.mean()), 4),
+                    "least_speed": round(float(speed.min()), 4),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+            if k == 1 and gavel_pop.default_k(size) == 1:
+                break
+    return rows
+
+
+def _las(
+    t: gavel_pop.Matrix, scale: gavel_pop.Matrix, rows: gavel_pop.Rows, workers: gavel_pop.Matrix
+) -> gavel_pop.Matrix:
+    ones = np.ones(len(rows))
+    return gavel_allocation.max_min_fairness(t[rows], scale[rows], ones, workers, aware=True)
+
+
 def pop_loss(data: Path, policy: str, pop_k: int) -> dict[str, object]:
     """minimize_makespan.trace on gavel-8-16-24 (bench/gavel.py) with POP's k."""
     trace = load_trace(str(data / "minimize_makespan.trace"), "gavel")
@@ -186,7 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pop-k", type=int, default=None, help="default: by size")
     parser.add_argument("--pop-loss", action="store_true")
     parser.add_argument("--ks", default="1,2,4")
+    parser.add_argument("--lp-times", action="store_true")
+    parser.add_argument("--sizes", default="500,1000,2000,4000,8000")
     args = parser.parse_args(argv)
+    if args.lp_times:
+        lp_times(args)
+        return 0
     if args.pop_loss:
         for policy in ("gavel-las", "gavel-ftf", "gavel-makespan"):
             for k in (int(k) for k in args.ks.split(",")):

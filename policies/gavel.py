@@ -44,7 +44,14 @@ from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from controller.model.job import does_not_fit
 from controller.model.matrix import ModelTypeRates
 from policies import gavel_allocation, gavel_pop
-from policies.gavel_rounds import Counters, assign, place_on_type, priorities
+from policies.gavel_rounds import (
+    Counters,
+    assign,
+    free_by_type,
+    place_on_type,
+    priorities,
+    take_on_type,
+)
 
 # A round is due this close to its start (float sums of round lengths).
 _ROUND_EPS_S = 1e-6
@@ -298,12 +305,13 @@ def _placements(
         (j for j in jobs if j.job_id in chosen and j.job_id not in run),
         key=lambda j: (-j.spec.num_gpus, order[j.job_id]),
     )
+    free = free_by_type(pool, nodes_of)
     for job in rest:
         column = chosen[job.job_id]
-        placed = place_on_type(pool, nodes_of[column], job.spec.num_gpus)
+        placed = place_on_type(free[column], job.spec.num_gpus)
         if placed is None or not pool.fits(placed, job.spec.gpu_mem_mib):
             continue
-        pool.take(placed, job.spec.gpu_mem_mib)
+        take_on_type(pool, free[column], placed, job.spec.gpu_mem_mib)
         run[job.job_id] = placed
         ran_on[job.job_id] = column
     return run, ran_on
