@@ -15,11 +15,13 @@ many (else 1: A3C, CycleGAN and Recommendation run on one), a run time on the V1
 steps that run time at the V100's rate; Poisson arrivals at `--rate-per-h` jobs per
 hour. Gavel's run times (16.8 h on average) at the rate that keeps 2,048 GPUs busy
 (about 30 jobs an hour) would make a 100,000-job replay ~3,000 h of simulated time,
-~30,000 rounds; `--duration-scale` (1/20 by default) shortens every job alike so the
-same shape of workload arrives 20x faster (600 jobs/h by default, an offered load of
-about 0.9 of the cluster at V100 speed, higher on the slower types, so queues form)
-and the replay spans ~170 h. The cluster is examples/clusters/gavel-2048.yaml (680
-V100, 684 P100, 684 K80 in servers of 4), the rates Gavel's matrix
+~30,000 rounds; `--duration-scale` (1/20 by default) shortens every job alike (50 min
+on average), so the same shape of workload arrives 20x faster. At the default 1,400
+jobs/h (arrivals over 71 h) the offered load is 0.95 of the cluster at V100 speed
+(1.66 GPUs a job on average), more than the cluster serves on its slower P100s and
+K80s, so a queue of thousands builds and the LP grows with it. The cluster is
+examples/clusters/gavel-2048.yaml (680 V100, 684 P100, 684 K80 in servers of 4), the
+rates Gavel's matrix
 (`../shared/data/gavel/simulation_throughputs.json`), 360 s rounds, restarts free as
 in Gavel's simulator. Every `schedule` call is timed; printed: the simulation's wall
 and CPU time (the workload's generation and the imports left out), the rounds (every
@@ -236,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", type=Path, default=CLUSTER)
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rate-per-h", type=float, default=600.0)
+    parser.add_argument("--rate-per-h", type=float, default=1400.0)
     parser.add_argument("--duration-scale", type=float, default=1 / 20)
     parser.add_argument("--policy", default="gavel-las")
     parser.add_argument("--pop-k", type=int, default=None, help="default: by size")

@@ -5,9 +5,10 @@ Efficiently with POP", SOSP 2021, §3-§4: a granular allocation problem (many j
 each small beside the cluster) is split into k sub-problems, each with about 1/k of
 the clients and 1/k of every resource, solved independently, and the sub-allocations
 are put side by side. Gavel's LPs (policies/gavel_allocation.py) grow with jobs x
-types, and HiGHS's time on them faster than linearly (bench/gavel_scale.py's figures
-in docs/benchmarks.md: LAS's two LPs take 0.2 s at 1,000 jobs, 3.3 s at 4,000, 20 s
-at 8,000), so k sub-problems of n/k jobs take far less than the one of n.
+types, and HiGHS's time on them faster than linearly (`bench/gavel_scale.py
+--lp-times`, docs/benchmarks.md: one LAS allocation takes 0.1 s of CPU at 1,000 jobs,
+2.5 s at 4,000, 9.8 s at 8,000; in 8 parts of 1,000, 1.5 s), so k sub-problems of
+n/k jobs take far less than the one of n.
 
 Here the jobs, in Gavel's arrival order, are dealt round-robin into k parts (row i in
 part i mod k), every part gets W_j / k GPUs of each type j (a fraction is fine: X is
@@ -33,9 +34,9 @@ import numpy.typing as npt
 Matrix = npt.NDArray[np.float64]
 Rows = npt.NDArray[np.intp]
 
-# Jobs per sub-problem when the policy is not given k: near 1,000 a LAS round's two
-# LPs take about 0.2 s on the 2-core development machine (bench/gavel_scale.py), and
-# below it (every replay of Gavel's 100-job traces) the full LP is solved.
+# Jobs per sub-problem when the policy is not given k: at 1,000 a LAS allocation takes
+# about 0.1 s of CPU (bench/gavel_scale.py --lp-times), and below it (every replay of
+# Gavel's 100-job traces, every test) the full LP is solved as before.
 JOBS_PER_PART = 1000
 
 
