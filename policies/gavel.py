@@ -21,13 +21,13 @@ Options: `round_s` (360 s, Gavel's time_per_iteration; the policy keeps every jo
 where it is until a round is due, however often the backend asks), `reset_interval_s`
 (1,920 s), `seed` (the blind FIFO's draws), `pop_k` (LAS, FTF and the makespan: X
 solved as k independent sub-problems, POP, policies/gavel_pop.py; 1: the full LP;
-unset: one part per 1,000 jobs, so the full LP below that). Deviations here: a job's priority weight
-is its spec's priority where that is >= 1, else 1 (gpuflow's traces carry no Gavel
-weight); jobs are in Gavel's order, by arrival time then id, numbers in it compared
-as numbers (`arrival_key`); a job asking more GPUs than any type has waits with its
-own reason; a job's remaining steps (FTF, makespan) are what the backend knows of its
-total (Gavel assumes them known too); no space sharing (the matrix's pair rates are
-loaded but no Gavel policy here packs).
+unset: one part per 1,000 jobs, so the full LP below that; FIFO is no LP and ignores
+it). Deviations here: a job's priority weight is its spec's priority where that is
+>= 1, else 1 (gpuflow's traces carry no Gavel weight); jobs are in Gavel's order, by
+arrival time then id, numbers in it compared as numbers (`arrival_key`); a job asking
+more GPUs than any type has waits with its own reason; a job's remaining steps (FTF,
+makespan) are what the backend knows of its total (Gavel assumes them known too); no
+space sharing (the matrix's pair rates are loaded but no Gavel policy here packs).
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def arrival_key(job: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
 
 # Every round sorts every active job: splitting their ids anew each round took a third
 # of the LPs' time in a 10,000-job replay of bench/gavel_scale.py (cProfile). The bound
-# is well above the most jobs a replay there holds active at once (~2,000).
+# is well above the most jobs its 100,000-job replay holds active at once (6,670).
 @functools.lru_cache(maxsize=1 << 16)
 def _id_key(job_id: str) -> tuple[tuple[int, str], ...]:
     parts = re.split(r"(\d+)", job_id)
