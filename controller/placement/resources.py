@@ -109,6 +109,8 @@ def host_never_fits(spec: JobSpec, cluster: Cluster) -> str | None:
     """Why no node of the cluster, down ones included, could ever hold one of the job's
     pods for CPU, host memory or GPU model, even with nothing else on it; None when
     some could."""
+    if not spec.gpu_models and spec.host == NO_HOST and cluster.nodes:
+        return None  # most jobs: asked at each arrival, so without a walk over the nodes
     models = [n for n in cluster.nodes if spec.accepts(n.gpu_type.name)]
     if not models:
         wanted = ", ".join(sorted(spec.gpu_models))

@@ -20,24 +20,27 @@ their deviations: policies/gavel/allocation.py; the mechanism: policies/gavel/ro
 Options: `round_s` (360 s, Gavel's time_per_iteration; the policy keeps every job
 where it is until a round is due, however often the backend asks), `reset_interval_s`
 (1,920 s; gavel-fifo recomputes at every change of the job set, below), `seed` (the
-blind FIFO's draws). Deviations here: a job's priority weight
-is its spec's priority where that is >= 1, else 1 (gpuflow's traces carry no Gavel
-weight); jobs are in Gavel's order, by arrival time then id, numbers in it compared
-as numbers (`arrival_key`); a job asking more GPUs than any type has waits with its
-own reason; a job's remaining steps (FTF, makespan) are what the backend knows of its
-total (Gavel assumes them known too); no space sharing (the matrix's pair rates are
-loaded but no Gavel policy here packs); gavel-fifo recomputes X, and resets the
-time counters, whenever the job set changes, without waiting out `reset_interval_s`:
-its X is no LP but whole types for jobs that all fit at once, so priorities never
-choose among them, and a job that X leaves out runs in no round (Gavel skips FIFO's
-0-priority entries), so a job that arrived, or that quotas showed it, after the last
-reset held GPUs idle until the next one (team-b 4 GPUs under its guarantee for 36
-min in issue 18's Show; on Gavel's trace, average JCT and makespan each 3-4 %
-nearer Gavel's simulator than with the period, docs/benchmarks.md).
+blind FIFO's draws), `pop_k` (LAS, FTF and the makespan: X solved as k independent
+sub-problems, POP, policies/gavel/pop.py; 1: the full LP; unset: one part per 1,000
+jobs, so the full LP below that; FIFO is no LP and ignores it). Deviations here: a
+job's priority weight is its spec's priority where that is >= 1, else 1 (gpuflow's
+traces carry no Gavel weight); jobs are in Gavel's order, by arrival time then id,
+numbers in it compared as numbers (`arrival_key`); a job asking more GPUs than any type
+has waits with its own reason; a job's remaining steps (FTF, makespan) are what the
+backend knows of its total (Gavel assumes them known too); no space sharing (the
+matrix's pair rates are loaded but no Gavel policy here packs); gavel-fifo recomputes
+X, and resets the time counters, whenever the job set changes, without waiting out
+`reset_interval_s`: its X is no LP but whole types for jobs that all fit at once, so
+priorities never choose among them, and a job that X leaves out runs in no round
+(Gavel skips FIFO's 0-priority entries), so a job that arrived, or that quotas showed
+it, after the last reset held GPUs idle until the next one (team-b 4 GPUs under its
+guarantee for 36 min in issue 18's Show; on Gavel's trace, average JCT and makespan
+each 3-4 % nearer Gavel's simulator than with the period, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +52,15 @@ from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from controller.model.job import does_not_fit
 from controller.model.perf.matrix import ModelTypeRates
 from policies.gavel import allocation as gavel_allocation
-from policies.gavel.rounds import Counters, assign, place_on_type, priorities
+from policies.gavel import pop as gavel_pop
+from policies.gavel.rounds import (
+    Counters,
+    assign,
+    free_by_type,
+    place_on_type,
+    priorities,
+    take_on_type,
+)
 
 # A round is due this close to its start (float sums of round lengths).
 _ROUND_EPS_S = 1e-6
@@ -82,6 +93,7 @@ class Gavel:
     round_s: float = 360.0
     reset_interval_s: float = 1920.0
     seed: int = 0
+    pop_k: int | None = None
     name: str = "gavel-las"
     objective: ClassVar[str] = "las"
 
@@ -90,6 +102,8 @@ class Gavel:
             raise ValueError(f"round_s must be > 0, not {self.round_s}")
         if self.reset_interval_s < 0.0:
             raise ValueError(f"reset_interval_s must be >= 0, not {self.reset_interval_s}")
+        if self.pop_k is not None and self.pop_k < 1:
+            raise ValueError(f"pop_k must be >= 1, not {self.pop_k}")
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         now = snapshot.now_s
@@ -169,15 +183,7 @@ class Gavel:
         remaining = np.array([max(j.remaining_iters_at(now), 1e-9) for j in runnable])
         since = np.array([max(0.0, now - j.spec.submit_s) for j in runnable])
         aware = self.aware
-        if self.objective == "las":
-            x = gavel_allocation.max_min_fairness(t, scale, weights, workers, aware=aware)
-        elif self.objective == "ftf":
-            x = gavel_allocation.finish_time_fairness(
-                t, scale, weights, workers, since, remaining, aware=aware
-            )
-        elif self.objective == "makespan":
-            x = gavel_allocation.min_makespan(t, scale, workers, remaining, aware=aware)
-        else:
+        if self.objective == "fifo":
             kept = {
                 row: int(np.argmax(previous[j.job_id]))
                 for row, j in enumerate(runnable)
@@ -185,7 +191,44 @@ class Gavel:
             }
             ids = [j.job_id for j in runnable]
             x = gavel_allocation.fifo(t, scale, workers, kept, ids, aware=aware, seed=self.seed)
+        else:
+            problem = _Problem(self.objective, aware, t, scale, weights, since, remaining)
+            k = gavel_pop.default_k(len(runnable)) if self.pop_k is None else self.pop_k
+            x = gavel_pop.partitioned(len(runnable), len(capacity), k, workers, problem.solve)
         return {j.job_id: tuple(float(v) for v in x[row]) for row, j in enumerate(runnable)}
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """One allocation's inputs, a row per job, as policies/gavel/allocation.py takes
+    them; `solve` is one POP part's X (policies/gavel/pop.py)."""
+
+    objective: str
+    aware: bool
+    throughputs: gavel_pop.Matrix
+    scale: gavel_pop.Matrix
+    weights: gavel_pop.Matrix
+    since_s: gavel_pop.Matrix
+    remaining: gavel_pop.Matrix
+
+    def solve(self, rows: gavel_pop.Rows, workers: gavel_pop.Matrix) -> gavel_pop.Matrix:
+        """X of the jobs `rows` on `workers` GPUs of each type."""
+        t, scale, aware = self.throughputs[rows], self.scale[rows], self.aware
+        if self.objective == "las":
+            return gavel_allocation.max_min_fairness(
+                t, scale, self.weights[rows], workers, aware=aware
+            )
+        if self.objective == "ftf":
+            return gavel_allocation.finish_time_fairness(
+                t,
+                scale,
+                self.weights[rows],
+                workers,
+                self.since_s[rows],
+                self.remaining[rows],
+                aware=aware,
+            )
+        return gavel_allocation.min_makespan(t, scale, workers, self.remaining[rows], aware=aware)
 
 
 @dataclass(frozen=True)
@@ -216,8 +259,16 @@ def arrival_key(job: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
     """Gavel's job order, its job ids' (arrival order): submit time, then the id with
     its numbers compared as numbers (`gavel-2` before `gavel-10`, as a trace lists
     them)."""
-    parts = re.split(r"(\d+)", job.job_id)
-    return job.spec.submit_s, tuple((int(p), "") if p.isdigit() else (-1, p) for p in parts if p)
+    return job.spec.submit_s, _id_key(job.job_id)
+
+
+# Every round sorts every active job: splitting their ids anew each round took a third
+# of the LPs' time in a 10,000-job replay of bench/gavel_scale.py (cProfile). The bound
+# is well above the most jobs its 100,000-job replay holds active at once (6,670).
+@functools.lru_cache(maxsize=1 << 16)
+def _id_key(job_id: str) -> tuple[tuple[int, str], ...]:
+    parts = re.split(r"(\d+)", job_id)
+    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in parts if p)
 
 
 def _rates(
@@ -267,12 +318,13 @@ def _placements(
         (j for j in jobs if j.job_id in chosen and j.job_id not in run),
         key=lambda j: (-j.spec.num_gpus, order[j.job_id]),
     )
+    free = free_by_type(pool, nodes_of)
     for job in rest:
         column = chosen[job.job_id]
-        placed = place_on_type(pool, nodes_of[column], job.spec.num_gpus)
+        placed = place_on_type(free[column], job.spec.num_gpus)
         if placed is None or not pool.fits(placed, job.spec.gpu_mem_mib):
             continue
-        pool.take(placed, job.spec.gpu_mem_mib)
+        take_on_type(pool, free[column], placed, job.spec.gpu_mem_mib)
         run[job.job_id] = placed
         ran_on[job.job_id] = column
     return run, ran_on

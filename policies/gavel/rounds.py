@@ -132,11 +132,22 @@ def assign(
     return chosen
 
 
-def place_on_type(pool: GpuPool, nodes: Sequence[int], gpus: int) -> Allocation | None:
-    """`gpus` free whole GPUs of `pool` on `nodes` (one type's): the one server that
-    fits them most tightly, else over the servers with the most free (module
-    docstring); None where the nodes have too few."""
-    free = {n: pool.free_gpus(n) for n in nodes if n not in pool.cordoned}
+def free_by_type(pool: GpuPool, nodes_of: Sequence[Sequence[int]]) -> list[dict[int, list[int]]]:
+    """Each type's servers with free whole GPUs, cordoned ones left out: what
+    `place_on_type` chooses from, built once a round (not once a job: a round of
+    thousands of jobs on hundreds of servers a type walked them all for each job) and
+    kept current by `take_on_type`."""
+    cordoned = pool.cordoned
+    return [
+        {n: g for n in nodes if n not in cordoned and (g := pool.free_gpus(n))}
+        for nodes in nodes_of
+    ]
+
+
+def place_on_type(free: Mapping[int, Sequence[int]], gpus: int) -> Allocation | None:
+    """`gpus` of one type's free whole GPUs `free` (server -> its free GPUs): the one
+    server that fits them most tightly, else over the servers with the most free
+    (module docstring); None where the servers have too few."""
     fitting = [n for n, g in free.items() if len(g) >= gpus]
     if fitting:
         node = min(fitting, key=lambda n: (len(free[n]), n))
@@ -147,3 +158,16 @@ def place_on_type(pool: GpuPool, nodes: Sequence[int], gpus: int) -> Allocation 
         if len(taken) == gpus:
             return Allocation.whole(taken)
     return None
+
+
+def take_on_type(
+    pool: GpuPool, free: dict[int, list[int]], alloc: Allocation, mem_mib: int | None
+) -> None:
+    """Take `alloc` from `pool` and from its type's `free`."""
+    pool.take(alloc, mem_mib)
+    for node in alloc.nodes:
+        left = pool.free_gpus(node)
+        if left:
+            free[node] = left
+        else:
+            free.pop(node, None)

@@ -154,9 +154,10 @@ def test_the_mechanism_runs_the_job_furthest_below_its_fraction() -> None:
     assert len(first) == len(second) == 1
 
 
-def slice_replay(policy: str, aware: bool) -> tuple[float, float]:
+def slice_replay(policy: str, aware: bool, **options: object) -> tuple[float, float]:
     """Twelve Gavel job types on a server each of 4 V100, P100 and K80, all at 0, with
-    the shipped single-job entries of Gavel's matrix; (average JCT, makespan) in s."""
+    the shipped single-job entries of Gavel's matrix; (average JCT, makespan) in s;
+    `options` go to the policy."""
     cluster_file = ROOT / "tests/policies/data/gavel-4-4-4.yaml"
     cluster = load_cluster(str(cluster_file))
     matrix = load_matrix(ROOT / "controller/model/profiles/gavel/throughputs.json")
@@ -183,7 +184,7 @@ def slice_replay(policy: str, aware: bool) -> tuple[float, float]:
     sim = Simulator(
         cluster,
         jobs,
-        make_policy(policy, aware=aware),
+        make_policy(policy, aware=aware, **options),
         make_placer("consolidated", cluster, 0),
         SimConfig(round_interval_s=360.0, restart_s=0.0),
         rates=RateModel(cluster, matrix),
