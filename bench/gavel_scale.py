@@ -64,7 +64,7 @@ from controller.rates import RateModel
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
-from controller.traces.gavel import parse_job_type
+from controller.traces.formats.gavel import parse_job_type
 from policies.gavel import allocation as gavel_allocation
 from policies.gavel import pop as gavel_pop
 from policies.registry import make_policy

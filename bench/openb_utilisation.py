@@ -2,7 +2,7 @@
 item 4): what the trace's figure changes in packing and slowdowns.
 
 The openb loader gives a pod sharing a GPU its `gpu_milli` share as its utilisation
-(`JobSpec.gpu_util`, controller/traces/alibaba.py); the same replay with that figure
+(`JobSpec.gpu_util`, controller/traces/formats/alibaba.py); the same replay with that figure
 removed rates every pod by the catalogue's generic model (0.8, openb names no
 models). Both run on openb's own node list (MPS, the default sharing mode) with the
 fragmentation-aware placer, which sizes a share by max(memory share, utilisation).

@@ -4,7 +4,7 @@
         [--load 0.9] [--interval 60] [--placers random,first-fit,...] [--latency-nodes 256]
 
 For each cluster and placer: a synthetic Philly-like trace
-(`controller.traces.synthetic.generate`, seed 42) replayed by `controller.sim.Simulator`
+(`controller.traces.formats.synthetic.generate`, seed 42) replayed by `controller.sim.Simulator`
 with the FIFO policy; prints avg JCT, GPU allocation and utilisation
 (`controller.metrics.summarize`), the replay's wall time, and the placer's calls and
 mean time per call inside the replay. Then a latency test outside the simulator: on
@@ -26,7 +26,7 @@ from controller.model import Allocation, Cluster, GpuPool, JobSpec, JobStatus, J
 from controller.placement import PLACERS, make_placer
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from policies.registry import make_policy
 
 # CPU a pod asks per GPU in the host latency test: about the 11 cores openb's 1-GPU

@@ -7,7 +7,7 @@
 (a) One round at scale: a snapshot of `--jobs` active jobs (1,000) on `--cluster`
     (256x8: 2,048 GPUs). Each job is one of the six Pollux applications (the measured
     profiles), elastic from 1 GPU to 64 as the Pollux workloads' jobs, asking for a
-    Philly-sized gang (`controller.traces.synthetic.GPU_COUNT_SHARES`: 70 % one GPU,
+    Philly-sized gang (`controller.traces.formats.synthetic.GPU_COUNT_SHARES`: 70 % one GPU,
     a tail to 32); every other job runs at its size, placed consolidated while GPUs
     last (about 1,200 of the 2,048 GPUs held), the rest wait; progress uniform in
     [0, 0.9). The round is timed cold (goodput tables and profiles built) and then
@@ -17,7 +17,7 @@
     order, on `--replay-cluster` (64x8), 60 s rounds, timing every `schedule` call.
     `--trace` is the philly-csv file (AdaptDL's `simulator/traces/philly.csv`, the
     82,248 jobs of issue 16); without it the jobs are the synthetic Philly-like
-    workload (`controller.traces.synthetic.generate`, seed 42, offered load `--load`,
+    workload (`controller.traces.formats.synthetic.generate`, seed 42, offered load `--load`,
     1.0),
     since the trace is not shipped with gpuflow. Prints the rounds, their median and
     largest time, and the replay's average JCT.
@@ -51,7 +51,7 @@ from controller.placement import ConsolidatedPlacer
 from controller.sim import SimConfig, Simulator
 from controller.spec import load_cluster
 from controller.traces import load_trace
-from controller.traces.synthetic import GPU_COUNT_SHARES, generate
+from controller.traces.formats.synthetic import GPU_COUNT_SHARES, generate
 from policies.registry import make_policy
 
 # Run as a script, bench/ is on sys.path but the project root (for bench.*) may not be.
@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.snapshots import job_view
 
 APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
-MAX_GPUS = 64  # the Pollux workloads' cap (controller/traces/adaptdl.py)
+MAX_GPUS = 64  # the Pollux workloads' cap (controller/traces/formats/adaptdl.py)
 PROGRESS_ROUNDS = 1000  # a replay reports its rounds so far to stderr this often
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from controller.spec import load_cluster
 from controller.traces import write_canonical
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from gpuflow.cli import ReplayArgs, run_replay
 
 # The Philly-like stand-in for replays at load: as many jobs as the Philly trace

@@ -69,7 +69,7 @@ async def _user(admin: httpx.AsyncClient, name: str) -> dict[str, str]:
 
 async def _trace(http: httpx.AsyncClient, jobs: int, folder: Path) -> int:
     from controller.traces import write_canonical
-    from controller.traces.synthetic import generate
+    from controller.traces.formats.synthetic import generate
 
     path = folder / f"trace-{jobs}.csv"
     write_canonical(path, generate(jobs, seed=3, cluster_gpus=8, load=0.8))

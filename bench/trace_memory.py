@@ -25,7 +25,7 @@ if str(REPO) not in sys.path:
 from dataclasses import replace  # noqa: E402
 
 from controller.traces import FORMATS, load_trace, write_canonical  # noqa: E402
-from controller.traces.synthetic import generate  # noqa: E402
+from controller.traces.formats.synthetic import generate  # noqa: E402
 
 
 def _peak_rss_mib() -> float:

@@ -39,7 +39,7 @@ QUIET_S = 3.0  # other's submissions alone, before big's uploads
 
 def _write_trace(jobs: int, folder: Path) -> Path:
     from controller.traces import write_canonical
-    from controller.traces.synthetic import generate
+    from controller.traces.formats.synthetic import generate
 
     path = folder / f"trace-{jobs}.csv"
     write_canonical(path, generate(jobs, seed=3, cluster_gpus=64, load=0.8))

@@ -1,5 +1,5 @@
 """Example workloads in other schedulers' formats, generated from gpuflow's seeded
-synthetic Philly-like trace (controller.traces.synthetic):
+synthetic Philly-like trace (controller.traces.formats.synthetic):
 
     .venv/bin/python bench/workloads.py examples/traces
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 
 ADAPTDL_APPS = {  # application: (weight, initial batch size)
     "cifar10": (0.30, 128),

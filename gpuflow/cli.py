@@ -148,7 +148,7 @@ def _version() -> str:
 def _cmd_trace_generate(args: argparse.Namespace) -> int:
     from controller.spec import load_cluster
     from controller.traces import write_canonical
-    from controller.traces.synthetic import generate
+    from controller.traces.formats.synthetic import generate
 
     regular_file("--cluster", args.cluster)
     cluster = load_cluster(args.cluster)

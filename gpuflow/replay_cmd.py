@@ -371,7 +371,7 @@ def _cores() -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The embedded-defaults run: a seeded synthetic trace, every policy, plots."""
     from controller.traces import write_canonical
-    from controller.traces.synthetic import generate
+    from controller.traces.formats.synthetic import generate
     from policies.registry import policy_names
 
     out = Path(args.out)

@@ -44,7 +44,7 @@ class JobSpec:
     assume), which sets its speed on a GPU where no rate was measured for it.
 
     `gpu_util` is how busy the job keeps a GPU alone (0..1], where this job's own
-    figure is known: a trace's (openb's GPU share: controller.traces.alibaba) or what
+    figure is known: a trace's (openb's GPU share: controller.traces.formats.alibaba) or what
     the node agent measured of it live (operators/views.py puts it here). None: its
     model's catalogue figure. Packing and the sharing model read it through
     `controller.model.catalog.gpu_util_of`, in replays and live alike.

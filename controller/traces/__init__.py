@@ -14,8 +14,8 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
-from controller.traces.canonical import write_canonical
 from controller.traces.detection import detect_format
+from controller.traces.formats.canonical import write_canonical
 from controller.traces.registry import FORMATS, Loader
 from controller.traces.trace import JOB_LIMIT, Trace, TraceError, UnknownFormatError
 

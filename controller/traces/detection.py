@@ -13,7 +13,7 @@ import csv
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from controller.traces import (
+from controller.traces.formats import (
     adaptdl,
     alibaba,
     canonical,

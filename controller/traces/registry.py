@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from controller.traces import (
+from controller.traces.formats import (
     adaptdl,
     alibaba,
     canonical,

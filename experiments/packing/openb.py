@@ -1,7 +1,7 @@
 """The openb files as FGD's placement experiment reads them: every resource kept.
 
 openb (Weng et al., USENIX ATC 2023; cluster-trace-gpu-v2023) as the replay reads it
-is `controller.traces.alibaba`; this experiment keeps more. `load_openb_tasks` reads
+is `controller.traces.formats.alibaba`; this experiment keeps more. `load_openb_tasks` reads
 each pod of `openb_pod_list_*.csv`, CPU pods and never-scheduled ones included (FGD
 samples from the whole list), as a `TaskRequest` (CPU, memory, GPUs or milli-GPU
 share, `gpu_spec` models split on "|"), and `load_openb_node_resources` each node of

@@ -4,7 +4,7 @@ The resource-aware vocabulary of gpuflow: CPU in milli-cores, host memory in MiB
 GPUs of one model per node, each GPU divisible in milli-GPUs (1,000 = one GPU), as
 Kubernetes pods with a GPU-sharing device plugin ask for them (Alibaba's
 open-gpu-share: `alibabacloud.com/gpu-milli`, `gpu-count`, `gpu-card-model`). The
-openb loaders (`controller.traces.alibaba.load_openb_tasks`,
+openb loaders (`controller.traces.formats.alibaba.load_openb_tasks`,
 `load_openb_node_resources`) produce these types; `experiments.packing.state` turns a
 list of nodes into the arrays the placers score. Stdlib only, like
 `controller.model`, so that the model can adopt them without a new dependency.

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.settings import Settings
 from controller.traces import write_canonical
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from tests.api.builders import auth, migrated_sqlite
 from tests.postgres import RUN_ID, migrated_database, truncate_all
 

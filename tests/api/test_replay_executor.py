@@ -14,7 +14,7 @@ from api.replays.run import SHUTDOWN_ERROR
 from api.store.db import make_engine, make_sessionmaker
 from api.store.models import Replay, TraceFile, User
 from controller.traces import write_canonical
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from tests.api.builders import migrated_sqlite, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

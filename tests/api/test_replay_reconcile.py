@@ -18,7 +18,7 @@ from api.replays.run import SHUTDOWN_ERROR
 from api.settings import Settings
 from api.store.models import Replay, utcnow
 from controller.traces import write_canonical
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from tests.api.builders import auth, upload_trace, wait_for
 from tests.api.conftest import DEAD_REDIS_URL, REDIS_URL
 from tests.postgres import RUN_ID

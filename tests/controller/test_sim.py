@@ -108,7 +108,7 @@ def test_max_time_leaves_running_jobs_unfinished() -> None:
 
 
 def test_same_input_same_result() -> None:
-    from controller.traces.synthetic import generate
+    from controller.traces.formats.synthetic import generate
 
     jobs = generate(80, seed=3, cluster_gpus=16, load=1.3)
     a = _run(jobs, policy="srtf", nodes=4, round_interval_s=30.0)

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from controller.traces import write_canonical
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from tests.api.builders import auth
 from tests.dashboard.conftest import ARTIFACTS, LiveServer, Watched, sign_in
 

@@ -15,7 +15,7 @@ import pytest
 
 from controller.spec import MAX_GPUS, MAX_SPEC_BYTES, ClusterSpecError, named_cluster
 from controller.traces import write_canonical
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from gpuflow.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from controller.failures import FailureScheduleError, load_failures
 from controller.sim import NodeEvent
 from controller.spec import named_cluster
 from controller.traces import write_canonical
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from gpuflow.cli import main
 
 HEADER = "time_s,node,event\n"

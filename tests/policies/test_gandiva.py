@@ -369,7 +369,7 @@ def test_round_invariants(seed: int) -> None:
 def _replay(policy: object, models: tuple[str, ...] | None = None) -> tuple[float, object]:
     from controller.metrics import summarize
     from controller.sim import SimConfig, Simulator
-    from controller.traces.synthetic import DEFAULT_MODELS, generate
+    from controller.traces.formats.synthetic import DEFAULT_MODELS, generate
 
     cluster = make_cluster(nodes=4, gpus=4, racks=2)
     jobs = generate(

@@ -26,7 +26,7 @@ REPLAY_OPTIONS: dict[str, dict[str, object]] = {"pollux": {"generations": 20, "p
 
 @pytest.mark.parametrize("name", policy_names())
 def test_replay_keeps_invariants_and_finishes_every_job(name: str) -> None:
-    from controller.traces.synthetic import generate
+    from controller.traces.formats.synthetic import generate
 
     cluster = make_cluster(nodes=4, gpus=4, racks=2)
     jobs = generate(150, seed=7, cluster_gpus=cluster.num_gpus, load=1.5)

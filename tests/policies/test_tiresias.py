@@ -12,7 +12,7 @@ from controller.metrics import summarize
 from controller.model import Action, Allocation, JobSpec, JobStatus, JobView, Snapshot
 from controller.placement import ConsolidatedPlacer
 from controller.sim import SimConfig, Simulator
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from policies.fifo import Fifo
 from policies.tiresias import Promotion, Tiresias, TiresiasState
 from policies.tiresias.gittins import ServiceDistribution

@@ -11,7 +11,7 @@ key per partner job type: `[own, partner]` when the two share the GPUs. Gavel wr
 0.0 for a combination it did not run; those are left out here.
 
 A job type such as `ResNet-18 (batch size 128)` is a model and a batch
-(controller.traces.gavel.parse_job_type reads trace rows the same way); a job finds its
+(controller.traces.formats.gavel.parse_job_type reads trace rows the same way); a job finds its
 row by its spec's model as written (`ResNet-18`, case and spaces aside) or, for a job
 named by the catalogue's model, by Gavel's name for it
 (`controller.model.perf.throughputs.GAVEL_MODELS`), and by its batch: the one measured

@@ -27,10 +27,10 @@ from typing import Any
 
 import yaml
 
-from gpuflow.sandbox.kube.handler import Faults, KubeHTTPServer, RequestRecord
-from gpuflow.sandbox.kube.options import ServerOptions
 from gpuflow.sandbox.kube.resources import Registry
-from gpuflow.sandbox.kube.store import Store
+from gpuflow.sandbox.kube.serving.handler import Faults, KubeHTTPServer, RequestRecord
+from gpuflow.sandbox.kube.serving.options import ServerOptions
+from gpuflow.sandbox.kube.storage.store import Store
 
 __all__ = ["KubeServer", "ServerOptions", "main"]  # ServerOptions: where callers find it
 DEFAULT_OPTIONS = ServerOptions()  # frozen, so one instance serves every server

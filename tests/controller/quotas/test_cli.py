@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.traces import write_canonical
-from controller.traces.synthetic import generate
+from controller.traces.formats.synthetic import generate
 from gpuflow.cli import main
 
 HEADLINE = {"policy", "jobs", "avg_jct_s", "p99_jct_s", "makespan_s", "gpu_utilization", "wall_s"}

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from controller.traces import TraceError, load_trace
-from controller.traces.adaptdl import MAX_GPUS, load_adaptdl
+from controller.traces.formats.adaptdl import MAX_GPUS, load_adaptdl
 from tests.controller.traces.builders import write
 
 WORKLOAD = """

@@ -3,7 +3,11 @@ from pathlib import Path
 import pytest
 
 from controller.traces import TraceError, load_trace
-from controller.traces.alibaba import GPU_MEM_MIB_PER_GPU, OPENB_POD_COLUMNS, load_openb_nodes
+from controller.traces.formats.alibaba import (
+    GPU_MEM_MIB_PER_GPU,
+    OPENB_POD_COLUMNS,
+    load_openb_nodes,
+)
 from tests.controller.traces.builders import write
 
 OPENB_HEADER = ",".join(OPENB_POD_COLUMNS)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from controller.traces import TraceError, load_trace
-from controller.traces.alibaba import OPENB_POD_COLUMNS
+from controller.traces.formats.alibaba import OPENB_POD_COLUMNS
 from tests.controller.traces.builders import philly_attempt, philly_job, write, write_philly_json
 
 HELIOS = (

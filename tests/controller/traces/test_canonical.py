@@ -5,7 +5,7 @@ import pytest
 from controller.model.job import JobSpec
 from controller.model.precision import Precision
 from controller.traces import TraceError, load_trace, write_canonical
-from controller.traces.canonical import COLUMNS
+from controller.traces.formats.canonical import COLUMNS
 from tests.controller.traces.builders import write
 
 

@@ -19,17 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.traces import (
-    FORMATS,
-    TraceError,
-    adaptdl,
-    alibaba,
-    canonical,
-    elasticflow,
-    gavel,
-    load_trace,
-    philly,
-)
+from controller.traces import FORMATS, TraceError, load_trace
+from controller.traces.formats import adaptdl, alibaba, canonical, elasticflow, gavel, philly
 
 MAX_EXAMPLES = 100
 # Per example: a file of at most a few dozen rows loads in milliseconds; the slack is

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from controller.traces import TraceError, load_trace
-from controller.traces.gavel import parse_job_type
+from controller.traces.formats.gavel import parse_job_type
 from tests.controller.traces.builders import write
 
 TEN_COLUMNS = (

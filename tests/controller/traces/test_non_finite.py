@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.traces import TraceError, load_trace
-from controller.traces.alibaba import OPENB_POD_COLUMNS
+from controller.traces.formats.alibaba import OPENB_POD_COLUMNS
 from tests.controller.traces.builders import write
 
 HUGE_INT = "9" * 5000  # over Python's 4300-digit int/str conversion limit

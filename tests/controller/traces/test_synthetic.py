@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from controller.model.job import JobSpec
-from controller.traces.synthetic import DEFAULT_MODELS, MAX_RUN_S, MIN_RUN_S, generate
+from controller.traces.formats.synthetic import DEFAULT_MODELS, MAX_RUN_S, MIN_RUN_S, generate
 
 
 def offered_load(jobs: list[JobSpec], cluster_gpus: int) -> float:

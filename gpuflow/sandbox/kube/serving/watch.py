@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuflow.sandbox.kube.errors import bad_request
-from gpuflow.sandbox.kube.history import WatchEvent
 from gpuflow.sandbox.kube.resources import ResourceType
-from gpuflow.sandbox.kube.routing import Route, flag
 from gpuflow.sandbox.kube.selectors import Matcher
-from gpuflow.sandbox.kube.store import Store
+from gpuflow.sandbox.kube.serving.routing import Route, flag
+from gpuflow.sandbox.kube.storage.history import WatchEvent
+from gpuflow.sandbox.kube.storage.store import Store
 
 # How often an idle watch checks that its client is still there, so that abandoned
 # watches do not hold a thread until their timeout.

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuflow.sandbox.kube import strategy
-from gpuflow.sandbox.kube.deletion import DeleteOptions, Deleter
 from gpuflow.sandbox.kube.errors import (
     ApiError,
     already_exists,
@@ -34,9 +33,6 @@ from gpuflow.sandbox.kube.errors import (
     forbidden,
     not_found,
 )
-from gpuflow.sandbox.kube.history import History, Key, WatchEvent
-from gpuflow.sandbox.kube.objects import Objects, now_rfc3339
-from gpuflow.sandbox.kube.patch import merge_patch, patched
 from gpuflow.sandbox.kube.resources import (
     CRD_KEY,
     NAMESPACE_KEY,
@@ -45,6 +41,10 @@ from gpuflow.sandbox.kube.resources import (
     types_from_crd,
 )
 from gpuflow.sandbox.kube.selectors import Matcher
+from gpuflow.sandbox.kube.storage.deletion import DeleteOptions, Deleter
+from gpuflow.sandbox.kube.storage.history import History, Key, WatchEvent
+from gpuflow.sandbox.kube.storage.objects import Objects, now_rfc3339
+from gpuflow.sandbox.kube.storage.patch import merge_patch, patched
 
 Obj = dict[str, Any]
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

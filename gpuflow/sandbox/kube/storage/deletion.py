@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuflow.sandbox.kube.history import Key
-from gpuflow.sandbox.kube.objects import Objects, now_rfc3339
 from gpuflow.sandbox.kube.resources import CRD_KEY, NAMESPACE_KEY, Registry
+from gpuflow.sandbox.kube.storage.history import Key
+from gpuflow.sandbox.kube.storage.objects import Objects, now_rfc3339
 
 Obj = dict[str, Any]
 

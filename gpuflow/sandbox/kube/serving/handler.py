@@ -22,11 +22,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from gpuflow.sandbox.kube import discovery
 from gpuflow.sandbox.kube.errors import ApiError, injected, method_not_allowed
-from gpuflow.sandbox.kube.options import ServerOptions
 from gpuflow.sandbox.kube.resources import Registry
-from gpuflow.sandbox.kube.routing import (
+from gpuflow.sandbox.kube.serving import discovery
+from gpuflow.sandbox.kube.serving.options import ServerOptions
+from gpuflow.sandbox.kube.serving.routing import (
     NOT_FOUND,
     Route,
     decode_body,
@@ -35,9 +35,9 @@ from gpuflow.sandbox.kube.routing import (
     parse_route,
     verb_of,
 )
-from gpuflow.sandbox.kube.store import Store, WriteOptions, WriteResult
-from gpuflow.sandbox.kube.tables import to_table
-from gpuflow.sandbox.kube.watch import WatchRequest, stream
+from gpuflow.sandbox.kube.serving.tables import to_table
+from gpuflow.sandbox.kube.serving.watch import WatchRequest, stream
+from gpuflow.sandbox.kube.storage.store import Store, WriteOptions, WriteResult
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

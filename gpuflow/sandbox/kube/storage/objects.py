@@ -13,7 +13,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuflow.sandbox.kube.history import History, Key, WatchEvent
+from gpuflow.sandbox.kube.storage.history import History, Key, WatchEvent
 
 Obj = dict[str, Any]
 Name = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects

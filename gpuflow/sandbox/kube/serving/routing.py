@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
-from gpuflow.sandbox.kube.deletion import DeleteOptions
 from gpuflow.sandbox.kube.errors import ApiError, bad_request, method_not_allowed
 from gpuflow.sandbox.kube.resources import Registry, ResourceType
 from gpuflow.sandbox.kube.selectors import Matcher, matcher
+from gpuflow.sandbox.kube.storage.deletion import DeleteOptions
 
 NOT_FOUND = ApiError(
     404,
