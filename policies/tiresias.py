@@ -29,6 +29,17 @@ backend) calls `schedule` once a round.
   AlexNet, ...) runs only on the fewest nodes its gang can take (ceil(GPUs / largest
   node)), else it waits ("AwaitingConsolidation"); other models take what the placer
   gives (`policies.tiresias_placement`).
+- Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's testbed and
+  simulator have one GPU type): where a job is placed, it goes to the GPU type on
+  which it runs fastest at its gang size, among the types with room
+  (`controller.model.type_choice`: the backend's speeds per type, the throughput
+  matrix's in a replay given `--throughputs`, else the performance model's), a skewed
+  job's fewest nodes sought within its types in that order; only where no single
+  type has room does it span types, running at its slowest GPU's speed. Admission is
+  by GPU count as before: a job is admitted if its gang fits the GPUs alive, whatever
+  their type, and the type never changes a queue's order (attained service counts
+  GPU-seconds, not work). A running job keeps its GPUs. On a cluster of one type the
+  placement is the placer's, as always.
 
 Cross-round memory is `TiresiasState` (`Plan.state`, `policies.tiresias_state`):
 queue entries below Q0 and promotions (`policies.tiresias_ledger`), and the waiting
@@ -73,6 +84,7 @@ from itertools import accumulate, chain, pairwise
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model.type_choice import type_placer
 from policies.gittins import ServiceDistribution
 from policies.tiresias_ledger import Ledger, Promotion, Records
 from policies.tiresias_placement import place
@@ -132,6 +144,7 @@ class Tiresias:
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, TiresiasState) else _NO_STATE
+        snapshot = snapshot.with_placer(type_placer(snapshot))  # the fastest GPU type
         round_ = _Round(snapshot)
         kept, records = self._rank(snapshot, prev, round_)
         self._admit(snapshot, round_, kept)
