@@ -38,6 +38,18 @@ What is implemented
   keeps it on the policy object). Jobs are ordered by attained service (artifact),
   so repair gives contested GPUs to the jobs that had least.
 - Interval: PolluxSched re-optimises every 60 s (§5, artifact `--interval 60`).
+- Heterogeneous clusters (issue 31 item 3), as Sia (Jayaram Subramanya et al., SOSP
+  2023) extends Pollux: each job's goodput is evaluated per GPU type
+  (`policies.pollux_types`: its table on each type's nodes alone, the compute probe on
+  that type's GPUs), so that the search chooses a type as well as a count. A row of
+  the search reads the table of the one type it holds; a row spanning types reads
+  the whole cluster's table scaled by the job's one-GPU goodput on the slowest type
+  it holds (a job runs at its slowest GPU, as in Gavel). SPEEDUP is over the fair
+  share on the job's best type, so a job that gains much from the fast types counts
+  a slow one as a small speedup and one that gains little does not, which is what
+  moves fast GPUs to the jobs that gain most from them. `aware=False` is Pollux blind
+  to types, as Gavel and Sia compare against (the one whole-cluster table, every GPU
+  judged as the largest server's). On a cluster of one type both are the paper's.
 
 Deviations
 ----------
@@ -47,7 +59,14 @@ Deviations
   For the six measured applications perf applies the fitted `catalog.PolluxFit`; for
   other models it is gpuflow's analytic model. T_sync depends on (nodes, GPUs) only,
   evaluated on a packed placement of the largest nodes (Pollux's model has the same
-  inputs); heterogeneous GPU types are not modelled beyond the slowest GPU.
+  inputs); a table per GPU type (above) is built the same way on that type's nodes.
+- Against Sia: Sia solves an integer program over per-type configurations (GPU type,
+  nodes, GPUs) with one configuration per job, its own goodput normalisation and
+  restart factor, and bootstraps each job's throughput model per type from a little
+  profiling; here Pollux's genetic search over per-node counts stays, its fitness
+  reading the per-type tables above (the throughput parameters per type come from the
+  performance model, as on one type), and a row may span types at the slowest type's
+  goodput where Sia allows none.
 - Batch hysteresis: a running job that keeps its GPUs changes its batch only for a
   goodput gain above `batch_margin` (5 %); AdaptDL changes it whenever the optimum
   moves, which live, with noisy measured statistics, moved one job's batch 12 times in
