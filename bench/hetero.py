@@ -12,7 +12,8 @@ times on the T4s, the catalogue's speed against them on the V100s and A100s; no
 throughput matrix), as the simulator runs them; 60 s rounds (Gavel's policies keep
 their own 360 s rounds), the simulator's restart costs. For each workload and policy
 variant it prints the average JCT, the makespan, restarts and the replay's wall time,
-then the mean of each figure over the workloads per variant.
+then the mean of each figure over the workloads per variant. `--processes N` runs N
+replays at once (each replay is one process's; their figures do not depend on it).
 
 Variants (`VARIANTS`): `pollux` (goodput per GPU type, policies/pollux_types.py) and
 `pollux-blind` (`aware=false`: every GPU judged as the largest server's), `gavel-las` and
@@ -27,6 +28,7 @@ import json
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +94,16 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workloads", default="1-8")
     p.add_argument("--policies", default=",".join(VARIANTS))
+    p.add_argument("--processes", type=int, default=1, help="replays run at once")
     args = p.parse_args()
     names = args.policies.split(",")
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         sys.exit(f"unknown variant(s) {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    runs = [(number, name, args.seed) for number in numbers(args.workloads) for name in names]
     rows: list[dict[str, Any]] = []
-    for number in numbers(args.workloads):
-        for name in names:
-            row = replay(number, name, args.seed)
+    with ProcessPoolExecutor(args.processes) as pool:
+        for row in pool.map(replay, *zip(*runs, strict=True)):
             rows.append(row)
             print(json.dumps(row), flush=True)
     means = {}

@@ -5,6 +5,8 @@ against the same case blind to types, where the slow type comes first."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from policies.registry import make_policy
 from tests.builders import make_cluster, make_job, make_typed_cluster, make_view
 from tests.policies.invariants import check_round
 
+ROOT = Path(__file__).resolve().parents[2]
 SLOW = GpuType("SLOW-16GB", mem_mib=16384, nvlink_gbps=200.0, pcie_gbps=100.0, speed=0.5)
 FAST = GpuType("FAST-16GB", mem_mib=16384, nvlink_gbps=200.0, pcie_gbps=100.0, speed=2.0)
 # The slow server first: a placer blind to types takes node 0.
@@ -121,7 +124,7 @@ def test_pollux_aware_starts_jobs_on_the_fast_type_and_blind_on_the_first_node()
 def test_pollux_aware_chooses_types_on_three_types() -> None:
     """On a server each of T4, V100 and A100 (the benchmark's types), four new jobs of
     one GPU start on the A100s."""
-    cluster = load_cluster("examples/clusters/t4-v100-a100.yaml")
+    cluster = load_cluster(str(ROOT / "examples/clusters/t4-v100-a100.yaml"))
     snap = snapshot(*pollux_jobs(4), cluster=cluster)
     plan = check_round(make_policy("pollux"), snap)
     a100 = {i for i, n in enumerate(cluster.nodes) if n.gpu_type.name.startswith("A100")}
