@@ -161,7 +161,14 @@ from policies.pollux_partition import (
 )
 from policies.pollux_place import gpu_ids, node_capacity
 from policies.pollux_search import Problem, States, fitness, greedy_seed, search
-from policies.pollux_types import row_slot, type_split, typed_tables
+from policies.pollux_types import (
+    FloatArray,
+    IntArray,
+    TableOf,
+    row_slot,
+    type_split,
+    typed_tables,
+)
 
 # The goodput gain a new batch must bring a running job that keeps its GPUs: 5 %, so
 # that the noise in a job's measured gradient statistics does not move its batch (and
@@ -401,10 +408,10 @@ class Pollux:
         return problem, batches
 
     @staticmethod
-    def _table_of(job: _Job) -> Any:
+    def _table_of(job: _Job) -> TableOf:
         """The job's goodput table on a cluster, for `typed_tables`."""
 
-        def table(cluster: Cluster, max_gpus: int) -> tuple[Any, Any]:
+        def table(cluster: Cluster, max_gpus: int) -> tuple[FloatArray, IntArray]:
             return goodput_table(
                 cluster, job.profile, job.key, job.bucket, max_gpus, job.stats_batch, job.ratio
             )

@@ -17,8 +17,8 @@ several types runs at its slowest GPU's speed (Gavel §3.1; Sia allows no such r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,11 @@ from controller.model import Cluster
 from controller.model.type_choice import nodes_by_type
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 States = npt.NDArray[np.float32]
+# A job's goodput table and best batches on a cluster, for up to so many GPUs
+# (policies.pollux_goodput.goodput_table with the job's arguments).
+TableOf = Callable[[Cluster, int], tuple[FloatArray, IntArray]]
 
 
 @dataclass(frozen=True)
@@ -81,13 +85,13 @@ class TypedTables:
 
     speedup: FloatArray  # (types + 1, ndim, kdim)
     factor: FloatArray  # (types,)
-    best: tuple[tuple[Cluster, Any], ...]
+    best: tuple[tuple[Cluster, IntArray], ...]
 
 
 def typed_tables(
     split: TypeSplit,
     whole: Cluster,
-    table: Any,
+    table: TableOf,
     k_fair: int,
     ndim: int,
     kdim: int,
@@ -107,7 +111,7 @@ def typed_tables(
             references.append(float(goodput[n_fair, k_fair]))
     reference = max(references, default=0.0)
     if reference <= 0.0:
-        reference = max(float(g.max()) for g, _ in (*tables, (blind, None))) or 1.0
+        reference = max(float(g.max()) for g in (*(g for g, _ in tables), blind)) or 1.0
     speedup = np.zeros((len(tables) + 1, ndim, kdim))
     for slot, (goodput, _) in enumerate(tables):
         part = goodput[:ndim, :kdim]
