@@ -45,8 +45,10 @@ class TypeSplit:
 
 
 # One split per cluster object, as pollux_goodput keeps its tables: the per-type
-# clusters must be the same objects from round to round for its caches to hold.
+# clusters must be the same objects from round to round for its caches to hold. A
+# backend builds a new cluster only when its nodes change; the last few are kept.
 _splits: dict[int, tuple[Cluster, TypeSplit | None]] = {}
+SPLITS_KEPT = 8
 
 
 def type_split(cluster: Cluster) -> TypeSplit | None:
@@ -73,6 +75,8 @@ def type_split(cluster: Cluster) -> TypeSplit | None:
         onehot.setflags(write=False)
         split = TypeSplit(names, clusters, onehot)
     _splits[id(cluster)] = (cluster, split)
+    while len(_splits) > SPLITS_KEPT:
+        del _splits[next(iter(_splits))]
     return split
 
 

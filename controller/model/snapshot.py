@@ -75,7 +75,7 @@ class Snapshot:
         only when read)."""
         if placer is self.placer:
             return self
-        copy = Snapshot.__new__(Snapshot)
+        copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
         object.__setattr__(copy, "placer", placer)
         return copy
