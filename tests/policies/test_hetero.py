@@ -16,6 +16,7 @@ from controller.model.type_choice import FastestTypePlacer, type_placer
 from controller.placement import ConsolidatedPlacer
 from controller.spec import load_cluster
 from policies.optimus_cluster import Profiler
+from policies.pollux_partition import Part, sub_problem
 from policies.pollux_search import Problem, job_speedups
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job, make_typed_cluster, make_view
@@ -50,6 +51,29 @@ def test_the_first_job_takes_the_fast_type_and_the_next_the_slow_one(policy: str
 def test_a_job_that_fits_neither_type_alone_spans_them(policy: str) -> None:
     plan = check_round(make_policy(policy), snapshot(make_view(make_job("a", 6))))
     assert nodes(plan.run.get("a")) == {0, 1}
+
+
+def test_tiresias_consolidates_a_skewed_job_within_one_type() -> None:
+    """8 GPUs of a skewed model (VGG: on the fewest servers, 2 of 4, Tiresias §3.3) with
+    fast servers 0, 3 and 4 (4, 2 and 2 GPUs free) and slow servers 1 and 2 (4 each):
+    the fast GPUs span three servers, so it takes the two slow servers whole, not the
+    emptiest two of any type (0 and 1, where it would run at the slow speed across
+    types); a model that is not skewed takes the fast GPUs over three servers."""
+    cluster = make_typed_cluster((FAST, 1), (SLOW, 2), (FAST, 2))
+    busy = [
+        make_view(
+            make_job(f"busy{n}", 2),
+            status=JobStatus.RUNNING,
+            allocation=Allocation.whole([(n, 0), (n, 1)]),
+        )
+        for n in (3, 4)
+    ]
+    skewed = make_view(make_job("vgg", 8, submit_s=1.0, model="vgg16"))
+    plan = check_round(make_policy("tiresias"), snapshot(*busy, skewed, cluster=cluster))
+    assert nodes(plan.run.get("vgg")) == {1, 2}
+    plain = make_view(make_job("resnet", 8, submit_s=1.0))
+    plan = check_round(make_policy("tiresias"), snapshot(*busy, plain, cluster=cluster))
+    assert nodes(plan.run.get("resnet")) == {0, 3, 4}
 
 
 @pytest.mark.parametrize("policy", ["tiresias", "gandiva", "optimus"])
@@ -132,24 +156,42 @@ def test_pollux_aware_chooses_types_on_three_types() -> None:
         assert nodes(plan.run.get(f"p{i}")) <= a100
 
 
+def typed_problem(tables: list[list[float]], onehot: list[list[float]]) -> Problem:
+    """Jobs whose speedup tables are constant, one value per slot (each type's, then
+    the spanning one), on nodes of one GPU each of the types `onehot` gives."""
+    ndim = kdim = 3
+    jobs, nodes = len(tables), len(onehot)
+    flat = np.array([[np.full((ndim, kdim), v) for v in row] for row in tables])
+    return Problem(
+        capacity=np.ones(nodes, np.float32),
+        base=np.zeros((jobs, nodes), np.float32),
+        lo=np.ones(jobs, np.float32),
+        hi=np.full(jobs, 2.0, np.float32),
+        speedup=flat.ravel(),
+        ndim=ndim,
+        kdim=kdim,
+        restart_factor=np.ones(jobs),
+        p=-1.0,
+        avoid_interference=True,
+        type_onehot=np.array(onehot, np.float32),
+        type_factor=np.array([[0.25, 1.0]] * jobs),
+    )
+
+
 def test_pollux_reads_a_rows_own_type_and_the_slowest_where_it_spans_types() -> None:
     """One job, two nodes of types 0 and 1: its speedup is table 0's on node 0, table
     1's on node 1, and on both the spanning table's times the slower type's factor."""
-    ndim, kdim = 3, 3
-    tables = np.stack([np.full((ndim, kdim), v) for v in (1.0, 3.0, 2.0)])
-    problem = Problem(
-        capacity=np.array([1.0, 1.0], np.float32),
-        base=np.zeros((1, 2), np.float32),
-        lo=np.array([1.0], np.float32),
-        hi=np.array([2.0], np.float32),
-        speedup=tables.ravel(),
-        ndim=ndim,
-        kdim=kdim,
-        restart_factor=np.ones(1),
-        p=-1.0,
-        avoid_interference=True,
-        type_onehot=np.eye(2, dtype=np.float32),
-        type_factor=np.array([[0.25, 1.0]]),
-    )
+    problem = typed_problem([[1.0, 3.0, 2.0]], [[1.0, 0.0], [0.0, 1.0]])
     states = np.array([[[1.0, 0.0]], [[0.0, 1.0]], [[1.0, 1.0]], [[0.0, 0.0]]], np.float32)
     assert job_speedups(problem, states)[:, 0] == pytest.approx([1.0, 3.0, 0.5, 0.0])
+
+
+def test_a_split_search_keeps_each_jobs_tables_and_each_nodes_type() -> None:
+    """A block of the search split at scale (pollux_partition.sub_problem) of job 1
+    over nodes 1 and 2 (types 1 and 0) reads job 1's own tables by those types."""
+    problem = typed_problem(
+        [[1.0, 3.0, 2.0], [5.0, 7.0, 6.0]], [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]
+    )
+    sub = sub_problem(problem, Part(np.array([1]), np.array([1, 2])))
+    states = np.array([[[1.0, 0.0]], [[0.0, 1.0]], [[1.0, 1.0]]], np.float32)
+    assert job_speedups(sub, states)[:, 0] == pytest.approx([7.0, 5.0, 1.5])
