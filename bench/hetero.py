@@ -19,7 +19,8 @@ replays at once (each replay is one process's; their figures do not depend on it
 Variants (`VARIANTS`): `pollux` (goodput per GPU type, policies/pollux_types.py) and
 `pollux-blind` (`aware=false`: every GPU judged as the largest server's), `gavel-las` and
 `gavel-las-blind` (Gavel's own aware and blind versions), and Tiresias, Optimus and
-Gandiva, which place each job on its fastest type with room.
+Gandiva, which place each job on its fastest type with room, each with its `-blind`
+version (`aware=false`: the placer, or Optimus' packing, as on one type).
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     "gavel-las": ("gavel-las", {}),
     "gavel-las-blind": ("gavel-las", {"aware": False}),
     "tiresias": ("tiresias", {}),
+    "tiresias-blind": ("tiresias", {"aware": False}),
     "optimus": ("optimus", {}),
+    "optimus-blind": ("optimus", {"aware": False}),
     "gandiva": ("gandiva", {}),
+    "gandiva-blind": ("gandiva", {"aware": False}),
 }
 
 

@@ -56,7 +56,8 @@ size it gets, at each size before shrinking, and across types only where no type
 room (the job then runs at its slowest GPU's speed). The speed a running job shows
 replaces the profiled one at its size, on whichever type it holds: f is then a mix of
 types where the job did not get its fastest one. The GPU budget of §4.1 counts GPUs of
-every type alike. On a cluster of one type none of this applies.
+every type alike. On a cluster of one type none of this applies, nor with
+`aware=False` (blind to types: profiled and packed as on one type).
 
 Cross-round memory is the frozen `OptimusState` in `Plan.state`: per job the losses
 seen, its epoch length, the fitted curve, the speed samples and the fitted θ.
@@ -182,6 +183,9 @@ class Optimus:
     # While a running job reports its own losses (live), decide again this often so
     # that the fit takes them in; gpuflow's choice (see the deviations).
     refit_s: float = REFIT_S
+    # Place each job on its fastest GPU type with room (controller.model.type_choice);
+    # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
+    aware: bool = True
     name: str = "optimus"
 
     def __post_init__(self) -> None:
@@ -195,7 +199,8 @@ class Optimus:
         known = state.jobs if isinstance(state, OptimusState) else {}
         cluster = snapshot.cluster
         budget = sum(snapshot.usable_gpus())  # none new on a down or cordoned node
-        rates = rates_to_choose(snapshot)  # None on a cluster of one GPU type
+        # None on a cluster of one GPU type, or blind to types.
+        rates = rates_to_choose(snapshot) if self.aware else None
         profiler = Profiler(cluster, rates)
         memory: dict[str, JobMemory] = {}
         estimates: list[_Estimate] = []
@@ -223,7 +228,7 @@ class Optimus:
             return [j.job_id for j in jobs]
         now, cluster = snapshot.now_s, snapshot.cluster
         known = state.jobs if isinstance(state, OptimusState) else {}
-        profiler = Profiler(cluster, rates_to_choose(snapshot))
+        profiler = Profiler(cluster, rates_to_choose(snapshot) if self.aware else None)
         keyed = []
         for job in snapshot.jobs:
             mem = known.get(job.job_id) or _memory(job, profiler.profile(job), cluster)

@@ -39,7 +39,8 @@ backend) calls `schedule` once a round.
   by GPU count as before: a job is admitted if its gang fits the GPUs alive, whatever
   their type, and the type never changes a queue's order (attained service counts
   GPU-seconds, not work). A running job keeps its GPUs. On a cluster of one type the
-  placement is the placer's, as always.
+  placement is the placer's, as always, and `aware=False` leaves it the placer's on
+  any cluster (blind to types, as Gavel compares against).
 
 Cross-round memory is `TiresiasState` (`Plan.state`, `policies.tiresias_state`):
 queue entries below Q0 and promotions (`policies.tiresias_ledger`), and the waiting
@@ -127,6 +128,9 @@ class Tiresias:
     thresholds_gpu_s: tuple[float, ...] = DEFAULT_THRESHOLDS_GPU_S
     starve_limit: float = DEFAULT_STARVE_LIMIT  # 0 turns promotion off
     service_samples_gpu_s: tuple[float, ...] = ()
+    # Place each job on its fastest GPU type with room (controller.model.type_choice);
+    # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
+    aware: bool = True
     name: str = "tiresias"
     _dist: ServiceDistribution | None = field(init=False, repr=False, compare=False)
 
@@ -144,7 +148,8 @@ class Tiresias:
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, TiresiasState) else _NO_STATE
-        snapshot = snapshot.with_placer(type_placer(snapshot))  # the fastest GPU type
+        if self.aware:
+            snapshot = snapshot.with_placer(type_placer(snapshot))  # the fastest GPU type
         round_ = _Round(snapshot)
         kept, records = self._rank(snapshot, prev, round_)
         self._admit(snapshot, round_, kept)

@@ -48,6 +48,13 @@ def test_the_first_job_takes_the_fast_type_and_the_next_the_slow_one(policy: str
 
 
 @pytest.mark.parametrize("policy", ["tiresias", "gandiva", "optimus"])
+def test_blind_to_types_the_first_job_takes_the_first_server(policy: str) -> None:
+    first = make_view(make_job("a", 4, submit_s=0.0))
+    plan = check_round(make_policy(policy, aware=False), snapshot(first))
+    assert nodes(plan.run.get("a")) == {0}
+
+
+@pytest.mark.parametrize("policy", ["tiresias", "gandiva", "optimus"])
 def test_a_job_that_fits_neither_type_alone_spans_them(policy: str) -> None:
     plan = check_round(make_policy(policy), snapshot(make_view(make_job("a", 6))))
     assert nodes(plan.run.get("a")) == {0, 1}
