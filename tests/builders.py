@@ -23,7 +23,13 @@ from controller.model import (
 TEST_GPU = GpuType("TEST-16GB", mem_mib=16384, nvlink_gbps=200.0, pcie_gbps=100.0)
 
 
-def make_node(name: str, gpus: int = 4, rack: int = 0, nic_gbps: float = 100.0) -> Node:
+def make_node(
+    name: str,
+    gpus: int = 4,
+    rack: int = 0,
+    nic_gbps: float = 100.0,
+    gpu_type: GpuType = TEST_GPU,
+) -> Node:
     links = tuple(
         tuple(None if i == j else PairLink(0, PcieLevel.PIX) for j in range(gpus))
         for i in range(gpus)
@@ -31,7 +37,7 @@ def make_node(name: str, gpus: int = 4, rack: int = 0, nic_gbps: float = 100.0) 
     return Node(
         name=name,
         rack=rack,
-        gpu_type=TEST_GPU,
+        gpu_type=gpu_type,
         gpus=tuple(Gpu(i, f"GPU-{name}-{i}", numa=0) for i in range(gpus)),
         links=links,
         nic_gbps=nic_gbps,
@@ -44,6 +50,17 @@ def make_cluster(nodes: int = 2, gpus: int = 4, racks: int = 1) -> Cluster:
         name=f"{nodes}x{gpus}",
         nodes=tuple(make_node(f"n{i}", gpus, rack=i // per_rack) for i in range(nodes)),
         racks=tuple(Rack(f"r{r}", uplink_gbps=100.0 * per_rack) for r in range(racks)),
+    )
+
+
+def make_typed_cluster(*types: tuple[GpuType, int], gpus: int = 4) -> Cluster:
+    """One rack of nodes of `gpus` GPUs: `count` nodes of each `(gpu_type, count)`, in
+    the order given."""
+    kinds = [gpu_type for gpu_type, count in types for _ in range(count)]
+    return Cluster(
+        name="typed",
+        nodes=tuple(make_node(f"n{i}", gpus, gpu_type=t) for i, t in enumerate(kinds)),
+        racks=(Rack("r0", uplink_gbps=100.0 * len(kinds)),),
     )
 
 

@@ -74,6 +74,17 @@ class Snapshot:
     # deadline's share) reads each queue's guarantee from it. None: no quotas.
     queues: QueueTree | None = field(default=None, repr=False, compare=False)
 
+    def with_placer(self, placer: Placer) -> Snapshot:
+        """This snapshot with another placer (controller.model.type_choice.type_placer),
+        sharing what it has built (a deferred snapshot's waiting jobs are still built
+        only when read)."""
+        if placer is self.placer:
+            return self
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        object.__setattr__(copy, "placer", placer)
+        return copy
+
     def job(self, job_id: str) -> JobView | None:
         """The active job with this id, or None."""
         if self.index is None:

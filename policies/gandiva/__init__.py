@@ -58,6 +58,15 @@ Deviations from the paper:
 - Jobs without `gpu_mem_mib` are packed with the catalogue's `mem_mib` when
   `share_unsized` (the JobSpec convention reads None as "not shareable").
 - Priorities are ignored: the paper has none. Elastic jobs start at `num_gpus`.
+- Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's cluster has one
+  GPU type per server and does not choose between types): every placement the round
+  makes through the placer (a start, a migration's destination, a grown job's new
+  GPUs) goes to the GPU type on which the job runs fastest at that size, among those
+  with room (`controller.model.type_choice`), else across types at the slowest GPU's
+  speed. Packing and time-slicing pair jobs on the GPUs the partner already holds,
+  whatever their type, and migration's defragmentation clears a node of the type the
+  waiting gang would be placed on. On a cluster of one type the placer is used as is,
+  and `aware=False` uses it as is on any cluster (blind to types).
 - Migration budget per round, the packing threshold and margin are gpuflow's choices;
   the paper gives no numbers for them.
 - Restart cost: a grow or a migration for locality (step 4), made for the job's own
@@ -78,6 +87,7 @@ from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from controller.model.job import short_of_gpus
+from controller.model.type_choice import type_placer
 from policies.gandiva.moves import consolidate, defragment, grow, movers_by_node, shrink_for
 from policies.gandiva.packing import Pack, PackOptions, introspect, pack_waiting
 from policies.gandiva.queue import RoundRobin, WaitingKinds, Walk, gandiva_key, waiting_kinds
@@ -107,10 +117,15 @@ class Gandiva:
     pack_margin: float = 0.0  # keep a pack when its normalised throughput > 1 + margin
     max_migrations: int = 2  # per round; gpuflow's bound, the paper gives none
     share_unsized: bool = True
+    # Place each job on its fastest GPU type with room (controller.model.type_choice);
+    # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
+    aware: bool = True
     name: str = "gandiva"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, GandivaState) else GandivaState()
+        if self.aware:
+            snapshot = snapshot.with_placer(type_placer(snapshot))  # the fastest GPU type
         work = Work(snapshot, share_unsized=self.share_unsized, migrations=self.max_migrations)
         packs, banned = introspect(
             work, prev.packs, prev.banned_pairs, quantum_s=self.quantum_s, margin=self.pack_margin

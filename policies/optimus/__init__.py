@@ -46,6 +46,19 @@ others are placed, largest first, on the one server that fits best, or else the
 emptiest servers first (the fewest servers that hold the gang). An elastic job that
 does not place shrinks until it does; one that cannot place its minimum waits.
 
+Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's cluster has one GPU
+type): a new job is profiled at each size on its fastest GPU type that has that many
+GPUs (`controller.model.type_choice`: the backend's speeds per type, the throughput
+matrix's in a replay given `--throughputs`, else the performance model's), so that its
+remaining-time estimate T(w) and the marginal gains of §4.1 use the rate on that type;
+§4.2's placement puts it on the fewest servers of its fastest type with room at the
+size it gets, at each size before shrinking, and across types only where no type has
+room (the job then runs at its slowest GPU's speed). The speed a running job shows
+replaces the profiled one at its size, on whichever type it holds: f is then a mix of
+types where the job did not get its fastest one. The GPU budget of §4.1 counts GPUs of
+every type alike. On a cluster of one type none of this applies, nor with
+`aware=False` (blind to types: profiled and packed as on one type).
+
 Cross-round memory is the frozen `OptimusState` in `Plan.state`: per job the losses
 seen, its epoch length, the fitted curve, the speed samples and the fitted θ.
 
@@ -94,6 +107,7 @@ from controller.model import (
 from controller.model.catalog import resolve
 from controller.model.job import does_not_fit
 from controller.model.perf.work import work_per_step
+from controller.model.type_choice import rates_to_choose
 from policies.optimus.cluster import (
     Profiler,
     Speeds,
@@ -169,6 +183,9 @@ class Optimus:
     # While a running job reports its own losses (live), decide again this often so
     # that the fit takes them in; gpuflow's choice (see the deviations).
     refit_s: float = REFIT_S
+    # Place each job on its fastest GPU type with room (controller.model.type_choice);
+    # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
+    aware: bool = True
     name: str = "optimus"
 
     def __post_init__(self) -> None:
@@ -182,7 +199,9 @@ class Optimus:
         known = state.jobs if isinstance(state, OptimusState) else {}
         cluster = snapshot.cluster
         budget = sum(snapshot.usable_gpus())  # none new on a down or cordoned node
-        profiler = Profiler(cluster)
+        # None on a cluster of one GPU type, or blind to types.
+        rates = rates_to_choose(snapshot) if self.aware else None
+        profiler = Profiler(cluster, rates)
         memory: dict[str, JobMemory] = {}
         estimates: list[_Estimate] = []
         for job in snapshot.jobs:
@@ -194,7 +213,8 @@ class Optimus:
             memory[job.job_id] = mem
             estimates.append(self._estimate(job, mem, now, cluster, gain))
         sizes, reasons = self._allocate(estimates, budget)
-        run, placed_reasons = place(snapshot, sizes, [(e.job, int(e.sizes[0])) for e in estimates])
+        least = [(e.job, int(e.sizes[0])) for e in estimates]
+        run, placed_reasons = place(snapshot, sizes, least, rates)
         reasons.update(placed_reasons)
         reporting = any(j.running and j.measured and j.measured.losses for j in snapshot.jobs)
         wake = now + self.refit_s if reporting and self.refit_s > 0 else None
@@ -208,7 +228,7 @@ class Optimus:
             return [j.job_id for j in jobs]
         now, cluster = snapshot.now_s, snapshot.cluster
         known = state.jobs if isinstance(state, OptimusState) else {}
-        profiler = Profiler(cluster)
+        profiler = Profiler(cluster, rates_to_choose(snapshot) if self.aware else None)
         keyed = []
         for job in snapshot.jobs:
             mem = known.get(job.job_id) or _memory(job, profiler.profile(job), cluster)

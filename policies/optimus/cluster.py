@@ -4,6 +4,11 @@ Peng et al., "Optimus", EuroSys 2018: §3.2 (a new job is profiled at a few size
 its speed function f(w) fitted to what is seen) and §4.2 (placement on the fewest
 servers). Called by `policies.optimus.Optimus` each round; the fitting itself lives in
 `policies.optimus.fit`. Deviations are stated in `policies.optimus`.
+
+On a heterogeneous cluster (`rates` given: controller.model.type_choice) a job's
+profiled speed at w GPUs is its speed on w GPUs of its fastest type that has w, and a
+job is placed within its fastest type with room at the size it gets before across
+types, where it would run at its slowest GPU's speed (issue 31, item 3).
 """
 
 from __future__ import annotations
@@ -12,10 +17,19 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from controller.model import Allocation, Cluster, GpuPool, JobView, Reason, Snapshot
+from controller.model import (
+    Allocation,
+    Cluster,
+    GpuPool,
+    JobView,
+    Reason,
+    Snapshot,
+    TypeRates,
+)
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED
 from controller.model.perf import throughput_ips
+from controller.model.type_choice import nodes_by_type, ranked_types, within_type
 from policies.optimus.fit import fit_speed, predict_speed
 
 Speeds = tuple[tuple[int, float], ...]  # (GPUs, iterations/s), by GPUs
@@ -23,10 +37,14 @@ Speeds = tuple[tuple[int, float], ...]  # (GPUs, iterations/s), by GPUs
 
 class Profiler:
     """Speeds of new jobs from the performance model at a few sizes (§3.2 profiling),
-    placed on the fewest servers of the empty cluster; cached for one round."""
+    placed on the fewest servers of the empty cluster; cached for one round. With
+    `rates` (a heterogeneous cluster's speeds per GPU type), the speed on the fastest
+    type that has the GPUs (the module docstring)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, rates: TypeRates | None = None) -> None:
         self.cluster = cluster
+        self.rates = rates
+        self._types = list(nodes_by_type(cluster)) if rates is not None else []
         self._pool: GpuPool | None = None
         self._cache: dict[tuple[str, int | None, int], float] = {}
 
@@ -42,6 +60,11 @@ class Profiler:
         batch = job.batch_size if job.batch_size is not None else spec.batch_size
         samples: list[tuple[int, float]] = []
         for w in sizes:
+            if self.rates is not None:
+                fastest = self._fastest(job, w)
+                if fastest is not None:
+                    samples.append((w, fastest))
+                    continue
             key = (profile.name, batch, w)
             if key not in self._cache:
                 alloc = pack_fewest_servers(self._empty(), w)
@@ -50,6 +73,13 @@ class Profiler:
                 self._cache[key] = throughput_ips(profile, self.cluster, alloc, batch_size=batch)
             samples.append((w, self._cache[key]))
         return tuple(samples)
+
+    def _fastest(self, job: JobView, num_gpus: int) -> float | None:
+        """The job's speed on `num_gpus` GPUs of its fastest type that has them."""
+        assert self.rates is not None
+        spec = job.spec
+        speeds = [self.rates.type_rate_ips(spec, t, num_gpus) for t in self._types]
+        return max((s for s in speeds if s), default=None)
 
     def _empty(self) -> GpuPool:
         if self._pool is None:
@@ -100,11 +130,13 @@ def place(
     snapshot: Snapshot,
     sizes: Mapping[str, tuple[int, int]],
     jobs: Sequence[tuple[JobView, int]],
+    rates: TypeRates | None = None,
 ) -> tuple[dict[str, Allocation], dict[str, Reason]]:
     """Allocations for the jobs given `sizes` (job id -> (GPUs, order)); `jobs` pairs
     each job with the fewest GPUs it can run on. A running job that keeps its size
     keeps its GPUs; the others are placed largest first, then in order, shrinking an
-    elastic job until it fits; reasons for those that do not."""
+    elastic job until it fits; reasons for those that do not. With `rates`, at each
+    size within the job's fastest type with room first (the module docstring)."""
     run = snapshot.allocations()
     pool = snapshot.free_pool()
     for job in snapshot.running():
@@ -120,7 +152,10 @@ def place(
         want = sizes[job.job_id][0]
         alloc = None
         for gpus in range(want, least - 1, -1):
-            alloc = pack_fewest_servers(pool, gpus)
+            if rates is not None:
+                alloc = _pack_by_type(snapshot.cluster, pool, rates, job, gpus)
+            else:
+                alloc = pack_fewest_servers(pool, gpus)
             if alloc is not None:
                 break
         if alloc is None:
@@ -132,6 +167,21 @@ def place(
         pool.take(alloc, job.spec.gpu_mem_mib)
         run[job.job_id] = alloc
     return run, reasons
+
+
+def _pack_by_type(
+    cluster: Cluster, pool: GpuPool, rates: TypeRates, job: JobView, num_gpus: int
+) -> Allocation | None:
+    """`pack_fewest_servers` within the job's fastest GPU type with room, else across
+    types."""
+    if pool.total_free < num_gpus:
+        return None
+    nodes = nodes_by_type(cluster)
+    for gpu in ranked_types(rates, job.spec, list(nodes), num_gpus):
+        alloc = pack_fewest_servers(within_type(pool, cluster, nodes[gpu]), num_gpus)
+        if alloc is not None:
+            return alloc
+    return pack_fewest_servers(pool, num_gpus)
 
 
 def pack_fewest_servers(pool: GpuPool, num_gpus: int) -> Allocation | None:

@@ -38,6 +38,18 @@ What is implemented
   keeps it on the policy object). Jobs are ordered by attained service (artifact),
   so repair gives contested GPUs to the jobs that had least.
 - Interval: PolluxSched re-optimises every 60 s (§5, artifact `--interval 60`).
+- Heterogeneous clusters (issue 31 item 3), as Sia (Jayaram Subramanya et al., SOSP
+  2023) extends Pollux: each job's goodput is evaluated per GPU type
+  (`policies.pollux.types`: its table on each type's nodes alone, the compute probe on
+  that type's GPUs), so that the search chooses a type as well as a count. A row of
+  the search reads the table of the one type it holds; a row spanning types reads
+  the whole cluster's table scaled by the job's one-GPU goodput on the slowest type
+  it holds (a job runs at its slowest GPU, as in Gavel). SPEEDUP is over the fair
+  share on the job's best type, so a job that gains much from the fast types counts
+  a slow one as a small speedup and one that gains little does not, which is what
+  moves fast GPUs to the jobs that gain most from them. `aware=False` is Pollux blind
+  to types, as Gavel and Sia compare against (the one whole-cluster table, every GPU
+  judged as the largest server's). On a cluster of one type both are the paper's.
 
 Deviations
 ----------
@@ -47,7 +59,14 @@ Deviations
   For the six measured applications perf applies the fitted `catalog.PolluxFit`; for
   other models it is gpuflow's analytic model. T_sync depends on (nodes, GPUs) only,
   evaluated on a packed placement of the largest nodes (Pollux's model has the same
-  inputs); heterogeneous GPU types are not modelled beyond the slowest GPU.
+  inputs); a table per GPU type (above) is built the same way on that type's nodes.
+- Against Sia: Sia solves an integer program over per-type configurations (GPU type,
+  nodes, GPUs) with one configuration per job, its own goodput normalisation and
+  restart factor, and bootstraps each job's throughput model per type from a little
+  profiling; here Pollux's genetic search over per-node counts stays, its fitness
+  reading the per-type tables above (the throughput parameters per type come from the
+  performance model, as on one type), and a row may span types at the slowest type's
+  goodput where Sia allows none.
 - Batch hysteresis: a running job that keeps its GPUs changes its batch only for a
   goodput gain above `batch_margin` (5 %); AdaptDL changes it whenever the optimum
   moves, which live, with noisy measured statistics, moved one job's batch 12 times in
@@ -115,7 +134,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.model import Allocation, JobStatus, JobView, Plan, Reason, Snapshot
+from controller.model import Allocation, Cluster, JobStatus, JobView, Plan, Reason, Snapshot
 from controller.model.catalog import ModelProfile, resolve
 from controller.model.job import does_not_fit
 from policies.pollux.goodput import (
@@ -142,6 +161,14 @@ from policies.pollux.partition import (
 )
 from policies.pollux.place import gpu_ids, node_capacity
 from policies.pollux.search import Problem, States, fitness, greedy_seed, search
+from policies.pollux.types import (
+    FloatArray,
+    IntArray,
+    TableOf,
+    row_slot,
+    type_split,
+    typed_tables,
+)
 
 # The goodput gain a new batch must bring a running job that keeps its GPUs: 5 %, so
 # that the noise in a job's measured gradient statistics does not move its batch (and
@@ -192,6 +219,10 @@ class Pollux:
     # training script); gpuflow's choice, see the deviations.
     batch_margin: float = BATCH_MARGIN
     cells_per_part: int = CELLS_PER_PART  # 0: never split the search (`pollux_partition`)
+    # Goodput per GPU type on a heterogeneous cluster (`policies.pollux.types`); False:
+    # blind to types, every GPU judged as the largest node's (the comparison Gavel and
+    # Sia make).
+    aware: bool = True
     name: str = "pollux"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
@@ -323,26 +354,38 @@ class Pollux:
         kdim = max(max(j.hi for j in jobs), max(fair_k)) + 1
         ndim = min(nodes, kdim - 1) + 1
         by_size = np.cumsum(sorted((n.num_gpus for n in snapshot.cluster.nodes), reverse=True))
-        speedup = np.zeros((len(jobs), ndim, kdim))
         batches: list[Any] = []
         factor = np.ones(len(jobs))
         base = np.zeros((len(jobs), nodes), dtype=np.float32)
+        split = type_split(snapshot.cluster) if self.aware else None
+        slots = 1 if split is None else len(split.names) + 1
+        speedup = np.zeros((len(jobs), slots, ndim, kdim))
+        type_factor = None if split is None else np.ones((len(jobs), len(split.names)))
         for row, (job, k_fair) in enumerate(zip(jobs, fair_k, strict=True)):
-            goodput, best = goodput_table(
-                snapshot.cluster,
-                job.profile,
-                job.key,
-                job.bucket,
-                kdim - 1,
-                job.stats_batch,
-                job.ratio,
-            )
-            n_fair = min(int(np.searchsorted(by_size, k_fair)) + 1, k_fair)
-            reference = float(goodput[n_fair, k_fair])
-            if reference <= 0.0:
-                reference = float(goodput.max()) or 1.0
-            speedup[row] = goodput[:ndim, :kdim] / reference
-            batches.append(best)
+            if split is not None:
+                assert type_factor is not None
+                typed = typed_tables(
+                    split, snapshot.cluster, self._table_of(job), k_fair, ndim, kdim
+                )
+                speedup[row] = typed.speedup
+                type_factor[row] = typed.factor
+                batches.append(typed.best)
+            else:
+                goodput, best = goodput_table(
+                    snapshot.cluster,
+                    job.profile,
+                    job.key,
+                    job.bucket,
+                    kdim - 1,
+                    job.stats_batch,
+                    job.ratio,
+                )
+                n_fair = min(int(np.searchsorted(by_size, k_fair)) + 1, k_fair)
+                reference = float(goodput[n_fair, k_fair])
+                if reference <= 0.0:
+                    reference = float(goodput.max()) or 1.0
+                speedup[row, 0] = goodput[:ndim, :kdim] / reference
+                batches.append(((snapshot.cluster, best),))
             view = job.view
             if view.allocation is not None and view.running:
                 for node, count in view.allocation.per_node:
@@ -359,8 +402,21 @@ class Pollux:
             restart_factor=factor,
             p=self.p,
             avoid_interference=self.avoid_interference,
+            type_onehot=None if split is None else split.onehot,
+            type_factor=type_factor,
         )
         return problem, batches
+
+    @staticmethod
+    def _table_of(job: _Job) -> TableOf:
+        """The job's goodput table on a cluster, for `typed_tables`."""
+
+        def table(cluster: Cluster, max_gpus: int) -> tuple[FloatArray, IntArray]:
+            return goodput_table(
+                cluster, job.profile, job.key, job.bucket, max_gpus, job.stats_batch, job.ratio
+            )
+
+        return table
 
     def _restart_factor(self, view: JobView, profile: ModelProfile, now: float) -> float:
         """(T - R·δ) / (T + δ) (§4.2); 1 for a job that never ran (its start is free)."""
@@ -385,6 +441,7 @@ class Pollux:
     ) -> Plan:
         now = snapshot.now_s
         held = dict(state.max_held)
+        split = type_split(snapshot.cluster) if self.aware else None
         run = snapshot.allocations()
         placed = gpu_ids(snapshot, [j.view for j in jobs], counts)
         batch_sizes: dict[str, int] = {}
@@ -403,7 +460,8 @@ class Pollux:
             if job.key.adaptive:
                 gpus = int(counts[row].sum())
                 nodes = int(np.count_nonzero(counts[row]))
-                batch_sizes[job_id] = self._batch(snapshot, job, alloc, (nodes, gpus), batches[row])
+                slot = 0 if split is None else row_slot(split, counts[row])
+                batch_sizes[job_id] = self._batch(job, alloc, (nodes, gpus), batches[row][slot])
                 kept = alloc is job.view.allocation and batch_sizes[job_id] == job.view.batch_size
                 # A job judged on its own gradient statistics may move any time.
                 live = job.view.measured is not None and job.view.measured.grad_sqr is not None
@@ -420,15 +478,18 @@ class Pollux:
         )
 
     def _batch(
-        self, snapshot: Snapshot, job: _Job, alloc: Allocation, where: tuple[int, int], best: Any
+        self, job: _Job, alloc: Allocation, where: tuple[int, int], batched: tuple[Cluster, Any]
     ) -> int:
-        """The batch for a job on `alloc`: the best one, unless the job keeps its GPUs
-        and its current batch is within `batch_margin` of the best one's goodput."""
+        """The batch for a job on `alloc`: the best one in the table of the cluster it
+        was chosen on (`batched`: the whole cluster's, or its GPU type's), unless the job
+        keeps its GPUs and its current batch is within `batch_margin` of the best one's
+        goodput."""
+        cluster, best = batched
         chosen = int(best[where])
         current = job.view.batch_size
         if alloc is not job.view.allocation or not current or current == chosen:
             return chosen
-        args = (snapshot.cluster, job.profile, job.key, job.bucket, job.stats_batch, job.ratio)
+        args = (cluster, job.profile, job.key, job.bucket, job.stats_batch, job.ratio)
         now_gp = goodput_at_batch(*args, where, current)
         best_gp = goodput_at_batch(*args, where, chosen)
         return current if best_gp <= now_gp * (1.0 + self.batch_margin) else chosen

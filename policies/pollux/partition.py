@@ -119,6 +119,10 @@ def sub_problem(problem: Problem, part: Part) -> Problem:
     whole = base.sum(axis=1) >= problem.base[rows].sum(axis=1)
     base[~whole] = 0.0
     per_job = problem.ndim * problem.kdim
+    onehot, factor = problem.type_onehot, problem.type_factor
+    if onehot is not None and factor is not None:
+        per_job *= onehot.shape[1] + 1  # a table per GPU type and one spanning them
+        onehot, factor = onehot[nodes], factor[rows]
     speedup = problem.speedup.reshape(problem.num_jobs, per_job)[rows].ravel()
     return replace(
         problem,
@@ -128,6 +132,8 @@ def sub_problem(problem: Problem, part: Part) -> Problem:
         hi=problem.hi[rows],
         speedup=speedup,
         restart_factor=problem.restart_factor[rows],
+        type_onehot=onehot,
+        type_factor=factor,
     )
 
 

@@ -51,6 +51,11 @@ class Problem:
     `speedup` is flat: job j on n nodes and k GPUs is `speedup[j * ndim * kdim +
     n * kdim + k]`. `restart_factor[j]` multiplies job j's speedup when its row differs
     from `base` (the current allocation).
+
+    On a cluster searched by GPU type (`type_onehot` given: `policies.pollux.types`),
+    each job has T + 1 such tables, `speedup[((j * (T + 1) + t) * ndim + n) * kdim +
+    k]`: table t for a row whose GPUs are all of type t, table T for a row spanning
+    types, scaled by the least `type_factor[j, t]` of the types it holds.
     """
 
     capacity: States  # (nodes,) GPUs per node, 0 when down
@@ -63,6 +68,8 @@ class Problem:
     restart_factor: FloatArray  # (jobs,)
     p: float
     avoid_interference: bool
+    type_onehot: States | None = None  # (nodes, types); None: one type, or blind to them
+    type_factor: FloatArray | None = None  # (jobs, types)
 
     @property
     def num_jobs(self) -> int:
@@ -96,12 +103,31 @@ def job_speedups(problem: Problem, states: States, gpus: States | None = None) -
         gpus = states @ ones
     nodes = np.minimum(states, 1.0) @ ones
     flat = (nodes * problem.kdim + gpus).astype(np.int64)
-    flat += np.arange(problem.num_jobs, dtype=np.int64) * (problem.ndim * problem.kdim)
-    speedups = problem.speedup[flat]
+    if problem.type_onehot is None:
+        flat += np.arange(problem.num_jobs, dtype=np.int64) * (problem.ndim * problem.kdim)
+        speedups = problem.speedup[flat]
+    else:
+        speedups = _typed_speedups(problem, states, flat)
     moved = states - problem.base
     changed = (moved * moved) @ ones > 0.5
     penalised: FloatArray = np.where(changed, speedups * problem.restart_factor, speedups)
     return penalised
+
+
+def _typed_speedups(problem: Problem, states: States, flat: npt.NDArray[np.int64]) -> FloatArray:
+    """(population, jobs) speedups read from each row's own type's table, or from the
+    spanning table times the least factor of the types a row holds."""
+    assert problem.type_onehot is not None and problem.type_factor is not None
+    types = problem.type_onehot.shape[1]
+    table = problem.ndim * problem.kdim
+    flat = flat + np.arange(problem.num_jobs, dtype=np.int64) * ((types + 1) * table)
+    held = np.matmul(np.minimum(states, 1.0), problem.type_onehot) > 0.5  # (pop, jobs, T)
+    per_type = np.stack([problem.speedup[flat + t * table] for t in range(types)], axis=-1)
+    alone = np.where(held, per_type, 0.0).sum(axis=-1)
+    slowest = np.where(held, problem.type_factor[None], np.inf).min(axis=-1)
+    spanning = problem.speedup[flat + types * table] * np.where(np.isfinite(slowest), slowest, 0.0)
+    result: FloatArray = np.where(held.sum(axis=-1) > 1, spanning, alone)
+    return result
 
 
 def repair(problem: Problem, states: States) -> tuple[States, States]:

@@ -29,6 +29,18 @@ backend) calls `schedule` once a round.
   AlexNet, ...) runs only on the fewest nodes its gang can take (ceil(GPUs / largest
   node)), else it waits ("AwaitingConsolidation"); other models take what the placer
   gives (`policies.tiresias.placement`).
+- Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's testbed and
+  simulator have one GPU type): where a job is placed, it goes to the GPU type on
+  which it runs fastest at its gang size, among the types with room
+  (`controller.model.type_choice`: the backend's speeds per type, the throughput
+  matrix's in a replay given `--throughputs`, else the performance model's), a skewed
+  job's fewest nodes sought within its types in that order; only where no single
+  type has room does it span types, running at its slowest GPU's speed. Admission is
+  by GPU count as before: a job is admitted if its gang fits the GPUs alive, whatever
+  their type, and the type never changes a queue's order (attained service counts
+  GPU-seconds, not work). A running job keeps its GPUs. On a cluster of one type the
+  placement is the placer's, as always, and `aware=False` leaves it the placer's on
+  any cluster (blind to types, as Gavel compares against).
 
 Cross-round memory is `TiresiasState` (`Plan.state`, `policies.tiresias.state`):
 queue entries below Q0 and promotions (`policies.tiresias.ledger`), and the waiting
@@ -73,6 +85,7 @@ from itertools import accumulate, chain, pairwise
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model.type_choice import type_placer
 from policies.tiresias.gittins import ServiceDistribution
 from policies.tiresias.ledger import Ledger, Promotion, Records
 from policies.tiresias.placement import place
@@ -115,6 +128,9 @@ class Tiresias:
     thresholds_gpu_s: tuple[float, ...] = DEFAULT_THRESHOLDS_GPU_S
     starve_limit: float = DEFAULT_STARVE_LIMIT  # 0 turns promotion off
     service_samples_gpu_s: tuple[float, ...] = ()
+    # Place each job on its fastest GPU type with room (controller.model.type_choice);
+    # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
+    aware: bool = True
     name: str = "tiresias"
     _dist: ServiceDistribution | None = field(init=False, repr=False, compare=False)
 
@@ -132,6 +148,8 @@ class Tiresias:
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         prev = state if isinstance(state, TiresiasState) else _NO_STATE
+        if self.aware:
+            snapshot = snapshot.with_placer(type_placer(snapshot))  # the fastest GPU type
         round_ = _Round(snapshot)
         kept, records = self._rank(snapshot, prev, round_)
         self._admit(snapshot, round_, kept)

@@ -3,7 +3,10 @@
 Called by `policies.tiresias` for each waiting job it starts. A job whose model is
 skewed (`catalog.resolve(model).skewed`: VGG, AlexNet, ...) runs only on the fewest
 nodes its gang can take (ceil(GPUs / largest node)), else it waits
-("AwaitingConsolidation"); other models take what the snapshot's placer gives.
+("AwaitingConsolidation"); other models take what the snapshot's placer gives. On a
+heterogeneous cluster `policies.tiresias` has wrapped that placer to choose the job's
+fastest GPU type with room (controller.model.type_choice), and a skewed job's fewest
+nodes are sought within its types in the same order before across them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from functools import cache
 from controller.model import Allocation, GpuPool, JobView, Reason, Snapshot
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED, INSUFFICIENT_GPUS, does_not_fit
+from controller.model.type_choice import FastestTypePlacer, within_type
 
 
 def place(
@@ -23,7 +27,7 @@ def place(
     if _skewed(job.spec.model):
         fewest = -(-need // snapshot.cluster.max_gpus_per_node)
         if alloc is None or len(alloc.nodes) > fewest:
-            alloc = _consolidated(pool, need, fewest)
+            alloc = _consolidated_by_type(snapshot, pool, job, need, fewest)
         if alloc is None:
             return Reason(
                 "AwaitingConsolidation",
@@ -39,6 +43,21 @@ def place(
 @cache
 def _skewed(model: str) -> bool:
     return resolve(model).skewed
+
+
+def _consolidated_by_type(
+    snapshot: Snapshot, pool: GpuPool, job: JobView, need: int, nodes: int
+) -> Allocation | None:
+    """`_consolidated` within the job's GPU types, fastest first, where the placer
+    chooses types (a heterogeneous cluster); else, or where none has room, the pool's."""
+    placer = snapshot.placer
+    if isinstance(placer, FastestTypePlacer) and len(placer.nodes_of) > 1:
+        for gpu in placer.ranked(job, need):
+            within = within_type(pool, snapshot.cluster, placer.nodes_of[gpu])
+            alloc = _consolidated(within, need, nodes)
+            if alloc is not None:
+                return alloc
+    return _consolidated(pool, need, nodes)
 
 
 def _consolidated(pool: GpuPool, need: int, nodes: int) -> Allocation | None:

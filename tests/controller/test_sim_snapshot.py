@@ -53,3 +53,18 @@ def test_deferred_snapshot_read_too_late_is_refused() -> None:
     sim.advance(7200.0)  # rounds ran, jobs finished and started
     with pytest.raises(RuntimeError, match="too late"):
         snapshot.waiting()
+
+
+def test_a_snapshot_with_another_placer_still_defers_its_waiting_jobs() -> None:
+    """Snapshot.with_placer (the policies that choose a GPU type wrap the placer) shares
+    what the snapshot holds and builds the waiting jobs only when read."""
+    sim = _simulator()
+    sim.advance(600.0)
+    snapshot = sim.observe()
+    other = ConsolidatedPlacer(snapshot.cluster)
+    copy = snapshot.with_placer(other)
+    assert copy.placer is other and snapshot.placer is not other
+    assert snapshot.with_placer(snapshot.placer) is snapshot
+    assert copy.waiting_jobs is None and copy.waiting_count() == snapshot.waiting_count()
+    assert [j.job_id for j in copy.waiting()] == [j.job_id for j in snapshot.waiting()]
+    assert copy.running() == snapshot.running() and copy.current == snapshot.current

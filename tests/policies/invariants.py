@@ -3,14 +3,17 @@
 Random snapshots — running gangs already placed, queued and preempted jobs waiting —
 on clusters of 1..16 nodes, in the spirit of AdaptDL's pollux_test.py: a plan must
 never over-allocate a GPU, must place every gang whole within its size limits, must
-give every waiting job a reason, and must be the same for the same input.
+give every waiting job a reason, and must be the same for the same input. The same
+on clusters of two GPU types, where the policies that choose a type do (issue 31).
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from controller.model import (
+    Cluster,
     GpuPool,
     JobStatus,
     JobView,
@@ -20,12 +23,25 @@ from controller.model import (
     validate_plan,
 )
 from controller.placement import ConsolidatedPlacer
-from tests.builders import make_cluster, make_job, make_view
+from tests.builders import TEST_GPU, make_cluster, make_job, make_view
 
 MODELS = ("resnet50", "vgg16", "bert", "gpt2", "cifar10", "ncf")
 
 
-def random_snapshot(seed: int) -> Snapshot:
+# The second GPU type of a heterogeneous snapshot: every other node, 2.5x as fast.
+FAST_GPU = replace(TEST_GPU, name="FAST-16GB", speed=2.5)
+
+
+def two_types(cluster: Cluster) -> Cluster:
+    """The cluster with every other node (1, 3, ...) of `FAST_GPU`."""
+    nodes = tuple(
+        replace(n, gpu_type=FAST_GPU) if i % 2 else n for i, n in enumerate(cluster.nodes)
+    )
+    return Cluster(f"{cluster.name}-two-types", nodes, cluster.racks, cluster.groups)
+
+
+def random_snapshot(seed: int, heterogeneous: bool = False) -> Snapshot:
+    """A random snapshot; `heterogeneous`: on nodes of two GPU types (`two_types`)."""
     rng = random.Random(seed)
     # A job's own utilisation (a trace's, or measured live) on about a third of the
     # jobs, drawn apart so that the rest of each snapshot stays as it was.
@@ -33,6 +49,8 @@ def random_snapshot(seed: int) -> Snapshot:
     nodes = rng.choice([1, 2, 3, 4, 8, 16])
     gpus = rng.choice([2, 4, 8])
     cluster = make_cluster(nodes=nodes, gpus=gpus, racks=1 if nodes < 4 else 2)
+    if heterogeneous:
+        cluster = two_types(cluster)
     placer = ConsolidatedPlacer(cluster)
     pool = GpuPool(cluster.gpus_per_node, (n.gpu_type.mem_mib for n in cluster.nodes))
     now = 1000.0
