@@ -8,8 +8,9 @@ Two implementations, chosen by `api.backend_factory.make_backend` from the setti
   record its history.
 
 Reads (job lists, events, reasons) come from the job database in both modes; only
-submit, cancel, the cluster view (`describe`) and an admin's cordon, drain and
-uncordon of a node (`maintain_node`) differ.
+submit, cancel, the cluster view (`describe`), a job's speed on each GPU type
+(`type_throughput`) and an admin's cordon, drain and uncordon of a node
+(`maintain_node`) differ.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from api.group_commit import WriterStopped
 from api.local import LocalMode
 from api.models import Job
 from api.schemas.cluster import ClusterPublic, NodePublic, TopologyPublic
-from api.schemas.jobs import JobCreate
+from api.schemas.jobs import JobCreate, TypeThroughputPublic
+from api.type_throughput import type_throughput_public
 from controller.maintenance import NodeAction
 from controller.model import WAITING, JobStatus
 
@@ -85,6 +87,11 @@ class JobBackend(Protocol):
         its DLJob after it (api.dljob_reaper retrying a delete Kubernetes refused)."""
         ...
 
+    def type_throughput(self, job: Job) -> list[TypeThroughputPublic]:
+        """The job's speed on each GPU type it has run on (cluster mode: its DLJob's
+        status.typeThroughput, from its reports; local mode: the simulator's)."""
+        ...
+
     def describe(self, *, gpus: bool = True) -> ClusterDescription:
         """Nodes and summary; `gpus` False leaves each node's gpu_list empty (the
         summary alone is wanted: 8,000 GPU entries cost ~0.1 s to build at 1,000x8)."""
@@ -135,6 +142,9 @@ class LocalBackend:
 
     def metrics_reported(self, job_id: str) -> None:
         pass  # the simulated cluster has no DLJobs: the rows are all there is
+
+    def type_throughput(self, job: Job) -> list[TypeThroughputPublic]:
+        return type_throughput_public(self.local.live.type_throughput(job.id), "simulated")
 
     def cancel(self, session: Session, job: Job) -> bool:
         return self.local.cancel(session, job)

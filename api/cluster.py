@@ -41,9 +41,10 @@ from api.kube_describe import describe_kube
 from api.models import IdempotencyKey, Job, JobEvent
 from api.node_admin import patch_node
 from api.schemas.cluster import NodePublic, TopologyPublic
-from api.schemas.jobs import JobCreate
+from api.schemas.jobs import JobCreate, TypeThroughputPublic
 from api.settings import Settings
 from api.train_status import TrainStatusWriter
+from api.type_throughput import type_throughput_public
 from controller.maintenance import NodeAction
 from operators.kube import (
     API_ERRORS,
@@ -57,6 +58,7 @@ from operators.kube import (
 from operators.nodes import build_cluster
 from operators.policy_config import RunningPolicy, read_choice, read_running
 from operators.resources import metrics_secret_name
+from operators.type_throughput import recorded
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +257,15 @@ class ClusterModeBackend:
 
     def topology(self) -> TopologyPublic:
         return topology_of(build_cluster(self.follower.nodes.items()).cluster)
+
+    def type_throughput(self, job: Job) -> list[TypeThroughputPublic]:
+        if job.dljob_namespace is None or job.dljob_name is None:
+            return []
+        dljob = self.follower.dljobs.get((job.dljob_namespace, job.dljob_name))
+        if dljob is None or (job.dljob_uid and dljob["metadata"].get("uid") != job.dljob_uid):
+            return []  # gone, or another DLJob of the same name
+        record = recorded(dljob.get("status") or {})
+        return type_throughput_public((record[t] for t in sorted(record)), "measured")
 
 
 def _message(exc: BaseException) -> str:
