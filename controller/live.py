@@ -9,6 +9,8 @@ scale). Thread-safe: calls are serialised by a lock.
 Cost stays with the jobs that are alive: `jobs(active_only=True)`, `poll` (the active
 jobs plus those finished since a cursor, for local mode's ticker) and `done_counts`
 never walk the finished history; `submit_many` places a batch under one lock.
+`type_throughput` is each job's simulated speed on each GPU type it ran on (the job
+page's table, as a live cluster's measured one).
 """
 
 from __future__ import annotations

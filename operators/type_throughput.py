@@ -12,9 +12,9 @@ report counts for a type only where it is unambiguous: the job on whole GPUs of 
 one type (not sharing them, not spread over types, where it runs at its slowest
 type's rate), at the size it reported from, the report arriving after its gang
 started on those GPUs (a report from before a migration speaks of the old type; the
-start is known to the second, START_RESOLUTION_S). It is
-the last window's steps per second (`Measured.samples_per_s` over the batch): the
-per-size mean the API keeps would average over a migration between types at one size.
+start is known to the second, START_RESOLUTION_S). It is the last window's steps per
+second (`Measured.samples_per_s` over the batch): the per-size mean the API keeps
+would average over a migration between types at one size.
 
 `MeasuredTypeRates` is the snapshot's `type_rates` (controller.model.snapshot): the
 backend's rate model (controller.rates.RateModel) for a type the job has not run on,
