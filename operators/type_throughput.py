@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from controller.model import Cluster, JobSpec, JobView
+from controller.model import Allocation, Cluster, JobSpec, JobView
 from controller.model.type_throughput import TypeThroughput
 from controller.rates import RateModel
 from operators.resources import micro_time, parse_time
@@ -83,14 +83,45 @@ def recorded(status: Mapping[str, Any]) -> dict[str, TypeThroughput]:
     return out
 
 
+def reported_since(reported_s: float, running_s: float | None, margin_s: float = 0.0) -> bool:
+    """Whether a report arrived more than `margin_s` after the gang running since
+    `running_s` started (None: no gang runs whole now). Its start is known to the
+    second: a record takes START_RESOLUTION_S for the margin, to be sure; the views
+    take none, and may read a report of the previous attempt's last second as this
+    one's, as they read it before."""
+    return running_s is not None and reported_s > running_s + margin_s
+
+
+def measured_ratio(
+    record: Mapping[str, TypeThroughput],
+    spec: JobSpec,
+    alloc: Allocation,
+    cluster: Cluster,
+    rates: RateModel,
+) -> float:
+    """The job's measured speed over the model's on the GPU type of `alloc`, where it
+    has run on that type (1: it has not, or `alloc` spans types or shares GPUs)."""
+    types = {cluster.nodes[s.node].gpu_type.name for s in alloc.shares}
+    if len(types) != 1 or any(s.fraction < 1.0 for s in alloc.shares):
+        return 1.0
+    ran = record.get(types.pop())
+    there = None if ran is None else _model_where_measured(rates, spec, ran)
+    return 1.0 if ran is None or not there else ran.steps_per_s / there
+
+
+def _model_where_measured(rates: RateModel, spec: JobSpec, ran: TypeThroughput) -> float | None:
+    """The model's speed of the job at the GPUs, type and batch it was measured at."""
+    return rates.type_rate_ips(replace(spec, batch_size=ran.batch_size), ran.gpu_type, ran.gpus)
+
+
 def observed(job: JobView, cluster: Cluster, running_s: float | None) -> TypeThroughput | None:
     """What the job's latest report says of its speed on the type it runs on now
     (module docstring: None where the report is not unambiguously that type's)."""
     alloc, measured = job.allocation, job.measured
     if alloc is None or measured is None or running_s is None:
         return None
-    too_soon = measured.reported_s <= running_s + START_RESOLUTION_S
-    if too_soon or measured.gpus != alloc.num_gpus:
+    since = reported_since(measured.reported_s, running_s, START_RESOLUTION_S)
+    if not since or measured.gpus != alloc.num_gpus:
         return None
     if not measured.batch_size or not measured.samples_per_s or measured.samples_per_s <= 0:
         return None
@@ -144,7 +175,7 @@ class MeasuredTypeRates:
         if ran.gpus == num_gpus and ran.batch_size == spec.batch_size:
             return ran.steps_per_s
         # The model's speed where it was measured: the job's measured ratio to it.
-        there = self.rates.type_rate_ips(replace(spec, batch_size=ran.batch_size), gpu, ran.gpus)
+        there = _model_where_measured(self.rates, spec, ran)
         if not there:
             return model
         return model * ran.steps_per_s / there

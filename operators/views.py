@@ -13,6 +13,11 @@ of its pods (`gpu_use_of`); a stopped one's, what was measured of it before it s
 utilisation measured alone becomes the view's `spec.gpu_util`, which packing and the
 sharing model read in place of the catalogue's (`JobView.util_source` says which).
 Pure functions: the backend writes what they decide.
+
+A running job's measured rate is what it reported since its gang started; a report of
+its previous attempt (a restart, a migration to another GPU type) gives its steps, and
+its speed is the model's on its GPUs by the ratio it measured on their type before
+(operators/type_throughput.py).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from operators.nodes import ClusterView
 from operators.pods import ShareRecord
 from operators.resources import BACKOFF, PREEMPTED, SUSPENDED, micro_time, parse_time, phase_of
 from operators.template import pod_requests
+from operators.type_throughput import measured_ratio, recorded, reported_since
 
 # A job in back-off ran and stopped as a preempted one did: to the policies it is one
 # (its attained service and restart cost count the same).
@@ -172,6 +178,13 @@ def job_view(
         # Its progress is then counted in its own steps.
         steps_per_s = sustained_samples_per_s(measured) / measured.batch_size
         fresh = now - measured.reported_s <= MEASURED_FRESH_S
+        running_s = rec.running_s if rec.state is State.RUNNING else None
+        if alloc is not None and fresh and not reported_since(measured.reported_s, running_s):
+            # The previous attempt's report (a restart, a migration): its steps count,
+            # its speed was another placement's. The model's here, by the job's
+            # measured ratio on this GPU type where it ran on it before.
+            record = recorded(status)
+            steps_per_s = rate * measured_ratio(record, spec, alloc, view.cluster, rates)
         if alloc is not None and fresh and steps_per_s > 0 and rate > 0:
             nominal *= steps_per_s / rate
             rate, source = steps_per_s, "measured"
