@@ -83,13 +83,12 @@ def recorded(status: Mapping[str, Any]) -> dict[str, TypeThroughput]:
     return out
 
 
-def reported_since(reported_s: float, running_s: float | None, margin_s: float = 0.0) -> bool:
-    """Whether a report arrived more than `margin_s` after the gang running since
-    `running_s` started (None: no gang runs whole now). Its start is known to the
-    second: a record takes START_RESOLUTION_S for the margin, to be sure; the views
-    take none, and may read a report of the previous attempt's last second as this
-    one's, as they read it before."""
-    return running_s is not None and reported_s > running_s + margin_s
+def reported_since(reported_s: float, running_s: float | None) -> bool:
+    """Whether a report arrived from the gang running since `running_s` (None: no gang
+    runs whole now): after its start, which is known to the second, so more than
+    START_RESOLUTION_S after it. The record (`observed`) and the job's rate in its view
+    (operators/views.py) both count only such reports as the running attempt's."""
+    return running_s is not None and reported_s > running_s + START_RESOLUTION_S
 
 
 def measured_ratio(
@@ -120,8 +119,7 @@ def observed(job: JobView, cluster: Cluster, running_s: float | None) -> TypeThr
     alloc, measured = job.allocation, job.measured
     if alloc is None or measured is None or running_s is None:
         return None
-    since = reported_since(measured.reported_s, running_s, START_RESOLUTION_S)
-    if not since or measured.gpus != alloc.num_gpus:
+    if not reported_since(measured.reported_s, running_s) or measured.gpus != alloc.num_gpus:
         return None
     if not measured.batch_size or not measured.samples_per_s or measured.samples_per_s <= 0:
         return None

@@ -14,9 +14,10 @@ utilisation measured alone becomes the view's `spec.gpu_util`, which packing and
 sharing model read in place of the catalogue's (`JobView.util_source` says which).
 Pure functions: the backend writes what they decide.
 
-A running job's measured rate is what it reported since its gang started; a report of
-its previous attempt (a restart, a migration to another GPU type) gives its steps, and
-its speed is the model's on its GPUs by the ratio it measured on their type before
+A running job's measured rate is what it reported since its gang started (more than a
+second after: the start is known to the second); a report of its previous attempt (a
+restart, a migration to another GPU type) gives its steps, and its speed is the
+model's on its GPUs by the ratio it measured on their type before
 (operators/type_throughput.py).
 """
 

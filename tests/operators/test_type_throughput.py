@@ -158,13 +158,26 @@ def test_a_slow_measured_type_moves_the_job_after_a_restart(gpu_cluster: RealClu
             seen = snapshot.type_rates.type_rate_ips(spec, A100, 8)
             assert seen == pytest.approx(slow_steps, rel=1e-5)
             assert nodes_of(api, "het") == {"node-1"}  # the running allocation stands
-        with running_operator(gpu_cluster.client, policy="gavel-fifo", identity="second"):
+        with running_operator(gpu_cluster.client, policy="gavel-fifo", identity="second") as op:
             wait_for("the job moved to the V100s", lambda: nodes_of(api, "het") == {"node-0"}, 30)
             wait_phases(api, "Running", ["het"])
             status = dljob_status(api, "het")
             assert status.get("restarts", 0) >= 1
-            # The A100 report, fresh still, says nothing of the V100s.
+            # The A100 report, fresh still, says nothing of the V100s: not in the
+            # record, and not the job's speed there (the model's, never measured).
             assert [e["gpuType"] for e in status["typeThroughput"]] == [A100]
+
+            def on_v100s() -> JobView | None:
+                snapshot = op.backend.last_snapshot
+                job = snapshot.job("default/het") if snapshot else None
+                alloc = job.allocation if job else None
+                return job if alloc is not None and alloc.nodes == (0,) else None
+
+            job = wait_for("the job's view on the V100s", on_v100s, 20)
+            assert job.allocation is not None
+            model_here = rates.rate_ips(job.spec, job.allocation, batch_size=BATCH)
+            assert job.rate_ips == pytest.approx(model_here)
+            assert model_here > 1.5 * slow_steps
             time.sleep(START_RESOLUTION_S + 0.1)
             train_report(api, "het", 3 * slow_steps * BATCH)
             entries = wait_for(
