@@ -8,8 +8,9 @@ Two implementations, chosen by `api.backend_factory.make_backend` from the setti
   record its history.
 
 Reads (job lists, events, reasons) come from the job database in both modes; only
-submit, cancel, the cluster view (`describe`), a worker's logs (`worker_logs`) and an
-admin's cordon, drain and uncordon of a node (`maintain_node`) differ.
+submit, cancel, the cluster view (`describe`), a worker's logs (`worker_logs`), a job's
+speed on each GPU type (`type_throughput`) and an admin's cordon, drain and uncordon of
+a node (`maintain_node`) differ.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session
 
 from api.cluster_view import gpu_list, link_loads_public, topology_of
+from api.jobs.type_throughput import type_throughput_public
 from api.local_mode.backend import LocalMode
 from api.schemas.cluster import ClusterPublic, NodePublic, TopologyPublic
 from api.schemas.job_logs import JobLogsPublic
-from api.schemas.jobs import JobCreate
+from api.schemas.jobs import JobCreate, TypeThroughputPublic
 from api.store.group_commit import WriterStopped
 from api.store.models import Job
 from controller.maintenance import NodeAction
@@ -94,6 +96,11 @@ class JobBackend(Protocol):
         its DLJob after it (api.cluster_mode.reaper retrying a delete Kubernetes refused)."""
         ...
 
+    def type_throughput(self, job: Job) -> list[TypeThroughputPublic]:
+        """The job's speed on each GPU type it has run on (cluster mode: its DLJob's
+        status.typeThroughput, from its reports; local mode: the simulator's)."""
+        ...
+
     def describe(self, *, gpus: bool = True) -> ClusterDescription:
         """Nodes and summary; `gpus` False leaves each node's gpu_list empty (the
         summary alone is wanted: 8,000 GPU entries cost ~0.1 s to build at 1,000x8)."""
@@ -105,7 +112,7 @@ class JobBackend(Protocol):
 
     def worker_logs(self, job: Job, worker: int, tail_lines: int) -> JobLogsPublic:
         """The last `tail_lines` lines of worker `worker`'s output in the job's latest
-        attempt (cluster mode: its pod's log, api.jobs.worker_logs; local mode: a note that
+        attempt (cluster mode: its pod's log, api.cluster_mode.worker_logs; local mode: a note that
         simulated jobs have none). Raises UnknownWorker, or BackendUnavailable."""
         ...
 
@@ -151,6 +158,9 @@ class LocalBackend:
 
     def metrics_reported(self, job_id: str) -> None:
         pass  # the simulated cluster has no DLJobs: the rows are all there is
+
+    def type_throughput(self, job: Job) -> list[TypeThroughputPublic]:
+        return type_throughput_public(self.local.live.type_throughput(job.id), "simulated")
 
     def cancel(self, session: Session, job: Job) -> bool:
         return self.local.cancel(session, job)

@@ -9,6 +9,8 @@ scale). Thread-safe: calls are serialised by a lock.
 Cost stays with the jobs that are alive: `jobs(active_only=True)`, `poll` (the active
 jobs plus those finished since a cursor, for local mode's ticker) and `done_counts`
 never walk the finished history; `submit_many` places a batch under one lock.
+`type_throughput` is each job's simulated speed on each GPU type it ran on (the job
+page's table, as a live cluster's measured one).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from controller.model import (
     Reason,
     Snapshot,
 )
+from controller.model.type_throughput import TypeThroughput
 from controller.network.loads import JobTraffic, LinkLoad, link_loads
 from controller.quotas.admission import Quotas
 from controller.records import JobOutcome
@@ -114,6 +117,10 @@ class LiveCluster:
         # the caller last took them (controller.decisions).
         self._positions: Mapping[str, int] = {}
         self._displaced: dict[str, Displacement] = {}
+        # Each job's simulated speed on each GPU type it ran on (`type_throughput`), and
+        # the (allocation, batch) each running job was last rated at.
+        self._type_rates: dict[str, dict[str, TypeThroughput]] = {}
+        self._rated: dict[str, tuple[Allocation, int | None]] = {}
         self._sim.controller.on_round = self._on_round
 
     @property
@@ -143,6 +150,7 @@ class LiveCluster:
         outcomes = self._sim.outcomes
         for outcome in outcomes[self._seen_outcomes :]:
             self._done[outcome.job_id] = outcome
+            self._rated.pop(outcome.job_id, None)
             self._done_counts[_done_status(outcome)] += 1
         self._seen_outcomes = len(outcomes)
         return now
@@ -152,6 +160,35 @@ class LiveCluster:
         record = record_round(self._sim.policy, snapshot, plan, plan.state)
         self._positions = record.positions
         self._displaced.update(record.displaced)
+        self._rate_types(snapshot, plan)
+
+    def _rate_types(self, snapshot: Snapshot, plan: Plan) -> None:
+        """Record the speed of each job the plan runs on whole GPUs of one type, alone
+        on them at its batch (the rate model's: what its reports would say on a live
+        cluster), where its GPUs or batch changed since it was last rated."""
+        nodes = self.cluster.nodes
+        for job_id, alloc in plan.run.items():
+            job = snapshot.job(job_id)
+            if job is None:
+                continue
+            batch = plan.batch_sizes.get(job_id, job.batch_size)
+            if self._rated.get(job_id) == (alloc, batch):
+                continue
+            self._rated[job_id] = (alloc, batch)
+            types = {nodes[s.node].gpu_type.name for s in alloc.shares}
+            if len(types) != 1 or any(s.fraction < 1.0 for s in alloc.shares):
+                continue
+            gpu = types.pop()
+            rate = self._sim.rates.rate_ips(job.spec, alloc, batch_size=batch)
+            record = self._type_rates.setdefault(job_id, {})
+            record[gpu] = TypeThroughput(gpu, rate, alloc.num_gpus, batch, snapshot.now_s)
+
+    def type_throughput(self, job_id: str) -> list[TypeThroughput]:
+        """The job's simulated speed on each GPU type it has run on, types by name."""
+        with self._lock:
+            self._sync()
+            record = self._type_rates.get(job_id, {})
+            return [record[t] for t in sorted(record)]
 
     def queue_positions(self) -> dict[str, int]:
         """Waiting job -> its 1-based position in the active policy's order, now."""

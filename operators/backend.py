@@ -24,6 +24,7 @@ from controller.decisions import RoundRecord
 from controller.model import (
     NO_HOST,
     Allocation,
+    Cluster,
     GpuPool,
     GpuShare,
     HostRequest,
@@ -33,6 +34,7 @@ from controller.model import (
     PlanError,
     Snapshot,
 )
+from controller.model.type_throughput import TypeThroughput
 from controller.placement import make_placer
 from controller.rates import RateModel
 from operators.applier import PlanApplier, Round
@@ -43,6 +45,13 @@ from operators.dljobs.resources import (
     fields_mutator,
     phase_of,
     status_mutator,
+)
+from operators.dljobs.type_throughput import (
+    MeasuredTypeRates,
+    merged,
+    observed,
+    recorded,
+    status_fields,
 )
 from operators.drain import Drainer
 from operators.jobs import JobRecord, RecordCache, State
@@ -146,6 +155,7 @@ class KubeBackend:
             pool.cordon(node)  # its running jobs are taken below, from the fenced GPUs
         jobs: list[JobView] = []
         running_ids: set[str] = set()
+        measured: dict[str, dict[str, TypeThroughput]] = {}
         arrivals = self._record_arrivals(records.values(), now)
         for rec in sorted(records.values(), key=lambda r: r.key):
             if rec.state is State.WAITING and not self._schedulable(rec, view, now):
@@ -153,6 +163,7 @@ class KubeBackend:
             job = job_view(rec, view, self._rates, now, arrivals.get(rec.key, now))
             if job is None:
                 continue
+            measured[rec.key] = self._type_throughput(rec, job, cluster)
             if job.allocation is not None:
                 # Its pods run: their GPUs must be theirs alone, their CPU and memory
                 # count even past a node's allocatable (which may have shrunk).
@@ -179,6 +190,7 @@ class KubeBackend:
             down_nodes=view.down_nodes,
             cordoned_nodes=view.cordoned_nodes,
             pool=pool,
+            type_rates=MeasuredTypeRates(self._rates, measured),
         )
         self._last_snapshot = snapshot
         pods = self.caches.pods.items()
@@ -193,6 +205,22 @@ class KubeBackend:
             stamp = {"arrivalTime": micro_time(arrivals[rec.key])}
             self.writer.stage(rec.obj, fields_mutator(stamp))
         return arrivals
+
+    def _type_throughput(
+        self, rec: JobRecord, job: JobView, cluster: Cluster
+    ) -> dict[str, TypeThroughput]:
+        """The job's measured speed on each GPU type it ran on, its latest report
+        taken in (operators/dljobs/type_throughput.py); a changed record goes out with the
+        job's next status write."""
+        record = recorded(rec.obj.get("status") or {})
+        # A job given GPUs that leaving pods hold (STARTING) keeps its last attempt's
+        # running_s: only the gang running now on its own GPUs says when it started.
+        running_s = rec.running_s if rec.state is State.RUNNING else None
+        new = merged(record, observed(job, cluster, running_s))
+        if new is None:
+            return record
+        self.writer.stage(rec.obj, fields_mutator(status_fields(new)))
+        return new
 
     def _schedulable(self, rec: JobRecord, view: ClusterView, now: float) -> bool:
         """Whether a waiting job goes to the policy this round: not if no set of the

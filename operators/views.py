@@ -13,6 +13,12 @@ of its pods (`gpu_use_of`); a stopped one's, what was measured of it before it s
 utilisation measured alone becomes the view's `spec.gpu_util`, which packing and the
 sharing model read in place of the catalogue's (`JobView.util_source` says which).
 Pure functions: the backend writes what they decide.
+
+A running job's measured rate is what it reported since its gang started (more than a
+second after: the start is known to the second); a report of its previous attempt (a
+restart, a migration to another GPU type) gives its steps, and its speed is the
+model's on its GPUs by the ratio it measured on their type before
+(operators/dljobs/type_throughput.py).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from controller.model import (
 from controller.rates import RateModel
 from operators.dljobs.resources import BACKOFF, PREEMPTED, SUSPENDED, phase_of
 from operators.dljobs.template import pod_requests
+from operators.dljobs.type_throughput import measured_ratio, recorded, reported_since
 from operators.jobs import JobRecord, State
 from operators.kube.times import micro_time, parse_time
 from operators.nodes import ClusterView
@@ -173,6 +180,13 @@ def job_view(
         # Its progress is then counted in its own steps.
         steps_per_s = sustained_samples_per_s(measured) / measured.batch_size
         fresh = now - measured.reported_s <= MEASURED_FRESH_S
+        running_s = rec.running_s if rec.state is State.RUNNING else None
+        if alloc is not None and fresh and not reported_since(measured.reported_s, running_s):
+            # The previous attempt's report (a restart, a migration): its steps count,
+            # its speed was another placement's. The model's here, by the job's
+            # measured ratio on this GPU type where it ran on it before.
+            record = recorded(status)
+            steps_per_s = rate * measured_ratio(record, spec, alloc, view.cluster, rates)
         if alloc is not None and fresh and steps_per_s > 0 and rate > 0:
             nominal *= steps_per_s / rate
             rate, source = steps_per_s, "measured"

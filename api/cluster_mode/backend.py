@@ -35,13 +35,14 @@ from api.cluster_mode.manifest import dljob_manifest, dljob_name
 from api.cluster_mode.node_admin import patch_node
 from api.cluster_mode.reaper import DLJobRef, Reaper
 from api.cluster_mode.train_status import TrainStatusWriter
+from api.cluster_mode.worker_logs import cluster_worker_logs
 from api.cluster_view import topology_of
 from api.field_errors import invalid
 from api.http.errors import one_line
-from api.jobs.worker_logs import cluster_worker_logs
+from api.jobs.type_throughput import type_throughput_public
 from api.schemas.cluster import NodePublic, TopologyPublic
 from api.schemas.job_logs import JobLogsPublic
-from api.schemas.jobs import JobCreate
+from api.schemas.jobs import JobCreate, TypeThroughputPublic
 from api.settings import Settings
 from api.store.idempotency import KeyTaken, claim_batch
 from api.store.job_close import close
@@ -49,6 +50,7 @@ from api.store.models import IdempotencyKey, Job, JobEvent
 from controller.maintenance import NodeAction
 from controller.model.events import EventKind
 from operators.dljobs.resources import metrics_secret_name
+from operators.dljobs.type_throughput import recorded
 from operators.kube import (
     API_ERRORS,
     ApiException,
@@ -261,6 +263,15 @@ class ClusterModeBackend:
 
     def topology(self) -> TopologyPublic:
         return topology_of(build_cluster(self.follower.nodes.items()).cluster)
+
+    def type_throughput(self, job: Job) -> list[TypeThroughputPublic]:
+        if job.dljob_namespace is None or job.dljob_name is None:
+            return []
+        dljob = self.follower.dljobs.get((job.dljob_namespace, job.dljob_name))
+        if dljob is None or (job.dljob_uid and dljob["metadata"].get("uid") != job.dljob_uid):
+            return []  # gone, or another DLJob of the same name
+        record = recorded(dljob.get("status") or {})
+        return type_throughput_public((record[t] for t in sorted(record)), "measured")
 
 
 def _message(exc: BaseException) -> str:

@@ -246,9 +246,12 @@ def get_job(
     backend: MaybeBackendDep,
     settings: SettingsDep,
 ) -> JobPublic:
-    """The job; with a deadline, that deadline beside its predicted finish."""
+    """The job, with its speed on each GPU type it has run on; with a deadline, that
+    deadline beside its predicted finish."""
     job = visible_job(session, user, job_id)
     public = public_jobs(session, user, [job])[0]
+    if backend is not None:
+        public.type_throughput = backend.type_throughput(job)
     if job.deadline_s is None:
         return public
     predicted = None

@@ -1,5 +1,5 @@
 """A job's worker logs: JobLogsPublic, GET /api/v1/jobs/{id}/logs's answer
-(api/routes/job_logs.py), built by the backend (api/jobs/worker_logs.py in cluster mode)."""
+(api/routes/job_logs.py), built by the backend (api/cluster_mode/worker_logs.py in cluster mode)."""
 
 from __future__ import annotations
 

@@ -151,6 +151,24 @@ class JobCreate(Strict):
         return v
 
 
+class TypeThroughputPublic(Public):
+    """A job's speed on one GPU type it has run on (controller.model.type_throughput)."""
+
+    gpu_type: str = Field(examples=["A100-SXM4-40GB"])
+    steps_per_s: float
+    samples_per_s: float | None = Field(description="steps per second times its batch")
+    gpus: int = Field(description="the whole GPUs of the type it ran on")
+    batch_size: int | None
+    measured_s: float = Field(
+        description="when: cluster mode, the report's Unix time; local mode, simulated seconds"
+    )
+    source: str = Field(
+        examples=["measured"],
+        description="measured: the job's own reports (cluster mode); simulated: local mode's"
+        " performance model",
+    )
+
+
 class JobPublic(Public):
     id: str
     name: str
@@ -200,6 +218,10 @@ class JobPublic(Public):
     )
     created_at: datetime
     updated_at: datetime
+    type_throughput: list[TypeThroughputPublic] | None = Field(
+        default=None,
+        description="GET /jobs/{id}: its speed on each GPU type it has run on, types by name",
+    )
     dljob_namespace: str | None = Field(default=None, description="cluster mode: its DLJob")
     dljob_name: str | None = None
     dljob_uid: str | None = None

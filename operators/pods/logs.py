@@ -3,7 +3,7 @@
 The API server answers GET pods/{name}/log by asking the node's kubelet (on a real
 cluster, and in the sandbox, whose kubelets serve their pods' log files:
 gpuflow/sandbox/kubelet/server.py), so this reads the same bytes `kubectl logs` shows.
-Called by the API service in cluster mode (api/jobs/worker_logs.py, for GET
+Called by the API service in cluster mode (api/cluster_mode/worker_logs.py, for GET
 /api/v1/jobs/{id}/logs); the API reaches Kubernetes only through this package.
 """
 

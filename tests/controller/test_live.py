@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from controller.live import LiveCluster
@@ -9,8 +11,12 @@ from controller.model import JobStatus
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import Quotas
 from controller.quotas.spec import queues_from_data
+from controller.rates import RateModel
+from controller.spec.yaml_spec import load_yaml
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class ManualClock:
@@ -127,3 +133,35 @@ def test_new_quotas_take_effect_at_the_next_round_without_another_event() -> Non
     live.set_quotas(Quotas(queues_from_data(tree)))
     started = live.job("b")
     assert started is not None and started.status is JobStatus.RUNNING
+
+
+def test_each_job_keeps_its_simulated_speed_on_each_gpu_type_it_ran_on() -> None:
+    """On Gavel's three-type cluster (2 V100, 4 P100, 6 K80 servers of 4), gavel-fifo
+    puts the first 4-GPU job on the V100s, its fastest type; a second fills the other
+    V100 server and a third goes to the next type. Each job's record names the type
+    it runs on at the rate model's speed on its GPUs there."""
+    clock = ManualClock()
+    cluster = load_yaml(ROOT / "examples" / "clusters" / "gavel-8-16-24.yaml")
+    live = LiveCluster(
+        cluster,
+        make_policy("gavel-fifo", round_s=1.0, reset_interval_s=0.0),
+        ConsolidatedPlacer(cluster),
+        time_scale=1.0,
+        round_interval_s=0.0,
+        clock=clock,
+    )
+    specs = live.submit_many([make_job(f"j{i}", 4, duration_s=10_000.0) for i in range(3)])
+    clock.t += 2.0
+    rates = RateModel(cluster)
+    types = {}
+    for spec in specs:
+        state = live.job(spec.job_id)
+        assert state is not None and state.allocation is not None
+        (node,) = state.allocation.nodes
+        gpu = cluster.nodes[node].gpu_type.name
+        (record,) = live.type_throughput(spec.job_id)
+        assert (record.gpu_type, record.gpus, record.batch_size) == (gpu, 4, spec.batch_size)
+        assert record.steps_per_s == rates.rate_ips(spec, state.allocation)
+        types[spec.job_id] = gpu
+    assert types["j0"] == types["j1"] == "V100-SXM2-16GB" != types["j2"]
+    assert live.type_throughput("nobody") == []

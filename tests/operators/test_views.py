@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,10 +11,12 @@ import pytest
 from controller.model import GpuUse, HostRequest, Snapshot
 from controller.model.catalog import gpu_util_of
 from controller.model.sharing import slowdown
+from controller.model.type_throughput import TypeThroughput
 from controller.placement import ConsolidatedPlacer
 from controller.rates import RateModel
 from operators import crd
 from operators.dljobs.resources import job_spec
+from operators.dljobs.type_throughput import status_fields
 from operators.jobs import JobRecord, State
 from operators.kube.times import micro_time
 from operators.nodes import ClusterView, build_cluster
@@ -90,6 +93,28 @@ def test_a_stale_report_is_kept_but_the_rate_is_the_models() -> None:
     job = job_view(record(view, status, running_s=NOW - 700), view, rates, NOW, NOW - 800)
     assert job is not None and job.measured is not None
     assert job.rate_source == "model"
+
+
+def test_a_report_of_the_previous_attempt_gives_steps_and_the_types_measured_ratio() -> None:
+    """Restarted 5 s ago, the job's last report (10 s old) is its previous attempt's:
+    its steps count, but its speed is the model's on its GPUs now, by the ratio the job
+    measured on their type before (none recorded: the model's own)."""
+    view = cluster_view()
+    rates = RateModel(view.cluster)
+    gpu = view.cluster.nodes[0].gpu_type.name
+    status: dict[str, Any] = {"train": train(NOW - 10, samples_per_s=6400.0)}
+    job = job_view(record(view, status, running_s=NOW - 5), view, rates, NOW, NOW - 60)
+    assert job is not None and job.allocation is not None
+    model = rates.rate_ips(job.spec, job.allocation)
+    assert job.rate_source == "measured" and job.rate_ips == pytest.approx(model)
+    assert job.done_iters_at(NOW - 5) == pytest.approx(300)  # its steps, from its start
+    spec = replace(job.spec, batch_size=64)
+    there = rates.type_rate_ips(spec, gpu, 2)
+    assert there is not None
+    ran = TypeThroughput(gpu, there / 4, 2, 64, NOW - 600)
+    status.update(status_fields({gpu: ran}))
+    job = job_view(record(view, status, running_s=NOW - 5), view, rates, NOW, NOW - 60)
+    assert job is not None and job.rate_ips == pytest.approx(model / 4)
 
 
 @pytest.mark.parametrize(

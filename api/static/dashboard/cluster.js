@@ -6,7 +6,9 @@
  * (another tenant's without an id) and its utilisation, as a bar and in its label.
  * A node's name opens its GPU link matrix (/cluster/topology, fetched once per node
  * list) as a table; the summary counts fragmented GPUs and a table lists the network
- * allocator's link loads.
+ * allocator's link loads. "Colour GPUs by" switches the cells between their state
+ * (the default) and their node's GPU type, each type a colour of its own in a legend
+ * that names it (the node's heading names its type too: never colour alone).
  *
  * Keyed, so that a live update costs what changed: the racks, nodes and GPU cells are
  * built once for a node list and kept; each poll recomputes every cell's state and
@@ -47,6 +49,10 @@ const STATE_LETTER = { free: "·", mine: "A", shared: "S", other: "O" };
 const NODE_STATE_TEXT = { ready: "ready", cordoned: "cordoned", draining: "draining", down: "down" };
 const SUMMARY = ["Policy", "Nodes", "GPUs allocated", "GPUs free", "Fragmented GPUs", "Running", "Waiting",
   "Finished", "Clock"];
+// GPU types, in name order, take these Okabe-Ito colours (Okabe & Ito 2008) and inks
+// legible on them; a ninth type and on share them again (its name says which it is).
+const TYPE_COLOURS = [["#0072b2", "#fff"], ["#e69f00", "#000"], ["#009e73", "#fff"], ["#cc79a7", "#000"],
+  ["#56b4e9", "#000"], ["#d55e00", "#fff"], ["#f0e442", "#000"], ["#999999", "#000"]];
 const LINK_TEXT = { "nic-up": "NIC, sending", "nic-down": "NIC, receiving", "rack-up": "rack uplink",
   "rack-down": "rack downlink", "group-up": "group uplink (to the core)", "group-down": "group downlink" };
 
@@ -136,6 +142,9 @@ class Layout {
   /** @param {ClusterNode[]} nodes */
   constructor(nodes) {
     this.key = Layout.keyOf(nodes);
+    /** @type {Map<string, string[]>} GPU type -> [colour, ink], types in name order */
+    this.typeColours = new Map([...new Set(nodes.map((n) => n.gpu_type))].sort()
+      .map((t, i) => [t, TYPE_COLOURS[i % TYPE_COLOURS.length]]));
     /** @type {Map<string, NodeView>} */
     this.nodes = new Map();
     /** @type {Map<string, CellView>} keyed "node/index", as each button's data-key */
@@ -153,7 +162,7 @@ class Layout {
 
   /** @param {ClusterNode[]} nodes @returns {string} */
   static keyOf(nodes) {
-    return nodes.map((n) => `${n.rack}/${n.name}/${n.gpus}`).join("|");
+    return nodes.map((n) => `${n.rack}/${n.name}/${n.gpus}/${n.gpu_type}`).join("|");
   }
 
   /** @param {ClusterNode} node @returns {NodeView} */
@@ -168,8 +177,10 @@ class Layout {
     }
     const name = el("button", { type: "button", class: "node-name", "data-node": node.name,
       "aria-haspopup": "true", "aria-controls": "topology" });
-    const root = el("div", { class: "node", role: "group", "data-node": node.name },
-      name, el("div", { class: "gpus" }, ...cells.map((c) => c.button)));
+    const [colour, ink] = this.typeColours.get(node.gpu_type) ?? TYPE_COLOURS[0];
+    const root = el("div", { class: "node", role: "group", "data-node": node.name, "data-gpu-type": node.gpu_type,
+      style: `--type-colour: ${colour}; --type-ink: ${ink}` },
+    name, el("div", { class: "gpus" }, ...cells.map((c) => c.button)));
     const view = { root, name, text: "", gpus: "", cells };
     this.nodes.set(node.name, view);
     return view;
@@ -217,6 +228,22 @@ class Layout {
   }
 }
 
+/** The legend of the GPU types' colours.
+ * @param {Map<string, string[]>} colours @returns {Node[]} */
+function typeLegend(colours) {
+  return [...colours].map(([type, [colour]]) => el("li", { "data-gpu-type": type },
+    el("span", { class: "swatch", style: `background: ${colour}`, "aria-hidden": "true" }), type));
+}
+
+/** Colour the cells by state or by GPU type (the select's value), legends to match.
+ * @param {string} mode */
+function colourBy(mode) {
+  const byType = mode === "type";
+  byId("racks").classList.toggle("by-type", byType);
+  byId("type-legend").hidden = !byType;
+  byId("state-legend").hidden = byType;
+}
+
 /** @type {Layout|null} */
 let layout = null;
 /** Node name -> its type's link matrix, for the node list the layout was built for.
@@ -255,6 +282,9 @@ export const clusterPage = {
     const util = el("li", {}, el("span", { class: "swatch util-sample", "aria-hidden": "true" }),
       "bar: GPU utilisation (empty 0%, full 100%)");
     const racks = el("div", { class: "racks", id: "racks" });
+    const mode = el("select", { id: "colour-mode" }, el("option", { value: "state" }, "state"),
+      el("option", { value: "type" }, "GPU type"));
+    mode.addEventListener("change", () => colourBy(/** @type {HTMLSelectElement} */ (mode).value));
     /** @param {Event} event */
     const show = (event) => {
       const target = event.target instanceof Element ? event.target.closest("button.gpu, button.node-name") : null;
@@ -273,7 +303,9 @@ export const clusterPage = {
         ...SUMMARY.map((k) => el("div", {}, el("dt", {}, k), el("dd", {})))),
       el("p", { class: "muted" }, "Fragmented GPUs: free GPUs on nodes where no waiting job's request fits. " +
         "Select a node's name to see its GPU links."),
-      el("ul", { class: "legend", "aria-label": "Legend" }, ...swatches, util, ...frames),
+      el("p", {}, el("label", {}, "Colour GPUs by ", mode)),
+      el("ul", { class: "legend", id: "state-legend", "aria-label": "Legend" }, ...swatches, util, ...frames),
+      el("ul", { class: "legend", id: "type-legend", "aria-label": "GPU types", hidden: "" }),
       racks,
       el("div", { class: "detail", id: "gpu-detail", "aria-live": "polite" },
         "Hover over or select a GPU to see its job."),
@@ -307,6 +339,7 @@ export const clusterPage = {
       nodeTypes = new Map(topology.node_types.flatMap((t) => t.nodes.map((n) => [n, t])));
       layout = new Layout(nodes.data);
       byId("racks").replaceChildren(...layout.sections);
+      byId("type-legend").replaceChildren(...typeLegend(layout.typeColours));
     }
     layout.update(nodes.data, new Map(running.data.map((j) => [j.id, j])));
     const loads = JSON.stringify(cluster.link_loads ?? null);

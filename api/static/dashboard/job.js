@@ -4,11 +4,13 @@
  * waits, its timeline (GET /api/v1/jobs/{id}/timeline) as a band chart of its states
  * over time and a table of the intervals with the decision, the reason and the jobs
  * that preempted it (linked when the caller may see them), its allocations over time,
- * its reported metrics as charts, its events, its workers' logs (job_logs.js), and
- * Cancel. Charts are uPlot (the vendored global); states are told apart by the Okabe-Ito colour and by their
+ * its speed on each GPU type it has run on (GET /jobs/{id}'s type_throughput: measured
+ * from its reports in cluster mode, the simulator's in local mode) as a table, its
+ * reported metrics as charts, its events, its workers' logs (job_logs.js), and Cancel.
+ * Charts are uPlot (the vendored global); states are told apart by the Okabe-Ito colour and by their
  * lane's text label, never by colour alone.
  */
-import { announce, api, byId, clockName, duration, el, FINISHED, instant, reasonText, report, WAITING }
+import { announce, api, byId, clockName, duration, el, FINISHED, head, instant, reasonText, report, WAITING }
   from "./common.js";
 import { logsSection } from "./job_logs.js";
 
@@ -22,6 +24,8 @@ import { logsSection } from "./job_logs.js";
  * @typedef {{state: string, from_s: number|null, to_s: number|null, decision: string,
  *   reason: string, preempted_by: JobRef[], allocation: Placed[]|null}} Interval
  * @typedef {{job_id: string, status: string, now_s: number|null, intervals: Interval[]}} Timeline
+ * @typedef {{gpu_type: string, steps_per_s: number, samples_per_s: number|null, gpus: number,
+ *   batch_size: number|null, measured_s: number, source: string}} TypeThroughput
  * @typedef {{deadline_s: number|null, deadline: string|null, predicted_finish_s: number|null,
  *   predicted_finish: string|null, on_track: boolean|null}} Outlook
  */
@@ -60,6 +64,11 @@ export function jobPage(jobId) {
       view.append(
         el("h2", { id: "job-title" }, "Job"),
         el("dl", { class: "job", id: "job-fields" }), el("p", {}, cancel),
+        el("h3", { id: "type-throughput-title" }, "Throughput by GPU type"),
+        el("table", { id: "type-throughput", "aria-labelledby": "type-throughput-title" },
+          head(["GPU type", "GPUs", "Batch", "Steps/s", "Samples/s", `Measured at (${clockName()})`, "Source"],
+            [1, 2, 3, 4]),
+          el("tbody", { id: "type-throughput-rows" })),
         el("h3", {}, "Timeline"), el("div", { class: "charts", id: "timeline-chart" }),
         el("table", { id: "timeline-table" }, el("thead", {}, el("tr", {},
           ...["State", "From", "To", "Decision", "Reason", "Preempted by"].map((h) => el("th", { scope: "col" }, h)))),
@@ -96,6 +105,7 @@ export function jobPage(jobId) {
       byId("job-fields").replaceChildren(...fields.flatMap(([k, v]) =>
         [el("dt", {}, k), el("dd", { "data-field": k.toLowerCase() }, v)]));
       /** @type {HTMLButtonElement} */ (byId("cancel-job")).disabled = FINISHED.includes(job.status);
+      drawTypeThroughput(/** @type {any} */ (job).type_throughput ?? []);
       drawTimeline(timeline, plots);
       byId("job-events").replaceChildren(...events.data.map((e) => el("tr", {}, el("td", {}, e.kind),
         el("td", {}, instant(e.sim_s)), el("td", {}, e.detail || "—"),
@@ -118,6 +128,20 @@ function deadlineFields(job) {
     ? "not forecast" : when(job.predicted_finish_s, job.predicted_finish);
   const verdict = job.on_track === null ? "unknown" : job.on_track ? "on track" : "misses its deadline";
   return [["Deadline", when(job.deadline_s, job.deadline)], ["Predicted finish", `${predicted}: ${verdict}`]];
+}
+
+/** One row per GPU type the job has run on, types by name as the API lists them.
+ * @param {TypeThroughput[]} rows */
+function drawTypeThroughput(rows) {
+  const num = (/** @type {number|null} */ v, /** @type {number} */ digits) =>
+    el("td", { class: "num" }, v === null ? "—" : v.toFixed(digits));
+  byId("type-throughput-rows").replaceChildren(...(rows.length ? rows.map((r) =>
+    el("tr", { "data-gpu-type": r.gpu_type }, el("th", { scope: "row" }, r.gpu_type),
+      el("td", { class: "num" }, String(r.gpus)),
+      el("td", { class: "num" }, r.batch_size === null ? "—" : String(r.batch_size)),
+      num(r.steps_per_s, 3), num(r.samples_per_s, 1), el("td", {}, instant(r.measured_s)),
+      el("td", {}, r.source === "measured" ? "its reports" : "simulated")))
+    : [el("tr", {}, el("td", { colspan: "7" }, "Not run on any GPU type yet."))]));
 }
 
 /** @param {string} jobId @param {Page} page */
