@@ -1,29 +1,29 @@
 // @ts-check
 /**
- * The Cluster page (racks → nodes → GPUs), imported by dashboard.js.
+ * The Cluster page, imported by dashboard.js: a summary first (the service's counts,
+ * then GPUs by state, type and tenant and the hottest nodes: cluster_summary.js), a
+ * search by node, job or tenant, a heat map of every GPU (heatmap.js) coloured by
+ * utilisation or, for admins, by tenant or job (palette.js, with a legend), then the
+ * racks → nodes → GPUs (racks.js), collapsible, and a node's GPU link matrix
+ * (/cluster/topology) and the network allocator's link loads.
  *
- * Each GPU cell shows what /nodes says of that GPU (`gpu_list`): the jobs' shares on it
- * (another tenant's without an id) and its utilisation, as a bar and in its label.
- * A node's name opens its GPU link matrix (/cluster/topology, fetched once per node
- * list) as a table; the summary counts fragmented GPUs and a table lists the network
- * allocator's link loads.
- *
- * Keyed, so that a live update costs what changed: the racks, nodes and GPU cells are
- * built once for a node list and kept; each poll recomputes every cell's state and
- * label and touches only the elements whose text changed. One listener on the racks
- * serves hover, focus and click for every cell and node, and keyboard focus stays where
- * it is. bench/dashboard.py measures it at 1,000 nodes x 8 GPUs (docs/benchmarks.md).
+ * Everything comes from three requests a poll: /cluster (counts, fragmentation, link
+ * loads), /nodes (each GPU's shares, with the job's name and tenant where the caller
+ * may see them, and its utilisation) and, once per node list, /cluster/topology. One
+ * listener on the racks serves hover, focus and click for every cell and node.
+ * bench/dashboard.py measures it at 1,000 nodes x 8 GPUs (docs/benchmarks.md).
  */
-import { api, byId, clock, clockName, el, head, instant, policyText } from "./common.js";
+import { api, byId, clock, clockName, el, head, instant, policyText, replaceKeepingFocus, session } from "./common.js";
+import { STATE_TEXT, summarise, summaryTables } from "./cluster_summary.js";
+import { HeatMap } from "./heatmap.js";
+import { FREE, OTHERS, TenantColours, UNKNOWN, gpuColour, viridisGradient } from "./palette.js";
+import { NODE_STATE_TEXT, Racks, gpuLabel } from "./racks.js";
 
 /**
- * @typedef {import("./common.js").Job} Job
+ * @typedef {import("./cluster_summary.js").ClusterNode} ClusterNode
+ * @typedef {import("./cluster_summary.js").GpuShare} GpuShare
+ * @typedef {import("./palette.js").ColourBy} ColourBy
  * @typedef {import("./common.js").Page} Page
- * @typedef {"ready"|"cordoned"|"draining"|"down"} NodeState
- * @typedef {{job: string|null, fraction: number}} GpuShare
- * @typedef {{index: number, shares: GpuShare[], util: number|null}} Gpu
- * @typedef {{name: string, rack: number, gpu_type: string, gpus: number,
- *   gpus_allocated: number, jobs: string[], state?: NodeState, gpu_list: Gpu[]}} ClusterNode
  * @typedef {{kind: string, where: string, load_gbps: number, capacity_gbps: number,
  *   jobs: number}} LinkLoad
  * @typedef {{name: string, nodes: number, gpus: number, gpus_allocated: number,
@@ -35,64 +35,18 @@ import { api, byId, clock, clockName, el, head, instant, policyText } from "./co
  *   links: string[][], gbps: (number|null)[][], nodes: string[]}} NodeType
  * @typedef {{node_types: NodeType[], racks: {name: string, uplink_gbps: number,
  *   nodes: string[]}[]}} Topology
- * @typedef {{job: Job|null, id: string|null, fraction: number}} Holder
- * @typedef {{state: "free"|"mine"|"shared"|"other", holders: Holder[], util: number|null}} GpuCell
- * @typedef {{button: HTMLElement, label: string, cell: GpuCell}} CellView
- * @typedef {{root: HTMLElement, name: HTMLElement, text: string, gpus: string, cells: CellView[]}} NodeView
+ * @typedef {{node: ClusterNode, index: number, why: string[]}} Match
  */
 
-const STATE_TEXT = { free: "free", mine: "allocated", shared: "shared", other: "another tenant's job" };
-const STATE_LETTER = { free: "·", mine: "A", shared: "S", other: "O" };
-// A node that takes no new jobs: a frame (dashed, dotted, crossed) and a word, not only a colour.
-const NODE_STATE_TEXT = { ready: "ready", cordoned: "cordoned", draining: "draining", down: "down" };
 const SUMMARY = ["Policy", "Nodes", "GPUs allocated", "GPUs free", "Fragmented GPUs", "Running", "Waiting",
   "Finished", "Clock"];
 const LINK_TEXT = { "nic-up": "NIC, sending", "nic-down": "NIC, receiving", "rack-up": "rack uplink",
   "rack-down": "rack downlink", "group-up": "group uplink (to the core)", "group-down": "group downlink" };
-
-/**
- * The GPUs of one node, from its `gpu_list`: a GPU with no share is free; one whole
- * share is the job's (mine when this user can see the job, other when its id is
- * hidden); several shares, or a fraction, make it shared.
- * @param {ClusterNode} node @param {Map<string, Job>} visible @returns {GpuCell[]}
- */
-function gpuCells(node, visible) {
-  return Array.from({ length: node.gpus }, (_, i) => {
-    const gpu = node.gpu_list?.[i];
-    const holders = (gpu?.shares ?? []).map((s) => ({
-      job: s.job === null ? null : visible.get(s.job) ?? null, id: s.job, fraction: s.fraction,
-    }));
-    /** @type {GpuCell["state"]} */
-    let state = "free";
-    if (holders.length > 1 || (holders.length === 1 && holders[0].fraction < 1)) state = "shared";
-    else if (holders.length === 1) state = holders[0].id === null ? "other" : "mine";
-    return { state, holders, util: gpu?.util ?? null };
-  });
-}
-
-/** @param {Holder} h @param {boolean} shared @returns {string} */
-function holderText(h, shared) {
-  const share = shared ? ` ${Math.round(h.fraction * 100)}%` : "";
-  if (h.id === null) return `another tenant's job${share}`;
-  const j = h.job;
-  return j ? `job ${j.name} (${j.id.slice(0, 8)}, tenant ${j.tenant})${share}` : `job ${h.id.slice(0, 8)}${share}`;
-}
-
-/** @param {ClusterNode} node @param {number} index @param {GpuCell} cell @returns {string} */
-function gpuLabel(node, index, cell) {
-  const who = cell.holders.map((h) => holderText(h, cell.state === "shared"));
-  const util = cell.util === null ? "" : `, utilisation ${Math.round(cell.util * 100)}%`;
-  return `${node.name} GPU ${index}: ${STATE_TEXT[cell.state]}${who.length ? ", " + who.join(" and ") : ""}${util}`;
-}
-
-/** @param {CellView} view */
-function showGpu(view) {
-  const links = view.cell.holders.flatMap((h) =>
-    (h.job ? [" ", el("a", { href: `#/job/${h.job.id}` }, `Open job ${h.job.name}`)] : []));
-  const node = (view.button.dataset.key ?? "").split("/")[0];
-  const events = el("a", { href: `#/events?node=${encodeURIComponent(node)}` }, `Events on ${node}`);
-  byId("gpu-detail").replaceChildren(view.label, ...links, " ", events);
-}
+// Racks start open up to this many GPUs (64 8-GPU nodes, a few screens of buttons);
+// a larger cluster opens with its summary and heat map, every rack closed.
+const OPEN_UP_TO_GPUS = 512;
+const RESULTS_SHOWN = 20; // search results listed; the heat map outlines every match
+const COLOUR_BY = { util: "utilisation", tenant: "tenant", job: "job" };
 
 /**
  * A node's GPU link matrix as a table: a row and a column per GPU, each pair's link as
@@ -131,102 +85,54 @@ function linkLoadView(loads) {
     el("tbody", {}, ...rows))];
 }
 
-/** What the page keeps between polls; rebuilt when the node list changes. */
-class Layout {
-  /** @param {ClusterNode[]} nodes */
-  constructor(nodes) {
-    this.key = Layout.keyOf(nodes);
-    /** @type {Map<string, NodeView>} */
-    this.nodes = new Map();
-    /** @type {Map<string, CellView>} keyed "node/index", as each button's data-key */
-    this.cells = new Map();
-    /** @type {Map<number, ClusterNode[]>} */
-    const racks = new Map();
-    for (const node of nodes) {
-      if (!racks.has(node.rack)) racks.set(node.rack, []);
-      racks.get(node.rack)?.push(node);
-    }
-    this.sections = [...racks.entries()].sort((a, b) => a[0] - b[0]).map(([rack, members]) =>
-      el("section", { class: "rack", "aria-label": `Rack ${rack}` }, el("h3", {}, `Rack ${rack}`),
-        el("div", { class: "nodes" }, ...members.map((node) => this.nodeView(node).root))));
-  }
+/** What the page keeps between polls; reset on mount. */
+const state = {
+  /** @type {Racks|null} */
+  racks: null,
+  /** @type {HeatMap|null} */
+  heat: null,
+  /** Node name -> its type's link matrix, for the node list the racks were built for.
+   * @type {Map<string, NodeType>} */
+  nodeTypes: new Map(),
+  /** @type {ClusterNode[]} this poll's nodes, in rack order */
+  nodes: [],
+  /** @type {ColourBy} */
+  by: "util",
+  tenants: new TenantColours(),
+  query: "",
+  /** @type {Match[]} */
+  matches: [],
+  loadsText: "",
+  glanceText: "",
+  legendText: "",
+  resultsText: "",
+  /** @type {HTMLElement|null} */
+  found: null,
+  /** Lays the heat map out again when its box changes width. @type {ResizeObserver|null} */
+  resize: null,
+  heatWidth: 0,
+};
 
-  /** @param {ClusterNode[]} nodes @returns {string} */
-  static keyOf(nodes) {
-    return nodes.map((n) => `${n.rack}/${n.name}/${n.gpus}`).join("|");
-  }
-
-  /** @param {ClusterNode} node @returns {NodeView} */
-  nodeView(node) {
-    /** @type {CellView[]} */
-    const cells = [];
-    for (let i = 0; i < node.gpus; i++) {
-      const button = el("button", { type: "button", class: "gpu", "data-key": `${node.name}/${i}` });
-      const view = { button, label: "", cell: /** @type {GpuCell} */ ({ state: "free", holders: [], util: null }) };
-      cells.push(view);
-      this.cells.set(`${node.name}/${i}`, view);
-    }
-    const name = el("button", { type: "button", class: "node-name", "data-node": node.name,
-      "aria-haspopup": "true", "aria-controls": "topology" });
-    const root = el("div", { class: "node", role: "group", "data-node": node.name },
-      name, el("div", { class: "gpus" }, ...cells.map((c) => c.button)));
-    const view = { root, name, text: "", gpus: "", cells };
-    this.nodes.set(node.name, view);
-    return view;
-  }
-
-  /** Bring the kept elements up to date with this poll's nodes.
-   * @param {ClusterNode[]} nodes @param {Map<string, Job>} visible */
-  update(nodes, visible) {
-    for (const node of nodes) {
-      const view = this.nodes.get(node.name);
-      if (!view) continue;
-      const state = node.state ?? "ready";
-      const heading = `${node.name} · ${node.gpu_type} · ${node.gpus_allocated.toFixed(1)}/${node.gpus} GPUs`;
-      if (view.text !== `${heading}|${state}`) {
-        view.text = `${heading}|${state}`;
-        const badge = state === "ready" ? [] : [el("span", { class: `node-state ${state}` }, NODE_STATE_TEXT[state])];
-        view.name.replaceChildren(heading, ...badge);
-        view.name.title = `Show the GPU links of ${node.name}`;
-        view.root.className = `node ${state}`;
-        view.root.dataset.state = state;
-        view.root.setAttribute("aria-label", state === "ready" ? heading : `${heading} · ${NODE_STATE_TEXT[state]}`);
-      }
-      // A node whose GPUs read as at the last poll keeps its cells as they are: at
-      // 1,000 nodes most polls change a few.
-      // (A job's label also needs its name, from the running jobs' list: read with it.)
-      const seen = (node.gpu_list ?? []).flatMap((g) => g.shares.map((h) => (h.job && visible.has(h.job) ? 1 : 0)));
-      const gpus = `${JSON.stringify(node.gpu_list ?? null)}|${seen.join("")}`;
-      if (view.gpus === gpus) continue;
-      view.gpus = gpus;
-      gpuCells(node, visible).forEach((cell, i) => {
-        const c = view.cells[i];
-        c.cell = cell;
-        const label = gpuLabel(node, i, cell);
-        if (c.label === label) return;
-        c.label = label;
-        c.button.className = `gpu ${cell.state}`;
-        c.button.dataset.state = cell.state;
-        c.button.setAttribute("aria-label", label);
-        c.button.title = label;
-        c.button.textContent = STATE_LETTER[cell.state];
-        c.button.style.setProperty("--util", String(cell.util ?? 0));
-        c.button.classList.toggle("has-util", cell.util !== null);
-      });
-    }
-  }
+/** Lay the heat map out for its box's width (after a new node list or a resize). */
+function layoutHeat() {
+  const box = state.heat?.canvas.parentElement;
+  if (!state.racks || !state.heat || !box) return;
+  state.heatWidth = box.clientWidth;
+  state.heat.layout(state.racks.order, state.heatWidth);
 }
 
-/** @type {Layout|null} */
-let layout = null;
-/** Node name -> its type's link matrix, for the node list the layout was built for.
- * @type {Map<string, NodeType>} */
-let nodeTypes = new Map();
-let loadsText = "";
+/** The GPU's words and links in the detail box.
+ * @param {string} node @param {number} index @param {GpuShare[]} shares @param {string} label */
+function showGpu(node, index, shares, label) {
+  const links = shares.flatMap((h) =>
+    (h.job !== null ? [" ", el("a", { href: `#/job/${h.job}` }, `Open job ${h.name ?? h.job.slice(0, 8)}`)] : []));
+  const events = el("a", { href: `#/events?node=${encodeURIComponent(node)}` }, `Events on ${node}`);
+  byId("gpu-detail").replaceChildren(label, ...links, " ", events);
+}
 
 /** @param {string} name */
 function showTopology(name) {
-  const type = nodeTypes.get(name);
+  const type = state.nodeTypes.get(name);
   const box = byId("topology");
   if (!type) {
     box.replaceChildren(el("p", {}, `No GPU link matrix known for ${name}.`));
@@ -242,52 +148,253 @@ function showTopology(name) {
   box.focus();
 }
 
+/** Open `name`'s rack, outline the node, scroll to it and put the focus on its name.
+ * @param {string} name */
+function reveal(name) {
+  const view = state.racks?.reveal(name);
+  if (!view) return;
+  state.found?.classList.remove("found");
+  view.root.classList.add("found");
+  state.found = view.root;
+  view.root.scrollIntoView({ block: "center" });
+  view.name.focus({ preventScroll: true });
+}
+
+/** The nodes that match the search, each with why: its name, a job's id or name, a tenant.
+ * @param {string} query @returns {Match[]} */
+function search(query) {
+  const q = query.trim().toLowerCase();
+  if (!q) return [];
+  /** @type {Match[]} */
+  const found = [];
+  state.nodes.forEach((node, index) => {
+    /** @type {Set<string>} */
+    const why = new Set();
+    if (node.name.toLowerCase().includes(q)) why.add("node");
+    for (const gpu of node.gpu_list ?? []) {
+      for (const h of gpu.shares) {
+        if (h.job === null) continue;
+        if (h.job.startsWith(q) || (h.name ?? "").toLowerCase().includes(q)) why.add(`job ${h.name ?? h.job.slice(0, 8)}`);
+        if ((h.tenant ?? "").toLowerCase().includes(q)) why.add(`tenant ${h.tenant}`);
+      }
+    }
+    if (why.size) found.push({ node, index, why: [...why] });
+  });
+  // An exact node name first, then nodes by name, then the rest in rack order.
+  const rank = (/** @type {Match} */ m) => (m.node.name.toLowerCase() === q ? 0 : m.why[0] === "node" ? 1 : 2);
+  return found.map((m, i) => ({ m, i })).sort((a, b) => rank(a.m) - rank(b.m) || a.i - b.i).map(({ m }) => m);
+}
+
+function showMatches() {
+  state.matches = search(state.query);
+  const count = byId("search-count");
+  const text = !state.query.trim() ? "" : !state.matches.length ? `No node matches “${state.query.trim()}”.`
+    : `${state.matches.length} ${state.matches.length === 1 ? "node matches" : "nodes match"} “${state.query.trim()}”` +
+      (state.matches.length > RESULTS_SHOWN ? ` (the first ${RESULTS_SHOWN} listed; the heat map outlines all)` : "") +
+      ". Enter opens the first.";
+  if (count.textContent !== text) count.textContent = text;
+  const shown = state.matches.slice(0, RESULTS_SHOWN);
+  const key = shown.map((m) => `${m.node.name}:${m.why.join(",")}`).join("|");
+  if (key !== state.resultsText) {
+    state.resultsText = key;
+    replaceKeepingFocus(byId("search-results"), shown.map((m) => el("li", {},
+      el("button", { type: "button", class: "link", "data-reveal": m.node.name, "data-key": m.node.name },
+        m.node.name), ` rack ${m.node.rack} · ${m.why.slice(0, 3).join(", ")}${m.why.length > 3 ? ", …" : ""}`)));
+  }
+}
+
+function drawHeat() {
+  const heat = state.heat;
+  if (!heat) return;
+  const { by, tenants, nodes } = state;
+  const marked = state.query.trim() ? new Set(state.matches.map((m) => m.index)) : null;
+  heat.draw((i, g) => {
+    const gpu = nodes[i].gpu_list?.[g];
+    return gpuColour(by, gpu?.shares ?? [], gpu?.util ?? null, tenants);
+  }, marked);
+  heat.canvas.dataset.gpus = String(nodes.reduce((n, node) => n + node.gpus, 0));
+}
+
+/** The legend for the colouring in use: the cells' states or the tenants' hues, and the
+ * heat map's scale. @returns {Node[]} */
+function legendItems() {
+  /** @param {string} style @param {string} text @param {string} [cls] */
+  const item = (style, text, cls = "swatch") => el("li", {}, el("span", { class: cls, style, "aria-hidden": "true" }), text);
+  const free = item(`background:${FREE}`, "free");
+  if (state.by === "tenant") {
+    const named = [...state.tenants.slots.keys()].map((t) => {
+      const { colour, mark } = state.tenants.of(t);
+      return item(`background:${colour}`, `${mark} ${t}`);
+    });
+    return [...named, item(`background:${OTHERS}`, "· other tenants"), free];
+  }
+  if (state.by === "job") {
+    return [item(`background:${OTHERS}`, "another tenant's job"), free,
+      el("li", {}, "Each job's GPUs share one of seven hues (hues repeat across jobs); a GPU's label names its job.")];
+  }
+  const swatches = Object.entries(STATE_TEXT).map(([cell, text]) => item("", text, `swatch gpu ${cell}`));
+  const frames = Object.entries(NODE_STATE_TEXT).filter(([s]) => s !== "ready").map(([s, text]) =>
+    item("", `node ${text}`, `swatch frame ${s}`));
+  return [...swatches, item("", "bar: GPU utilisation (empty 0%, full 100%)", "swatch util-sample"), ...frames,
+    el("li", {}, "Heat map: ", el("span", { class: "scale", style: `background:${viridisGradient()}`, "aria-hidden": "true" }),
+      " utilisation 0% → 100%"),
+    item(`background:${UNKNOWN}`, "in use, utilisation not known")];
+}
+
+function showLegend() {
+  const text = `${state.by}|${[...state.tenants.slots.keys()].join(",")}`;
+  if (text === state.legendText) return;
+  state.legendText = text;
+  byId("legend").replaceChildren(...legendItems());
+  byId("legend").setAttribute("aria-label", `Legend: GPUs coloured by ${COLOUR_BY[state.by]}`);
+}
+
+/** @param {ClusterNode[]} nodes */
+function showGlance(nodes) {
+  const summary = summarise(nodes);
+  state.tenants.assign(summary.tenants.flatMap((t) => (t.tenant === null ? [] : [t.tenant])));
+  const text = JSON.stringify(summary);
+  if (text === state.glanceText) return;
+  state.glanceText = text;
+  replaceKeepingFocus(byId("glance"), summaryTables(summary, state.tenants));
+}
+
+/** The page's controls: search, colouring (admins) and opening every rack. @returns {HTMLElement} */
+function controls() {
+  const input = /** @type {HTMLInputElement} */ (el("input", { type: "search", id: "cluster-search",
+    placeholder: "node, job or tenant", autocomplete: "off", spellcheck: "false", "aria-describedby": "search-count" }));
+  // Keystrokes between two frames search once: the list and the heat map follow the
+  // last of them, on the next frame.
+  let frame = 0;
+  const follow = () => {
+    window.cancelAnimationFrame(frame);
+    frame = 0;
+    showMatches();
+    drawHeat();
+  };
+  input.addEventListener("input", () => {
+    state.query = input.value;
+    if (!frame) frame = window.requestAnimationFrame(follow);
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") {
+      event.preventDefault();
+      if (frame) follow();
+      if (state.matches.length) reveal(state.matches[0].node.name);
+    } else if (event.key === "Escape") {
+      input.value = state.query = "";
+      follow();
+    }
+  });
+  const parts = [el("label", { for: "cluster-search" }, "Search nodes, jobs or tenants"), input];
+  if (session.me?.role === "admin") {
+    const select = /** @type {HTMLSelectElement} */ (el("select", { id: "colour-by" },
+      ...Object.entries(COLOUR_BY).map(([value, text]) => el("option", { value }, text))));
+    select.addEventListener("change", () => {
+      state.by = /** @type {ColourBy} */ (select.value);
+      paint();
+    });
+    parts.push(el("label", { for: "colour-by" }, "Colour GPUs by"), select);
+  }
+  const all = (/** @type {boolean} */ open) => () => state.racks?.setOpen(open);
+  const openAll = el("button", { type: "button" }, "Expand all racks");
+  const closeAll = el("button", { type: "button" }, "Collapse all racks");
+  openAll.addEventListener("click", all(true));
+  closeAll.addEventListener("click", all(false));
+  parts.push(openAll, closeAll);
+  return el("div", { class: "cluster-controls" }, ...parts);
+}
+
+/** Redraw what the colouring touches: the legend, the heat map and the open racks. */
+function paint() {
+  showLegend();
+  drawHeat();
+  state.racks?.update(state.nodes, { by: state.by, tenants: state.tenants });
+}
+
+/** @param {Event} event */
+function onRacks(event) {
+  const target = event.target instanceof Element ? event.target.closest("button.gpu, button.node-name") : null;
+  if (!(target instanceof HTMLElement)) return;
+  if (target.classList.contains("node-name")) {
+    if (event.type === "click") showTopology(target.dataset.node ?? "");
+    return;
+  }
+  const cell = state.racks?.cells.get(target.dataset.key ?? "");
+  if (cell) showGpu(cell.node, Number((target.dataset.key ?? "").split("/")[1]), cell.shares, cell.label);
+}
+
+/** @param {Event} event */
+function onReveal(event) {
+  const target = event.target instanceof Element ? event.target.closest("[data-reveal]") : null;
+  if (target instanceof HTMLElement) reveal(target.dataset.reveal ?? "");
+}
+
 /** @type {Page} */
 export const clusterPage = {
   mount(view) {
-    layout = null;
-    nodeTypes = new Map();
-    loadsText = "";
-    const swatches = Object.entries(STATE_TEXT).map(([state, text]) =>
-      el("li", {}, el("span", { class: `swatch gpu ${state}`, "aria-hidden": "true" }), text));
-    const frames = Object.entries(NODE_STATE_TEXT).filter(([state]) => state !== "ready").map(([state, text]) =>
-      el("li", {}, el("span", { class: `swatch frame ${state}`, "aria-hidden": "true" }), `node ${text}`));
-    const util = el("li", {}, el("span", { class: "swatch util-sample", "aria-hidden": "true" }),
-      "bar: GPU utilisation (empty 0%, full 100%)");
+    state.resize?.disconnect();
+    Object.assign(state, { racks: null, heat: null, nodeTypes: new Map(), nodes: [], by: "util",
+      tenants: new TenantColours(), query: "", matches: [], loadsText: "", glanceText: "", legendText: "",
+      resultsText: "", found: null, resize: null, heatWidth: 0 });
     const racks = el("div", { class: "racks", id: "racks" });
-    /** @param {Event} event */
-    const show = (event) => {
-      const target = event.target instanceof Element ? event.target.closest("button.gpu, button.node-name") : null;
-      if (!(target instanceof HTMLElement)) return;
-      if (target.classList.contains("node-name")) {
-        if (event.type === "click") showTopology(target.dataset.node ?? "");
-        return;
+    for (const kind of ["mouseover", "focusin", "click"]) racks.addEventListener(kind, onRacks);
+    const glance = el("div", { class: "glance", id: "glance" });
+    const results = el("ul", { class: "search-results", id: "search-results", "aria-label": "Search results" });
+    glance.addEventListener("click", onReveal);
+    results.addEventListener("click", onReveal);
+    const figure = el("figure", { class: "heatmap" });
+    state.resize = new ResizeObserver(() => {
+      // Off the page (another page's view replaced it) it has no width to follow.
+      if (figure.isConnected && state.racks && figure.clientWidth !== state.heatWidth) {
+        layoutHeat();
+        drawHeat();
       }
-      const cell = layout?.cells.get(target.dataset.key ?? "");
-      if (cell) showGpu(cell);
-    };
-    for (const kind of ["mouseover", "focusin", "click"]) racks.addEventListener(kind, show);
+    });
+    state.resize.observe(figure);
+    const canvas = /** @type {HTMLCanvasElement} */ (el("canvas", { id: "heatmap", tabindex: "0", role: "application",
+      "aria-roledescription": "heat map", "aria-describedby": "heatmap-help",
+      "aria-label": "Every GPU, a line per rack: arrow keys move between GPUs, Enter opens the node in its rack" }));
+    figure.append(canvas, el("figcaption", { id: "heatmap-help", class: "muted" },
+      "Heat map: every GPU, a line per rack (R0, R1, …), a node's GPUs in a block. Point at or move to a GPU " +
+      "(arrow keys) to see it; click or Enter opens its node below."));
+    state.heat = new HeatMap(canvas, {
+      describe: (i, g) => {
+        const node = state.nodes[i];
+        const gpu = node?.gpu_list?.[g];
+        if (node) showGpu(node.name, g, gpu?.shares ?? [], gpuLabel(node.name, g, gpu?.shares ?? [], gpu?.util ?? null));
+      },
+      open: (i) => {
+        if (state.nodes[i]) reveal(state.nodes[i].name);
+      },
+    });
     view.append(
       el("h2", {}, "Cluster"),
       el("dl", { class: "summary", id: "summary", "aria-label": "Cluster summary" },
         ...SUMMARY.map((k) => el("div", {}, el("dt", {}, k), el("dd", {})))),
       el("p", { class: "muted" }, "Fragmented GPUs: free GPUs on nodes where no waiting job's request fits. " +
         "Select a node's name to see its GPU links."),
-      el("ul", { class: "legend", "aria-label": "Legend" }, ...swatches, util, ...frames),
-      racks,
+      el("section", { "aria-labelledby": "glance-title" }, el("h3", { id: "glance-title" }, "GPUs at a glance"), glance),
+      controls(),
+      el("p", { id: "search-count", role: "status", class: "muted" }),
+      results,
+      el("ul", { class: "legend", id: "legend", "aria-label": "Legend" }),
+      figure,
       el("div", { class: "detail", id: "gpu-detail", "aria-live": "polite" },
         "Hover over or select a GPU to see its job."),
+      racks,
       el("section", { class: "topology-box", id: "topology", tabindex: "-1", "aria-labelledby": "topology-title",
         hidden: "" }),
       el("section", { "aria-labelledby": "links-title" }, el("h3", { id: "links-title" }, "Link loads"),
         el("div", { id: "link-loads" })),
     );
+    showLegend();
   },
   async refresh() {
-    /** @type {[Cluster, {data: ClusterNode[]}, {data: Job[]}]} */
-    const [cluster, nodes, running] = await Promise.all([
-      api("/cluster"), api("/nodes"), api("/jobs?status=Running&limit=1000"),
-    ]);
+    // The first poll asks for the topology at once; a later node list, after /nodes.
+    /** @type {[Cluster, {data: ClusterNode[]}, Topology|null]} */
+    const [cluster, nodes, early] = await Promise.all([api("/cluster"), api("/nodes"),
+      state.racks === null ? api("/cluster/topology") : Promise.resolve(null)]);
     clock.kind = cluster.clock;
     const free = cluster.gpus_free ?? null;
     const figures = [
@@ -301,17 +408,24 @@ export const clusterPage = {
     byId("summary").querySelectorAll("dd").forEach((dd, i) => {
       if (dd.textContent !== figures[i]) dd.textContent = figures[i];
     });
-    if (layout === null || layout.key !== Layout.keyOf(nodes.data)) {
+    showGlance(nodes.data);
+    if (state.racks === null || state.racks.key !== Racks.keyOf(nodes.data)) {
       /** @type {Topology} */
-      const topology = await api("/cluster/topology");
-      nodeTypes = new Map(topology.node_types.flatMap((t) => t.nodes.map((n) => [n, t])));
-      layout = new Layout(nodes.data);
-      byId("racks").replaceChildren(...layout.sections);
+      const topology = early ?? await api("/cluster/topology");
+      state.nodeTypes = new Map(topology.node_types.flatMap((t) => t.nodes.map((n) => [n, t])));
+      const gpus = nodes.data.reduce((n, node) => n + node.gpus, 0);
+      state.racks = new Racks(nodes.data, gpus <= OPEN_UP_TO_GPUS);
+      byId("racks").replaceChildren(...state.racks.sections);
+      layoutHeat();
     }
-    layout.update(nodes.data, new Map(running.data.map((j) => [j.id, j])));
+    // The heat map and the search index read the nodes in rack order, as laid out.
+    const byName = new Map(nodes.data.map((n) => [n.name, n]));
+    state.nodes = state.racks.order.map((n) => byName.get(n.name) ?? n);
+    if (state.query.trim()) showMatches();
+    paint();
     const loads = JSON.stringify(cluster.link_loads ?? null);
-    if (loads !== loadsText) {
-      loadsText = loads;
+    if (loads !== state.loadsText) {
+      state.loadsText = loads;
       byId("link-loads").replaceChildren(...linkLoadView(cluster.link_loads ?? null));
     }
   },
