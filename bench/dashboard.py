@@ -51,6 +51,8 @@ sys.path[:] = [str(_HERE.parent), *(p for p in sys.path if Path(p or ".").resolv
 from bench.scratch_server import scratch_server  # noqa: E402  (after the path swap)
 
 CHROMIUM = "/usr/bin/chromium"
+# The top of the Cluster page (the summary and the heat map) as the run left it, to look at.
+SCREENSHOT = _HERE.parent / "out" / "bench" / "dashboard-cluster.png"
 MODELS = ("resnet50", "vgg16", "bert", "deepspeech2")
 
 
@@ -235,6 +237,9 @@ def main() -> None:
             names = [f"node-{rng.randrange(args.nodes)}" for _ in range(args.searches)]
             cluster_page.update(_searches(page, names))
             cluster_page["nodes_fetch_ms_mean"] = round(float(page.evaluate(NODES_FETCH_JS)), 1)
+            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=SCREENSHOT)
             browser.close()
     print(
         json.dumps(

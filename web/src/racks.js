@@ -82,8 +82,8 @@ export class Racks {
     this.cells = new Map();
     /** @type {Map<string, RackView>} node name -> its rack */
     this.rackOf = new Map();
-    /** @type {ClusterNode[]} */
-    this.last = nodes;
+    /** @type {Map<string, ClusterNode>} each node as the last update read it */
+    this.latest = new Map(nodes.map((n) => [n.name, n]));
     /** @type {Paint|null} */
     this.paint = null;
     /** @type {Map<number, ClusterNode[]>} */
@@ -121,7 +121,12 @@ export class Racks {
     if (rack.built) return;
     rack.built = true;
     rack.body.append(...rack.members.map((node) => this.nodeView(node).root));
-    if (this.paint) this.update(this.last, this.paint);
+    const paint = this.paint;
+    if (!paint) return;
+    for (const member of rack.members) {
+      const view = this.nodes.get(member.name);
+      if (view) this.updateNode(view, this.latest.get(member.name) ?? member, paint);
+    }
   }
 
   /** @param {boolean} open */
@@ -163,7 +168,7 @@ export class Racks {
   /** Bring the racks' lines and the built nodes up to date with this poll's nodes.
    * @param {ClusterNode[]} nodes @param {Paint} paint */
   update(nodes, paint) {
-    this.last = nodes;
+    for (const node of nodes) this.latest.set(node.name, node);
     this.paint = paint;
     /** @type {Map<RackView, ClusterNode[]>} */
     const byRack = new Map();
