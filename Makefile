@@ -12,8 +12,18 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: install demo test lint bench services controlplane
+.PHONY: install demo test lint typecheck bench services controlplane
 install: $(BIN)/.installed
+
+# The dashboard's TypeScript, pinned in web/package-lock.json (Node.js and npm from
+# Debian's packages; .ci/run installs them).
+web/node_modules/.installed: web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The dashboard's JSDoc types, checked by tsc (web/tsconfig.json: checkJs, strict).
+typecheck: web/node_modules/.installed
+	cd web && npm run --silent typecheck
 
 # PostgreSQL (127.0.0.1:5432, database test) and Redis (127.0.0.1:6379), started when
 # nothing answers there (installed from Debian's packages when root).
@@ -28,7 +38,7 @@ controlplane:
 demo: $(BIN)/.installed
 	$(BIN)/gpuflow demo --out out/demo
 
-lint: $(BIN)/.installed
+lint: $(BIN)/.installed typecheck
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
 DOC = ROOT / "docs" / "architecture.md"
-PACKAGES = ("controller", "policies", "gpuflow", "operators", "api", "experiments")
+PACKAGES = ("controller", "policies", "gpuflow", "operators", "api", "experiments", "web")
 # A path in backticks; placeholders (NAME.py, NNNN_*.py, PAGE.js) are upper case or globs.
 PATH = re.compile(r"`([a-z0-9_./-]+/[a-z0-9_./-]*)`")
 

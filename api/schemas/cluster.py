@@ -19,6 +19,8 @@ Clock = Literal["wall", "simulated"]
 class GpuSharePublic(BaseModel):
     job: str | None = Field(description="the job's id; null for another tenant's job")
     fraction: float = Field(description="its share of the GPU's compute, (0, 1]")
+    name: str | None = Field(default=None, description="the job's name; null where `job` is")
+    tenant: str | None = Field(default=None, description="the job's tenant; null where `job` is")
 
 
 class GpuPublic(BaseModel):

@@ -68,15 +68,15 @@ def test_each_gpu_names_its_jobs_shares_and_utilisation(sharing_client: TestClie
     gpus = _gpus(client, alice)
     assert len(gpus) == 8 and all(0.0 <= (g["util"] or 0.0) <= 1.0 for g in gpus.values())
     held = {k: g for k, g in gpus.items() if g["shares"]}
-    whole_gpus = [
-        k for k, g in held.items() if g["shares"] == [{"job": whole["id"], "fraction": 1.0}]
-    ]
+    whole_share = {"job": whole["id"], "fraction": 1.0, "name": whole["name"], "tenant": "vision"}
+    whole_gpus = [k for k, g in held.items() if g["shares"] == [whole_share]]
     assert len(whole_gpus) == 2 and len({node for node, _ in whole_gpus}) == 1
     shared = [g for g in held.values() if len(g["shares"]) == 2]
     assert len(shared) == 1 and len(held) == 3  # both halves on one GPU
     assert sorted(shared[0]["shares"], key=lambda s: s["job"] or "") == [
-        {"job": None, "fraction": 0.5},  # bob's job, not named to alice
-        {"job": mine["id"], "fraction": 0.5},
+        # bob's job, not named to alice, nor its tenant
+        {"job": None, "fraction": 0.5, "name": None, "tenant": None},
+        {"job": mine["id"], "fraction": 0.5, "name": mine["name"], "tenant": "vision"},
     ]
     # resnet50 alone keeps its GPUs 95 % busy; the two packed ncf jobs add up to one
     # GPU at most; free GPUs are idle.
@@ -90,7 +90,9 @@ def test_each_gpu_names_its_jobs_shares_and_utilisation(sharing_client: TestClie
         s["job"] in (None, theirs["id"]) for g in _gpus(client, bob).values() for s in g["shares"]
     )
     admins = [g for g in _gpus(client, root).values() if len(g["shares"]) == 2]
-    assert sorted(s["job"] for s in admins[0]["shares"]) == sorted([mine["id"], theirs["id"]])
+    assert sorted((s["job"], s["tenant"]) for s in admins[0]["shares"]) == sorted(
+        [(mine["id"], "vision"), (theirs["id"], "speech")]
+    )
 
 
 def _node_jobs(client: TestClient, headers: dict[str, str], job_id: str) -> str:

@@ -50,12 +50,13 @@ def test_gpus_utilisation_fragmentation_and_topology_from_kubernetes(
 
         nodes = {n["name"]: n for n in client.get(f"{API}/nodes", headers=alice).json()["data"]}
         gpus = nodes["node-0"]["gpu_list"]
-        assert [g["shares"] for g in gpus[:4]] == [[{"job": job["id"], "fraction": 1.0}]] * 4
+        share = {"job": job["id"], "fraction": 1.0, "name": job["name"], "tenant": "vision"}
+        assert [g["shares"] for g in gpus[:4]] == [[share]] * 4
         assert [g["shares"] for g in gpus[4:]] == [[]] * 4
         assert [g["util"] for g in gpus] == [0.87] + [None] * 7  # others not reported
         assert [g["util"] for g in nodes["node-1"]["gpu_list"]] == [None] * 8
         theirs = client.get(f"{API}/nodes", headers=bob).json()["data"][0]["gpu_list"][0]
-        assert theirs["shares"] == [{"job": None, "fraction": 1.0}]
+        assert theirs["shares"] == [{"job": None, "fraction": 1.0, "name": None, "tenant": None}]
 
         topology = client.get(f"{API}/cluster/topology", headers=alice).json()
         assert [k["nodes"] for k in topology["node_types"]] == [["node-0", "node-1"]]

@@ -5,10 +5,8 @@
  * pages are in cluster.js, queue.js, queues.js, job.js, events.js, replays.js, whatif.js
  * and admin.js,
  * shared helpers in common.js and charts.js.
- * Plain browser JavaScript with JSDoc types, no build step; check the types with
- * TypeScript 5 (`npm install typescript@5` anywhere, then
- * `tsc --noEmit --allowJs --checkJs --strict --target es2022 --module es2022
- *  --lib es2022,dom,dom.iterable api/static/dashboard/*.js`).
+ * Plain browser JavaScript with JSDoc types, served as it is (web/__init__.py); tsc
+ * checks the types (`make typecheck`, web/tsconfig.json).
  * It reads the REST API at /api/v1 with the token the user signs in with (kept in
  * sessionStorage), and polls it every POLL_MS.
  */
