@@ -41,8 +41,13 @@ from controller.traces import load_trace
 from policies.registry import make_policy
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Run as a script, this file's folder comes first on sys.path: swap it for the project
+# root so that the Pollux bench's workloads and their `--workloads` reader are shared.
+sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
+from bench.pollux import WORKLOADS, numbers  # noqa: E402  (after the path swap)
+
 CLUSTER = ROOT / "examples" / "clusters" / "t4-v100-a100.yaml"
-WORKLOADS = ROOT / "examples" / "traces" / "pollux"
 # Where a replay stops: Gavel's policies run a job on GPUs of one type, so a 48-GPU job
 # of workloads 2 and 4-8 (the types have 32, 16 and 16 GPUs) never starts under them;
 # every other replay ends within 36 h of simulated time.
@@ -90,14 +95,6 @@ def replay(number: int, name: str, seed: int) -> dict[str, Any]:
         "restarts": sum(o.restarts for o in result.jobs),
         "wall_s": round(wall_s, 1),
     }
-
-
-def numbers(text: str) -> list[int]:
-    """`1-8` or `1,3,5` -> the workload numbers."""
-    if "-" in text:
-        lo, hi = text.split("-")
-        return list(range(int(lo), int(hi) + 1))
-    return [int(n) for n in text.split(",")]
 
 
 def main() -> None:
