@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from controller.network.allocators import POLICIES
+from controller.network.allocators import ALLOCATORS
 from experiments.coflow.replay import REALLOCATE, CoflowReplayResult, ReplayConfig, replay
 from experiments.coflow.trace import CoflowTraceError, read_trace
 from gpuflow import options
@@ -34,7 +34,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("trace", help="trace file (<ports> <coflows> header)")
-    parser.add_argument("--policy", choices=sorted(POLICIES), default="sebf")
+    parser.add_argument("--policy", choices=sorted(ALLOCATORS), default="sebf")
     parser.add_argument(
         "--port-gbps",
         type=options.positive_float,

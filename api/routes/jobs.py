@@ -28,6 +28,7 @@ from api.deps import (
 from api.field_errors import invalid
 from api.http.security import JOB_ID, hash_token, new_token, token_matches
 from api.jobs.redaction import redact_texts
+from api.routes.order import WAITING_STATUSES
 from api.routes.policies import active_policy_name
 from api.routes.whatif import GATE as WHATIF_GATE
 from api.schemas.common import Limit, Name, Responses, Skip
@@ -53,7 +54,14 @@ from api.store.idempotency import (
     reused_error,
     update_answer,
 )
-from api.store.models import IDEMPOTENCY_KEY_LEN, Job, JobEvent, JobMetric, User, utcnow
+from api.store.models import (
+    IDEMPOTENCY_KEY_LEN,
+    Job,
+    JobEvent,
+    JobMetric,
+    User,
+    utcnow,
+)
 from api.whatif.deadline_outlook import Forecasts, needs_forecast, outlook
 from controller.model import JobStatus
 from controller.model.events import EventKind
@@ -62,13 +70,6 @@ from operators.dljobs.resources import ADMITTED, BACKOFF, INVALID, UNSCHEDULABLE
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 FORECASTS = Forecasts()  # the deadline jobs' predicted finishes, shared by GET /jobs/{id}
 NOT_FOUND: Responses = {404: {"description": "no such job (or another tenant's)"}}
-# Statuses of a job that waits with a reason; the last three only in cluster mode,
-# where a job's status is its DLJob's phase.
-WAITING = {s.value for s in (JobStatus.QUEUED, JobStatus.PREEMPTED, JobStatus.SUSPENDED)} | {
-    BACKOFF,
-    UNSCHEDULABLE,
-    INVALID,
-}
 CONTAINER_FIELDS = {"image", "command", "env"}  # cluster mode: the DLJob's container
 # What a job's status can be: the scheduler's, and in cluster mode its DLJob's phase.
 STATUSES = (*(s.value for s in JobStatus), ADMITTED, BACKOFF, UNSCHEDULABLE, INVALID)
@@ -290,7 +291,7 @@ def why_waiting(job_id: str, session: SessionDep, user: CurrentUser) -> WaitReas
     return WaitReason(
         job_id=job.id,
         status=job.status,
-        waiting=job.status in WAITING,
+        waiting=job.status in WAITING_STATUSES,
         code=job.reason_code,
         message=redact_texts(session, user, [job.reason_message])[0],
     )

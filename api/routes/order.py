@@ -26,10 +26,11 @@ from controller.model import WAITING
 from operators.dljobs.resources import BACKOFF, INVALID, UNSCHEDULABLE
 
 router = APIRouter(tags=["order"])
-# A waiting job's statuses; the last three only in cluster mode (its DLJob's phase):
-# BackOff, a failed job waiting to restart (the policy sees it as preempted), then two
-# in which the policy does not consider the job, so it has no position.
-WAITING_STATUSES = [*sorted(s.value for s in WAITING), BACKOFF, UNSCHEDULABLE, INVALID]
+# The statuses of a job that waits with a reason, as the job database has them: the
+# model's waiting statuses and, in cluster mode only, three DLJob phases (BackOff, a
+# failed job waiting to restart; Unschedulable and Invalid, which no policy considers,
+# so they have no position). GET /jobs/{id} says `waiting` for the same (routes/jobs.py).
+WAITING_STATUSES = (*sorted(s.value for s in WAITING), BACKOFF, UNSCHEDULABLE, INVALID)
 WAITING_PATTERN = "^(" + "|".join(WAITING_STATUSES) + ")$"
 
 

@@ -11,11 +11,11 @@ Units: rates and capacities in Gbit/s (unidirectional, as everywhere in gpuflow)
 sizes in MB (10^6 bytes).
 """
 
-from controller.network.allocators import POLICIES, UnknownNetworkPolicyError, allocate
+from controller.network.allocators import ALLOCATORS, UnknownNetworkPolicyError, allocate
 from controller.network.model import Coflow, Flow, LinkId, nic_down, nic_up, rack_down, rack_up
 
 __all__ = [
-    "POLICIES",
+    "ALLOCATORS",
     "Coflow",
     "Flow",
     "LinkId",

@@ -21,7 +21,7 @@ help) and the operator command (its `--network` help).
 model and live, where it publishes nothing.
 
 A new network: write its mechanism in one module (a coflow allocator in
-controller/network/allocators/ with its entry in `allocators.POLICIES`; for the phase
+controller/network/allocators/ with its entry in `allocators.ALLOCATORS`; for the phase
 model, the time shifts, levels or path selection its `PhaseForm` names, in
 controller/network/phases/), then add one `Network` entry to `NETWORKS` below and a
 test. The simulator, the operator, the CLI's validation and help, and the error
@@ -61,7 +61,7 @@ PlacerWrapper = Callable[[Placer, Cluster], Placer]
 @dataclass(frozen=True)
 class Network:
     """One network (module docstring). `allocator` names its coflow allocator in
-    `allocators.POLICIES` (the steady model); `time_dependent`: its allocation moves
+    `allocators.ALLOCATORS` (the steady model); `time_dependent`: its allocation moves
     with attained bytes or remaining work, so the simulator also recomputes it at
     rounds; `phases`: its phase form; `placer`: the wrapper around the policy's
     placer; `not_live`: why it cannot run live, for a network that cannot."""

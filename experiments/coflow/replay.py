@@ -154,7 +154,7 @@ def replay(
 ) -> CoflowReplayResult:
     """Replay `trace` under the network policy named `policy`.
 
-    Policies with a port-fabric form (`ports.PORT_RATES`: all of `POLICIES` today)
+    Policies with a port-fabric form (`ports.PORT_RATES`: all of `ALLOCATORS` today)
     run there, on compact arrays with per-path counts; any other falls back to the
     generic `FlowArrays` path of `replay_reference`. Fair sharing reallocated at
     every flow completion runs on per-path clocks (`PathState`): its events cost

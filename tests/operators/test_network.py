@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.model import Cluster, Rack
-from controller.network import POLICIES
+from controller.network import ALLOCATORS
 from operators import crd
 from operators.agent.main import AgentOptions, run_agent
 from operators.kube import KubeApi
@@ -78,7 +78,7 @@ def test_a_job_on_a_node_the_cluster_lost_gets_no_rate() -> None:
     assert rates == egress_rates("fair", two_racks(), [])
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", ALLOCATORS)
 def test_every_policy_keeps_the_shared_links_within_capacity(policy: str) -> None:
     # The simulator's effective rates credit a neighbour's compute time and could
     # exceed the uplink together; the rates to enforce are those with every coflow

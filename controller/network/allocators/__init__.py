@@ -2,7 +2,7 @@
 
 Called per event by a simulator: the job simulator gives each multi-node DL job's
 flows a rate on the NIC and rack links they cross; the coflow replay calls the
-array functions in `POLICIES` directly on its numpy state.
+array functions in `ALLOCATORS` directly on its numpy state.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _aalo_strict(arrays: FlowArrays) -> FloatArray:
     return aalo.aalo_rates(arrays, aalo.AaloConfig(strict=True))
 
 
-POLICIES: dict[str, NetworkPolicy] = {
+ALLOCATORS: dict[str, NetworkPolicy] = {
     fair.NAME: NetworkPolicy(fair.NAME, fair.fair_rates),
     varys.NAME: NetworkPolicy(varys.NAME, varys.sebf_rates),
     aalo.NAME: NetworkPolicy(aalo.NAME, aalo.aalo_rates, aalo.next_threshold_mb),
@@ -41,12 +41,12 @@ POLICIES: dict[str, NetworkPolicy] = {
 
 class UnknownNetworkPolicyError(ValueError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"unknown network policy {name!r} (known: {', '.join(POLICIES)})")
+        super().__init__(f"unknown network policy {name!r} (known: {', '.join(ALLOCATORS)})")
 
 
 def get_policy(name: str) -> NetworkPolicy:
     try:
-        return POLICIES[name]
+        return ALLOCATORS[name]
     except KeyError:
         raise UnknownNetworkPolicyError(name) from None
 
@@ -57,7 +57,7 @@ def allocate(
     flows: Sequence[Flow],
     coflows: Sequence[Coflow],
 ) -> dict[FlowId, float]:
-    """Rate in Gbit/s for every flow, under `policy` (a name in `POLICIES`).
+    """Rate in Gbit/s for every flow, under `policy` (a name in `ALLOCATORS`).
 
     Every flow's coflow must be in `coflows`; every link a flow crosses must have a
     capacity. Rates never exceed a link's capacity and are work-conserving: each

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.network import POLICIES, Coflow, Flow, UnknownNetworkPolicyError, allocate
+from controller.network import ALLOCATORS, Coflow, Flow, UnknownNetworkPolicyError, allocate
 from controller.network.allocators.aalo import AaloConfig, aalo_rates, next_threshold_mb, queue_of
 from controller.network.allocators.problem import from_records
 from controller.network.allocators.varys import madd_in_order, sebf_order
@@ -114,7 +114,7 @@ def test_sincronia_prefers_the_job_closer_to_done() -> None:
 def test_finished_flows_get_nothing_and_take_nothing() -> None:
     caps = nics("a", "b", "c")
     flows = [make_flow("done", "x", "a>b", 0.0), make_flow("f", "x", "a>c", 5.0)]
-    for policy in POLICIES:
+    for policy in ALLOCATORS:
         assert allocate(policy, caps, flows, [make_coflow("x")]) == pytest.approx(
             {"done": 0.0, "f": 10.0}
         )
@@ -159,7 +159,7 @@ def instances(
 
 
 @settings(max_examples=150, deadline=None)
-@given(instances(), st.sampled_from(sorted(POLICIES)))
+@given(instances(), st.sampled_from(sorted(ALLOCATORS)))
 def test_every_policy_respects_capacity_and_conserves_work(
     instance: tuple[dict[tuple[str, str | int], float], list[Flow], list[Coflow]],
     policy: str,

@@ -8,7 +8,7 @@ import pytest
 
 from controller.model import Cluster, JobSpec
 from controller.network import registry
-from controller.network.allocators import POLICIES
+from controller.network.allocators import ALLOCATORS
 from controller.network.phases import SHARING_RULES
 from controller.network.phases.cassini import time_shifts
 from controller.network.phases.form import LiveForm, PhaseForm
@@ -37,7 +37,7 @@ def test_every_entry_is_whole() -> None:
     for name, entry in NETWORKS.items():
         assert entry.name == name
         assert entry.models, f"{name} runs in no model"
-        assert entry.allocator is None or entry.allocator in POLICIES
+        assert entry.allocator is None or entry.allocator in ALLOCATORS
         assert entry.live or entry.not_live, f"{name}: neither live nor why not"
         assert not entry.time_dependent or entry.allocator is not None
 
@@ -49,7 +49,7 @@ def test_the_names_of_each_model_and_of_the_operator() -> None:
         "dedicated",
         *("fair", "sebf", "aalo", "aalo-strict", "sincronia", "cassini", "crux"),
     )
-    assert set(POLICIES) <= set(names(STEADY))
+    assert set(ALLOCATORS) <= set(names(STEADY))
 
 
 @pytest.mark.parametrize(

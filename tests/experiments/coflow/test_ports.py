@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.network.allocators import POLICIES
+from controller.network.allocators import ALLOCATORS
 from controller.network.allocators.waterfill import max_min_levels
 from experiments.coflow.ports import PORT_RATES, PortArrays, bipartite_levels, port_arrays
 from experiments.coflow.replay import ReplayConfig, replay, replay_reference
@@ -19,7 +19,7 @@ FB_TRACE = Path(__file__).parents[3] / "data" / "coflow" / "FB2010-1Hr-150-0.txt
 
 
 def test_every_policy_has_a_port_form() -> None:
-    assert set(PORT_RATES) == set(POLICIES)
+    assert set(PORT_RATES) == set(ALLOCATORS)
 
 
 def random_instance(seed: int) -> PortArrays:
@@ -50,12 +50,12 @@ def random_instance(seed: int) -> PortArrays:
     )
 
 
-@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("policy", sorted(ALLOCATORS))
 def test_port_rates_equal_the_generic_allocators(policy: str) -> None:
     for seed in range(150):
         arrays = random_instance(seed)
         fast = PORT_RATES[policy](arrays)
-        generic = POLICIES[policy].rates(arrays.to_flow_arrays())
+        generic = ALLOCATORS[policy].rates(arrays.to_flow_arrays())
         np.testing.assert_allclose(fast, generic, rtol=1e-9, atol=1e-12, err_msg=f"seed {seed}")
 
 
@@ -79,7 +79,7 @@ def test_bipartite_levels_equal_progressive_filling() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("policy", sorted(ALLOCATORS))
 @pytest.mark.parametrize(("first", "last"), [(0, 20), (300, 312), (450, 470)])
 @pytest.mark.parametrize("reallocate", ["coflowsim", "flow"])
 def test_fast_replay_equals_the_reference_on_trace_prefixes(
