@@ -2,7 +2,17 @@
 
 from fastapi import APIRouter
 
-from api.routes import cluster, events, jobs, policies, quota_queues, replays, traces, users
+from api.routes import (
+    cluster,
+    events,
+    history,
+    jobs,
+    policies,
+    quota_queues,
+    replays,
+    traces,
+    users,
+)
 
 api_router = APIRouter()
 api_router.include_router(jobs.router)
@@ -13,3 +23,4 @@ api_router.include_router(replays.router)
 api_router.include_router(users.router)
 api_router.include_router(quota_queues.router)
 api_router.include_router(events.router)
+api_router.include_router(history.router)
