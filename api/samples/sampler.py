@@ -54,6 +54,7 @@ class Sampler:
         scale = settings.time_scale if backend.mode == "local" else 1.0
         # Half a period of wall time: a sample is at most half a period late.
         self._wake_s = min(WAKE_S, self.sample_s / scale / 2)
+        self._sampled_s: float | None = None  # the newest sample's time, as last known
         self._compacted_at: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -70,13 +71,20 @@ class Sampler:
     def tick(self) -> bool:
         """Take a sample if one is due, and compact if that is due; whether it sampled."""
         now_s = self.backend.now_s()
+        sample = self._sampled_s is None or now_s - self._sampled_s >= self.sample_s
+        tidy = self._compacted_at is None or now_s - self._compacted_at >= self.coarse_s
+        if not (sample or tidy):
+            return False
+        due = False
         with self.sessions() as session:
-            newest = session.scalar(select(func.max(ClusterSample.t_s)))
-            due = newest is None or now_s - newest >= self.sample_s
-            if due:
-                write(session, self.take(session, now_s))
-                session.commit()
-            if self._compacted_at is None or now_s - self._compacted_at >= self.coarse_s:
+            if sample:
+                newest = session.scalar(select(func.max(ClusterSample.t_s)))
+                due = newest is None or now_s - newest >= self.sample_s
+                if due:
+                    write(session, self.take(session, now_s))
+                    session.commit()
+                self._sampled_s = now_s if due else newest
+            if tidy:
                 self.compact(session, now_s)
         return due
 
@@ -110,6 +118,8 @@ class Sampler:
                 self.tick()
             except (SQLAlchemyError, BackendUnavailable, *API_ERRORS) as exc:
                 log.warning("cluster history not sampled, retrying next period: %s", exc)
+            except Exception:  # a bug must not end the history for the service's life
+                log.exception("cluster history not sampled, retrying next period")
 
 
 def write(session: Session, sample: Sample) -> None:

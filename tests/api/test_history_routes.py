@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import func, select
 
 from api.app import create_app
+from api.models import ClusterSample
 from api.samples.rows import GpuReading, Waiting, build_sample
-from api.samples.sampler import write
+from api.samples.sampler import Sampler, write
 from api.settings import Settings
 from tests.api.builders import auth, migrated_sqlite, submit, wait_for
 from tests.api.test_samples import make_node
@@ -153,3 +155,15 @@ def test_the_service_samples_a_running_cluster(
         # Local mode: memory the jobs reserve on the GPUs they hold, no NVML figures.
         assert any(v for g in gpus for v in g["mem_used_mib"] if v)
         assert all(v is None for g in gpus for v in g["temperature_c"])
+
+
+def test_a_second_sampler_on_the_same_database_does_not_sample_twice(quiet: TestClient) -> None:
+    """A restarted service, or a second API replica, finds the newest sample younger
+    than the period and skips: one sample a period, however many samplers."""
+    app: Any = quiet.app
+    settings: Settings = app.state.settings
+    first, second = (Sampler(app.state.backend, app.state.sessions, settings) for _ in range(2))
+    assert first.tick() is True
+    assert second.tick() is False
+    with app.state.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(ClusterSample)) == 1
