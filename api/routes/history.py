@@ -22,7 +22,14 @@ from sqlalchemy import Select, func, select
 from api.deps import BackendDep, CurrentUser, SessionDep, visible_to
 from api.field_errors import invalid
 from api.models import ClusterSample, NodeSample, TenantSample
-from api.samples.series import Window, WindowError, binned, rounded, window_of
+from api.samples.series import (
+    Window,
+    WindowError,
+    binned,
+    rounded,
+    sampled_span,
+    window_of,
+)
 from api.schemas.common import Name
 from api.schemas.history import (
     ClusterHistoryPublic,
@@ -183,13 +190,16 @@ def tenants_history(
     by_tenant: dict[str, list[Any]] = defaultdict(list)
     for r in _rows(session, request, query, TenantSample, window):
         by_tenant[r.tenant].append(r)
+    # A tenant has no row in a sample where it had no job: zero, over the time sampled.
+    times = select(ClusterSample.t_s, ClusterSample.step_s)
+    sampled = sampled_span(window, _rows(session, request, times, ClusterSample, window))
     data = [
         TenantHistoryRow(
             tenant=name,
-            **{
-                f: _series(window, rows, f, f == "wait_max_s")
-                for f in ("gpus", "running", "waiting", "wait_max_s")
-            },
+            gpus=_series(window, rows, "gpus", sampled=sampled),
+            running=_series(window, rows, "running", sampled=sampled),
+            waiting=_series(window, rows, "waiting", sampled=sampled),
+            wait_max_s=_series(window, rows, "wait_max_s", worst=True),
         )
         for name, rows in sorted(by_tenant.items())
     ]
@@ -211,9 +221,16 @@ def _rows(
     return session.execute(inside.order_by(model.t_s)).all()
 
 
-def _series(window: Window, rows: Sequence[Any], field: str, worst: bool = False) -> Series:
+def _series(
+    window: Window,
+    rows: Sequence[Any],
+    field: str,
+    worst: bool = False,
+    sampled: Sequence[float] | None = None,
+) -> Series:
     """Column `field` of the rows on the window's bins (api.samples.series.binned)."""
-    return rounded(binned(window, ((r.t_s, r.step_s, getattr(r, field)) for r in rows), worst))
+    points = ((r.t_s, r.step_s, getattr(r, field)) for r in rows)
+    return rounded(binned(window, points, worst, sampled))
 
 
 def _frame(request: Request, window: Window) -> dict[str, Any]:

@@ -7,7 +7,9 @@ for each bin of `coarse_s` wholly older than that, into one row per node, tenant
 for the cluster, standing for the bin (`step_s` = `coarse_s`, `t_s` its start): the
 time-weighted mean of each figure over the samples in the bin, except the worst wait
 (its largest), a GPU's ECC count (largest) and health (unhealthy if at any sample),
-as api.samples.rows.GPU_FIELDS says. Rows older than `retention_s` are deleted.
+as api.samples.rows.GPU_FIELDS says. A tenant has a row only in the samples where it
+had a job: its means are over the time the cluster was sampled in the bin, the
+samples without its row counting zero. Rows older than `retention_s` are deleted.
 
 So the tables hold at most full_s / sample_s + retention_s / coarse_s samples of each
 node, whatever the uptime: with the defaults (30 s, 1 h, 5 min, 7 days) 120 + 2,016
@@ -46,9 +48,21 @@ class Table:
     largest: tuple[str, ...] = ()
     last: tuple[str, ...] = ()
     gpus: bool = False  # NodeSample's per-GPU lists
+    # A sample without a row of a key means zero (a tenant with no job then has no row):
+    # its means are over the span the cluster was sampled in the bin, not its rows'.
+    sparse: bool = False
 
 
+# Tenants first: their merge reads the cluster's samples of the bin, merged after.
 TABLES = (
+    Table(
+        TenantSample,
+        "tenant",
+        mean=("gpus", "running", "waiting"),
+        largest=("wait_max_s",),
+        sparse=True,
+    ),
+    Table(NodeSample, "node", mean=("gpus_allocated", "util", "mem_used_mib"), gpus=True),
     Table(
         ClusterSample,
         None,
@@ -65,8 +79,6 @@ TABLES = (
         largest=("wait_max_s",),
         last=("gpus",),
     ),
-    Table(NodeSample, "node", mean=("gpus_allocated", "util", "mem_used_mib"), gpus=True),
-    Table(TenantSample, "tenant", mean=("gpus", "running", "waiting"), largest=("wait_max_s",)),
 )
 
 
@@ -95,7 +107,8 @@ def compact(
             stop = min(cutoff, start + CHUNK_BINS * coarse_s)
             chunk = (model.step_s < coarse_s, model.t_s >= start, model.t_s < stop)
             rows = session.execute(select(model.__table__).where(*chunk)).mappings().all()
-            out = merge_rows(table, rows, coarse_s)
+            sampled = _sampled(session, start, stop, coarse_s) if table.sparse else None
+            out = merge_rows(table, rows, coarse_s, sampled)
             session.execute(delete(model).where(*chunk))
             if out:
                 session.execute(insert(model), out)
@@ -112,8 +125,24 @@ def compact(
     return Compacted(merged, written, dropped)
 
 
-def merge_rows(table: Table, rows: Sequence[Any], coarse_s: float) -> list[dict[str, Any]]:
-    """One row per (bin, key) of `rows`, each figure merged as `table` says."""
+def _sampled(session: Session, start: float, stop: float, coarse_s: float) -> dict[float, float]:
+    """Each bin's span the cluster was sampled in (its samples' step_s summed)."""
+    rows = session.execute(
+        select(ClusterSample.t_s, ClusterSample.step_s).where(
+            ClusterSample.step_s < coarse_s, ClusterSample.t_s >= start, ClusterSample.t_s < stop
+        )
+    )
+    out: dict[float, float] = defaultdict(float)
+    for t_s, step_s in rows:
+        out[math.floor(t_s / coarse_s) * coarse_s] += step_s
+    return out
+
+
+def merge_rows(
+    table: Table, rows: Sequence[Any], coarse_s: float, sampled: dict[float, float] | None = None
+) -> list[dict[str, Any]]:
+    """One row per (bin, key) of `rows`, each figure merged as `table` says; a sparse
+    table's means over `sampled`, each bin's sampled span (absent rows count zero)."""
     groups: dict[tuple[float, Any], list[Any]] = defaultdict(list)
     for row in rows:
         start = math.floor(row["t_s"] / coarse_s) * coarse_s
@@ -125,8 +154,9 @@ def merge_rows(table: Table, rows: Sequence[Any], coarse_s: float) -> list[dict[
         merged: dict[str, Any] = {"t_s": start, "step_s": coarse_s}
         if table.key:
             merged[table.key] = key
+        span = None if sampled is None else sampled.get(start)
         for name in table.mean:
-            merged[name] = _mean([r[name] for r in group], weights)
+            merged[name] = _mean([r[name] for r in group], weights, span)
         for name in table.largest:
             values = [r[name] for r in group if r[name] is not None]
             merged[name] = max(values) if values else None
@@ -165,9 +195,13 @@ def merge_gpus(docs: Sequence[dict[str, Any]], weights: Sequence[float]) -> dict
     return out
 
 
-def _mean(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
-    """Time-weighted mean of the values known (None: none known)."""
+def _mean(
+    values: Sequence[float | None], weights: Sequence[float], span: float | None = None
+) -> float | None:
+    """Time-weighted mean of the values known (None: none known), over `span` if given
+    (the time not covered by a value counts as zero)."""
     pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None]
     if not pairs:
         return None
-    return sum(v * w for v, w in pairs) / sum(w for _, w in pairs)
+    covered = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / max(covered, span or 0.0)

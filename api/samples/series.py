@@ -12,7 +12,7 @@ reaches before the retention).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 # As api.replay_series: two points a pixel column of a ~1,000-pixel-wide chart.
@@ -74,10 +74,16 @@ def window_of(
 
 
 def binned(
-    window: Window, rows: Iterable[tuple[float, float, float | None]], worst: bool = False
+    window: Window,
+    rows: Iterable[tuple[float, float, float | None]],
+    worst: bool = False,
+    sampled: Sequence[float] | None = None,
 ) -> list[float | None]:
     """(t_s, step_s, value) rows on the window's bins: the overlap-weighted mean of the
-    values known, or with `worst` the largest; None where no known value overlaps."""
+    values known, or with `worst` the largest; None where no known value overlaps.
+    `sampled`, each bin's time covered by samples (`sampled_span`), makes a bin's mean
+    over that time, a sample without a row counting zero (a tenant with no job then
+    has no row); a bin sampled but without a row is then 0."""
     n = window.points
     sums = [0.0] * n
     weights = [0.0] * n
@@ -85,23 +91,42 @@ def binned(
     for t_s, step_s, value in rows:
         if value is None:
             continue
-        lo, hi = max(t_s, window.from_s), min(t_s + step_s, window.to_s)
-        if hi <= lo:
-            continue
-        first = int((lo - window.from_s) // window.step_s)
-        last = min(n - 1, int((hi - window.from_s) // window.step_s))
-        for b in range(first, last + 1):
-            b_lo = window.from_s + b * window.step_s
-            overlap = min(hi, b_lo + window.step_s) - max(lo, b_lo)
-            if overlap <= 0:
-                continue
+        for b, overlap in _overlaps(window, t_s, step_s):
             sums[b] += value * overlap
             weights[b] += overlap
             current = top[b]
             top[b] = value if current is None else max(current, value)
     if worst:
         return top
+    if sampled is not None:
+        return [
+            total / max(w, span) if max(w, span) > 0 else None
+            for total, w, span in zip(sums, weights, sampled, strict=True)
+        ]
     return [s / w if w > 0 else None for s, w in zip(sums, weights, strict=True)]
+
+
+def sampled_span(window: Window, rows: Iterable[tuple[float, float]]) -> list[float]:
+    """Each bin's time covered by the (t_s, step_s) rows of the cluster's samples."""
+    spans = [0.0] * window.points
+    for t_s, step_s in rows:
+        for b, overlap in _overlaps(window, t_s, step_s):
+            spans[b] += overlap
+    return spans
+
+
+def _overlaps(window: Window, t_s: float, step_s: float) -> Iterator[tuple[int, float]]:
+    """The bins the span [t_s, t_s + step_s) meets, each with the time it overlaps."""
+    lo, hi = max(t_s, window.from_s), min(t_s + step_s, window.to_s)
+    if hi <= lo:
+        return
+    first = int((lo - window.from_s) // window.step_s)
+    last = min(window.points - 1, int((hi - window.from_s) // window.step_s))
+    for b in range(first, last + 1):
+        b_lo = window.from_s + b * window.step_s
+        overlap = min(hi, b_lo + window.step_s) - max(lo, b_lo)
+        if overlap > 0:
+            yield b, overlap
 
 
 def rounded(values: Sequence[float | None], digits: int = 3) -> list[float | None]:

@@ -81,6 +81,13 @@ def test_a_user_sees_its_own_tenants_history_only(quiet: TestClient) -> None:
     assert r.status_code == 403
     blue = _get(quiet, "tenants", admin, from_s=0, to_s=30, tenant="blue")
     assert [t["tenant"] for t in blue["data"]] == ["blue"]
+    # A sample at 30 s where red has no job: red had none then, not "not known".
+    nodes = [make_node("a", {0: [("j2", 1.0)]}, 0.5)]
+    with quiet.app.state.sessions() as session:  # type: ignore[attr-defined]
+        write(session, build_sample(30.0, 30.0, nodes, {}, {"j2": "blue"}, []))
+        session.commit()
+    red = _get(quiet, "tenants", alice, from_s=0, to_s=60, step_s=60)["data"][0]
+    assert (red["gpus"], red["waiting"], red["wait_max_s"]) == ([0.5], [0.5], [40.0])
 
 
 @pytest.mark.parametrize(

@@ -104,12 +104,15 @@ def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Session
 
 
 def _sample(t_s: float, util: float, healthy: int, ecc: int, wait_s: float) -> Sample:
+    """Two nodes, tenant red's job j1 on GPU 0 of each, red waiting `wait_s`; tenant
+    blue has a job waiting at one sample in ten (t_s a multiple of 300)."""
     nodes = [make_node(n, {0: [("j1", 1.0)]}, util) for n in ("a", "b")]
     reading = GpuReading(
         mem_used_mib=100, mem_total_mib=1000, ecc_errors=ecc, healthy=bool(healthy)
     )
     readings = {n: {0: reading} for n in ("a", "b")}
-    return build_sample(t_s, 30.0, nodes, readings, {"j1": "red"}, [Waiting("red", wait_s)])
+    waiting = [Waiting("red", wait_s), *([Waiting("blue", 5.0)] if t_s % 300 == 0 else [])]
+    return build_sample(t_s, 30.0, nodes, readings, {"j1": "red"}, waiting)
 
 
 def _count(session: Session, model: Any, *where: Any) -> int:
@@ -129,8 +132,8 @@ def test_compaction_merges_old_samples_into_bins_and_drops_those_past_retention(
     now = 7200.0 + 30.0 * 240  # 14,400
     done = compact(session, now, full_s=3600.0, coarse_s=300.0, retention_s=86400.0)
     # The first hour (10,800 s - 7,200 s) is 12 bins of 5 min; the last hour stays as taken.
-    assert (done.merged, done.dropped) == (120 * (1 + 2 + 1), 0)
-    assert done.written == 12 * (1 + 2 + 1)
+    assert (done.merged, done.dropped) == (120 * (1 + 2 + 1) + 12, 0)  # blue: 12 rows
+    assert done.written == 12 * (1 + 2 + 2)
     assert _count(session, NodeSample, NodeSample.step_s == 300.0) == 24
     assert _count(session, NodeSample, NodeSample.step_s == 30.0) == 240
     merged = session.scalars(
@@ -138,15 +141,19 @@ def test_compaction_merges_old_samples_into_bins_and_drops_those_past_retention(
     ).all()
     assert [m.t_s for m in merged] == [7200.0 + 300.0 * b for b in range(12)]
     assert merged[0].util == pytest.approx((0.2 + 0.6) / 2 / 4)  # one GPU of four busy
-    assert merged[0].wait_max_s == 270.0 and merged[0].wait_mean_s == pytest.approx(135.0)
+    # Red waited 0, 30, ... 270 s; blue 5 s at the first sample (mean 2.5 there).
+    assert merged[0].wait_max_s == 270.0 and merged[0].wait_mean_s == pytest.approx(135.25)
     assert merged[1].gpus_unhealthy == pytest.approx(2 / 10)  # 2 GPUs at 1 sample of 10
     node = session.scalars(
         select(NodeSample).where(NodeSample.node == "a", NodeSample.t_s == 7500.0)
     ).one()
     assert node.gpus["util"] == [40, 0, 0, 0] and node.gpus["healthy"][0] == 0
     assert node.util == pytest.approx(0.1)
-    tenant = session.scalars(select(TenantSample).where(TenantSample.t_s == 7200.0)).one()
-    assert (tenant.gpus, tenant.waiting, tenant.wait_max_s) == (2.0, 1.0, 270.0)
+    tenants = session.scalars(select(TenantSample).where(TenantSample.t_s == 7200.0)).all()
+    red, blue = sorted(tenants, key=lambda t: t.tenant != "red")
+    assert (red.gpus, red.waiting, red.wait_max_s) == (2.0, 1.0, 270.0)
+    # Blue waited at one sample of the ten: a mean of 0.1 over the bin, not 1.
+    assert (blue.waiting, blue.gpus, blue.wait_max_s) == (pytest.approx(0.1), 0.0, 5.0)
     # Again a little later: nothing new to merge. Far later: past the retention, gone.
     assert compact(session, now + 10.0, 3600.0, 300.0, 86400.0).merged == 0
     gone = compact(session, now + 86400.0 + 4000.0, 3600.0, 300.0, 86400.0)
