@@ -26,6 +26,7 @@ from api.samples.series import (
     Window,
     WindowError,
     binned,
+    binned_columns,
     rounded,
     sampled_span,
     window_of,
@@ -115,13 +116,12 @@ def nodes_history(
     by_node: dict[str, list[Any]] = defaultdict(list)
     for r in _rows(session, request, query, NodeSample, window):
         by_node[r.node].append(r)
-    data = [
-        NodeHistoryRow(
-            node=name,
-            **{f: _series(window, rows, f) for f in ("gpus_allocated", "util", "mem_used_mib")},
-        )
-        for name, rows in sorted(by_node.items())
-    ]
+    data = []
+    for name, rows in sorted(by_node.items()):
+        points = ((r.t_s, r.step_s, (r.gpus_allocated, r.util, r.mem_used_mib)) for r in rows)
+        allocated, util, mem = (rounded(v) for v in binned_columns(window, points, 3))
+        row = NodeHistoryRow(node=name, gpus_allocated=allocated, util=util, mem_used_mib=mem)
+        data.append(row)
     return NodesHistoryPublic(**_frame(request, window), data=data, count=len(data))
 
 
