@@ -31,6 +31,7 @@ from api.replays.executor import ReplayExecutor
 from api.replays.trace_check import TraceChecker
 from api.routes import api_router, order, timeline, whatif
 from api.routes.traces import MAX_TRACE_BYTES
+from api.samples.sampler import Sampler, sampler_for
 from api.settings import Settings
 from api.store.db import make_engine, make_sessionmaker
 from api.tasks import celery_app, configure, reconcile, start_replays
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     local_mode = settings.live and not settings.cluster_mode
     app.state.local = LocalMode(settings, app.state.sessions) if local_mode else None
     app.state.backend = make_backend(settings, app.state.sessions, app.state.local)
+    app.state.sampler = sampler_for(app.state.backend, app.state.sessions, settings)
     app.state.executor = ReplayExecutor(settings)
     app.state.trace_checker = TraceChecker(settings.trace_check_concurrency)
     app.state.metrics = metrics
@@ -95,8 +97,11 @@ def _live(app: FastAPI) -> Any:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     backend: JobBackend | None = app.state.backend
     settings: Settings = app.state.settings
+    sampler: Sampler | None = app.state.sampler
     if backend is not None:
         backend.start()
+    if sampler is not None:
+        sampler.start()
     await run_in_threadpool(start_replays, settings, app.state.sessions, app.state.executor)
     orphans = asyncio.create_task(_reconcile_every(app, settings.replay_reconcile_every_s))
     try:
@@ -105,6 +110,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         orphans.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await orphans
+        if sampler is not None:
+            sampler.stop()
         if backend is not None:
             backend.stop()
         app.state.executor.stop()  # a running replay ends now, failed as interrupted

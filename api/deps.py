@@ -14,7 +14,7 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
 from sqlalchemy import Select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from api.backends import JobBackend
 from api.http.errors import unavailable
@@ -131,8 +131,15 @@ def can_see(user: User, tenant: str) -> bool:
 def visible_jobs(query: QueryT, user: User, tenant: str | None) -> QueryT:
     """`query` (over Job) narrowed to the jobs `user` may see, and to `tenant` if given:
     a user its own tenant's, an admin any; 403 for a user naming another tenant."""
+    return visible_to(query, user, tenant, Job.tenant)
+
+
+def visible_to(
+    query: QueryT, user: User, tenant: str | None, column: InstrumentedAttribute[str]
+) -> QueryT:
+    """`visible_jobs` for any rows that name a tenant in `column` (a tenant's samples)."""
     if tenant is not None and not can_see(user, tenant):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
     if user.role != "admin":
-        return query.where(Job.tenant == user.tenant)
-    return query if tenant is None else query.where(Job.tenant == tenant)
+        return query.where(column == user.tenant)
+    return query if tenant is None else query.where(column == tenant)

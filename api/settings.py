@@ -85,6 +85,15 @@ class Settings(BaseSettings):
     # Cluster mode: a reporting job's DLJob status.train is written at most this often
     # (api.cluster_mode.train_status); the last report of a burst is written when the time is up.
     train_summary_interval_s: float = Field(default=5.0, ge=0)
+    # The live cluster's history (api.samples), in the backend's clock (local mode: the
+    # simulated one): a sample of every node, GPU and tenant each history_sample_s, kept
+    # as taken for history_full_s, then merged into bins of history_coarse_s, kept for
+    # history_retention_s. A 1,000-node cluster's cost: docs/benchmarks.md, "History".
+    history: bool = True
+    history_sample_s: float = Field(default=30.0, ge=1, le=3600)
+    history_full_s: float = Field(default=3600.0, ge=0, le=30 * 86400)
+    history_coarse_s: float = Field(default=300.0, ge=1, le=86400)
+    history_retention_s: float = Field(default=7 * 86400.0, ge=60, le=366 * 86400)
 
     @property
     def cluster_mode(self) -> bool:

@@ -6,7 +6,18 @@ deprecated alias for one release (docs/api.md, "Names").
 
 from fastapi import APIRouter
 
-from api.routes import cluster, events, job_logs, jobs, policies, quotas, replays, traces, users
+from api.routes import (
+    cluster,
+    events,
+    history,
+    job_logs,
+    jobs,
+    policies,
+    quotas,
+    replays,
+    traces,
+    users,
+)
 
 api_router = APIRouter()
 api_router.include_router(jobs.router)
@@ -19,3 +30,4 @@ api_router.include_router(users.router)
 api_router.include_router(quotas.router, prefix="/quotas")
 api_router.include_router(quotas.router, prefix="/queues", deprecated=True)
 api_router.include_router(events.router)
+api_router.include_router(history.router)

@@ -289,3 +289,53 @@ class NodeMaintenance(Base):
     set_by: Mapped[str] = mapped_column(String(NAME_LEN))
     sim_s: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class ClusterSample(Base):
+    """The whole cluster at one sample of api.samples (a mean over `step_s` once the
+    compaction has merged the samples of a bin): GPUs allocated and their utilisation
+    and memory, the queue's length and waits. Times in the backend's clock."""
+
+    __tablename__ = "cluster_samples"
+
+    t_s: Mapped[float] = mapped_column(Float, primary_key=True)
+    step_s: Mapped[float] = mapped_column(Float)  # the span the row stands for
+    gpus: Mapped[int] = mapped_column(Integer)
+    gpus_allocated: Mapped[float] = mapped_column(Float)
+    util: Mapped[float | None] = mapped_column(Float)  # 0..1, over GPUs with a reading
+    mem_used_mib: Mapped[float | None] = mapped_column(Float)
+    mem_total_mib: Mapped[float | None] = mapped_column(Float)
+    gpus_unhealthy: Mapped[float] = mapped_column(Float)
+    running: Mapped[float] = mapped_column(Float)
+    waiting: Mapped[float] = mapped_column(Float)
+    wait_mean_s: Mapped[float | None] = mapped_column(Float)  # of the jobs waiting then
+    wait_max_s: Mapped[float | None] = mapped_column(Float)
+
+
+class NodeSample(Base):
+    """One node at one sample of api.samples; `gpus` holds its GPUs' figures by index,
+    as api.samples.rows.GpuFigures keeps them (integers, null where not known)."""
+
+    __tablename__ = "node_samples"
+
+    t_s: Mapped[float] = mapped_column(Float, primary_key=True)
+    node: Mapped[str] = mapped_column(String(NAME_LEN), primary_key=True)
+    step_s: Mapped[float] = mapped_column(Float)
+    gpus_allocated: Mapped[float] = mapped_column(Float)
+    util: Mapped[float | None] = mapped_column(Float)
+    mem_used_mib: Mapped[float | None] = mapped_column(Float)
+    gpus: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class TenantSample(Base):
+    """One tenant's GPUs and queue at one sample of api.samples."""
+
+    __tablename__ = "tenant_samples"
+
+    t_s: Mapped[float] = mapped_column(Float, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(NAME_LEN), primary_key=True)
+    step_s: Mapped[float] = mapped_column(Float)
+    gpus: Mapped[float] = mapped_column(Float)  # held, shared GPUs by fraction
+    running: Mapped[float] = mapped_column(Float)
+    waiting: Mapped[float] = mapped_column(Float)
+    wait_max_s: Mapped[float | None] = mapped_column(Float)

@@ -3,7 +3,8 @@
 `discover(nvml, nic_gbps)` reads every GPU's UUID, name and memory, the pair matrix
 (NVLink lanes counted per peer from nvmlDeviceGetNvLinkRemotePciInfo, NVSwitch
 ports shared by all GPUs on the switch; otherwise nvmlDeviceGetTopologyCommonAncestor's
-PCIe level) and each GPU's NUMA node; `gpu_status(nvml)` reads health and use.
+PCIe level) and each GPU's NUMA node; `gpu_status(nvml)` reads health and use
+(utilisation, memory, temperature, power, ECC errors) at every publish.
 
 The GPU model is the GPU catalogue's entry for the product name NVML reports
 (controller.model.gpus), with the memory NVML measures in place of the catalogue's:
@@ -69,7 +70,13 @@ def discover(nvml: Any, nic_gbps: float, sharing: SharingMode = DEFAULT_SHARING)
 
 
 def gpu_status(nvml: Any) -> list[dict[str, Any]]:
-    """Per GPU: UUID, healthy (no uncorrected ECC error, answers), utilisation, memory."""
+    """Per GPU: UUID, healthy (no uncorrected ECC error, answers), utilisation, memory
+    used and total, temperature, power draw and uncorrected ECC errors.
+
+    A reading the GPU does not support (NVMLError_NotSupported: no ECC on consumer
+    parts, no power sensor on some boards) is null, not a guess; a GPU that does not
+    answer its utilisation or memory (fallen off the bus) is unhealthy with no figures.
+    """
     out = []
     for i in range(nvml.nvmlDeviceGetCount()):
         h = nvml.nvmlDeviceGetHandleByIndex(i)
@@ -80,15 +87,32 @@ def gpu_status(nvml: Any) -> list[dict[str, Any]]:
         except nvml.NVMLError:
             out.append({"uuid": uuid, "healthy": False})
             continue
+        ecc = _ecc_errors(nvml, h)
+        power_mw = _reading(nvml, nvml.nvmlDeviceGetPowerUsage, h)
         out.append(
             {
                 "uuid": uuid,
-                "healthy": _ecc_errors(nvml, h) == 0,
+                "healthy": not ecc,
                 "utilPct": int(util.gpu),
                 "memUsedMib": int(mem.used) // MIB,
+                "memTotalMib": int(mem.total) // MIB,
+                "temperatureC": _reading(
+                    nvml, nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU
+                ),
+                # nvmlDeviceGetPowerUsage: milliwatts, the board's draw (+/- 5 %).
+                "powerW": None if power_mw is None else round(power_mw / 1000, 1),
+                "eccErrors": ecc,
             }
         )
     return out
+
+
+def _reading(nvml: Any, read: Callable[..., Any], *args: Any) -> int | None:
+    """An integer NVML reading, None where the GPU does not support it (or fails it)."""
+    try:
+        return int(read(*args))
+    except nvml.NVMLError:
+        return None
 
 
 def _text(value: str | bytes) -> str:
@@ -104,15 +128,15 @@ def _numa(nvml: Any, handle: Any) -> int:
     return max(0, node)
 
 
-def _ecc_errors(nvml: Any, handle: Any) -> int:
-    try:
-        return int(
-            nvml.nvmlDeviceGetTotalEccErrors(
-                handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
-            )
-        )
-    except nvml.NVMLError:
-        return 0  # no ECC on this GPU (consumer parts): nothing to report
+def _ecc_errors(nvml: Any, handle: Any) -> int | None:
+    """Uncorrected ECC errors since the driver loaded; None for a GPU without ECC."""
+    return _reading(
+        nvml,
+        nvml.nvmlDeviceGetTotalEccErrors,
+        handle,
+        nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+        nvml.NVML_VOLATILE_ECC,
+    )
 
 
 def _nvlink_lanes(nvml: Any, handles: list[Any]) -> dict[tuple[int, int], int]:

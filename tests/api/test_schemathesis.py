@@ -46,6 +46,11 @@ STATE_DEPENDENT = {
     ("POST", "/api/v1/traces"): {"file"},
     ("POST", "/api/v1/traces/validate"): {"file"},
     ("PUT", "/api/v1/quotas/{name}"): {"parent", "guarantee", "limit", "tenants"},
+    # A history window: last_s or from_s, a to_s after the start, at most 2,000 bins.
+    **{
+        ("GET", f"/api/v1/history/{path}"): {"last_s", "to_s", "step_s"}
+        for path in ("cluster", "nodes", "nodes/{name}/gpus", "tenants")
+    },
 }
 
 # ~40 operations x 12 requests x 2 kinds x 2 roles: about 25 s a database on a 2-core
@@ -69,7 +74,8 @@ def refused_for_state(method: str, path: str, response: Any) -> bool:
     if isinstance(detail, dict):  # a trace reader's: the file's line and field
         return "file" in fields and "line" in detail
     return all(
-        e["loc"][0] in ("body", "header") and e["loc"][1:2] in ([f] for f in fields) for e in detail
+        e["loc"][0] in ("body", "header", "query") and e["loc"][1:2] in ([f] for f in fields)
+        for e in detail
     )
 
 

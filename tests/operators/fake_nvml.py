@@ -8,6 +8,14 @@ lanes per GPU, GPUs 0-3 on CPU 0 and 4-7 on CPU 1, pairs behind one PCIe switch.
 GPU's compute capability, cores, clocks, memory bus and PCIe generation; a figure
 left out raises NVMLError_NotSupported, as on drivers that cannot say).
 
+Health: each GPU's temperature (nvmlDeviceGetTemperature, degrees C), power draw
+(nvmlDeviceGetPowerUsage, milliwatts), memory used (nvmlDeviceGetMemoryInfo, bytes)
+and uncorrected ECC errors (nvmlDeviceGetTotalEccErrors) are settable per GPU; a GPU
+in `no_ecc` or `no_power` raises NVMLError_NotSupported for that reading, as pynvml
+does on GPUs without ECC (consumer parts) or without a power sensor, and one in
+`lost` raises NVMLError_GpuIsLost from its utilisation and memory, as a GPU fallen off
+the bus does.
+
 Processes: `run(gpu, pid, mem_bytes, samples)` puts a process on a GPU, with its
 utilisation samples ((timestamp in microseconds, smUtil percent), ...). The three
 per-process functions behave as pynvml's (nvidia-ml-py 13, pynvml.py) over the NVML
@@ -48,6 +56,12 @@ DGX1_LANES = {
 V100_MEM = 16_945_512_448
 H200_MEM = 143_771 * 1024**2
 NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+NVML_TEMPERATURE_GPU = 0
+# An idle V100-SXM2's readings as nvidia-smi shows them: ~40 C, ~60 W; 512 MiB used
+# by the driver's context.
+IDLE_TEMPERATURE_C = 40
+IDLE_POWER_MW = 60_000
+IDLE_MEM_USED = 512 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -81,6 +95,10 @@ class NVMLError_NotSupported(NVMLError):
 
 
 class NVMLError_NotFound(NVMLError):
+    pass
+
+
+class NVMLError_GpuIsLost(NVMLError):
     pass
 
 
@@ -131,6 +149,8 @@ class FakeNvml:
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     NVMLError_NotFound = NVMLError_NotFound
     NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_GpuIsLost = NVMLError_GpuIsLost
+    NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
     NVML_NVLINK_MAX_LINKS = NVML_NVLINK_MAX_LINKS
     NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = NVML_MEMORY_ERROR_TYPE_UNCORRECTED
@@ -146,9 +166,21 @@ class FakeNvml:
         product: str = "Tesla V100-SXM2-16GB",
         figures: GpuFigures = V100_FIGURES,
         process_samples: bool = True,
+        temperature_c: dict[int, int] | None = None,
+        power_mw: dict[int, int] | None = None,
+        mem_used: dict[int, int] | None = None,
+        no_ecc: frozenset[int] = frozenset(),
+        no_power: frozenset[int] = frozenset(),
+        lost: frozenset[int] = frozenset(),
     ) -> None:
         self.missing = missing
         self.ecc_errors = ecc_errors or {}
+        self.temperature_c = temperature_c or {}
+        self.power_mw = power_mw or {}
+        self.mem_used = mem_used or {}
+        self.no_ecc = no_ecc
+        self.no_power = no_power
+        self.lost = lost
         self.product = product
         self.figures = figures
         self.process_samples = process_samples
@@ -212,8 +244,21 @@ class FakeNvml:
         return f"GPU-fake0000-0000-0000-0000-00000000000{h}"
 
     def nvmlDeviceGetMemoryInfo(self, h: int) -> _Mem:
+        if h in self.lost:
+            raise NVMLError_GpuIsLost("GPU is lost")
         total = self.figures.mem_bytes
-        return _Mem(total, 512 * 1024**2, total - 512 * 1024**2)
+        used = self.mem_used.get(h, IDLE_MEM_USED)
+        return _Mem(total, used, total - used)
+
+    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
+        if sensor != NVML_TEMPERATURE_GPU:
+            raise NVMLError("Invalid Argument")
+        return self.temperature_c.get(h, IDLE_TEMPERATURE_C)
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        if h in self.no_power:
+            raise NVMLError_NotSupported("Not Supported")
+        return self.power_mw.get(h, IDLE_POWER_MW)
 
     def nvmlDeviceGetNumaNodeId(self, h: int) -> int:
         return 0 if h < 4 else 1
@@ -236,9 +281,13 @@ class FakeNvml:
         return NVML_TOPOLOGY_NODE if a // 4 == b // 4 else NVML_TOPOLOGY_SYSTEM
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> _Util:
+        if h in self.lost:
+            raise NVMLError_GpuIsLost("GPU is lost")
         return _Util(gpu=10 * h, memory=5)
 
     def nvmlDeviceGetTotalEccErrors(self, h: int, kind: int, counter: int) -> int:
+        if h in self.no_ecc:
+            raise NVMLError_NotSupported("Not Supported")
         return self.ecc_errors.get(h, 0)
 
     # -- processes ---------------------------------------------------------------------

@@ -71,6 +71,34 @@ def test_health_reports_ecc_errors_as_unhealthy() -> None:
     assert status[1]["utilPct"] == 10
 
 
+def test_health_reports_memory_temperature_power_and_ecc_per_gpu() -> None:
+    nvml = initialised(
+        ecc_errors={2: 1},
+        temperature_c={0: 71},
+        power_mw={0: 251_456},
+        mem_used={0: 9 * 1024**3},
+    )
+    status = gpu_status(nvml)
+    first = status[0]
+    assert first["memUsedMib"] == 9 * 1024 and first["memTotalMib"] == 16_160
+    assert (first["temperatureC"], first["powerW"], first["eccErrors"]) == (71, 251.5, 0)
+    assert (status[1]["temperatureC"], status[1]["powerW"]) == (40, 60.0)  # idle
+    assert (status[2]["eccErrors"], status[2]["healthy"]) == (1, False)
+
+
+def test_readings_a_gpu_does_not_support_are_null_and_a_lost_gpu_is_unhealthy() -> None:
+    nvml = initialised(no_ecc=frozenset({1}), no_power=frozenset({1}), lost=frozenset({5}))
+    status = gpu_status(nvml)
+    # No ECC (a consumer part): no errors to count, so healthy, and the count unknown.
+    assert (status[1]["eccErrors"], status[1]["powerW"], status[1]["healthy"]) == (
+        None,
+        None,
+        True,
+    )
+    assert status[1]["temperatureC"] == 40
+    assert status[5] == {"uuid": "GPU-fake0000-0000-0000-0000-000000000005", "healthy": False}
+
+
 def test_no_nvml_is_one_line_and_exit_code_3(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

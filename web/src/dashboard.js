@@ -1,9 +1,9 @@
 // @ts-check
 /**
  * The dashboard's shell, loaded by index.html as an ES module, served at / by
- * api/dashboard.py; the Cluster, Queue, Quotas, Job, Events, Replays, What-if and Admin
- * pages are in cluster.js, queue.js, queues.js, job.js, events.js, replays.js, whatif.js
- * and admin.js,
+ * api/dashboard.py; the Cluster, Queue, Quotas, Job, Events, History, Replays, What-if
+ * and Admin pages are in cluster.js, queue.js, queues.js, job.js, events.js, history.js,
+ * replays.js, whatif.js and admin.js,
  * shared helpers in common.js and charts.js.
  * Plain browser JavaScript with JSDoc types, served as it is (web/__init__.py); tsc
  * checks the types (`make typecheck`, web/tsconfig.json).
@@ -14,6 +14,7 @@ import { adminPage } from "./admin.js";
 import { clusterPage } from "./cluster.js";
 import { api, byId, clock, report, session, showError, signOut, TOKEN_KEY } from "./common.js";
 import { eventsPage } from "./events.js";
+import { historyPage } from "./history.js";
 import { jobPage } from "./job.js";
 import { queuePage } from "./queue.js";
 import { queuesPage } from "./queues.js";
@@ -57,7 +58,7 @@ let timer = 0;
 /** @type {Record<string, (params: URLSearchParams) => Page>} */
 const PAGES = {
   cluster: () => clusterPage, queue: () => queuePage, quotas: queuesPage, replays: replaysPage, whatif: whatifPage,
-  admin: adminPage, events: eventsPage,
+  admin: adminPage, events: eventsPage, history: historyPage,
 };
 
 function route() {
