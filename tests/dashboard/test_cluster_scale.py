@@ -2,7 +2,8 @@
 state, type and tenant, the hottest nodes), racks that collapse and start closed past
 512 GPUs, a search by node, job or tenant that opens the node's rack, a heat map of
 every GPU that the keyboard moves over, and an admin's colouring by tenant or job with
-its legend. Small clusters keep the tests fast; bench/dashboard.py measures 1,000 nodes."""
+its legend (by GPU type: test_gpu_types.py). Small clusters keep the tests fast;
+bench/dashboard.py measures 1,000 nodes."""
 
 from __future__ import annotations
 
@@ -128,7 +129,10 @@ def test_a_large_cluster_starts_closed_and_search_and_keyboard_open_a_node(
         ["1 research", "1.0", "1"],
         ["other tenants", "8.0", "—"],
     ]
-    expect(page.get_by_label("Colour GPUs by")).to_have_count(0)  # admins only
+    # By tenant or job for admins only; by utilisation or GPU type for everyone.
+    expect(page.get_by_label("Colour GPUs by").locator("option")).to_have_text(
+        ["utilisation", "GPU type"]
+    )
     assert "speech" not in page.content() and "bobs" not in page.content()
 
     # A job's name: one node, listed; Enter opens its rack with the focus on the node.

@@ -3,9 +3,9 @@
  * The Cluster page, imported by dashboard.js: a summary first (the service's counts,
  * then GPUs by state, type and tenant and the hottest nodes: cluster_summary.js), a
  * search by node, job or tenant, a heat map of every GPU (heatmap.js) coloured by
- * utilisation or, for admins, by tenant or job (palette.js, with a legend), then the
- * racks → nodes → GPUs (racks.js), collapsible, and a node's GPU link matrix
- * (/cluster/topology) and the network allocator's link loads.
+ * utilisation, by its node's GPU type or, for admins, by tenant or job (palette.js,
+ * with a legend), then the racks → nodes → GPUs (racks.js), collapsible, and a node's
+ * GPU link matrix (/cluster/topology) and the network allocator's link loads.
  *
  * Everything comes from three requests a poll: /cluster (counts, fragmentation, link
  * loads), /nodes (each GPU's shares, with the job's name and tenant where the caller
@@ -16,8 +16,8 @@
 import { api, byId, clock, clockName, el, head, instant, policyText, replaceKeepingFocus, session } from "./common.js";
 import { STATE_TEXT, summarise, summaryTables } from "./cluster_summary.js";
 import { HeatMap } from "./heatmap.js";
-import { FREE, OTHERS, TenantColours, UNKNOWN, gpuColour, viridisGradient } from "./palette.js";
-import { NODE_STATE_TEXT, Racks, gpuLabel } from "./racks.js";
+import { FREE, OTHERS, TenantColours, UNKNOWN, gpuColour, typeColours, viridisGradient } from "./palette.js";
+import { NODE_STATE_TEXT, Racks, STATE_LETTER, gpuLabel } from "./racks.js";
 
 /**
  * @typedef {import("./cluster_summary.js").ClusterNode} ClusterNode
@@ -46,7 +46,11 @@ const LINK_TEXT = { "nic-up": "NIC, sending", "nic-down": "NIC, receiving", "rac
 // a larger cluster opens with its summary and heat map, every rack closed.
 const OPEN_UP_TO_GPUS = 512;
 const RESULTS_SHOWN = 20; // search results listed; the heat map outlines every match
-const COLOUR_BY = { util: "utilisation", tenant: "tenant", job: "job" };
+// The colourings and their words; a GPU's type is no secret, a tenant's or job's GPUs
+// are shown to admins only (others see other tenants' jobs without names).
+const COLOUR_BY = { util: "utilisation", type: "GPU type", tenant: "tenant", job: "job" };
+/** @type {import("./palette.js").ColourBy[]} */
+const FOR_EVERYONE = ["util", "type"];
 
 /**
  * A node's GPU link matrix as a table: a row and a column per GPU, each pair's link as
@@ -99,6 +103,8 @@ const state = {
   /** @type {ColourBy} */
   by: "util",
   tenants: new TenantColours(),
+  /** GPU type -> its hue, for the node list the racks were built for. @type {Map<string, string>} */
+  types: new Map(),
   query: "",
   /** @type {Match[]} */
   matches: [],
@@ -121,13 +127,14 @@ function layoutHeat() {
   state.heat.layout(state.racks.order, state.heatWidth);
 }
 
-/** The GPU's words and links in the detail box.
- * @param {string} node @param {number} index @param {GpuShare[]} shares @param {string} label */
-function showGpu(node, index, shares, label) {
+/** The GPU's words (its type among them: the heat map's colour is never alone) and
+ * links in the detail box.
+ * @param {string} node @param {string} type @param {GpuShare[]} shares @param {string} label */
+function showGpu(node, type, shares, label) {
   const links = shares.flatMap((h) =>
     (h.job !== null ? [" ", el("a", { href: `#/job/${h.job}` }, `Open job ${h.name ?? h.job.slice(0, 8)}`)] : []));
   const events = el("a", { href: `#/events?node=${encodeURIComponent(node)}` }, `Events on ${node}`);
-  byId("gpu-detail").replaceChildren(label, ...links, " ", events);
+  byId("gpu-detail").replaceChildren(`${label} · ${type}`, ...links, " ", events);
 }
 
 /** @param {string} name */
@@ -206,17 +213,17 @@ function showMatches() {
 function drawHeat() {
   const heat = state.heat;
   if (!heat) return;
-  const { by, tenants, nodes } = state;
+  const { by, tenants, types, nodes } = state;
   const marked = state.query.trim() ? new Set(state.matches.map((m) => m.index)) : null;
   heat.draw((i, g) => {
     const gpu = nodes[i].gpu_list?.[g];
-    return gpuColour(by, gpu?.shares ?? [], gpu?.util ?? null, tenants);
+    return gpuColour(by, gpu?.shares ?? [], gpu?.util ?? null, tenants, types.get(nodes[i].gpu_type));
   }, marked);
   heat.canvas.dataset.gpus = String(nodes.reduce((n, node) => n + node.gpus, 0));
 }
 
-/** The legend for the colouring in use: the cells' states or the tenants' hues, and the
- * heat map's scale. @returns {Node[]} */
+/** The legend for the colouring in use: the cells' states, the GPU types' hues or the
+ * tenants' hues, and the heat map's scale. @returns {Node[]} */
 function legendItems() {
   /** @param {string} style @param {string} text @param {string} [cls] */
   const item = (style, text, cls = "swatch") => el("li", {}, el("span", { class: cls, style, "aria-hidden": "true" }), text);
@@ -227,6 +234,14 @@ function legendItems() {
       return item(`background:${colour}`, `${mark} ${t}`);
     });
     return [...named, item(`background:${OTHERS}`, "· other tenants"), free];
+  }
+  if (state.by === "type") {
+    const types = [...state.types].map(([type, colour]) => el("li", { "data-gpu-type": type },
+      el("span", { class: "swatch", style: `background:${colour}`, "aria-hidden": "true" }), type));
+    const letters = Object.entries(STATE_LETTER).map(([cell, letter]) =>
+      `${letter} ${STATE_TEXT[/** @type {keyof typeof STATE_TEXT} */ (cell)]}`);
+    return [...types, el("li", {}, `A GPU's letter keeps its state (${letters.join(", ")}); ` +
+      "a node's heading names its type.")];
   }
   if (state.by === "job") {
     return [item(`background:${OTHERS}`, "another tenant's job"), free,
@@ -242,7 +257,7 @@ function legendItems() {
 }
 
 function showLegend() {
-  const text = `${state.by}|${[...state.tenants.slots.keys()].join(",")}`;
+  const text = `${state.by}|${[...state.tenants.slots.keys()].join(",")}|${[...state.types.keys()].join(",")}`;
   if (text === state.legendText) return;
   state.legendText = text;
   byId("legend").replaceChildren(...legendItems());
@@ -259,7 +274,8 @@ function showGlance(nodes) {
   replaceKeepingFocus(byId("glance"), summaryTables(summary, state.tenants));
 }
 
-/** The page's controls: search, colouring (admins) and opening every rack. @returns {HTMLElement} */
+/** The page's controls: search, colouring (by tenant and job for admins only) and
+ * opening every rack. @returns {HTMLElement} */
 function controls() {
   const input = /** @type {HTMLInputElement} */ (el("input", { type: "search", id: "cluster-search",
     placeholder: "node, job or tenant", autocomplete: "off", spellcheck: "false", "aria-describedby": "search-count" }));
@@ -287,15 +303,15 @@ function controls() {
     }
   });
   const parts = [el("label", { for: "cluster-search" }, "Search nodes, jobs or tenants"), input];
-  if (session.me?.role === "admin") {
-    const select = /** @type {HTMLSelectElement} */ (el("select", { id: "colour-by" },
-      ...Object.entries(COLOUR_BY).map(([value, text]) => el("option", { value }, text))));
-    select.addEventListener("change", () => {
-      state.by = /** @type {ColourBy} */ (select.value);
-      paint();
-    });
-    parts.push(el("label", { for: "colour-by" }, "Colour GPUs by"), select);
-  }
+  const admin = session.me?.role === "admin";
+  const choices = Object.entries(COLOUR_BY).filter(([by]) => admin || FOR_EVERYONE.includes(/** @type {ColourBy} */ (by)));
+  const select = /** @type {HTMLSelectElement} */ (el("select", { id: "colour-by" },
+    ...choices.map(([value, text]) => el("option", { value }, text))));
+  select.addEventListener("change", () => {
+    state.by = /** @type {ColourBy} */ (select.value);
+    paint();
+  });
+  parts.push(el("label", { for: "colour-by" }, "Colour GPUs by"), select);
   const all = (/** @type {boolean} */ open) => () => state.racks?.setOpen(open);
   const openAll = el("button", { type: "button" }, "Expand all racks");
   const closeAll = el("button", { type: "button" }, "Collapse all racks");
@@ -309,7 +325,7 @@ function controls() {
 function paint() {
   showLegend();
   drawHeat();
-  state.racks?.update(state.nodes, { by: state.by, tenants: state.tenants });
+  state.racks?.update(state.nodes, { by: state.by, tenants: state.tenants, types: state.types });
 }
 
 /** @param {Event} event */
@@ -321,7 +337,7 @@ function onRacks(event) {
     return;
   }
   const cell = state.racks?.cells.get(target.dataset.key ?? "");
-  if (cell) showGpu(cell.node, Number((target.dataset.key ?? "").split("/")[1]), cell.shares, cell.label);
+  if (cell) showGpu(cell.node, state.racks?.latest.get(cell.node)?.gpu_type ?? "", cell.shares, cell.label);
 }
 
 /** @param {Event} event */
@@ -335,7 +351,7 @@ export const clusterPage = {
   mount(view) {
     state.resize?.disconnect();
     Object.assign(state, { racks: null, heat: null, nodeTypes: new Map(), nodes: [], by: "util",
-      tenants: new TenantColours(), query: "", matches: [], loadsText: "", glanceText: "", legendText: "",
+      tenants: new TenantColours(), types: new Map(), query: "", matches: [], loadsText: "", glanceText: "", legendText: "",
       resultsText: "", found: null, resize: null, heatWidth: 0 });
     const racks = el("div", { class: "racks", id: "racks" });
     for (const kind of ["mouseover", "focusin", "click"]) racks.addEventListener(kind, onRacks);
@@ -362,7 +378,7 @@ export const clusterPage = {
       describe: (i, g) => {
         const node = state.nodes[i];
         const gpu = node?.gpu_list?.[g];
-        if (node) showGpu(node.name, g, gpu?.shares ?? [], gpuLabel(node.name, g, gpu?.shares ?? [], gpu?.util ?? null));
+        if (node) showGpu(node.name, node.gpu_type, gpu?.shares ?? [], gpuLabel(node.name, g, gpu?.shares ?? [], gpu?.util ?? null));
       },
       open: (i) => {
         if (state.nodes[i]) reveal(state.nodes[i].name);
@@ -415,6 +431,7 @@ export const clusterPage = {
       state.nodeTypes = new Map(topology.node_types.flatMap((t) => t.nodes.map((n) => [n, t])));
       const gpus = nodes.data.reduce((n, node) => n + node.gpus, 0);
       state.racks = new Racks(nodes.data, gpus <= OPEN_UP_TO_GPUS);
+      state.types = typeColours(nodes.data.map((n) => n.gpu_type));
       byId("racks").replaceChildren(...state.racks.sections);
       layoutHeat();
     }

@@ -1,10 +1,10 @@
 // @ts-check
 /**
  * The dashboard's shell, loaded by index.html as an ES module, served at / by
- * api/dashboard.py; the Cluster, Queue, Quotas, Job, Events, History, Replays, What-if
- * and Admin pages are in cluster.js, queue.js, queues.js, job.js, events.js, history.js,
- * replays.js, whatif.js and admin.js,
- * shared helpers in common.js and charts.js.
+ * api/dashboard.py; the Cluster, Queue (the wait order), Quotas (the quota tree), Job,
+ * Events, History, Replays, What-if and Admin pages are in cluster.js, order.js,
+ * quotas.js, job.js, events.js, history.js, replays.js, whatif.js and admin.js, shared
+ * helpers in common.js and charts.js.
  * Plain browser JavaScript with JSDoc types, served as it is (web/__init__.py); tsc
  * checks the types (`make typecheck`, web/tsconfig.json).
  * It reads the REST API at /api/v1 with the token the user signs in with (kept in
@@ -16,8 +16,8 @@ import { api, byId, clock, report, session, showError, signOut, TOKEN_KEY } from
 import { eventsPage } from "./events.js";
 import { historyPage } from "./history.js";
 import { jobPage } from "./job.js";
-import { queuePage } from "./queue.js";
-import { queuesPage } from "./queues.js";
+import { orderPage } from "./order.js";
+import { quotasPage } from "./quotas.js";
 import { replaysPage } from "./replays.js";
 import { whatifPage } from "./whatif.js";
 
@@ -54,10 +54,10 @@ let current = null;
 let timer = 0;
 
 // The pages by the name in their #/name address (#/name?key=value: the page's filters);
-// the Job page is #/job/<id>.
+// the Job page is #/job/<id>. The wait order's page keeps its address, #/queue.
 /** @type {Record<string, (params: URLSearchParams) => Page>} */
 const PAGES = {
-  cluster: () => clusterPage, queue: () => queuePage, quotas: queuesPage, replays: replaysPage, whatif: whatifPage,
+  cluster: () => clusterPage, queue: () => orderPage, quotas: quotasPage, replays: replaysPage, whatif: whatifPage,
   admin: adminPage, events: eventsPage, history: historyPage,
 };
 

@@ -1,9 +1,10 @@
 // @ts-check
 /**
- * The Cluster page's colours, imported by cluster.js and heatmap.js: utilisation on
+ * The Cluster page's colours, imported by cluster.js and racks.js: utilisation on
  * viridis (a sequential scale that reads in every common colour vision and in grey),
- * tenants and jobs on the Okabe-Ito palette (colour-blind safe, as dashboard.css),
- * each tenant also numbered so that colour is never the only cue.
+ * tenants, jobs and GPU types on the Okabe-Ito palette (colour-blind safe, as
+ * dashboard.css), each tenant also numbered and each type named beside its node so
+ * that colour is never the only cue.
  */
 
 // Viridis (matplotlib's default map, van der Walt and Smith) at nine even stops.
@@ -72,6 +73,13 @@ export class TenantColours {
   }
 }
 
+/** Each GPU type's hue, the types in name order taking the seven in turn (an eighth
+ * type and on share them again: the node's heading names its type).
+ * @param {Iterable<string>} types @returns {Map<string, string>} */
+export function typeColours(types) {
+  return new Map([...new Set(types)].sort().map((t, i) => [t, CATEGORICAL[i % CATEGORICAL.length]]));
+}
+
 /** A job's hue: its id hashed onto the seven (neighbouring jobs may share one).
  * @param {string} id @returns {string} */
 export function jobColour(id) {
@@ -82,17 +90,20 @@ export function jobColour(id) {
 
 /**
  * @typedef {import("./cluster_summary.js").GpuShare} GpuShare
- * @typedef {"util"|"tenant"|"job"} ColourBy
+ * @typedef {"util"|"type"|"tenant"|"job"} ColourBy
  */
 
 /**
- * A GPU's colour under `by`: by utilisation, viridis for a GPU in use (grey where not
- * known) and white for a free one; by tenant, its first share's tenant's hue; by job,
- * its first share's job's hue (another tenant's job grey either way).
+ * A GPU's colour under `by`: by GPU type, its type's hue (`typeHue`), free or not; by
+ * utilisation, viridis for a GPU in use (grey where not known) and white for a free
+ * one; by tenant, its first share's tenant's hue; by job, its first share's job's hue
+ * (another tenant's job grey either way).
  * @param {ColourBy} by @param {GpuShare[]} shares @param {number|null} util
- * @param {TenantColours} tenants @returns {string}
+ * @param {TenantColours} tenants @param {string} [typeHue] the GPU's type's hue
+ * @returns {string}
  */
-export function gpuColour(by, shares, util, tenants) {
+export function gpuColour(by, shares, util, tenants, typeHue = OTHERS) {
+  if (by === "type") return typeHue;
   if (!shares.length) return FREE;
   if (by === "util") return util === null ? UNKNOWN : viridis(util);
   const first = shares[0];

@@ -21,14 +21,15 @@ import { gpuColour, inkOn } from "./palette.js";
  * @typedef {import("./cluster_summary.js").GpuState} GpuState
  * @typedef {import("./palette.js").ColourBy} ColourBy
  * @typedef {import("./palette.js").TenantColours} TenantColours
- * @typedef {{by: ColourBy, tenants: TenantColours}} Paint
+ * @typedef {{by: ColourBy, tenants: TenantColours, types: Map<string, string>}} Paint
  * @typedef {{button: HTMLElement, node: string, label: string, shares: GpuShare[]}} CellView
  * @typedef {{root: HTMLElement, name: HTMLElement, text: string, gpus: string, cells: CellView[]}} NodeView
  * @typedef {{rack: number, details: HTMLDetailsElement, line: HTMLElement, body: HTMLElement,
  *   members: ClusterNode[], built: boolean, text: string}} RackView
  */
 
-const STATE_LETTER = { free: "·", mine: "A", shared: "S", other: "O" };
+// A GPU's state as a letter on its button, in every colouring but by tenant.
+export const STATE_LETTER = { free: "·", mine: "A", shared: "S", other: "O" };
 // A node that takes no new jobs: a frame (dashed, dotted, crossed) and a word, not only a colour.
 export const NODE_STATE_TEXT = { ready: "ready", cordoned: "cordoned", draining: "draining", down: "down" };
 
@@ -113,7 +114,7 @@ export class Racks {
 
   /** @param {ClusterNode[]} nodes @returns {string} */
   static keyOf(nodes) {
-    return nodes.map((n) => `${n.rack}/${n.name}/${n.gpus}`).join("|");
+    return nodes.map((n) => `${n.rack}/${n.name}/${n.gpus}/${n.gpu_type}`).join("|");
   }
 
   /** Build a rack's nodes (once) and bring them up to date. @param {RackView} rack */
@@ -158,7 +159,7 @@ export class Racks {
     }
     const name = el("button", { type: "button", class: "node-name", "data-node": node.name,
       "aria-haspopup": "true", "aria-controls": "topology" });
-    const root = el("div", { class: "node", role: "group", "data-node": node.name },
+    const root = el("div", { class: "node", role: "group", "data-node": node.name, "data-gpu-type": node.gpu_type },
       name, el("div", { class: "gpus" }, ...cells.map((c) => c.button)));
     const view = { root, name, text: "", gpus: "", cells };
     this.nodes.set(node.name, view);
@@ -220,13 +221,14 @@ export class Racks {
       c.button.title = label;
       c.button.style.setProperty("--util", String(util ?? 0));
       c.button.classList.toggle("has-util", util !== null);
-      if (paint.by === "util" || !shares.length) {
+      // By type every GPU takes its node's hue, free or not, and keeps its state's letter.
+      if (paint.by === "util" || (!shares.length && paint.by !== "type")) {
         c.button.textContent = STATE_LETTER[cell];
         c.button.style.removeProperty("background");
         c.button.style.removeProperty("color");
         return;
       }
-      const colour = gpuColour(paint.by, shares, util, paint.tenants);
+      const colour = gpuColour(paint.by, shares, util, paint.tenants, paint.types.get(node.gpu_type));
       c.button.classList.add("painted");
       c.button.style.background = colour;
       c.button.style.color = inkOn(colour);

@@ -6,13 +6,13 @@
  * marks), borrowed GPUs, waiting jobs by the reason that holds them, reclaims, mean
  * JCT, and Jain's index of the leaves' shares; a chart of each leaf's GPUs over time
  * against its guarantee (GET /quotas/series, drawn with the vendored uPlot); and for
- * admins the editor of queue_editor.js. Numbers only: no job is named here.
+ * admins the editor of quota_editor.js. Numbers only: no job is named here.
  * Keyed by queue name, as the Queue page is by job: a row is built once, a poll
  * rewrites only the cells whose text changed and reorders rows only when the tree did.
  */
 import { PALETTE } from "./charts.js";
 import { api, byId, duration, el, fixed, report, session } from "./common.js";
-import { queueEditor } from "./queue_editor.js";
+import { quotaEditor } from "./quota_editor.js";
 
 /**
  * @typedef {number|Record<string, number>|null} Quota
@@ -20,11 +20,11 @@ import { queueEditor } from "./queue_editor.js";
  *   tenants: string[], leaf: boolean, guarantee_gpus: number, allocated_gpus: number,
  *   borrowed_gpus: number, share_of_guarantee: number|null, pending_jobs: number,
  *   pending_by_reason: Record<string, number>, finished_jobs: number, avg_jct_s: number|null,
- *   reclaims: number, phase: string, message: string|null}} QueueState
- * @typedef {{data: QueueState[], count: number, fairness_jain: number|null}} QueueStates
+ *   reclaims: number, phase: string, message: string|null}} QuotaState
+ * @typedef {{data: QuotaState[], count: number, fairness_jain: number|null}} QuotaStates
  * @typedef {{name: string, leaf: boolean, guarantee_gpus: number, limit_gpus: number|null,
  *   gpus: number[]}} SeriesRow
- * @typedef {{t_s: number[], bin_s: number, now_s: number, data: SeriesRow[]}} QueueSeries
+ * @typedef {{t_s: number[], bin_s: number, now_s: number, data: SeriesRow[]}} QuotaSeries
  * @typedef {{row: HTMLElement, cells: Record<string, HTMLElement>, bar: Bar}} RowView
  * @typedef {{box: HTMLElement, own: HTMLElement, borrowed: HTMLElement, guarantee: HTMLElement,
  *   limit: HTMLElement}} Bar
@@ -72,7 +72,7 @@ function setStyle(node, name, value) {
 }
 
 /** Each queue's depth in the tree (0 for a root), for the name's indent.
- * @param {QueueState[]} queues @returns {Map<string, number>} */
+ * @param {QuotaState[]} queues @returns {Map<string, number>} */
 function depths(queues) {
   const parent = new Map(queues.map((q) => [q.name, q.parent]));
   const out = new Map();
@@ -85,16 +85,16 @@ function depths(queues) {
 }
 
 /** The queues depth first, each parent before its children, siblings by name.
- * @param {QueueState[]} queues @returns {QueueState[]} */
+ * @param {QuotaState[]} queues @returns {QuotaState[]} */
 function treeOrder(queues) {
   const names = new Set(queues.map((q) => q.name));
-  /** @type {Map<string|null, QueueState[]>} */
+  /** @type {Map<string|null, QuotaState[]>} */
   const children = new Map();
   for (const q of queues) {
     const up = q.parent && names.has(q.parent) ? q.parent : null;
     children.set(up, [...(children.get(up) ?? []), q]);
   }
-  /** @type {QueueState[]} */
+  /** @type {QuotaState[]} */
   const out = [];
   const visit = (/** @type {string|null} */ name) => {
     for (const q of (children.get(name) ?? []).sort((a, b) => a.name.localeCompare(b.name))) {
@@ -106,7 +106,7 @@ function treeOrder(queues) {
   return out;
 }
 
-/** @param {QueueState} q @returns {RowView} */
+/** @param {QuotaState} q @returns {RowView} */
 function rowView(q) {
   const bar = {
     box: el("div", { class: "quota-bar", role: "img" }),
@@ -125,7 +125,7 @@ function rowView(q) {
   return { row, cells, bar };
 }
 
-/** @param {Bar} bar @param {QueueState} q @param {number} scale */
+/** @param {Bar} bar @param {QuotaState} q @param {number} scale */
 function drawBar(bar, q, scale) {
   const limit = quotaGpus(q.limit);
   const own = Math.min(q.allocated_gpus, q.guarantee_gpus);
@@ -143,16 +143,16 @@ function drawBar(bar, q, scale) {
 }
 
 /** @returns {import("./common.js").Page} */
-export function queuesPage() {
+export function quotasPage() {
   /** @type {Map<string, RowView>} */
   let rows = new Map();
-  /** @type {QueueState[]} */
+  /** @type {QuotaState[]} */
   let states = [];
   let seriesAt = 0;
   let drawnKey = "";
   /** @type {any} */
   let plot = null;
-  const editor = queueEditor(() => states, async () => { seriesAt = 0; await refresh(); });
+  const editor = quotaEditor(() => states, async () => { seriesAt = 0; await refresh(); });
 
   /** @param {HTMLElement} view */
   function mount(view) {
@@ -184,7 +184,7 @@ export function queuesPage() {
   }
 
   async function refresh() {
-    /** @type {QueueStates} */
+    /** @type {QuotaStates} */
     const got = await api("/quotas");
     states = got.data;
     const fairness = got.fairness_jain === null ? "no leaf has both a guarantee and demand"
@@ -199,7 +199,7 @@ export function queuesPage() {
     }
   }
 
-  /** @param {QueueState[]} queues */
+  /** @param {QuotaState[]} queues */
   function drawRows(queues) {
     const admin = session.me?.role === "admin";
     const depth = depths(queues);
@@ -241,7 +241,7 @@ export function queuesPage() {
 
   async function drawSeries() {
     const windowS = /** @type {HTMLSelectElement} */ (byId("queues-window")).value;
-    /** @type {QueueSeries} */
+    /** @type {QuotaSeries} */
     const got = await api(`/quotas/series?window_s=${windowS}&points=${SERIES_POINTS}`);
     const box = byId("queues-chart");
     const leaves = got.data.filter((r) => r.leaf);

@@ -1,8 +1,9 @@
 // @ts-check
 /**
- * The Queue page: waiting jobs in the active policy's order (GET /api/v1/order) with
- * their position, wait so far, the reason they wait and tenant; filters by tenant and
- * status (asked of the API) and by text (on the page). Imported by dashboard.js.
+ * The wait order's page (titled Queue, at #/queue): waiting jobs in the active
+ * policy's order (GET /api/v1/order) with their position, wait so far, the reason
+ * they wait and tenant; filters by tenant and status (asked of the API) and by text
+ * (on the page). Imported by dashboard.js.
  * Keyed by job id: a row is built once and kept, and a poll rewrites only the cells
  * whose text changed (the wait grows every poll) and reorders rows only when the order
  * changed, so a live update with thousands waiting costs what changed
@@ -17,7 +18,7 @@ import { api, byId, duration, el, report, session } from "./common.js";
  *   num_gpus: number, priority: number, submit_s: number|null, wait_s: number|null,
  *   reason_code: string|null, reason_message: string|null}} Entry
  * @typedef {{data: Entry[], count: number, waiting: number, others_waiting: number,
- *   now_s: number|null}} Queue
+ *   now_s: number|null}} Order
  * @typedef {{row: HTMLElement, cells: HTMLElement[]}} RowView
  */
 
@@ -57,7 +58,7 @@ function reason(job) {
 function select(id, label, choices) {
   const box = el("select", { id }, el("option", { value: "" }, "All"),
     ...choices.map((c) => el("option", { value: c }, c)));
-  box.addEventListener("change", () => void queuePage.refresh().catch(report));
+  box.addEventListener("change", () => void orderPage.refresh().catch(report));
   return el("span", {}, el("label", { for: id }, `${label} `), box, " ");
 }
 
@@ -74,13 +75,13 @@ function addTenants(shown) {
 }
 
 /** @type {Page} */
-export const queuePage = {
+export const orderPage = {
   mount(view) {
     rows = new Map();
     tenants = new Set();
     const me = /** @type {any} */ (session.me);
     const input = el("input", { id: "queue-filter", type: "search", placeholder: "name, id or reason" });
-    input.addEventListener("input", () => void queuePage.refresh().catch(report));
+    input.addEventListener("input", () => void orderPage.refresh().catch(report));
     view.append(
       el("h2", {}, "Queue"),
       el("div", { class: "filter" },
@@ -101,7 +102,7 @@ export const queuePage = {
     const query = new URLSearchParams({ limit: String(LIMIT) });
     if (tenant) query.set("tenant", tenant);
     if (status) query.set("status", status);
-    /** @type {[{policy: string}, Queue]} */
+    /** @type {[{policy: string}, Order]} */
     const [cluster, queue] = await Promise.all([api("/cluster"), api(`/order?${query}`)]);
     addTenants(queue.data);
     const filter = /** @type {HTMLInputElement} */ (byId("queue-filter")).value.trim().toLowerCase();

@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * The admin's queue editor on the Quotas page (queues.js): create or replace a queue
+ * The admin's queue editor on the Quotas page (quotas.js): create or replace a queue
  * (PUT /api/v1/quotas/{name}) and delete one (DELETE). The API checks every change as
  * the whole tree it makes; a refusal (422) is shown on the field it names, and one
  * naming another queue's field (a parent's guarantee its children now pass) above the
@@ -11,7 +11,7 @@
 import { announce, ApiError, el, report, send } from "./common.js";
 
 /**
- * @typedef {import("./queues.js").QueueState} QueueState
+ * @typedef {import("./quotas.js").QuotaState} QuotaState
  * @typedef {{form: () => HTMLElement, load: (name: string) => void, refreshParents: () => void}} Editor
  */
 
@@ -55,11 +55,11 @@ function quotaInput(quota) {
 }
 
 /**
- * @param {() => QueueState[]} queues the page's last reading
+ * @param {() => QuotaState[]} queues the page's last reading
  * @param {() => Promise<void>} changed called after a change is saved
  * @returns {Editor}
  */
-export function queueEditor(queues, changed) {
+export function quotaEditor(queues, changed) {
   function clearErrors() {
     for (const f of FIELDS) {
       input(`queue-${f}`).removeAttribute("aria-invalid");
@@ -114,7 +114,7 @@ export function queueEditor(queues, changed) {
     clearErrors();
     const name = input("queue-name").value.trim();
     try {
-      /** @type {QueueState} */
+      /** @type {QuotaState} */
       const saved = await send(`/quotas/${encodeURIComponent(name)}`, "PUT", body());
       announce(`Queue ${saved.name} saved: guarantee ${saved.guarantee_gpus} GPUs.`);
     } catch (err) {
