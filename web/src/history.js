@@ -5,7 +5,7 @@
  * the GPUs' utilisation and allocation, the queue's length and waits, GPU memory,
  * each tenant's GPUs (a user's own tenant, an admin's every tenant), and one node's
  * GPUs (utilisation, memory, temperature, power) with their health. Each quota's
- * GPUs against its guarantee are the Quotas page's chart (GET /queues/series).
+ * GPUs against its guarantee are the Quotas page's chart (GET /quotas/series).
  * Drawn with charts.js's comparisonChart (uPlot); times on the service's clock (the
  * wall clock's HH:MM in cluster mode, the simulated clock as a duration in local mode).
  * Refetched every SERIES_EVERY_MS, or at once when the window or the node changes.
