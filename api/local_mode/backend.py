@@ -74,7 +74,9 @@ def _update_jobs(session: Session, rows: list[dict[str, Any]]) -> None:
         session.connection().execute(by_id, params)
 
 
-def job_spec(job: Job) -> JobSpec:
+def spec_of(job: Job) -> JobSpec:
+    """The model's JobSpec of a job row (cluster mode reads a DLJob's instead:
+    operators.dljobs.resources.job_spec)."""
     return JobSpec(
         job_id=job.id,
         submit_s=0.0,
@@ -95,7 +97,7 @@ def job_spec(job: Job) -> JobSpec:
 
 
 def row_spec(row: dict[str, Any]) -> JobSpec:
-    """`job_spec` of a Job given as its column values (no ORM object to build)."""
+    """`spec_of` a Job given as its column values (no ORM object to build)."""
     return JobSpec(
         job_id=row["id"],
         submit_s=0.0,
@@ -161,7 +163,7 @@ class LocalMode:
 
     def submit(self, job: Job) -> JobSpec:
         """Hand a committed job to the backend; returns the spec as placed (submit_s)."""
-        return self.live.submit(job_spec(job))
+        return self.live.submit(spec_of(job))
 
     async def store_and_submit(
         self, job: dict[str, Any], event: dict[str, Any], claim: dict[str, Any] | None = None

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.local_mode.backend import job_spec as job_spec_of
 from api.local_mode.backend import row_spec
+from api.local_mode.backend import spec_of as job_spec_of
 from api.store.models import Job
 from controller.model.precision import Precision
 from tests.api.builders import auth, job_spec, submit, wait_for
