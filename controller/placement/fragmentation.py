@@ -173,11 +173,12 @@ def fragmentation(pool: GpuPool, cluster: Cluster, mix: WorkloadMix) -> float:
 def unallocatable_idle_gpus(pool: GpuPool, cluster: Cluster, pending_sizes: Iterable[int]) -> int:
     """Whole idle GPUs that none of the waiting jobs' sizes could use: a node's free
     GPUs count when they are fewer than min(k, node size) for every waiting size k
-    (a gang larger than a node wants whole nodes). 0 when nothing waits."""
+    (a gang larger than a node wants whole nodes). 0 when nothing waits, and on a
+    cluster with no node yet (cluster mode before any agent has published one)."""
     smallest = min(pending_sizes, default=0)
-    if smallest <= 0:
-        return 0
     sizes = cluster.gpus_per_node
+    if smallest <= 0 or not sizes:
+        return 0
     homogeneous = min(sizes) == max(sizes)
     total = 0
     for free in range(1, min(smallest, len(pool.buckets))):

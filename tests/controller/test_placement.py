@@ -247,6 +247,9 @@ def test_fragmentation_and_unallocatable_idle_gpus_of_a_pool() -> None:
     assert unallocatable_idle_gpus(pool, cluster, [4, 8]) == 3
     assert unallocatable_idle_gpus(pool, cluster, [1]) == 0
     assert unallocatable_idle_gpus(pool, cluster, []) == 0
+    # Cluster mode before any agent has published a node: jobs wait, no GPU is idle.
+    empty = make_cluster(nodes=0)
+    assert unallocatable_idle_gpus(_pool(empty), empty, [2]) == 0
 
 
 def test_fragmentation_aware_fills_the_node_whose_gpus_no_request_could_use() -> None:
