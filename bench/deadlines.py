@@ -11,7 +11,8 @@ replay's wall time. `edf`, `tiresias` and `elasticflow` run twice: with gpuflow'
 and in ElasticFlow's evaluation setting (`EVALUATION`): EDF at each job's largest size
 (`gang=max`) capped at the largest size ElasticFlow's T4 table profiles for its model
 and batch, as its simulator's `jobs.py` sizes every baseline, Tiresias without
-promotion, and ElasticFlow capped at `models.get_max_gpu` (policies.size_caps);
+promotion and with a queue's running jobs ahead of its waiting ones (`running_first`),
+and ElasticFlow capped at `models.get_max_gpu` (policies.size_caps);
 Gandiva and ElasticFlow once more with ElasticFlow's per-event overhead
 (`SimConfig.event_overhead`: every running job charged at every round).
 
@@ -61,10 +62,12 @@ BASELINE_MAX_GPUS = {"yolov3:64": 16, "deepspeech2:320": 32}
 # ...and ElasticFlow's own jobs at `models.get_max_gpu(job, "T4")`.
 ELASTICFLOW_MAX_GPUS = {"bert": 16, "cifar10": 16, "deepspeech2:320": 32, "yolov3": 4, "ncf": 1}
 # ElasticFlow's evaluation setting, by policy (docs/benchmarks.md states what differs).
-# Its Tiresias (`dlas-gpu`) runs with `solve_starvation=0`: no promotion.
+# Its Tiresias (`dlas_sim_jobs(True)`, `dlas-gpu`) runs with `solve_starvation=0`: no
+# promotion; and keeps a queue's running jobs ahead of its waiting ones (it moves the
+# pending jobs to the back of each queue every round): `running_first`.
 EVALUATION: dict[str, dict[str, object]] = {
     "edf": {"gang": "max", "max_gpus_by": BASELINE_MAX_GPUS},
-    "tiresias": {"starve_limit": 0.0},
+    "tiresias": {"starve_limit": 0.0, "running_first": True},
     "elasticflow": {"max_gpus_by": ELASTICFLOW_MAX_GPUS},
 }
 # ElasticFlow's simulator charges every running job an overhead at every scheduling
