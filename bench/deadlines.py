@@ -7,13 +7,16 @@ ElasticFlow's Figure 8(a), ASPLOS 2023) on 16 servers of 4 T4 GPUs
 (`g4dn-12xlarge:16`) with 60 s rounds, each job starting at its traced batch and GPU
 count, and prints for each policy the deadline ratio (jobs finished by their deadline
 over all 195, refused ones missed), the published figure, the difference, and the
-replay's wall time. `edf`, `tiresias` and `elasticflow` run twice: with gpuflow's defaults,
-and in ElasticFlow's evaluation setting (`EVALUATION`): EDF at each job's largest size
-(`gang=max`) capped at the largest size ElasticFlow's T4 table profiles for its model
-and batch, as its simulator's `jobs.py` sizes every baseline, Tiresias without
-promotion, and ElasticFlow capped at `models.get_max_gpu` (policies.size_caps);
-Gandiva and ElasticFlow once more with ElasticFlow's per-event overhead
-(`SimConfig.event_overhead`: every running job charged at every round).
+replay's wall time. `edf`, `gandiva`, `tiresias` and `elasticflow` run twice: with
+gpuflow's defaults, and in ElasticFlow's evaluation setting (`EVALUATION`, `Run`): EDF
+at each job's largest size (`gang=max`) capped at the largest size ElasticFlow's T4
+table profiles for its model and batch, as its simulator's `jobs.py` sizes every
+baseline; Gandiva with every job at its traced GPU count (`Run.rigid`: not elastic, as
+ElasticFlow's simulator runs it); Tiresias without promotion and with a queue's running
+jobs ahead of its waiting ones (`running_first`); and ElasticFlow capped at
+`models.get_max_gpu` (policies.size_caps). Gandiva and ElasticFlow run once more with
+ElasticFlow's per-event overhead (`SimConfig.event_overhead`: every running job
+charged at every round).
 
 With `--t4 DIR` (ElasticFlow's `scheduler/throughputs_T4/`, iterations per second by
 global batch and GPU count) it first prints the performance model's speed beside the
@@ -27,10 +30,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from controller.metrics import deadline_fields
+from controller.model import JobSpec
 from controller.model.catalog import resolve
 from controller.model.perf import throughput_ips
 from controller.model.pool import GpuPool
@@ -61,28 +67,50 @@ BASELINE_MAX_GPUS = {"yolov3:64": 16, "deepspeech2:320": 32}
 # ...and ElasticFlow's own jobs at `models.get_max_gpu(job, "T4")`.
 ELASTICFLOW_MAX_GPUS = {"bert": 16, "cifar10": 16, "deepspeech2:320": 32, "yolov3": 4, "ncf": 1}
 # ElasticFlow's evaluation setting, by policy (docs/benchmarks.md states what differs).
-# Its Tiresias (`dlas-gpu`) runs with `solve_starvation=0`: no promotion.
+# Its Tiresias (`dlas_sim_jobs(True)`, `dlas-gpu`) runs with `solve_starvation=0`: no
+# promotion; and keeps a queue's running jobs ahead of its waiting ones (it moves the
+# pending jobs to the back of each queue every round): `running_first`.
 EVALUATION: dict[str, dict[str, object]] = {
     "edf": {"gang": "max", "max_gpus_by": BASELINE_MAX_GPUS},
-    "tiresias": {"starve_limit": 0.0},
+    "tiresias": {"starve_limit": 0.0, "running_first": True},
     "elasticflow": {"max_gpus_by": ELASTICFLOW_MAX_GPUS},
+    # gpuflow's options; what differs is the jobs (`Run.rigid`).
+    "gandiva": {},
 }
-# ElasticFlow's simulator charges every running job an overhead at every scheduling
-# event under ElasticFlow and Gandiva (`ef_sim_jobs_access_control`,
-# `gandiva_sim_jobs`), not under EDF (commented out there): SimConfig.event_overhead,
-# the third field of a run.
-RUNS: tuple[tuple[str, dict[str, object], bool], ...] = (
-    ("edf", {}, False),
-    ("edf", EVALUATION["edf"], False),
-    ("gandiva", {}, False),
-    ("gandiva", {}, True),
-    ("tiresias", {}, False),
-    ("tiresias", EVALUATION["tiresias"], False),
-    ("pollux", {}, False),
-    ("elasticflow", {}, False),
-    ("elasticflow", EVALUATION["elasticflow"], False),
-    ("elasticflow", EVALUATION["elasticflow"], True),
+
+
+class Run(NamedTuple):
+    policy: str
+    options: dict[str, object]
+    # ElasticFlow's simulator charges every running job an overhead at every scheduling
+    # event under ElasticFlow and Gandiva (`ef_sim_jobs_access_control`,
+    # `gandiva_sim_jobs`), not under EDF (commented out there): SimConfig.event_overhead.
+    event_overhead: bool = False
+    # Every job at its traced GPU count, not elastic: ElasticFlow's simulator runs its
+    # Gandiva so (`gandiva_placement` takes `num_gpu` as traced; nothing resizes a job),
+    # where gpuflow's Gandiva grows elastic jobs into idle GPUs (§4.1 grow-shrink).
+    rigid: bool = False
+
+
+RUNS: tuple[Run, ...] = (
+    Run("edf", {}),
+    Run("edf", EVALUATION["edf"]),
+    Run("gandiva", {}),
+    Run("gandiva", {}, event_overhead=True),
+    Run("gandiva", EVALUATION["gandiva"], rigid=True),
+    Run("gandiva", EVALUATION["gandiva"], event_overhead=True, rigid=True),
+    Run("tiresias", {}),
+    Run("tiresias", EVALUATION["tiresias"]),
+    Run("pollux", {}),
+    Run("elasticflow", {}),
+    Run("elasticflow", EVALUATION["elasticflow"]),
+    Run("elasticflow", EVALUATION["elasticflow"], event_overhead=True),
 )
+
+
+def rigid_job(job: JobSpec) -> JobSpec:
+    """`job` at its asked-for GPU count only (`Run.rigid`)."""
+    return dataclasses.replace(job, min_gpus=job.num_gpus, max_gpus=job.num_gpus)
 
 
 def compare_t4(folder: Path) -> None:
@@ -129,15 +157,16 @@ def main() -> None:
     trace = load_trace(TRACE)
     cluster = load_cluster(CLUSTER)
     print("policy,options,met,jobs,ratio,published,diff,wall_s")
-    for name, options, event_overhead in RUNS:
+    for name, options, event_overhead, rigid in RUNS:
         if wanted is not None and name not in wanted:
             continue
         config = SimConfig(
             round_interval_s=60.0, round_anchor=args.round_anchor, event_overhead=event_overhead
         )
+        jobs = [rigid_job(j) for j in trace.jobs] if rigid else list(trace.jobs)
         sim = Simulator(
             cluster,
-            trace.jobs,
+            jobs,
             make_policy(name, **options),
             ConsolidatedPlacer(cluster),
             config,
@@ -147,7 +176,8 @@ def main() -> None:
         figures = deadline_fields(sim.run())
         wall_s = time.perf_counter() - started
         ratio, published = figures["deadline_ratio"], PUBLISHED[name]
-        shown = "ElasticFlow's setting" if options and options is EVALUATION.get(name) else ""
+        evaluated = (options or rigid) and options is EVALUATION.get(name)
+        shown = "ElasticFlow's setting" if evaluated else ""
         shown = shown or ";".join(f"{k}={v}" for k, v in options.items())
         if event_overhead:
             shown = f"{shown} + event overhead".lstrip(" +")

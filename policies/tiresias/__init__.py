@@ -58,6 +58,10 @@ Deviations:
 - The simulator keeps running jobs ahead of waiting ones within a queue (it moves
   pending jobs to the back each round); here a queue is FIFO by entry time, so a
   waiting job that entered a queue earlier may preempt a running job of that queue.
+  `running_first=True` follows the simulator: within a queue the running jobs are
+  kept first (in their order), the waiting ones after them, so only a job of a
+  higher-priority queue preempts (ElasticFlow's simulator's `dlas-gpu` does the
+  same; bench/deadlines.py's ElasticFlow setting).
 - Promotion counts waiting as wall time since the last entry to Q0 minus executed time
   (the simulator skips time waited in Q0 after a promotion before running again).
 - Eq. 1 takes the supremum over Δ; the discretized index here fixes Δ to the rest of
@@ -131,6 +135,9 @@ class Tiresias:
     # Place each job on its fastest GPU type with room (controller.model.type_choice);
     # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
     aware: bool = True
+    # Within a queue, running jobs ahead of waiting ones, as the simulator's
+    # `dlas_sim_jobs` orders them (see Deviations); False: FIFO by entry time.
+    running_first: bool = False
     name: str = "tiresias"
     _dist: ServiceDistribution | None = field(init=False, repr=False, compare=False)
 
@@ -170,12 +177,13 @@ class Tiresias:
         )
 
     def queue_order(self, snapshot: Snapshot, state: Any) -> list[str]:
-        """Queue by queue (Q0 first), within one by Gittins index if given, then by
-        the time the job entered the queue (promotions counted), submit time, id."""
+        """Queue by queue (Q0 first), within one the running jobs first if
+        `running_first`, then by Gittins index if given, then by the time the job
+        entered the queue (promotions counted), submit time, id."""
         now, limits = snapshot.now_s, self.thresholds_gpu_s
         st = state if isinstance(state, TiresiasState) else _NO_STATE
         cache: dict[tuple[int, int], float] = {}
-        keyed: list[tuple[int, float, float, float, str]] = []
+        keyed: list[tuple[int, bool, float, float, float, str]] = []
         for job in snapshot.jobs:
             jid, promo = job.job_id, st.promotions.get(job.job_id)
             service = job.attained_gpu_s_at(now) - (promo.attained_gpu_s if promo else 0.0)
@@ -186,8 +194,9 @@ class Tiresias:
             else:
                 since = promo.at_s if promo is not None else job.spec.submit_s
             g = -self._index(q, service, cache) if self._dist else 0.0
-            keyed.append((q, g, since, job.spec.submit_s, jid))
-        return [k[4] for k in sorted(keyed)]
+            waits = self.running_first and job.allocation is None
+            keyed.append((q, waits, g, since, job.spec.submit_s, jid))
+        return [k[5] for k in sorted(keyed)]
 
     def _rank(
         self, snapshot: Snapshot, prev: TiresiasState, round_: _Round
@@ -262,14 +271,15 @@ class Tiresias:
         budget: int,
         round_: _Round,
     ) -> int:
-        """One queue of `_admit`'s walk: its running and waiting jobs merged in order.
+        """One queue of `_admit`'s walk: its running and waiting jobs merged in order
+        (with `running_first`, every running job before the first waiting one).
         The running jobs between two waiting ones are kept at once when they need
         fewer GPUs than are left (then each fits, and the GPUs do not run out among
         them); else one by one. Returns the GPUs left."""
         before = list(accumulate(needs, initial=0))  # GPUs of the running before each
         i, end = 0, len(running)
         for w in chain(waiting, (None,)):
-            j = end if w is None else bisect_left(running, w, i)
+            j = end if w is None or self.running_first else bisect_left(running, w, i)
             if i < j:
                 if before[j] - before[i] < budget:
                     budget -= before[j] - before[i]
@@ -283,6 +293,8 @@ class Tiresias:
                         round_.lowest_admitted = q
                         if budget == 0:
                             round_.rest.append((q, entry))
+                            if self.running_first:
+                                round_.waiting_unwalked.add(q)
                             return 0
                 i = j
             if w is None:
@@ -295,6 +307,8 @@ class Tiresias:
             round_.admitted.append((q, w))
             if budget == 0:
                 round_.rest.append((q, w))
+                if self.running_first:
+                    round_.running_walked.add(q)
                 return 0
         return budget
 
@@ -304,6 +318,8 @@ class Tiresias:
         the snapshot has them (a kept entry's view may be an earlier round's)."""
         stopped = list(round_.dropped)
         for q, after in round_.rest:
+            if q in round_.running_walked:
+                continue  # the walk ended among its waiting jobs, past every running one
             running = round_.running[q]
             entries = running if after is None else running[bisect_right(running, after) :]
             stopped.extend((q, e[4]) for e in entries)
@@ -314,7 +330,8 @@ class Tiresias:
         """The waiting jobs after the walk ended, in priority order."""
         for q, after in round_.rest:
             bucket = kept.buckets[q]
-            entries = bucket if after is None else bucket.irange(after, inclusive=(False, True))
+            unwalked = after is None or q in round_.waiting_unwalked
+            entries = bucket if unwalked else bucket.irange(after, inclusive=(False, True))
             for entry in entries:
                 yield q, entry
 
@@ -416,6 +433,12 @@ class _Round:
         self.rest: list[tuple[int, Entry | None]] = []
         self.preempted: list[JobView] = []
         self.lowest_admitted = 0
+        # Queues whose walk ended at a waiting job after all their running ones
+        # (`running_first`): none of their running jobs is stopped for being after it.
+        self.running_walked: set[int] = set()
+        # ...and those whose walk ended among their running jobs, before any waiting
+        # one: all their waiting jobs come after it.
+        self.waiting_unwalked: set[int] = set()
 
 
 def _alive_gpus(snapshot: Snapshot) -> int:

@@ -89,6 +89,25 @@ def test_fifo_by_submit_time_inside_a_queue() -> None:
     assert set(Tiresias().schedule(_snapshot(tie), None).run) == {"x"}
 
 
+@pytest.mark.parametrize(("running_first", "runs"), [(False, {"big"}), (True, {"small"})])
+def test_running_first_keeps_a_running_job_ahead_of_an_earlier_waiting_one(
+    running_first: bool, runs: set[str]
+) -> None:
+    # Both in Q0: "big" arrived first but did not fit, "small" started behind it.
+    big = _waiting(make_job("big", 4, submit_s=1))
+    small = _running(make_job("small", 2, submit_s=2), _gpus(0, 0, 2), attained_gpu_s=100.0)
+    snap = _snapshot([big, small])
+    policy = Tiresias(running_first=running_first)
+    plan = policy.schedule(snap, None)
+    assert set(plan.run) == runs
+    if running_first:  # as the simulator: only a higher queue preempts
+        assert plan.actions(snap) == {"small": Action.KEEP}
+        assert policy.queue_order(snap, plan.state) == ["small", "big"]
+    else:  # FIFO by entry: the earlier arrival preempts
+        assert plan.actions(snap) == {"small": Action.PREEMPT, "big": Action.START}
+        assert policy.queue_order(snap, plan.state) == ["big", "small"]
+
+
 def test_fifo_by_queue_entry_time_below_q0() -> None:
     # Both in Q1; "late" was submitted first but entered Q1 later (state says so).
     late = _waiting(make_job("late", 4, submit_s=0), attained_gpu_s=4000.0)
@@ -260,11 +279,17 @@ def test_round_invariants_and_determinism(seed: int) -> None:
     assert again.wake_s == Tiresias().schedule(snap, plan.state).wake_s
     samples = tuple(float(s) for s in range(100, 20_000, 450))
     check_round(Tiresias(service_samples_gpu_s=samples), snap)
+    check_round(Tiresias(running_first=True), snap)
 
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"starve_limit": 0.0}, {"service_samples_gpu_s": (600.0, 3600.0, 36_000.0)}],
+    [
+        {},
+        {"starve_limit": 0.0},
+        {"service_samples_gpu_s": (600.0, 3600.0, 36_000.0)},
+        {"starve_limit": 0.0, "running_first": True},
+    ],
 )
 def test_replay_keeps_invariants_and_finishes_every_job(options: dict[str, object]) -> None:
     cluster = make_cluster(nodes=4, gpus=4, racks=2)
