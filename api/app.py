@@ -27,6 +27,7 @@ from api.http.observability import LiveCollector, Metrics, MetricsMiddleware
 from api.http.query_guard import refuse_unknown_query
 from api.http.security import TokenCache
 from api.local_mode.backend import LocalMode
+from api.nodes_answers import NodesAnswers
 from api.replays.executor import ReplayExecutor
 from api.replays.trace_check import TraceChecker
 from api.routes import api_router, order, timeline, whatif
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     local_mode = settings.live and not settings.cluster_mode
     app.state.local = LocalMode(settings, app.state.sessions) if local_mode else None
     app.state.backend = make_backend(settings, app.state.sessions, app.state.local)
+    app.state.nodes_answers = NodesAnswers()  # GET /nodes's bodies, by viewer
     app.state.sampler = sampler_for(app.state.backend, app.state.sessions, settings)
     app.state.executor = ReplayExecutor(settings)
     app.state.trace_checker = TraceChecker(settings.trace_check_concurrency)

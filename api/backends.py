@@ -19,9 +19,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
-from api.cluster_view import gpu_list, link_loads_public, topology_of
+from api.cluster_view import gpu_rows, link_loads_public, topology_of
 from api.jobs.type_throughput import type_throughput_public
 from api.local_mode.backend import LocalMode
 from api.schemas.cluster import ClusterPublic, NodePublic, TopologyPublic
@@ -30,7 +31,7 @@ from api.schemas.jobs import JobCreate, TypeThroughputPublic
 from api.store.group_commit import WriterStopped
 from api.store.models import Job
 from controller.maintenance import NodeAction
-from controller.model import WAITING, JobStatus
+from controller.model import JobStatus
 
 
 class BackendUnavailable(RuntimeError):
@@ -45,6 +46,9 @@ class UnknownWorker(LookupError):
     """The job has no worker of that rank (404 with this message)."""
 
 
+# LocalBackend.describe's nodes, validated in one call (api.cluster_view.gpu_rows).
+NODES = TypeAdapter(list[NodePublic])
+
 # Local mode simulates jobs: no worker process runs, so there is no log to read.
 LOCAL_LOGS_NOTE = "local mode simulates jobs: no worker process runs, so there are no logs"
 
@@ -53,6 +57,8 @@ LOCAL_LOGS_NOTE = "local mode simulates jobs: no worker process runs, so there a
 class ClusterDescription:
     nodes: list[NodePublic]
     summary: ClusterPublic
+    # `JobBackend.nodes_version` of the state the nodes were built from (None: not known).
+    version: int | None = None
 
 
 class JobBackend(Protocol):
@@ -104,6 +110,12 @@ class JobBackend(Protocol):
     def describe(self, *, gpus: bool = True) -> ClusterDescription:
         """Nodes and summary; `gpus` False leaves each node's gpu_list empty (the
         summary alone is wanted: 8,000 GPU entries cost ~0.1 s to build at 1,000x8)."""
+        ...
+
+    def nodes_version(self) -> int | None:
+        """A number that stays the same while `describe()`'s nodes would (local mode:
+        LiveCluster.occupancy's version), so that GET /nodes may answer again what it
+        answered; None: not known, describe each time (cluster mode)."""
         ...
 
     def topology(self) -> TopologyPublic:
@@ -180,46 +192,50 @@ class LocalBackend:
     def topology(self) -> TopologyPublic:
         return topology_of(self.local.live.cluster)
 
+    def nodes_version(self) -> int | None:
+        return self.local.live.occupancy().version
+
     def describe(self, *, gpus: bool = True) -> ClusterDescription:
         live = self.local.live
-        down, cordoned = live.node_states()
+        occupancy = live.occupancy()
         usage = live.usage()
         allocated: dict[int, float] = defaultdict(float)
         jobs: dict[int, list[str]] = defaultdict(list)
         shares: dict[int, dict[int, list[tuple[str, float]]]] = defaultdict(dict)
-        states = live.jobs(active_only=True)
-        running = [s for s in states if s.status is JobStatus.RUNNING]
-        for state in running:
-            if state.allocation is not None:
-                for share in state.allocation:
-                    allocated[share.node] += share.fraction
-                    on = shares[share.node].setdefault(share.gpu, [])
-                    on.append((state.job_id, share.fraction))
-                for node in state.allocation.nodes:
-                    jobs[node].append(state.job_id)
         util: dict[int, dict[int, float]] = defaultdict(dict)
-        for (node_index, gpu), busy in usage.gpu_util.items():
-            util[node_index][gpu] = busy
-        nodes = [
-            NodePublic(
-                name=node.name,
-                rack=node.rack,
-                gpu_type=node.gpu_type.name,
-                gpus=node.num_gpus,
-                gpus_allocated=allocated[i],
-                jobs=jobs[i],
-                state="down" if i in down else "cordoned" if i in cordoned else "ready",
-                gpu_list=gpu_list(node.num_gpus, shares[i], util[i]) if gpus else [],
-            )
+        for run in occupancy.running:
+            alloc = run.allocation
+            per_gpu = run.busy_gpus / alloc.num_gpus
+            for share in alloc:
+                allocated[share.node] += share.fraction
+                on = shares[share.node].setdefault(share.gpu, [])
+                on.append((run.job_id, share.fraction))
+                busy = util[share.node]
+                busy[share.gpu] = min(1.0, busy.get(share.gpu, 0.0) + per_gpu)
+            for node in alloc.nodes:
+                jobs[node].append(run.job_id)
+        down, cordoned = occupancy.down, occupancy.cordoned
+        rows = [
+            {
+                "name": node.name,
+                "rack": node.rack,
+                "gpu_type": node.gpu_type.name,
+                "gpus": node.num_gpus,
+                "gpus_allocated": allocated[i],
+                "jobs": jobs[i],
+                "state": "down" if i in down else "cordoned" if i in cordoned else "ready",
+                "gpu_list": gpu_rows(node.num_gpus, shares[i], util[i]) if gpus else [],
+            }
             for i, node in enumerate(live.cluster.nodes)
         ]
+        nodes = NODES.validate_python(rows)  # one call for every node and GPU
         summary = ClusterPublic(
             name=live.cluster.name,
             nodes=len(live.cluster.nodes),
             gpus=live.cluster.num_gpus,
-            gpus_allocated=sum(s.allocation.gpu_weight for s in running if s.allocation),
-            running=len(running),
-            waiting=sum(1 for s in states if s.status in WAITING),
+            gpus_allocated=sum(r.allocation.gpu_weight for r in occupancy.running),
+            running=len(occupancy.running),
+            waiting=occupancy.waiting,
             finished=live.done_counts().get(JobStatus.SUCCEEDED, 0),
             policy=live.policy_name,
             clock="simulated",
@@ -229,4 +245,4 @@ class LocalBackend:
             fragmentation=usage.fragmented_gpus,
             link_loads=link_loads_public(usage.link_loads),
         )
-        return ClusterDescription(nodes, summary)
+        return ClusterDescription(nodes, summary, occupancy.version)

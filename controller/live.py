@@ -9,6 +9,9 @@ scale). Thread-safe: calls are serialised by a lock.
 Cost stays with the jobs that are alive: `jobs(active_only=True)`, `poll` (the active
 jobs plus those finished since a cursor, for local mode's ticker) and `done_counts`
 never walk the finished history; `submit_many` places a batch under one lock.
+`occupancy` is who holds which GPUs, read from the running jobs alone and numbered by
+version, so that the cluster view (api.backends.LocalBackend) is built once per change
+rather than once per request.
 `type_throughput` is each job's simulated speed on each GPU type it ran on (the job
 page's table, as a live cluster's measured one).
 """
@@ -78,6 +81,32 @@ class ClusterUsage:
     link_loads: tuple[LinkLoad, ...] | None
 
 
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A running job's GPUs and the compute it keeps busy now (`Occupancy.running`)."""
+
+    job_id: str
+    allocation: Allocation
+    busy_gpus: float  # GPUs' worth of compute (0 while it pays a restart)
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Who holds which GPUs now (`LiveCluster.occupancy`): what the cluster view's nodes
+    are made of, read without a JobState for each of thousands of waiting jobs.
+
+    `running`: by submit time (as `jobs()` orders them); `waiting`: how many wait;
+    `down`, `cordoned`: nodes by index; `version`: the same number while running, down
+    and cordoned stay as they were, another once any of them changed, so that a caller
+    may keep what it built from an occupancy until the version moves."""
+
+    version: int
+    running: tuple[RunningJob, ...]
+    waiting: int
+    down: frozenset[int]
+    cordoned: frozenset[int]
+
+
 # Which active jobs `LiveCluster.poll` reports: (job id, status, restarts, the reason the
 # last round gave it) -> report it.
 Wanted = Callable[[str, JobStatus, int, Reason | None], bool]
@@ -121,6 +150,7 @@ class LiveCluster:
         # the (allocation, batch) each running job was last rated at.
         self._type_rates: dict[str, dict[str, TypeThroughput]] = {}
         self._rated: dict[str, tuple[Allocation, int | None]] = {}
+        self._occupancy = Occupancy(0, (), 0, frozenset(), frozenset())
         self._sim.controller.on_round = self._on_round
 
     @property
@@ -260,6 +290,24 @@ class LiveCluster:
         with self._lock:
             self._sync()
             return self._sim.down_nodes, self._sim.cordoned_nodes
+
+    def occupancy(self) -> Occupancy:
+        """The running jobs' GPUs and busy compute, the waiting count and the down and
+        cordoned nodes now, under one lock; its version moves only when they changed.
+        Costs the running jobs (no view is built or touched, so the next round has
+        none to rebuild): ~2,900 at 1,000x8 in a few milliseconds."""
+        with self._lock:
+            self._sync()
+            sim = self._sim
+            runs = sorted(sim.running_usage(), key=lambda r: r.submit_s)
+            running = tuple(RunningJob(r.job_id, r.allocation, r.busy_gpus) for r in runs)
+            last = self._occupancy
+            down, cordoned = sim.down_nodes, sim.cordoned_nodes
+            same = (running, down, cordoned) == (last.running, last.down, last.cordoned)
+            version = last.version if same else last.version + 1
+            waiting = len(sim.waiting_gpus())
+            self._occupancy = Occupancy(version, running, waiting, down, cordoned)
+            return self._occupancy
 
     def job(self, job_id: str) -> JobState | None:
         with self._lock:

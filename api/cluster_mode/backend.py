@@ -247,6 +247,9 @@ class ClusterModeBackend:
             self._policy = (time.monotonic(), running)
             return running
 
+    def nodes_version(self) -> int | None:
+        return None  # the Nodes and DLJobs move outside the service: describe each time
+
     def describe(
         self, node_objs: list[Obj] | None = None, *, gpus: bool = True
     ) -> ClusterDescription:

@@ -5,12 +5,13 @@ DLJobs' allocations (api.backends); and an admin's cordon, drain and uncordon of
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 
 from api.backends import BackendUnavailable, JobBackend, UnknownNode
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
 from api.http.errors import unavailable
 from api.jobs.redaction import redact_nodes
+from api.nodes_answers import NodesAnswers, viewer_of
 from api.schemas.cluster import ClusterPublic, NodePublic, NodesPublic, TopologyPublic
 from api.store.models import User
 from controller.maintenance import NodeAction
@@ -25,11 +26,23 @@ ADMIN_RESPONSES: dict[int | str, dict[str, str]] = {
 
 
 @router.get("/nodes", response_model=NodesPublic)
-def list_nodes(user: CurrentUser, backend: BackendDep, session: SessionDep) -> NodesPublic:
+def list_nodes(
+    request: Request, user: CurrentUser, backend: BackendDep, session: SessionDep
+) -> Response:
     """Every node: GPUs, GPUs allocated, state, the caller's jobs on it (an admin's: all)
     and how many other tenants' jobs, unnamed."""
-    data = redact_nodes(session, user, backend.describe().nodes)
-    return NodesPublic(data=data, count=len(data))
+    # Built once per state of the nodes and viewer (api.nodes_answers), and serialised
+    # by pydantic straight to JSON: FastAPI's validation and dump of a NodesPublic it is
+    # handed cost ~0.1 s more at 1,000x8 for the same bytes.
+    answers: NodesAnswers = request.app.state.nodes_answers
+    viewer = viewer_of(user)
+    body = answers.get(backend.nodes_version(), viewer)
+    if body is None:
+        described = backend.describe()
+        data = redact_nodes(session, user, described.nodes)
+        body = NodesPublic(data=data, count=len(data)).model_dump_json().encode()
+        answers.put(described.version, viewer, body)
+    return Response(body, media_type="application/json")
 
 
 @router.get("/cluster", response_model=ClusterPublic)

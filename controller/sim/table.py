@@ -27,6 +27,7 @@ class RunningUsage:
     allocation: Allocation
     busy_gpus: float  # GPUs' worth of compute it keeps busy (0 while it pays a restart)
     inter_node_gbps: float | None  # None: its links alone (no network allocator)
+    submit_s: float
 
 
 class ActiveViews(Mapping[str, JobView]):
@@ -135,6 +136,7 @@ class JobTable:
                 job.allocation,
                 job.busy_gpus if now_s >= job.resume_s else 0.0,
                 gbps.get(job_id),
+                job.spec.submit_s,
             )
             for job_id, job in self.active.items()
             if job.allocation is not None

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from controller.live import LiveCluster
+from controller.maintenance import NodeAction
 from controller.model import JobStatus
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import Quotas
@@ -165,3 +166,29 @@ def test_each_job_keeps_its_simulated_speed_on_each_gpu_type_it_ran_on() -> None
         types[spec.job_id] = gpu
     assert types["j0"] == types["j1"] == "V100-SXM2-16GB" != types["j2"]
     assert live.type_throughput("nobody") == []
+
+
+def test_occupancy_keeps_its_version_until_the_gpus_change_hands() -> None:
+    clock = ManualClock()
+    live = _live(clock)
+    empty = live.occupancy()
+    assert empty.running == () and empty.waiting == 0
+    live.submit(make_job("a", 2, duration_s=100))
+    clock.t += 0.5
+    live.submit(make_job("b", 2, duration_s=100))
+    live.submit(make_job("c", 4, duration_s=100))
+    first = live.occupancy()
+    assert [r.job_id for r in first.running] == ["a", "b"]  # by submit time
+    assert first.waiting == 1 and first.version > empty.version
+    held = sorted((s.node, s.gpu) for r in first.running for s in r.allocation)
+    assert held == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert all(r.busy_gpus > 0 for r in first.running)
+    clock.t += 1.0  # progress moves; who holds what does not
+    again = live.occupancy()
+    assert again.version == first.version and again.running == first.running
+    live.maintain("n0", NodeAction.CORDON, "root")
+    cordoned = live.occupancy()
+    assert cordoned.cordoned == frozenset({0}) and cordoned.version == first.version + 1
+    clock.t += 10.0  # a and b finish; c waits on the cordoned node
+    done = live.occupancy()
+    assert done.running == () and done.waiting == 1 and done.version == cordoned.version + 1
