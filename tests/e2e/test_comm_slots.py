@@ -141,6 +141,9 @@ def transfers(sb: Sandbox, pod: Any) -> dict[str, Any]:
     return doc
 
 
+# Real processes' iteration times against the slot period (within 10 %): a loaded CI
+# machine has missed it once while it passed alone; both tries must miss.
+@pytest.mark.flaky(reruns=1)
 def test_the_operators_slots_interleave_two_jobs_and_beat_fair_sharing(tmp_path: Path) -> None:
     config = SandboxConfig(
         nodes=2,
