@@ -212,9 +212,9 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     from controller.failures import load_failures
     from controller.metrics import summarize
     from controller.model.perf.matrix import load_matrix
+    from controller.model.type_choice import FastestTypePlacer
     from controller.network.registry import wrap_placer
     from controller.placement import make_placer
-    from controller.placement.types import FastestTypePlacer
     from controller.rates import RateModel
     from controller.sim import SimConfig, Simulator
     from controller.spec import load_cluster

@@ -12,10 +12,9 @@ OSDI 2020, §3.1), so a gang goes to one type where one has room.
 that places through `Snapshot.placer` (Tiresias, Gandiva) wraps the snapshot's placer
 with each round, and `ranked_types` and `within_type` serve the policies that place by
 GPU counts of their own (Optimus). `gpuflow replay/compare` wraps the replay's placer
-when a throughput matrix is given (gpuflow/replay_cmd.py, through
-controller/placement/types.py), so that FIFO and SRTF choose a type too. On a cluster of
-one GPU type every function here hands back what it was given: the policies run as they
-always did.
+when a throughput matrix is given (gpuflow/replay_cmd.py), so that FIFO and SRTF choose
+a type too. On a cluster of one GPU type every function here hands back what it was
+given: the policies run as they always did.
 """
 
 from __future__ import annotations

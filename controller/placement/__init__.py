@@ -13,8 +13,10 @@ place a running job keeps its GPUs when it keeps its size. See docs/placement.md
 - `fragmentation`: `fragmentation-aware` (FGD) and the fragmentation measures the
   simulator records after each round;
 - `resources`: CPU, host memory and GPU models for all of them (`make_placer` wraps
-  each in `ResourceAwarePlacer`);
-- `types`: `FastestTypePlacer`, around any of them, the fastest GPU type for each job.
+  each in `ResourceAwarePlacer`).
+
+The placer that chooses a GPU type around any of them, `FastestTypePlacer`, lives in
+controller.model.type_choice, where the policies that choose types reach it too.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Placement by GPU type (controller/placement/types.py): each job on the type that runs
+"""Placement by GPU type (controller/model/type_choice.py): each job on the type that runs
 it fastest with room, on the throughput matrix's speeds."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from controller.model import Allocation, GpuPool, JobSpec
 from controller.model.perf.matrix import load_matrix
+from controller.model.type_choice import FastestTypePlacer
 from controller.placement import make_placer
-from controller.placement.types import FastestTypePlacer
 from controller.rates import RateModel
 from controller.spec import load_cluster
 from tests.builders import make_view
