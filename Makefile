@@ -44,7 +44,7 @@ lint: $(BIN)/.installed typecheck
 	$(BIN)/lint-imports
 
 test: lint services controlplane
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/replay.py
