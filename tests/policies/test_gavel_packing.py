@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from controller.actions import compile_plan
 from controller.model import Cluster, JobSpec, Snapshot
 from controller.model.gpus import GPU_CATALOG
 from controller.model.perf.matrix import load_matrix
@@ -136,8 +137,38 @@ def test_a_pair_shares_the_same_gpus_in_the_plan(tmp_path: Path) -> None:
     a, b = plan.run["a"], plan.run["b"]
     assert a.gpus() == b.gpus() == ((0, 0),)
     assert [s.fraction for s in a.shares + b.shares] == [0.5, 0.5]
+    starts = {x.job_id: x.allocation for x in compile_plan(snapshot, plan)}
+    assert starts == {"a": a, "b": b}
 
 
 def test_packed_needs_the_aware_policy() -> None:
     with pytest.raises(ValueError, match="packed=true needs aware=true"):
         make_policy("gavel-las", packed=True, aware=False)
+
+
+def test_pop_pairs_jobs_within_each_part(tmp_path: Path) -> None:
+    """Split in two (POP, policies/gavel/pop.py), each part pairs its own jobs on its
+    half of the GPUs: rows dealt round-robin put a with c and b with d."""
+    gpu = GPU_CATALOG.find("V100-SXM2-16GB")
+    assert gpu is not None
+    cluster = make_typed_cluster((gpu.gpu_type(), 1), gpus=2)
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps(GOOD_PAIR))
+    models = {"a": ("ResNet-18", 64), "b": ("LM", 20), "c": ("LM", 20), "d": ("ResNet-18", 64)}
+    views = tuple(
+        make_view(
+            JobSpec(job_id=i, submit_s=0.0, num_gpus=1, model=m, batch_size=b, iterations=400.0)
+        )
+        for i, (m, b) in models.items()
+    )
+    snapshot = Snapshot(
+        0.0,
+        cluster,
+        views,
+        make_placer("consolidated", cluster, 0),
+        type_rates=RateModel(cluster, load_matrix(path)),
+    )
+    plan = make_policy("gavel-las", packed=True, pop_k=2).schedule(snapshot, None)
+    assert set(plan.state.pairs) == {"a & c", "b & d"}
+    assert plan.run["a"].gpus() == plan.run["c"].gpus() != plan.run["b"].gpus()
+    assert plan.run["b"].gpus() == plan.run["d"].gpus()
