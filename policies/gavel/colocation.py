@@ -209,8 +209,9 @@ def _placements(
     members: Mapping[str, tuple[str, ...]],
 ) -> tuple[dict[str, Allocation], dict[str, int]]:
     """GPUs for the round's units: a running job or pair given the type it runs on keeps
-    its GPUs; the others are placed on their type's free GPUs, largest first (as
-    policies/gavel/__init__.py places single jobs), a pair's two jobs on the same ones."""
+    its GPUs; the others are placed on their type's free GPUs as policies/gavel/__init__.py
+    places single jobs, largest first (then in the round's priority order, where it takes
+    arrival order), a pair's two jobs on the same GPUs."""
     cluster = snapshot.cluster
     nodes_of = [[i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types]
     pool = snapshot.free_pool()
