@@ -10,9 +10,13 @@ GPU type is measured where controller.model.perf.throughputs has a rate, else th
 scalar speed (controller.model.perf.gpu_speed): the replay and the live views read
 both through this one class. Given a throughput matrix (controller.model.perf.matrix,
 `--throughputs FILE`), a job whose type it has runs at its rate there on GPUs it holds
-whole, the performance model's speed otherwise (shared GPUs, a network allocator's
-rate). `type_rate_ips` is a job's speed on each GPU type, which the snapshot hands the
-Gavel policies (`Snapshot.type_rates`).
+whole, the performance model's speed otherwise (a network allocator's rate, shared
+GPUs), except two jobs that share the same GPUs of one server where the matrix has
+their pair: each runs at its pair rate there (`pair_rate_ips`, Gavel's space sharing;
+controller.sim.speed asks it), the H200 sharing model (controller.model.sharing) being
+for the rest. `type_rate_ips` is a job's speed on each GPU type, and `type_pair_ips`
+two jobs' pair rates on one, which the snapshot hands the Gavel policies
+(`Snapshot.type_rates`).
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ class RateModel:
         self.matrix = matrix
         # (model, batch, GPU type, GPUs) -> speed on an empty cluster (type_rate_ips).
         self._types: dict[tuple[str, int | None, str, int], float | None] = {}
+        # (model, batch, partner's model, batch, GPU type, GPUs) -> the matrix's pair rates.
+        self._pairs: dict[
+            tuple[str, int | None, str, int | None, str, int], tuple[float, float] | None
+        ] = {}
         self._rates: dict[tuple[object, ...], float] = {}
         # (model, precision, own utilisation, GPU shares, batch) -> the speed alone on
         # them, no network allocator (an MPS share caps a job by its utilisation).
@@ -168,6 +176,35 @@ class RateModel:
             alloc = type_allocation(self.cluster, gpu, num_gpus)
             self._types[key] = None if alloc is None else self.rate_ips(spec, alloc)
         return self._types[key]
+
+    def type_pair_ips(
+        self, spec: JobSpec, other: JobSpec, gpu: str, num_gpus: int
+    ) -> tuple[float, float] | None:
+        """Steps per second of `spec` and of `other` sharing `num_gpus` GPUs of type
+        `gpu`: the matrix's pair entry (Gavel's space sharing), or None where there is
+        no matrix, either job has no row in it, or the pair was not measured."""
+        if self.matrix is None:
+            return None
+        key = (spec.model, spec.batch_size, other.model, other.batch_size, gpu, num_gpus)
+        if key not in self._pairs:
+            own = self.matrix.job_type(spec.model, spec.batch_size)
+            theirs = self.matrix.job_type(other.model, other.batch_size)
+            self._pairs[key] = (
+                None
+                if own is None or theirs is None
+                else self.matrix.pair_ips(own, theirs, gpu, num_gpus)
+            )
+        return self._pairs[key]
+
+    def pair_rate_ips(self, spec: JobSpec, alloc: Allocation, other: JobSpec) -> float | None:
+        """Steps per second of `spec` on `alloc` beside `other` on the same GPUs: its
+        pair rate in the matrix where the GPUs are of one type on one server (Gavel
+        measured pairs consolidated), else None (the sharing model's speed applies)."""
+        if self.matrix is None or len(alloc.nodes) != 1:
+            return None
+        gpu = self.cluster.nodes[alloc.nodes[0]].gpu_type.name
+        rates = self.type_pair_ips(spec, other, gpu, alloc.num_gpus)
+        return None if rates is None else rates[0]
 
     def nominal_rate_ips(self, spec: JobSpec) -> float:
         """Work per second on the GPUs asked for, at the job's own batch, placed as well

@@ -22,6 +22,7 @@ import socket
 import sys
 from typing import Any
 
+from controller.model.perf.matrix import ThroughputMatrix
 from controller.model.sharing import DEFAULT_SHARING, SharingMode
 from gpuflow import options
 
@@ -44,6 +45,13 @@ def add_parsers(sub: Any) -> None:
         " policy is active (after a switch too)",
     )
     run.add_argument("--namespace", help="watch DLJobs of this namespace only (default: all)")
+    run.add_argument(
+        "--throughputs",
+        metavar="FILE",
+        help="a throughput matrix in Gavel's JSON format, as replay takes it: the speeds"
+        " the policies plan with and the pair rates Gavel's packed policies pair jobs by"
+        " (default: the performance model)",
+    )
     run.add_argument(
         "--network",
         default="fair",
@@ -146,6 +154,7 @@ def cmd_operator_run(args: argparse.Namespace) -> int:
     )
     try:
         scoped = options.parsed_policy_options(args.policy_opt)
+        matrix = _matrix(args.throughputs)
     except options.CliError as exc:
         sys.stderr.write(f"gpuflow: error: {exc}\n")
         return 2
@@ -160,6 +169,7 @@ def cmd_operator_run(args: argparse.Namespace) -> int:
         api_url=args.api_url,
         network=args.network,
         policy_options=scoped,
+        throughputs=matrix,
     )
     try:
         api = KubeApi(api_client(args.kubeconfig, args.context))
@@ -176,6 +186,18 @@ def cmd_operator_run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: operator.stop())
     return operator.run()
+
+
+def _matrix(path: str | None) -> ThroughputMatrix | None:
+    """The matrix of `--throughputs`, or None; CliError (one line) for a bad file."""
+    if not path:
+        return None
+    from controller.model.perf.matrix import MatrixError, load_matrix
+
+    try:
+        return load_matrix(path)
+    except MatrixError as exc:
+        raise options.CliError(f"--throughputs {exc}") from None
 
 
 def cmd_agent_run(args: argparse.Namespace) -> int:

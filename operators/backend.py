@@ -34,6 +34,7 @@ from controller.model import (
     PlanError,
     Snapshot,
 )
+from controller.model.perf.matrix import ThroughputMatrix
 from controller.model.type_throughput import TypeThroughput
 from controller.placement import make_placer
 from controller.rates import RateModel
@@ -77,6 +78,7 @@ class KubeBackend:
         caches: Caches,
         *,
         placement: str = "consolidated",
+        matrix: ThroughputMatrix | None = None,
         policy_name: Callable[[], str] = lambda: "",
         leading: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
@@ -85,6 +87,7 @@ class KubeBackend:
         self.api = api
         self.caches = caches
         self.placement = placement
+        self.matrix = matrix
         self.policy_name = policy_name
         self.clock = clock
         self.writer = writer or Writer(api, caches, leading)
@@ -133,7 +136,7 @@ class KubeBackend:
         view = build_cluster(self.caches.nodes.items(), self._view)
         if self._view is None or view.cluster is not self._view.cluster:
             self._placer = make_placer(self.placement, view.cluster)
-            self._rates = RateModel(view.cluster)
+            self._rates = RateModel(view.cluster, self.matrix)
             self.cluster_changed = self._view is not None
         self._view = view
         return view

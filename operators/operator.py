@@ -37,6 +37,7 @@ from wsgiref.simple_server import WSGIServer
 from controller.decisions import RoundRecord, record_round
 from controller.loop import Controller
 from controller.model import Plan, Snapshot
+from controller.model.perf.matrix import ThroughputMatrix
 from controller.model.quotas import QueueTree
 from operators import crd
 from operators.backend import KubeBackend
@@ -85,6 +86,9 @@ class OperatorConfig:
     # Policy options as (policy, key, value), "" for any policy: each applies whenever
     # its policy is the active one (at start or after a switch), as replay's --policy-opt.
     policy_options: tuple[tuple[str, str, Any], ...] = ()
+    # A throughput matrix (`--throughputs`): the rate model's speeds and pair rates, as a
+    # replay's; None: the performance model alone.
+    throughputs: ThroughputMatrix | None = None
 
     def options_for(self, policy: str) -> dict[str, Any]:
         return options_for(self.policy_options, policy)
@@ -152,6 +156,7 @@ class Operator:
             self.api,
             self.caches,
             placement=self.config.placement,
+            matrix=self.config.throughputs,
             policy_name=lambda: self.controller.policy.name,
             leading=self._acting,
             writer=writer,

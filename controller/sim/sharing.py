@@ -1,7 +1,9 @@
 """GPU sharing: which jobs are packed on each shared GPU, and how loaded their neighbours are.
 
 An allocation with a `GpuShare.fraction` below 1 shares that GPU; the performance model
-slows each packed job by its neighbours' load (controller.rates.RateModel, `gpu_load`).
+slows each packed job by its neighbours' load (controller.rates.RateModel, `gpu_load`),
+or, for two jobs on exactly the same GPUs (`partner`), gives each its pair rate where
+the throughput matrix has one (`RateModel.pair_rate_ips`).
 controller.sim.runs joins and leaves jobs here as they start and stop, and re-rates
 the neighbours it is told of; controller.sim.speed reads `neighbour_load`.
 """
@@ -46,6 +48,21 @@ class GpuSharers:
                 del self.by_gpu[(s.node, s.gpu)]
         others = [active[i] for i in sorted(touched) if i in active]
         return [o for o in others if o.status is JobStatus.RUNNING and o is not job]
+
+    def partner(self, job: SimJob, active: Mapping[str, SimJob]) -> SimJob | None:
+        """The one other active job on exactly the job's GPUs, where there is one (a
+        pair sharing them, as Gavel's space sharing places it); None otherwise."""
+        assert job.allocation is not None
+        others: set[str] = set()
+        for s in job.allocation.shares:
+            others |= self.by_gpu.get((s.node, s.gpu), set())
+        others.discard(job.spec.job_id)
+        if len(others) != 1:
+            return None
+        other = active.get(next(iter(others)))
+        if other is None or other.allocation is None:
+            return None
+        return other if other.allocation.gpus() == job.allocation.gpus() else None
 
     def neighbour_load(self, job: SimJob, active: Mapping[str, SimJob], rates: RateModel) -> float:
         """The largest sum of the other jobs' utilisation on any of the job's GPUs."""

@@ -3,10 +3,12 @@ depends on changes.
 
 A job's rate (reference-batch iterations per second, controller.rates.RateModel) follows
 its allocation and batch, its GPU neighbours' load (controller.sim.sharing) and its
-inter-node rate (controller.sim.bandwidth). Called by controller.sim.runs when a job
-starts or its neighbours change, and by controller.sim.simulator on re-rate events, a
-new batch and new network rates. Each change bumps the job's version (outdating its
-pending events) and schedules its finish.
+inter-node rate (controller.sim.bandwidth); a job sharing exactly its GPUs with one
+other runs at its pair rate in the throughput matrix where the replay has one and the
+pair is in it (Gavel's space sharing, `RateModel.pair_rate_ips`). Called by
+controller.sim.runs when a job starts or its neighbours change, and by
+controller.sim.simulator on re-rate events, a new batch and new network rates. Each
+change bumps the job's version (outdating its pending events) and schedules its finish.
 
 A job off its work batch earns the statistical gain at its progress
 (`RateModel.goodput_factor`), so it is re-rated each time it has done `GAIN_STEP` of
@@ -50,13 +52,18 @@ class Speeds:
         load = self._load(job)
         gbps = self.network.gbps_of(spec.job_id)
         batch = job.batch_size
-        rate = rates.rate_ips(spec, alloc, batch_size=batch, gpu_load=load, inter_node_gbps=gbps)
+        paired = self._pair_rate(job)
+        rate = (
+            paired
+            if paired is not None
+            else rates.rate_ips(spec, alloc, batch_size=batch, gpu_load=load, inter_node_gbps=gbps)
+        )
         adaptive = batch is not None and batch != rates.reference_batch(spec)
         if adaptive:
             # Progress is counted in reference-batch iterations (see RateModel).
             rate = rates.work_rate_ips(spec, rate, batch, job.done_iters / job.total_iters)
         job.rate_ips = rate
-        self.accounts.set_busy(job, self._busy_gpus(job, load, gbps), now)
+        self.accounts.set_busy(job, self._busy_gpus(job, load, gbps, paired), now)
         job.version += 1
         self.table.touch(job)
         finish = job.finish_time_s()
@@ -80,18 +87,33 @@ class Speeds:
         )
         return 1.0 / rate
 
+    def _pair_rate(self, job: SimJob) -> float | None:
+        """The matrix's pair rate of a job sharing exactly its GPUs with one other, or
+        None (no matrix, no such partner, or the pair not measured)."""
+        alloc = job.allocation
+        assert alloc is not None
+        if not alloc.shared or self.rates.matrix is None:
+            return None
+        partner = self.sharers.partner(job, self.table.active)
+        if partner is None:
+            return None
+        return self.rates.pair_rate_ips(job.spec, alloc, partner.spec)
+
     def _load(self, job: SimJob) -> float:
         assert job.allocation is not None
         if not job.allocation.shared:
             return 0.0
         return self.sharers.neighbour_load(job, self.table.active, self.rates)
 
-    def _busy_gpus(self, job: SimJob, load: float, gbps: float | None) -> float:
+    def _busy_gpus(
+        self, job: SimJob, load: float, gbps: float | None, paired: float | None = None
+    ) -> float:
         """How much GPU compute the job keeps busy: on each of its GPUs, its model's
         utilisation alone, scaled by its speed against the same GPUs unshared (so two
         packed jobs add up to at most one GPU, and a capped MPS share counts as its
         cap), and by its speed on the network allocator's rate against its links alone
-        (time spent waiting on a shared link keeps no GPU busy). This is what
+        (time spent waiting on a shared link keeps no GPU busy). A job at its pair rate
+        (`paired`) is scaled by that against its speed alone. This is what
         `gpu_utilization` integrates."""
         alloc = job.allocation
         assert alloc is not None
@@ -103,8 +125,12 @@ class Speeds:
                 batch_size=job.batch_size,
                 inter_node_gbps=gbps,
             )
-            shared = self.rates.rate_ips(
-                job.spec, alloc, batch_size=job.batch_size, gpu_load=load, inter_node_gbps=gbps
+            shared = (
+                paired
+                if paired is not None
+                else self.rates.rate_ips(
+                    job.spec, alloc, batch_size=job.batch_size, gpu_load=load, inter_node_gbps=gbps
+                )
             )
             util *= min(1.0, shared / whole)
         if gbps is not None:

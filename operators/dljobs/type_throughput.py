@@ -165,6 +165,13 @@ class MeasuredTypeRates:
         self.rates = rates
         self.measured = measured
 
+    def type_pair_ips(
+        self, spec: JobSpec, other: JobSpec, gpu: str, num_gpus: int
+    ) -> tuple[float, float] | None:
+        """Two jobs' rates sharing GPUs of a type: the rate model's (its throughput
+        matrix's pair entry, where it has one), for Gavel's `packed` policies."""
+        return self.rates.type_pair_ips(spec, other, gpu, num_gpus)
+
     def type_rate_ips(self, spec: JobSpec, gpu: str, num_gpus: int) -> float | None:
         model = self.rates.type_rate_ips(spec, gpu, num_gpus)
         ran = self.measured.get(spec.job_id, {}).get(gpu)

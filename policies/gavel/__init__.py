@@ -17,25 +17,27 @@ each with `aware=false` for the heterogeneity-blind version Gavel compares again
 (max_min_fairness, finish_time_fairness, fifo, min_total_duration). The problems and
 their deviations: policies/gavel/allocation.py; the mechanism: policies/gavel/rounds.py.
 
-Options: `round_s` (360 s, Gavel's time_per_iteration; the policy keeps every job
-where it is until a round is due, however often the backend asks), `reset_interval_s`
-(1,920 s; gavel-fifo recomputes at every change of the job set, below), `seed` (the
-blind FIFO's draws), `pop_k` (LAS, FTF and the makespan: X solved as k independent
-sub-problems, POP, policies/gavel/pop.py; 1: the full LP; unset: one part per 1,000
-jobs, so the full LP below that; FIFO is no LP and ignores it). Deviations here: a
-job's priority weight is its spec's priority where that is >= 1, else 1 (gpuflow's
-traces carry no Gavel weight); jobs are in Gavel's order, by arrival time then id,
-numbers in it compared as numbers (`arrival_key`); a job asking more GPUs than any type
-has waits with its own reason; a job's remaining steps (FTF, makespan) are what the
-backend knows of its total (Gavel assumes them known too); no space sharing (the
-matrix's pair rates are loaded but no Gavel policy here packs); gavel-fifo recomputes
-X, and resets the time counters, whenever the job set changes, without waiting out
+Options: `round_s` (360 s, Gavel's time_per_iteration; the policy keeps every job where
+it is until a round is due, however often the backend asks), `reset_interval_s` (1,920
+s; gavel-fifo recomputes at every change of the job set, below), `seed` (the blind
+FIFO's draws), `packed` (space sharing, Gavel's `*_packed` policies: X over jobs and
+pairs of jobs from the matrix's pair rates, policies/gavel/packing.py, a chosen pair run
+on GPUs both share, policies/gavel/colocation.py; aware only; without pair rates from
+the backend nothing pairs), `pop_k` (LAS, FTF and the makespan: X solved as k
+independent sub-problems, POP, policies/gavel/pop.py; 1: the full LP; unset: one part
+per 1,000 jobs, so the full LP below that; FIFO is no LP and ignores it). Deviations
+here: a job's priority weight is its spec's priority where that is >= 1, else 1
+(gpuflow's traces carry no Gavel weight); jobs are in Gavel's order, by arrival time
+then id, numbers in it compared as numbers (`arrival_key`); a job asking more GPUs than
+any type has waits with its own reason; a job's remaining steps (FTF, makespan) are what
+the backend knows of its total (Gavel assumes them known too); gavel-fifo recomputes X,
+and resets the time counters, whenever the job set changes, without waiting out
 `reset_interval_s`: its X is no LP but whole types for jobs that all fit at once, so
-priorities never choose among them, and a job that X leaves out runs in no round
-(Gavel skips FIFO's 0-priority entries), so a job that arrived, or that quotas showed
-it, after the last reset held GPUs idle until the next one (team-b 4 GPUs under its
-guarantee for 36 min in issue 18's Show; on Gavel's trace, average JCT and makespan
-each 3-4 % nearer Gavel's simulator than with the period, docs/benchmarks.md).
+priorities never choose among them, and a job that X leaves out runs in no round (Gavel
+skips FIFO's 0-priority entries), so a job that arrived, or that quotas showed it, after
+the last reset held GPUs idle until the next one (team-b 4 GPUs under its guarantee for
+36 min in issue 18's Show; on Gavel's trace, average JCT and makespan each 3-4 % nearer
+Gavel's simulator than with the period, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from controller.model.job import does_not_fit
 from controller.model.perf.matrix import ModelTypeRates
 from policies.gavel import allocation as gavel_allocation
+from policies.gavel import colocation
 from policies.gavel import pop as gavel_pop
 from policies.gavel.rounds import (
     Counters,
@@ -85,6 +88,8 @@ class GavelState:
     reset_s: float
     round_s: float
     ran_on: Mapping[str, int] = field(default_factory=dict)
+    # Space sharing (`packed`): the pairs in `allocation`, by key (policies/gavel/colocation.py).
+    pairs: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class Gavel:
     reset_interval_s: float = 1920.0
     seed: int = 0
     pop_k: int | None = None
+    packed: bool = False
     name: str = "gavel-las"
     objective: ClassVar[str] = "las"
 
@@ -104,6 +110,8 @@ class Gavel:
             raise ValueError(f"reset_interval_s must be >= 0, not {self.reset_interval_s}")
         if self.pop_k is not None and self.pop_k < 1:
             raise ValueError(f"pop_k must be >= 1, not {self.pop_k}")
+        if self.packed and not self.aware:
+            raise ValueError("packed=true needs aware=true (Gavel packs by the pair rates)")
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
         now = snapshot.now_s
@@ -123,13 +131,16 @@ class Gavel:
         rates = _rates(snapshot, jobs, types)
         capacity = _capacity(snapshot, types)
         active = frozenset(job_ids)
+        pairs = prev.pairs if prev is not None else {}
+        units = colocation.live_units(job_ids, pairs, active) if pairs else job_ids
         if prev is None:
             allocation: Mapping[str, tuple[float, ...]] = {}
             counters = Counters().reset(job_ids, {}, 0.0, self.round_s, len(types))
             known: frozenset[str] = frozenset()
             reset_s = now
         else:
-            ran = {j: t for j, t in prev.ran_on.items() if j in active}
+            live = frozenset(units) if pairs else active
+            ran = {j: t for j, t in prev.ran_on.items() if j in live}
             counters = prev.counters.ran(ran, now - prev.round_s, len(types))
             allocation, known, reset_s = prev.allocation, prev.known, prev.reset_s
         # FIFO's X gives whole types to jobs that all fit at once: recomputed at every
@@ -140,22 +151,49 @@ class Gavel:
         if active != known and due:
             if prev is not None:
                 counters = counters.reset(
-                    job_ids, allocation, now - reset_s, self.round_s, len(types)
+                    units, allocation, now - reset_s, self.round_s, len(types)
                 )
-            allocation = self._allocation(jobs, rates, capacity, allocation, now)
+            if self.packed:
+                allocation, pairs = colocation.allocation(
+                    self.objective,
+                    jobs,
+                    rates,
+                    capacity,
+                    types,
+                    snapshot.type_rates,
+                    now,
+                    self.pop_k,
+                )
+            else:
+                allocation = self._allocation(jobs, rates, capacity, allocation, now)
             known, reset_s = active, now
-        entries = priorities(allocation, rates, counters, job_ids, len(types))
-        scale = {j.job_id: j.spec.num_gpus for j in jobs}
-        chosen = assign(
-            entries, job_ids, scale, rates, capacity, allocated_only=self.objective == "fifo"
-        )
-        run, ran_on = _placements(snapshot, jobs, types, chosen)
+        if self.packed:
+            run, ran_on = colocation.round_placements(
+                snapshot,
+                jobs,
+                types,
+                allocation,
+                pairs,
+                counters,
+                rates,
+                capacity,
+                allocated_only=self.objective == "fifo",
+            )
+        else:
+            entries = priorities(allocation, rates, counters, job_ids, len(types))
+            scale = {j.job_id: j.spec.num_gpus for j in jobs}
+            chosen = assign(
+                entries, job_ids, scale, rates, capacity, allocated_only=self.objective == "fifo"
+            )
+            run, ran_on = _placements(snapshot, jobs, types, chosen)
         reasons = {
             j.job_id: does_not_fit(j.spec.num_gpus, "no GPU type has that many", "NoGpuTypeFits")
             for j in jobs
             if not any(rates[j.job_id])
         }
-        new_state = GavelState(types, dict(allocation), known, counters, reset_s, now, ran_on)
+        new_state = GavelState(
+            types, dict(allocation), known, counters, reset_s, now, ran_on, dict(pairs)
+        )
         return Plan(
             run=run,
             reasons=reasons,

@@ -115,19 +115,25 @@ def assign(
     capacity: Sequence[int],
     *,
     allocated_only: bool = False,
+    members: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[str, int]:
     """Each job's GPU type this round (Gavel's _schedule_jobs_on_workers_helper):
     entries of priority 0 (no time fraction there, or none computed yet) take GPUs
-    left over, except where `allocated_only` (Gavel's FIFO policies)."""
+    left over, except where `allocated_only` (Gavel's FIFO policies). With `members`
+    (space sharing, policies/gavel/colocation.py) an id may be a pair of jobs: it is
+    skipped where either job is already taken, and taking it takes both."""
     left = list(capacity)
     chosen: dict[str, int] = {}
+    taken: set[str] = set()
     for priority, _, _, minus_index, minus_type in entries:
         job_id, t = job_ids[-minus_index], -minus_type
-        if job_id in chosen or rates[job_id][t] <= 0.0 or scale[job_id] > left[t]:
+        jobs = members.get(job_id, (job_id,)) if members else (job_id,)
+        if any(j in taken for j in jobs) or rates[job_id][t] <= 0.0 or scale[job_id] > left[t]:
             continue
         if allocated_only and priority <= 0.0:
             continue
         chosen[job_id] = t
+        taken.update(jobs)
         left[t] -= scale[job_id]
     return chosen
 
