@@ -134,12 +134,23 @@ def visible_jobs(query: QueryT, user: User, tenant: str | None) -> QueryT:
     return visible_to(query, user, tenant, Job.tenant)
 
 
+# The 403 a route declares when its `tenant` filter goes through `check_tenant_filter`.
+TENANT_FILTER_FORBIDDEN: dict[int | str, dict[str, Any]] = {
+    403: {"description": "a user's tenant filter naming another tenant"}
+}
+
+
+def check_tenant_filter(user: User, tenant: str | None) -> None:
+    """403 for a user whose `tenant` filter names another tenant (admins name any)."""
+    if tenant is not None and not can_see(user, tenant):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
+
+
 def visible_to(
     query: QueryT, user: User, tenant: str | None, column: InstrumentedAttribute[str]
 ) -> QueryT:
     """`visible_jobs` for any rows that name a tenant in `column` (a tenant's samples)."""
-    if tenant is not None and not can_see(user, tenant):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
+    check_tenant_filter(user, tenant)
     if user.role != "admin":
         return query.where(column == user.tenant)
     return query if tenant is None else query.where(column == tenant)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
 from api.deps import (
+    TENANT_FILTER_FORBIDDEN,
     BackendDep,
     CurrentUser,
     MaybeBackendDep,
@@ -207,7 +208,7 @@ async def submit_keyed(
 @router.get(
     "",
     response_model=JobsPublic,
-    responses={403: {"description": "a user's tenant filter naming another tenant"}},
+    responses=TENANT_FILTER_FORBIDDEN,
 )
 def list_jobs(
     session: SessionDep,
