@@ -1,4 +1,4 @@
-"""Where jobs run: the `JobBackend` the routes submit to, cancel through and describe.
+"""Where jobs run: the `JobBackend` that accepts the routes' jobs, cancels and describes.
 
 Two implementations, chosen by `api.backend_factory.make_backend` from the settings:
 
@@ -8,9 +8,9 @@ Two implementations, chosen by `api.backend_factory.make_backend` from the setti
   record its history.
 
 Reads (job lists, events, reasons) come from the job database in both modes; only
-submit, cancel, the cluster view (`describe`), a worker's logs (`worker_logs`), a job's
-speed on each GPU type (`type_throughput`) and an admin's cordon, drain and uncordon of
-a node (`maintain_node`) differ.
+accepting a job (`accept`), cancel, the cluster view (`describe`), a worker's logs
+(`worker_logs`), a job's speed on each GPU type (`type_throughput`) and an admin's
+cordon, drain and uncordon of a node (`maintain_node`) differ.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class JobBackend(Protocol):
         """The backend's clock, for submit_s and event times."""
         ...
 
-    async def submit(
+    async def accept(
         self,
         job: dict[str, Any],
         event: dict[str, Any],
@@ -84,10 +84,10 @@ class JobBackend(Protocol):
         metrics_token: str,
         claim: dict[str, Any] | None = None,
     ) -> None:
-        """Store the job (Job column values, which it may complete) and its "submitted"
-        event durably, with its idempotency key's `claim` (api.store.idempotency.job_claim) in
-        the same transaction, then hand it to the cluster (with the job's metrics token,
-        for its workers). Raises BackendUnavailable, or KeyTaken (api.store.idempotency) or
+        """Accept a new job: store it (Job column values, which it may complete) and its
+        "submitted" event durably, with its idempotency key's `claim`
+        (api.store.idempotency.job_claim) in the same transaction, then hand it to the
+        cluster (with the job's metrics token, for its workers). Raises BackendUnavailable, or KeyTaken (api.store.idempotency) or
         IntegrityError when the key was claimed first: nothing stored."""
         ...
 
@@ -155,7 +155,7 @@ class LocalBackend:
     def now_s(self) -> float:
         return self.local.live.now_s()
 
-    async def submit(
+    async def accept(
         self,
         job: dict[str, Any],
         event: dict[str, Any],
@@ -164,7 +164,7 @@ class LocalBackend:
         claim: dict[str, Any] | None = None,
     ) -> None:
         try:
-            await self.local.store_and_submit(job, event, claim)
+            await self.local.accept(job, event, claim)
         except WriterStopped as exc:
             raise BackendUnavailable(str(exc)) from None
 

@@ -84,17 +84,23 @@ async def metrics_reader(request: Request, credentials: Credentials) -> None:
 
 
 MetricsReader = Annotated[None, Depends(metrics_reader)]
+BackendT = TypeVar("BackendT", LocalMode, JobBackend)
 UNAUTHORIZED_OR_FORBIDDEN: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or invalid bearer token"},
     403: {"description": "a user's token that is not an admin's"},
 }
 
 
+def required_backend(backend: BackendT | None) -> BackendT:
+    """`backend`, or 503 when the service runs without one (API-only)."""
+    if backend is None:
+        raise unavailable("no cluster backend running")
+    return backend
+
+
 async def get_local(request: Request) -> LocalMode:
     local: LocalMode | None = request.app.state.local
-    if local is None:
-        raise unavailable("no cluster backend running")
-    return local
+    return required_backend(local)
 
 
 LocalDep = Annotated[LocalMode, Depends(get_local)]
@@ -102,9 +108,7 @@ LocalDep = Annotated[LocalMode, Depends(get_local)]
 
 async def get_backend(request: Request) -> JobBackend:
     backend: JobBackend | None = request.app.state.backend
-    if backend is None:
-        raise unavailable("no cluster backend running")
-    return backend
+    return required_backend(backend)
 
 
 # Where jobs run: local mode's LiveCluster or, in cluster mode, Kubernetes (api.backends).
@@ -134,12 +138,23 @@ def visible_jobs(query: QueryT, user: User, tenant: str | None) -> QueryT:
     return visible_to(query, user, tenant, Job.tenant)
 
 
+# The 403 a route declares when its `tenant` filter goes through `check_tenant_filter`.
+TENANT_FILTER_FORBIDDEN: dict[int | str, dict[str, Any]] = {
+    403: {"description": "a user's tenant filter naming another tenant"}
+}
+
+
+def check_tenant_filter(user: User, tenant: str | None) -> None:
+    """403 for a user whose `tenant` filter names another tenant (admins name any)."""
+    if tenant is not None and not can_see(user, tenant):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
+
+
 def visible_to(
     query: QueryT, user: User, tenant: str | None, column: InstrumentedAttribute[str]
 ) -> QueryT:
     """`visible_jobs` for any rows that name a tenant in `column` (a tenant's samples)."""
-    if tenant is not None and not can_see(user, tenant):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
+    check_tenant_filter(user, tenant)
     if user.role != "admin":
         return query.where(column == user.tenant)
     return query if tenant is None else query.where(column == tenant)

@@ -8,7 +8,7 @@ scale). Thread-safe: calls are serialised by a lock.
 
 Cost stays with the jobs that are alive: `jobs(active_only=True)`, `poll` (the active
 jobs plus those finished since a cursor, for local mode's ticker) and `done_counts`
-never walk the finished history; `submit_many` places a batch under one lock.
+never walk the finished history; `add_jobs` places a batch under one lock.
 `occupancy` is who holds which GPUs, read from the running jobs alone and numbered by
 version, so that the cluster view (api.backends.LocalBackend) is built once per change
 rather than once per request.
@@ -240,15 +240,15 @@ class LiveCluster:
             self._sync()
             self._sim.set_quotas(quotas)
 
-    def submit(self, spec: JobSpec) -> JobSpec:
-        """Submit a job now (its submit_s is replaced by the current time)."""
-        return self.submit_many([spec])[0]
+    def add_job(self, spec: JobSpec) -> JobSpec:
+        """Add a job arriving now (its submit_s is replaced by the current time)."""
+        return self.add_jobs([spec])[0]
 
-    def submit_many(self, specs: Sequence[JobSpec]) -> list[JobSpec]:
-        """Submit jobs now, in order, under one lock; returns them as placed.
+    def add_jobs(self, specs: Sequence[JobSpec]) -> list[JobSpec]:
+        """Add jobs arriving now, in order, under one lock; returns them as placed.
 
         All or nothing: a spec the simulator refuses (an id already used) raises
-        ValueError before any of the batch is submitted.
+        ValueError before any of the batch is added.
         """
         with self._lock:
             now = self._sync()
@@ -258,7 +258,7 @@ class LiveCluster:
             if used or len(set(ids)) != len(ids):
                 raise ValueError(f"job ids already used: {sorted(set(used)) or ids}")
             for spec in placed:
-                self._sim.submit(spec)
+                self._sim.add_arrival(spec)
             self._sync()
             return placed
 

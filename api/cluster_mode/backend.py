@@ -123,7 +123,7 @@ class ClusterModeBackend:
     def metrics_reported(self, job_id: str) -> None:
         self.train.reported(job_id)
 
-    async def submit(
+    async def accept(
         self,
         job: dict[str, Any],
         event: dict[str, Any],

@@ -1,6 +1,6 @@
 """The DLJob made for a REST submission in cluster mode: its name and manifest.
 
-Called by api.cluster_mode.backend.ClusterModeBackend.submit (the service's tests read the manifests
+Called by api.cluster_mode.backend.ClusterModeBackend.accept (the service's tests read the manifests
 back from the test Kubernetes API server, tests/api/test_cluster_mode.py).
 """
 

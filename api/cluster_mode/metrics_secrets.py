@@ -19,6 +19,7 @@ from api.http.security import new_token
 from operators import crd
 from operators.dljobs.resources import METRICS_SECRET_KEY, metrics_secret_name
 from operators.kube import KubeApi, Obj
+from operators.pods import owner_reference
 
 
 def manifest(namespace: str, dljob_name: str, token: str, owner: Obj | None = None) -> Obj:
@@ -28,25 +29,13 @@ def manifest(namespace: str, dljob_name: str, token: str, owner: Obj | None = No
         "labels": {crd.LABEL_JOB: dljob_name},
     }
     if owner is not None:
-        meta["ownerReferences"] = [owner_reference(owner)]
+        meta["ownerReferences"] = [owner_reference(owner, controller=False)]
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": meta,
         "data": {METRICS_SECRET_KEY: base64.b64encode(token.encode()).decode()},
-    }
-
-
-def owner_reference(dljob: Obj) -> Obj:
-    """Owned by the DLJob, without blockOwnerDeletion (which would need RBAC on
-    dljobs/finalizers) and without `controller` (the operator controls the job)."""
-    meta = dljob["metadata"]
-    return {
-        "apiVersion": crd.API_VERSION,
-        "kind": crd.KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
     }
 
 
@@ -74,7 +63,7 @@ def set_owner(api: KubeApi, dljob: Obj) -> None:
     if secret is None:
         return
     new = copy.deepcopy(secret)
-    new["metadata"]["ownerReferences"] = [owner_reference(dljob)]
+    new["metadata"]["ownerReferences"] = [owner_reference(dljob, controller=False)]
     api.replace_secret(new)
 
 

@@ -1,7 +1,7 @@
 """Local mode: the job database in step with a LiveCluster (the simulator on the wall clock).
 
-`create_app` builds one `LocalMode` when settings.live is on; routes submit and
-cancel through it; its ticker thread syncs the LiveCluster every
+`create_app` builds one `LocalMode` when settings.live is on; routes hand it the
+jobs they accept and cancel through it; its ticker thread syncs the LiveCluster every
 settings.sync_interval_s and records each job's state changes as events. A job is
 committed to the database before the backend sees it, so an acknowledged job is
 never lost: on start, unfinished jobs found in the database are submitted again.
@@ -137,7 +137,7 @@ class LocalMode:
         self._positions: dict[str, int] = {}  # queue positions as last written
         self._queues: list[Item] = []  # the quota tree's queues as last handed to the backend
         self._clock_saved_at = -CLOCK_SAVE_EVERY_S  # time.monotonic() of the last save
-        self.writer = SubmitWriter(sessions, self.live.submit_many)
+        self.writer = SubmitWriter(sessions, self.live.add_jobs)
         # Serialises recording: the ticker's diff-and-write against a cancel's.
         self.lock = threading.Lock()
         self._stop = threading.Event()
@@ -161,17 +161,17 @@ class LocalMode:
         except SQLAlchemyError as exc:
             log.warning("clock not stored at stop, database unavailable: %s", exc)
 
-    def submit(self, job: Job) -> JobSpec:
-        """Hand a committed job to the backend; returns the spec as placed (submit_s)."""
-        return self.live.submit(spec_of(job))
+    def hand_over(self, job: Job) -> JobSpec:
+        """Hand a committed job to the LiveCluster; returns the spec as placed (submit_s)."""
+        return self.live.add_job(spec_of(job))
 
-    async def store_and_submit(
+    async def accept(
         self, job: dict[str, Any], event: dict[str, Any], claim: dict[str, Any] | None = None
     ) -> JobSpec:
         """Commit a new job (Job column values), its "submitted" event and its key's
-        `claim` with the other requests waiting, then hand it to the backend; returns
+        `claim` with the other requests waiting, then hand it to the LiveCluster; returns
         the spec as placed. Raises api.store.group_commit.KeyTaken if the key was taken."""
-        return await self.writer.submit(job, event, row_spec(job), claim)
+        return await self.writer.persist(job, event, row_spec(job), claim)
 
     def cancel(self, session: Session, job: Job) -> bool:
         """Record the cancel and commit it, then take the job from the backend; False if
@@ -375,7 +375,7 @@ class LocalMode:
             # In submission order, as they first came (ties in the policy keep it).
             jobs = session.scalars(unfinished.order_by(Job.created_at, Job.id)).all()
             for job in jobs:
-                placed = self.submit(job)
+                placed = self.hand_over(job)
                 job.status, job.progress, job.nodes = JobStatus.QUEUED.value, 0.0, ""
                 detail = "resubmitted after a restart of the service"
                 session.add(

@@ -56,11 +56,9 @@ def reconcile_at_start(sessions: sessionmaker[Session]) -> Reconciled:
         ).all()
         for row in rows:
             if row.status == "running":
-                _fail(row, INTERRUPTED_ERROR)
-                done.failed.append(row.id)
+                _fail(row, INTERRUPTED_ERROR, done)
             else:
-                row.dispatched_at = None
-                done.requeued.append(row.id)
+                _requeue(row, done)
         session.commit()
     _log(done)
     return done
@@ -76,8 +74,7 @@ def reconcile_orphans(sessions: sessionmaker[Session], stale_after_s: float) -> 
             select(Replay).where(Replay.status == "running", stale).with_for_update()
         ).all()
         for row in rows:
-            _fail(row, ORPHANED_ERROR.format(s=stale_after_s))
-            done.failed.append(row.id)
+            _fail(row, ORPHANED_ERROR.format(s=stale_after_s), done)
         session.commit()
     _log(done)
     return done
@@ -98,17 +95,22 @@ def reconcile_lost(
         ).all()
         for row in rows:
             if row.dispatches >= max_dispatches:
-                _fail(row, LOST_ERROR.format(n=row.dispatches, s=start_timeout_s))
-                done.failed.append(row.id)
+                _fail(row, LOST_ERROR.format(n=row.dispatches, s=start_timeout_s), done)
             else:
-                row.dispatched_at = None
-                done.requeued.append(row.id)
+                _requeue(row, done)
         session.commit()
     _log(done)
     return done
 
 
-def _fail(row: Replay, reason: str) -> None:
+def _requeue(row: Replay, done: Reconciled) -> None:
+    """Waiting again: the dispatcher sends a queued replay with no dispatch time."""
+    row.dispatched_at = None
+    done.requeued.append(row.id)
+
+
+def _fail(row: Replay, reason: str, done: Reconciled) -> None:
+    done.failed.append(row.id)
     row.status = "failed"
     row.error = reason
     row.finished_at = utcnow()

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import String, cast, select
 
-from api.deps import CurrentUser, SessionDep, visible_jobs
+from api.deps import TENANT_FILTER_FORBIDDEN, CurrentUser, SessionDep, visible_jobs
 from api.jobs.redaction import job_refs, redact_texts
 from api.schemas.common import INT32_MAX, Limit, Name
 from api.schemas.events import EventPublic, EventsPublic
@@ -31,7 +31,7 @@ NODE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$"
 @router.get(
     "",
     response_model=EventsPublic,
-    responses={403: {"description": "a user's tenant filter naming another tenant"}},
+    responses=TENANT_FILTER_FORBIDDEN,
 )
 def list_events(
     session: SessionDep,

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from api.backends import JobBackend
 from api.deps import (
+    TENANT_FILTER_FORBIDDEN,
     BackendDep,
     CurrentUser,
     MaybeBackendDep,
@@ -115,10 +116,10 @@ async def submit_job(
         msg = f"more GPUs than the cluster has ({capacity})"
         raise invalid(("body", "num_gpus"), msg, body.num_gpus)
     if idempotency_key is not None:
-        return await submit_once(request, body, user, backend, idempotency_key)
+        return await submit_keyed(request, body, user, backend, idempotency_key)
     secret = new_token()
     job, event = new_job(body, user, backend, uuid.uuid4().hex, secret)
-    await backend.submit(job, event, body, secret)  # BackendUnavailable: 503 (api.http.errors)
+    await backend.accept(job, event, body, secret)  # BackendUnavailable: 503 (api.http.errors)
     return created(job, secret)
 
 
@@ -163,7 +164,7 @@ def created(job: dict[str, Any], secret: str) -> JobCreated:
     return JobCreated.model_validate({**job, "metrics_token": secret})
 
 
-async def submit_once(
+async def submit_keyed(
     request: Request, body: JobCreate, user: User, backend: JobBackend, key: str
 ) -> JobCreated:
     """Submit under an idempotency key: a new job if the key is new (the key's claim
@@ -175,7 +176,7 @@ async def submit_once(
     body_fingerprint = fingerprint(body.model_dump_json())
     claim = job_claim(user.id, key, body_fingerprint, answer.model_dump(mode="json"))
     try:
-        await backend.submit(job, event, body, secret, claim)
+        await backend.accept(job, event, body, secret, claim)
         return answer
     except (KeyTaken, IntegrityError) as exc:
         taken = exc  # the key was claimed first by another request (or another process)
@@ -188,7 +189,7 @@ async def submit_once(
         if isinstance(taken, IntegrityError):
             raise taken  # not the key: another constraint refused the row (409)
         # Claimed, then expired in the instant since: the key is new again.
-        return await submit_once(request, body, user, backend, key)
+        return await submit_keyed(request, body, user, backend, key)
     first = JobCreated.model_validate(earlier.response)
     if earlier.stored:
         return first
@@ -196,7 +197,7 @@ async def submit_once(
     # own, whose job was not stored: store it now, under the same id and metrics token.
     job, event = new_job(body, user, backend, first.id, first.metrics_token)
     try:
-        await backend.submit(job, event, body, first.metrics_token)
+        await backend.accept(job, event, body, first.metrics_token)
     except IntegrityError:  # stored meanwhile by another retry: the first answer stands
         return first
     answer = created(job, first.metrics_token)
@@ -207,7 +208,7 @@ async def submit_once(
 @router.get(
     "",
     response_model=JobsPublic,
-    responses={403: {"description": "a user's tenant filter naming another tenant"}},
+    responses=TENANT_FILTER_FORBIDDEN,
 )
 def list_jobs(
     session: SessionDep,

@@ -9,12 +9,18 @@ jobs are counted (`others_waiting`, and in the positions ahead), never named.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
-from api.deps import CurrentUser, MaybeBackendDep, SessionDep, can_see
+from api.deps import (
+    TENANT_FILTER_FORBIDDEN,
+    CurrentUser,
+    MaybeBackendDep,
+    SessionDep,
+    check_tenant_filter,
+)
 from api.jobs.redaction import redact_texts
 from api.schemas.common import Limit, Name, Skip
 from api.schemas.order import (
@@ -34,16 +40,11 @@ WAITING_STATUSES = (*sorted(s.value for s in WAITING), BACKOFF, UNSCHEDULABLE, I
 WAITING_PATTERN = "^(" + "|".join(WAITING_STATUSES) + ")$"
 
 
-FORBIDDEN: dict[int | str, dict[str, Any]] = {
-    403: {"description": "a user's tenant filter naming another tenant"}
-}
-
-
-@router.get("/order", response_model=OrderPublic, responses=FORBIDDEN)
+@router.get("/order", response_model=OrderPublic, responses=TENANT_FILTER_FORBIDDEN)
 @router.get(
     "/queue",
     response_model=OrderPublic,
-    responses=FORBIDDEN,
+    responses=TENANT_FILTER_FORBIDDEN,
     deprecated=True,
     summary="The wait order (deprecated: GET /order)",
     operation_id="queue_deprecated",
@@ -61,8 +62,7 @@ def order(
     limit: Annotated[Limit, Query()] = 1000,
 ) -> OrderPublic:
     """Waiting jobs in the active policy's order: position, wait so far, reason, tenant."""
-    if tenant is not None and not can_see(user, tenant):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins see another tenant's jobs")
+    check_tenant_filter(user, tenant)
     waiting = Job.status.in_(WAITING_STATUSES)
     total = session.scalar(select(func.count()).where(waiting)) or 0
     mine = select(func.count()).where(waiting)

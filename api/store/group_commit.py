@@ -17,7 +17,8 @@ earlier in the same batch, are not inserted again; their requests get `KeyTaken`
 the batch has committed, and look up the first answer (api.routes.jobs). Once a
 minute a batch also deletes the expired keys, in the same transaction.
 
-Used by `api.local_mode.backend.LocalMode` (submit) and started and stopped with it.
+Used by `api.local_mode.backend.LocalMode` (`accept`), which hands it `LiveCluster.add_jobs`
+for the hand-over, and started and stopped with it.
 """
 
 from __future__ import annotations
@@ -80,17 +81,17 @@ class Submission:
 
 
 class SubmitWriter:
-    """A thread that commits queued submissions in batches, then schedules them."""
+    """A thread that commits queued submissions in batches, then hands them over."""
 
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        schedule: Callable[[Sequence[JobSpec]], list[JobSpec]],
+        hand_over: Callable[[Sequence[JobSpec]], list[JobSpec]],
         *,
         max_batch: int = MAX_BATCH,
     ) -> None:
         self._sessions = sessions
-        self._schedule = schedule
+        self._hand_over = hand_over
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[Submission | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -118,15 +119,15 @@ class SubmitWriter:
         if thread is not None:
             thread.join(timeout=timeout_s)
 
-    async def submit(
+    async def persist(
         self,
         job: dict[str, Any],
         event: dict[str, Any],
         spec: JobSpec,
         claim: dict[str, Any] | None = None,
     ) -> JobSpec:
-        """Store the job durably, with its idempotency key's `claim` if any, and hand it
-        to the scheduler; returns it as placed.
+        """Queue the job for the next group commit, with its idempotency key's `claim` if
+        any; once committed, it is handed over (`hand_over`). Returns it as placed.
 
         Raises what the commit raised (SQLAlchemy errors), WriterStopped, or KeyTaken.
         """
@@ -194,9 +195,9 @@ class SubmitWriter:
         if not batch:
             return
         try:
-            placed = self._schedule([item.spec for item in batch])
+            placed = self._hand_over([item.spec for item in batch])
         except Exception as exc:  # committed, so a restart resubmits them
-            log.exception("committed jobs could not be scheduled")
+            log.exception("committed jobs could not be handed over")
             for item in batch:
                 item.resolve(None, exc)
             return

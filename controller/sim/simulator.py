@@ -249,13 +249,13 @@ class Simulator:
 
     # -- jobs and nodes from outside: local mode, what-if, admins ----------------------
 
-    def submit(self, spec: JobSpec) -> None:
+    def add_arrival(self, spec: JobSpec) -> None:
         """Add a job arriving at `spec.submit_s` (not before the clock); ValueError if
         its id is used or its time has passed."""
         self._arrivals.add(spec, self._clock.now_s)
 
     def id_used(self, job_id: str) -> bool:
-        """Whether a job of this id was ever in the simulation (trace, submit, resume)."""
+        """Whether a job of this id was ever in the simulation (trace, add_arrival, resume)."""
         return self._arrivals.used(job_id)
 
     def resume(self, resumed: ResumedJob) -> None:

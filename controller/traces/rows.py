@@ -64,6 +64,16 @@ def parse_time_s(text: str) -> float | None:
     return moment.timestamp()
 
 
+def span_s(
+    path: Path, line: int | None, field: str, start_s: float, end_s: float, backwards: str
+) -> float:
+    """Seconds from `start_s` to `end_s`: a `TraceError` at `field` (the end's) saying
+    `backwards` when the end comes first, or when the difference is not finite."""
+    if end_s < start_s:
+        raise TraceError(path, line, field, backwards)
+    return finite(path, line, field, end_s - start_s)
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One record of a trace file: its values by column name and where it came from."""
@@ -78,6 +88,13 @@ class Row:
     def text(self, field: str, default: str = "") -> str:
         value = self.values.get(field, "").strip()
         return value if value else default
+
+    def required_text(self, field: str) -> str:
+        """The cell's text; an error naming the field when it is empty."""
+        value = self.text(field)
+        if not value:
+            raise self.fail(field, "missing value")
+        return value
 
     def has(self, field: str) -> bool:
         return bool(self.text(field))

@@ -27,17 +27,24 @@ The job's `status.bandwidthGbps` gets the same figure.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from controller.model import Cluster, JobView, Snapshot
+from controller.model import Cluster, JobView
 from controller.network.jobs import NetJob, job_rates
 from controller.network.registry import DEDICATED, NETWORKS, STEADY, names
 from controller.rates import RateModel
 from operators import crd
 from operators.dljobs.resources import fields_mutator
-from operators.jobs import JobRecord, State
+from operators.jobs import JobRecord
 from operators.kube import Obj
+from operators.network.publisher import (
+    Publisher,
+    RoundInputs,
+    RunningJob,
+    has_node,
+    running_job,
+)
 from operators.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -63,24 +70,6 @@ def check_network(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class RunningJob:
-    """A running job as the rate computation needs it.
-
-    `nodes` are node names (its pods' allocation), `pods` its running pods' keys
-    ("namespace/name"); `grad_mib`, `arrival_s`, `done_iters` and `remaining_s` are
-    what the coflow policies weigh (`NetJob`).
-    """
-
-    job_id: str
-    nodes: tuple[str, ...]
-    pods: tuple[str, ...]
-    grad_mib: float
-    arrival_s: float = 0.0
-    done_iters: float = 0.0
-    remaining_s: float | None = None
-
-
-@dataclass(frozen=True)
 class EgressRates:
     """Inter-node Gbit/s per multi-node job, and the egress Gbit/s of each of its pods."""
 
@@ -95,7 +84,7 @@ def egress_rates(policy: str, cluster: Cluster, jobs: Sequence[RunningJob]) -> E
     by_id: dict[str, RunningJob] = {}
     for job in sorted(jobs, key=lambda j: j.job_id):
         names = sorted(set(job.nodes))
-        if len(names) < 2 or not all(_has_node(cluster, n) for n in names):
+        if len(names) < 2 or not all(has_node(cluster, n) for n in names):
             continue
         nodes = tuple(cluster.node_index(n) for n in names)
         net_jobs.append(
@@ -124,14 +113,6 @@ def egress_rates(policy: str, cluster: Cluster, jobs: Sequence[RunningJob]) -> E
     return EgressRates(job_gbps, pod_gbps)
 
 
-def _has_node(cluster: Cluster, name: str) -> bool:
-    try:
-        cluster.node_index(name)
-    except KeyError:
-        return False
-    return True
-
-
 def format_gbps(gbps: float) -> str:
     """The annotation's spelling of a rate: a decimal number of Gbit/s."""
     return repr(round(gbps, GBPS_DIGITS))
@@ -145,66 +126,48 @@ def make_publisher(network: str, writer: Writer) -> NetworkPublisher | None:
     return NetworkPublisher(network, writer)
 
 
-def pod_key(pod: Obj) -> str:
-    meta = pod["metadata"]
-    return f"{meta['namespace']}/{meta['name']}"
-
-
-class NetworkPublisher:
+class NetworkPublisher(Publisher):
     """Computes the rates each round and writes what changed: the pods' egress
-    annotation and the jobs' status.bandwidthGbps. Holds nothing between rounds but
-    a RateModel per Cluster (a cache of model profiles)."""
+    annotation and the jobs' status.bandwidthGbps."""
 
     def __init__(self, network: str, writer: Writer) -> None:
         if check_network(network) == DEDICATED:
             raise UnknownNetworkError("the dedicated network allocates nothing to publish")
         allocator = NETWORKS[network].allocator
         assert allocator is not None  # check_network saw to it
+        super().__init__(writer)
         self.policy = allocator
-        self.writer = writer
-        self._rates: RateModel | None = None
 
-    def publish(self, snapshot: Snapshot | None, records: Mapping[str, JobRecord]) -> None:
-        if snapshot is None:
-            return
-        cluster = snapshot.cluster
-        if self._rates is None or self._rates.cluster is not cluster:
-            self._rates = RateModel(cluster)
-        views = {j.job_id: j for j in snapshot.jobs}
+    def write(self, inputs: RoundInputs) -> None:
+        now_s, views = inputs.snapshot.now_s, inputs.views
         running = [
             job
-            for rec in records.values()
-            if (job := self._running_job(rec, views.get(rec.key), snapshot.now_s)) is not None
+            for rec in inputs.records.values()
+            if (job := _running_job(rec, views.get(rec.key), now_s, inputs.rates)) is not None
         ]
-        rates = egress_rates(self.policy, cluster, running)
-        for key, gbps in rates.job_gbps.items():
-            rec = records[key]
+        egress = egress_rates(self.policy, inputs.snapshot.cluster, running)
+        for key, gbps in egress.job_gbps.items():
+            rec = inputs.records[key]
             value = format_gbps(gbps)
             stale = [p for p in rec.live if _annotation(p) != value]
             if stale:
                 self.writer.annotate_pods(stale, {crd.ANN_EGRESS_GBPS: value})
             self.writer.status(rec.obj, fields_mutator({"bandwidthGbps": gbps}))
-        self.writer.flush()
 
-    def _running_job(self, rec: JobRecord, view: JobView | None, now_s: float) -> RunningJob | None:
-        if rec.state is not State.RUNNING or rec.spec is None or not rec.live:
-            return None
-        assert self._rates is not None
-        spec = rec.spec
-        done, remaining_s = 0.0, None
-        if view is not None and view.allocation is not None:
-            done = view.done_iters_at(now_s)
-            if view.total_iters > 0 and view.nominal_rate_ips > 0:
-                remaining_s = max(0.0, view.total_iters - done) / view.nominal_rate_ips
-        return RunningJob(
-            rec.key,
-            tuple(sorted({s.node for s in rec.shares})),
-            tuple(sorted(pod_key(p) for p in rec.live)),
-            self._rates.profile(spec).grad_mib,
-            arrival_s=spec.submit_s,
-            done_iters=done,
-            remaining_s=remaining_s,
-        )
+
+def _running_job(
+    rec: JobRecord, view: JobView | None, now_s: float, rates: RateModel
+) -> RunningJob | None:
+    """The record as a running job, with its progress and time left where it has an
+    allocation in the snapshot."""
+    job = running_job(rec, rates)
+    if job is None or view is None or view.allocation is None:
+        return job
+    done = view.done_iters_at(now_s)
+    remaining_s = None
+    if view.total_iters > 0 and view.nominal_rate_ips > 0:
+        remaining_s = max(0.0, view.total_iters - done) / view.nominal_rate_ips
+    return replace(job, done_iters=done, remaining_s=remaining_s)
 
 
 def _annotation(pod: Obj) -> str | None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.model import Allocation, Cluster, JobSpec, Snapshot
+from controller.model import Allocation, Cluster, JobSpec
 from controller.network.allocators import fair
 from controller.network.jobs import NetJob
 from controller.network.phases.form import LiveForm, PhaseForm
@@ -44,16 +44,21 @@ from controller.network.registry import NETWORKS, NetworkError, check_live
 from controller.rates import RateModel
 from operators import crd
 from operators.dljobs.resources import fields_mutator
-from operators.jobs import JobRecord, State
 from operators.kube import Obj
 from operators.network import (
     NetworkPublisher,
-    RunningJob,
     UnknownNetworkError,
     egress_rates,
     format_gbps,
     make_publisher,
+)
+from operators.network.publisher import (
+    Publisher,
+    RoundInputs,
+    RunningJob,
+    has_node,
     pod_key,
+    running_job,
 )
 from operators.writer import Writer
 
@@ -157,41 +162,26 @@ def _values(form: PhaseForm, phase: LivePhase, fair_gbps: float) -> dict[str, st
     }
 
 
-class PhasePublisher:
+class PhasePublisher(Publisher):
     """Computes the slots or levels each round and patches what changed on the pods;
-    the jobs' status.bandwidthGbps gets the ceiling. Holds nothing between rounds
-    but a RateModel per Cluster (a cache of model profiles)."""
+    the jobs' status.bandwidthGbps gets the ceiling."""
 
     def __init__(self, network: str, writer: Writer) -> None:
         live_form(network)  # UnknownNetworkError for a network without one
+        super().__init__(writer)
         self.policy = network
-        self.writer = writer
-        self._rates: RateModel | None = None
 
-    def publish(self, snapshot: Snapshot | None, records: Mapping[str, JobRecord]) -> None:
-        if snapshot is None:
-            return
+    def write(self, inputs: RoundInputs) -> None:
+        snapshot, records, rates = inputs.snapshot, inputs.records, inputs.rates
         cluster = snapshot.cluster
-        if self._rates is None or self._rates.cluster is not cluster:
-            self._rates = RateModel(cluster)
-        views = {j.job_id: j for j in snapshot.jobs}
         jobs = []
         for rec in records.values():
-            view = views.get(rec.key)
-            if rec.state is not State.RUNNING or rec.spec is None or not rec.live:
+            view = inputs.views.get(rec.key)
+            running = running_job(rec, rates)
+            if running is None or rec.spec is None or view is None or view.allocation is None:
                 continue
-            if view is None or view.allocation is None:
+            if len(running.nodes) < 2 or not all(has_node(cluster, n) for n in running.nodes):
                 continue
-            nodes = tuple(sorted({s.node for s in rec.shares}))
-            if len(nodes) < 2 or not all(_has_node(cluster, n) for n in nodes):
-                continue
-            running = RunningJob(
-                rec.key,
-                nodes,
-                tuple(sorted(pod_key(p) for p in rec.live)),
-                self._rates.profile(rec.spec).grad_mib,
-                arrival_s=rec.spec.submit_s,
-            )
             started = rec.running_s if rec.running_s is not None else snapshot.now_s
             jobs.append(
                 NetworkedJob(
@@ -203,7 +193,7 @@ class PhasePublisher:
                     started,
                 )
             )
-        wanted = pod_annotations(self.policy, cluster, jobs, self._rates)
+        wanted = pod_annotations(self.policy, cluster, jobs, rates)
         for job in jobs:
             rec = records[job.running.job_id]
             for pod in rec.live:
@@ -213,17 +203,8 @@ class PhasePublisher:
             ceiling = wanted.get(job.running.pods[0], {}).get(crd.ANN_EGRESS_GBPS)
             if ceiling is not None:
                 self.writer.status(rec.obj, fields_mutator({"bandwidthGbps": float(ceiling)}))
-        self.writer.flush()
 
 
 def _changed(pod: Obj, want: Mapping[str, str | None]) -> dict[str, str | None]:
     have: dict[str, str] = pod["metadata"].get("annotations") or {}
     return {k: v for k, v in want.items() if have.get(k) != v}
-
-
-def _has_node(cluster: Cluster, name: str) -> bool:
-    try:
-        cluster.node_index(name)
-    except KeyError:
-        return False
-    return True

@@ -184,16 +184,21 @@ def service_name(job: Obj) -> str:
     return str(job["metadata"]["name"])
 
 
-def owner_reference(job: Obj) -> Obj:
+def owner_reference(job: Obj, *, controller: bool = True) -> Obj:
+    """The DLJob `job` as an owner: the garbage collector deletes what it owns with it.
+    `controller` False, for what the API makes beside the operator (the metrics Secret,
+    api.cluster_mode.metrics_secrets): neither `controller` (the operator controls the
+    job) nor blockOwnerDeletion (which would need RBAC on dljobs/finalizers)."""
     meta = job["metadata"]
-    return {
+    ref: Obj = {
         "apiVersion": crd.API_VERSION,
         "kind": crd.KIND,
         "name": meta["name"],
         "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
     }
+    if controller:
+        ref |= {"controller": True, "blockOwnerDeletion": True}
+    return ref
 
 
 def headless_service(job: Obj) -> Obj:

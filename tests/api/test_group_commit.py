@@ -86,12 +86,12 @@ def _rows(user_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
 Rows = list[tuple[dict[str, Any], dict[str, Any]]]
 
 
-async def _submit_all(
+async def _persist_all(
     writer: SubmitWriter, rows: Rows, claims: list[dict[str, Any] | None] | None = None
 ) -> Any:
     claims = claims or [None] * len(rows)
     calls = (
-        writer.submit(job, ev, row_spec(job), claim)
+        writer.persist(job, ev, row_spec(job), claim)
         for (job, ev), claim in zip(rows, claims, strict=True)
     )
     return await asyncio.gather(*calls, return_exceptions=True)
@@ -107,10 +107,10 @@ def _count(
 def test_concurrent_submissions_share_commits_and_are_all_stored_then_scheduled(
     sessions: sessionmaker[Session], user_id: int, live: LiveCluster
 ) -> None:
-    writer = SubmitWriter(sessions, live.submit_many)
+    writer = SubmitWriter(sessions, live.add_jobs)
     rows = [_rows(user_id) for _ in range(40)]
     try:
-        placed = asyncio.run(_submit_all(writer, rows))
+        placed = asyncio.run(_persist_all(writer, rows))
     finally:
         writer.stop()
     assert [p.job_id for p in placed] == [job["id"] for job, _ in rows]
@@ -126,9 +126,9 @@ def test_a_failed_commit_fails_every_request_of_the_batch_and_stores_none(
 
     with statements_failing(engine, "INSERT INTO job_events"):
         sessions = make_sessionmaker(engine)
-        writer = SubmitWriter(sessions, live.submit_many)
+        writer = SubmitWriter(sessions, live.add_jobs)
         try:
-            results = asyncio.run(_submit_all(writer, [_rows(user_id) for _ in range(10)]))
+            results = asyncio.run(_persist_all(writer, [_rows(user_id) for _ in range(10)]))
         finally:
             writer.stop()
     assert all(isinstance(r, OperationalError) for r in results)
@@ -141,9 +141,9 @@ def test_one_refused_row_does_not_fail_its_neighbours(
 ) -> None:
     rows = [_rows(user_id) for _ in range(6)]
     rows[3][0]["user_id"] = user_id + 1000  # no such user: a foreign-key violation
-    writer = SubmitWriter(sessions, live.submit_many)
+    writer = SubmitWriter(sessions, live.add_jobs)
     try:
-        results = asyncio.run(_submit_all(writer, rows))
+        results = asyncio.run(_persist_all(writer, rows))
     finally:
         writer.stop()
     assert isinstance(results[3], IntegrityError)
@@ -164,12 +164,12 @@ def test_keyed_submissions_commit_with_their_claims_and_a_taken_key_stores_nothi
     claims: list[dict[str, Any] | None] = [
         _claim(user_id, f"k{i % 10}", job) for i, (job, _) in enumerate(rows)
     ]
-    writer = SubmitWriter(sessions, live.submit_many)
+    writer = SubmitWriter(sessions, live.add_jobs)
     try:
-        results = asyncio.run(_submit_all(writer, rows, claims))
+        results = asyncio.run(_persist_all(writer, rows, claims))
         # A key claimed in an earlier batch is taken too.
         again = asyncio.run(
-            _submit_all(writer, [_rows(user_id)], [_claim(user_id, "k3", {"id": "x"})])
+            _persist_all(writer, [_rows(user_id)], [_claim(user_id, "k3", {"id": "x"})])
         )
     finally:
         writer.stop()
@@ -194,9 +194,9 @@ def test_a_failed_commit_stores_neither_the_jobs_nor_their_claims(
         _claim(user_id, f"k{i}", job) for i, (job, _) in enumerate(rows)
     ]
     with statements_failing(engine, "INSERT INTO job_events"):
-        writer = SubmitWriter(sessions, live.submit_many)
+        writer = SubmitWriter(sessions, live.add_jobs)
         try:
-            results = asyncio.run(_submit_all(writer, rows, claims))
+            results = asyncio.run(_persist_all(writer, rows, claims))
         finally:
             writer.stop()
     assert all(isinstance(r, OperationalError) for r in results)
@@ -207,9 +207,9 @@ def test_a_failed_commit_stores_neither_the_jobs_nor_their_claims(
 def test_a_stopped_writer_refuses_new_submissions(
     sessions: sessionmaker[Session], user_id: int, live: LiveCluster
 ) -> None:
-    writer = SubmitWriter(sessions, live.submit_many)
+    writer = SubmitWriter(sessions, live.add_jobs)
     writer.stop()
-    (result,) = asyncio.run(_submit_all(writer, [_rows(user_id)]))
+    (result,) = asyncio.run(_persist_all(writer, [_rows(user_id)]))
     assert isinstance(result, WriterStopped) and _count(sessions, Job) == 0
 
 

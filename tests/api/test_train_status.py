@@ -114,6 +114,9 @@ def test_a_rest_jobs_secret_holds_the_token_that_reports_are_accepted_with(
             job["dljob_name"],
             job["dljob_uid"],
         )
+        # Owned, not controlled: the operator controls the job, and blocking the owner's
+        # deletion would need RBAC on dljobs/finalizers.
+        assert "controller" not in owner and "blockOwnerDeletion" not in owner
         assert report(client, job["id"], token_in(got), 1, loss=0.5) == 201
         assert report(client, job["id"], "gf_wrong", 1, loss=0.5) == 404
 

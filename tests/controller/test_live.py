@@ -46,7 +46,7 @@ def test_a_submitted_job_runs_and_finishes_on_scaled_time() -> None:
     clock = ManualClock()
     live = _live(clock)
     clock.t += 1.0  # 10 simulated seconds
-    spec = live.submit(make_job("a", 4, duration_s=100))
+    spec = live.add_job(make_job("a", 4, duration_s=100))
     assert spec.submit_s == pytest.approx(10.0)
     state = live.job("a")
     assert state is not None and state.status is JobStatus.RUNNING
@@ -62,8 +62,8 @@ def test_a_submitted_job_runs_and_finishes_on_scaled_time() -> None:
 def test_a_queued_job_says_why_and_can_be_cancelled() -> None:
     clock = ManualClock()
     live = _live(clock)
-    live.submit(make_job("a", 4, duration_s=100))
-    live.submit(make_job("b", 2, duration_s=100))
+    live.add_job(make_job("a", 4, duration_s=100))
+    live.add_job(make_job("b", 2, duration_s=100))
     waiting = live.job("b")
     assert waiting is not None and waiting.status is JobStatus.QUEUED
     assert waiting.reason is not None and waiting.reason.code == "InsufficientGpus"
@@ -79,30 +79,30 @@ def test_switching_policy_takes_effect_at_the_next_round() -> None:
     live = _live(clock)
     live.set_policy(make_policy("srtf"))
     assert live.policy_name == "srtf"
-    live.submit(make_job("long", 4, duration_s=1000))
+    live.add_job(make_job("long", 4, duration_s=1000))
     clock.t += 1.0
-    live.submit(make_job("short", 4, duration_s=10))
+    live.add_job(make_job("short", 4, duration_s=10))
     short = live.job("short")
     assert short is not None and short.status is JobStatus.RUNNING  # SRTF preempted "long"
 
 
-def test_submit_many_places_a_batch_at_one_instant_and_refuses_used_ids() -> None:
+def test_add_jobs_places_a_batch_at_one_instant_and_refuses_used_ids() -> None:
     clock = ManualClock()
     live = _live(clock)
     clock.t += 2.0
-    placed = live.submit_many([make_job("a", 2, duration_s=100), make_job("b", 2, duration_s=100)])
+    placed = live.add_jobs([make_job("a", 2, duration_s=100), make_job("b", 2, duration_s=100)])
     assert [p.submit_s for p in placed] == [pytest.approx(20.0)] * 2
     with pytest.raises(ValueError, match="already used"):
-        live.submit_many([make_job("c", 1, duration_s=10), make_job("a", 1, duration_s=10)])
+        live.add_jobs([make_job("c", 1, duration_s=10), make_job("a", 1, duration_s=10)])
     assert [s.job_id for s in live.jobs()] == ["a", "b"]  # all or nothing: no "c"
 
 
 def test_active_only_poll_and_done_counts_skip_the_finished_history() -> None:
     clock = ManualClock()
     live = _live(clock)
-    live.submit(make_job("short", 4, duration_s=10))
-    live.submit(make_job("long", 4, duration_s=1000))
-    live.submit(make_job("gone", 4, duration_s=1000))
+    live.add_job(make_job("short", 4, duration_s=10))
+    live.add_job(make_job("long", 4, duration_s=1000))
+    live.add_job(make_job("gone", 4, duration_s=1000))
     assert live.cancel("gone")
     clock.t += 2.0  # "short" finished, "long" runs
     assert [s.job_id for s in live.jobs(active_only=True)] == ["long"]
@@ -125,7 +125,7 @@ def test_new_quotas_take_effect_at_the_next_round_without_another_event() -> Non
     live = _live(clock)
     # A tree no queue of which is the tenant's: its job waits with NoQueue.
     live.set_quotas(Quotas(queues_from_data([{"name": "team-a", "guarantee": 4}])))
-    live.submit(make_job("b", 2, duration_s=100, tenant="team-b"))
+    live.add_job(make_job("b", 2, duration_s=100, tenant="team-b"))
     waiting = live.job("b")
     assert waiting is not None and waiting.status is JobStatus.QUEUED
     assert waiting.reason is not None and waiting.reason.code == "NoQueue"
@@ -151,7 +151,7 @@ def test_each_job_keeps_its_simulated_speed_on_each_gpu_type_it_ran_on() -> None
         round_interval_s=0.0,
         clock=clock,
     )
-    specs = live.submit_many([make_job(f"j{i}", 4, duration_s=10_000.0) for i in range(3)])
+    specs = live.add_jobs([make_job(f"j{i}", 4, duration_s=10_000.0) for i in range(3)])
     clock.t += 2.0
     rates = RateModel(cluster)
     types = {}
@@ -173,10 +173,10 @@ def test_occupancy_keeps_its_version_until_the_gpus_change_hands() -> None:
     live = _live(clock)
     empty = live.occupancy()
     assert empty.running == () and empty.waiting == 0
-    live.submit(make_job("a", 2, duration_s=100))
+    live.add_job(make_job("a", 2, duration_s=100))
     clock.t += 0.5
-    live.submit(make_job("b", 2, duration_s=100))
-    live.submit(make_job("c", 4, duration_s=100))
+    live.add_job(make_job("b", 2, duration_s=100))
+    live.add_job(make_job("c", 4, duration_s=100))
     first = live.occupancy()
     assert [r.job_id for r in first.running] == ["a", "b"]  # by submit time
     assert first.waiting == 1 and first.version > empty.version

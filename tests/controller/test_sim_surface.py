@@ -22,7 +22,7 @@ def _sim(
 
 def test_running_usage_counts_no_busy_gpus_while_a_restart_is_paid() -> None:
     sim = _sim()
-    sim.submit(make_job("a", 2, duration_s=10_000))
+    sim.add_arrival(make_job("a", 2, duration_s=10_000))
     sim.advance(0.0)
     (first,) = sim.running_usage()
     assert first.job_id == "a" and first.allocation.num_gpus == 2
@@ -45,8 +45,8 @@ def test_running_usage_counts_no_busy_gpus_while_a_restart_is_paid() -> None:
 
 def test_waiting_gpus_free_gpus_and_the_gpus_no_waiting_job_can_use() -> None:
     sim = _sim()
-    sim.submit(make_job("a", 3, duration_s=1000))
-    sim.submit(make_job("b", 2, duration_s=1000))
+    sim.add_arrival(make_job("a", 3, duration_s=1000))
+    sim.add_arrival(make_job("b", 2, duration_s=1000))
     sim.advance(0.0)
     assert [u.job_id for u in sim.running_usage()] == ["a"]
     assert sim.waiting_gpus() == [2]
@@ -61,16 +61,16 @@ def test_id_used_covers_the_trace_submitted_and_resumed_jobs() -> None:
     sim = Simulator(
         cluster, [make_job("t", 1, submit_s=50.0)], make_policy("fifo"), ConsolidatedPlacer(cluster)
     )
-    sim.submit(make_job("s", 1, submit_s=10.0))
+    sim.add_arrival(make_job("s", 1, submit_s=10.0))
     sim.resume(ResumedJob(spec=make_job("r", 1)))
     assert [sim.id_used(i) for i in ("t", "s", "r", "x")] == [True, True, True, False]
     with pytest.raises(ValueError, match="id already used"):
-        sim.submit(make_job("t", 1, submit_s=60.0))
+        sim.add_arrival(make_job("t", 1, submit_s=60.0))
 
 
 def test_set_policy_switches_and_brings_a_round_at_the_next_boundary() -> None:
     sim = _sim(interval_s=60.0)
-    sim.submit(make_job("a", 1, duration_s=10_000))
+    sim.add_arrival(make_job("a", 1, duration_s=10_000))
     sim.advance(30.0)
     rounds = sim.rounds
     sim.advance(90.0)
@@ -85,8 +85,8 @@ def test_set_policy_switches_and_brings_a_round_at_the_next_boundary() -> None:
 
 def test_views_picks_jobs_before_building_them() -> None:
     sim = _sim()
-    sim.submit(make_job("a", 4, duration_s=1000))
-    sim.submit(make_job("b", 4, duration_s=1000))
+    sim.add_arrival(make_job("a", 4, duration_s=1000))
+    sim.add_arrival(make_job("b", 4, duration_s=1000))
     sim.advance(100.0)
     seen: list[tuple[str, JobStatus, int]] = []
 
@@ -102,7 +102,7 @@ def test_views_picks_jobs_before_building_them() -> None:
 
 def test_node_states_and_outcomes_read_from_outside() -> None:
     sim = _sim(nodes=2, failures=(NodeEvent(5.0, "n1", up=False),))
-    sim.submit(make_job("a", 1, duration_s=10.0))
+    sim.add_arrival(make_job("a", 1, duration_s=10.0))
     sim.advance(1.0)
     sim.maintain(0, NodeAction.CORDON, "ops")
     sim.advance(100.0)

@@ -72,7 +72,7 @@ def test_a_lone_running_job_finishes_after_its_remaining_work() -> None:
     live = LiveCluster(
         cluster, make_policy("fifo"), ConsolidatedPlacer(cluster), round_interval_s=5, clock=clock
     )
-    live.submit(make_job("a", 4, duration_s=400))
+    live.add_job(make_job("a", 4, duration_s=400))
     clock.t = 100.0
     state = live.live_state()
     (job,) = state.jobs

@@ -99,7 +99,8 @@ def test_worker_pods_keep_the_template_and_inject_only_placement() -> None:
     assert meta["annotations"]["owner"] == "ana"
     assert meta["annotations"][crd.ANN_BATCH_SIZE] == "512"
     assert meta["annotations"][crd.ANN_RANK] == "1"
-    assert meta["ownerReferences"][0]["uid"] == "u-1"
+    (owner,) = meta["ownerReferences"]
+    assert (owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == ("u-1", True, True)
 
 
 def _resources(shares: tuple[ShareRecord, ...], spec: dict[str, Any]) -> list[Any]:

@@ -41,9 +41,7 @@ COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 def load_adaptdl(path: Path) -> Parsed:
     jobs = Collector(path)
     for row in read_table(path, required=COLUMNS):
-        name = row.text("name")
-        if not name:
-            raise row.fail("name", "missing value")
+        name = row.required_text("name")
         application = row.text("application")
         measured = measured_profile(application)
         if measured is None:

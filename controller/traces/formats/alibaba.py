@@ -62,6 +62,7 @@ from controller.traces.rows import (
     job_errors,
     read_columns,
     read_table,
+    span_s,
 )
 from controller.traces.trace import Parsed, TraceError
 
@@ -146,9 +147,7 @@ def load_alibaba_pai(path: Path, *, gpu_mem_mib_per_gpu: int = GPU_MEM_MIB_PER_G
                 "this is a PAI job table, which has no GPU counts; "
                 "load the task table (pai_task_table.csv) instead",
             )
-        job_name = row.text("job_name")
-        if not job_name:
-            raise row.fail("job_name", "missing value")
+        job_name = row.required_text("job_name")
         groups.setdefault(job_name, _PaiJob(row.line)).add_task(row)
     jobs = Collector(path)
     for job_name, group in groups.items():
@@ -183,18 +182,15 @@ def _openb_duration_s(row: Row) -> float | None:
     deleted_s = row.optional_number("deletion_time")
     if scheduled_s is None or deleted_s is None:
         return None
-    if deleted_s < scheduled_s:
-        raise row.fail("deletion_time", "pod deleted before it was scheduled")
-    return finite(row.path, row.line, "deletion_time", deleted_s - scheduled_s)
+    backwards = "pod deleted before it was scheduled"
+    return span_s(row.path, row.line, "deletion_time", scheduled_s, deleted_s, backwards)
 
 
 def load_alibaba_openb(path: Path, *, gpu_mem_mib_per_gpu: int = GPU_MEM_MIB_PER_GPU) -> Parsed:
     jobs = Collector(path)
     rows = read_table(path, required=("name", "num_gpu", "gpu_milli", "creation_time"))
     for row in rows:
-        name = row.text("name")
-        if not name:
-            raise row.fail("name", "missing value")
+        name = row.required_text("name")
         num_gpus = row.integer("num_gpu", minimum=0)
         gpu_milli = row.optional_integer("gpu_milli", minimum=0) or 0
         submit_s = row.number("creation_time", minimum=0.0)
@@ -241,9 +237,7 @@ def load_openb_nodes(path: str | Path) -> list[tuple[str, int, str]]:
     path = Path(path)
     nodes: list[tuple[str, int, str]] = []
     for row in read_table(path, required=("sn", "gpu")):
-        name = row.text("sn")
-        if not name:
-            raise row.fail("sn", "missing value")
+        name = row.required_text("sn")
         gpus = row.integer("gpu", minimum=0)
         model = row.text("model")
         nodes.append((name, gpus, "" if model.lower() == "nan" else model))

@@ -59,9 +59,7 @@ def load_canonical(path: Path) -> Parsed:
         allow_extra=False,
     )
     for row in rows:
-        job_id = row.text("job_id")
-        if not job_id:
-            raise row.fail("job_id", "missing value")
+        job_id = row.required_text("job_id")
         num_gpus = row.integer("num_gpus", minimum=1)
         min_gpus = row.optional_integer("min_gpus", minimum=1) or 0
         max_gpus = row.optional_integer("max_gpus", minimum=1) or 0

@@ -40,9 +40,7 @@ COLUMNS = ("job_id", "submit_time", "iteration", "model_name", "ddl", "batch_siz
 def load_elasticflow(path: Path) -> Parsed:
     jobs = Collector(path)
     for row in read_table(path, required=COLUMNS):
-        job_id = row.text("job_id")
-        if not job_id:
-            raise row.fail("job_id", "missing value")
+        job_id = row.required_text("job_id")
         model = row.text("model_name")
         if measured_profile(model) is None:
             known = ", ".join(MEASURED_APPS)

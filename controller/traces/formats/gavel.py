@@ -90,9 +90,7 @@ def parse_job_type(job_type: str) -> tuple[str, int | None]:
 def load_gavel(path: Path) -> Parsed:
     jobs = Collector(path)
     for index, row in enumerate(read_columns(path, layouts=LAYOUTS, delimiter="\t")):
-        job_type = row.text("job_type")
-        if not job_type:
-            raise row.fail("job_type", "missing value")
+        job_type = row.required_text("job_type")
         try:
             model, batch_size = parse_job_type(job_type)
         except ValueError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.model.job import JobSpec
-from controller.traces.rows import Collector, Row, finite, job_errors, read_table
+from controller.traces.rows import Collector, Row, job_errors, read_table, span_s
 from controller.traces.trace import Parsed
 
 FORMAT = "helios"
@@ -31,9 +31,7 @@ def _duration_s(row: Row) -> float | None:
     end_s = row.optional_time_s("end_time")
     if start_s is None or end_s is None:
         return None
-    if end_s < start_s:
-        raise row.fail("end_time", "job ends before it starts")
-    return finite(row.path, row.line, "end_time", end_s - start_s)
+    return span_s(row.path, row.line, "end_time", start_s, end_s, "job ends before it starts")
 
 
 def load_helios(path: Path) -> Parsed:
@@ -42,9 +40,7 @@ def load_helios(path: Path) -> Parsed:
         path, required=("job_id", "gpu_num", "submit_time"), any_of=("duration", "end_time")
     )
     for row in rows:
-        job_id = row.text("job_id")
-        if not job_id:
-            raise row.fail("job_id", "missing value")
+        job_id = row.required_text("job_id")
         num_gpus = row.integer("gpu_num", minimum=0)
         submit_s = row.time_s("submit_time")
         duration_s = _duration_s(row)

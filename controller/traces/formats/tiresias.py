@@ -27,9 +27,7 @@ def load_tiresias(path: Path) -> Parsed:
         path, required=("job_id", "num_gpu", "submit_time"), any_of=("duration", "iterations")
     )
     for row in rows:
-        job_id = row.text("job_id")
-        if not job_id:
-            raise row.fail("job_id", "missing value")
+        job_id = row.required_text("job_id")
         iterations = row.optional_number("iterations", minimum=0.0) or None
         duration_s = row.optional_number("duration", minimum=0.0) or None
         if iterations is None and duration_s is None:

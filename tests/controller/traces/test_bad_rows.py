@@ -110,6 +110,15 @@ CASES = [
         "duration",
     ),
     ("helios", "h.csv", "job_id,user,vc,gpu_num,duration\nj,u,v,1,60\n", 1, "submit_time"),
+    # An empty id cell (Row.required_text), in two formats.
+    ("helios", "h.csv", f"{HELIOS}\n,u,v,j,1,1,1,COMPLETED,0,0,60,60\n", 2, "job_id"),
+    (
+        "tiresias",
+        "t.csv",
+        f"{TIRESIAS}\nj1,1,0,100,resnet50,60,1\n ,1,0,100,bert,60,1\n",
+        3,
+        "job_id",
+    ),
     (
         "alibaba-pai",
         "t.csv",
