@@ -87,8 +87,9 @@ class JobBackend(Protocol):
         """Accept a new job: store it (Job column values, which it may complete) and its
         "submitted" event durably, with its idempotency key's `claim`
         (api.store.idempotency.job_claim) in the same transaction, then hand it to the
-        cluster (with the job's metrics token, for its workers). Raises BackendUnavailable, or KeyTaken (api.store.idempotency) or
-        IntegrityError when the key was claimed first: nothing stored."""
+        cluster (with the job's metrics token, for its workers). Raises
+        BackendUnavailable, or KeyTaken (api.store.idempotency) or IntegrityError when
+        the key was claimed first: nothing stored."""
         ...
 
     def metrics_reported(self, job_id: str) -> None:
