@@ -123,6 +123,28 @@ def test_operator_options(render: Render) -> None:
     assert {"--policy=tiresias", "--placement=topology-aware", "--namespace=team-a"} <= set(args)
 
 
+def test_operator_throughput_matrix_from_the_users_configmap(render: Render) -> None:
+    """operator.throughputs names a ConfigMap of the user's: mounted read-only and handed
+    to `operator run --throughputs`; without one, neither the flag nor a volume."""
+    plain = render().component("Deployment", "operator")
+    assert not [a for a in container(plain)["args"] if a.startswith("--throughputs")]
+    assert "volumes" not in pod_spec(plain)
+    deploy = render(
+        operator__throughputs__configMap="gavel-throughputs",
+        operator__throughputs__key="throughputs.json.gz",
+    ).component("Deployment", "operator")
+    c = container(deploy)
+    assert "--throughputs=/etc/gpuflow/throughputs/throughputs.json.gz" in c["args"]
+    [mount] = c["volumeMounts"]
+    assert mount == {
+        "name": "throughputs",
+        "mountPath": "/etc/gpuflow/throughputs",
+        "readOnly": True,
+    }
+    [volume] = pod_spec(deploy)["volumes"]
+    assert volume == {"name": "throughputs", "configMap": {"name": "gavel-throughputs"}}
+
+
 def test_agent_daemonset(render: Render) -> None:
     m = render()
     ds = m.component("DaemonSet", "agent")

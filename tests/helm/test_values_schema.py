@@ -34,6 +34,7 @@ BAD: list[tuple[dict[str, object], str]] = [
     ({"agent__intervalSeconds": 0}, "agent.intervalSeconds: Must be greater than 0"),
     ({"image__pullPolicy": "Sometimes"}, "image.pullPolicy must be one of the following"),
     ({"redis__persistence__size": "lots"}, "redis.persistence.size: Does not match pattern"),
+    ({"operator__throughputs__key": "a/b.json"}, "operator.throughputs.key: Does not match"),
     ({"workers": {"replicas": 1}}, "Additional property workers is not allowed"),
 ]
 

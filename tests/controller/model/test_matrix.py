@@ -3,6 +3,7 @@ simulator's speeds read from it (controller.rates.RateModel with a matrix)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -206,3 +207,24 @@ def test_load_matrix_reads_the_shipped_single_job_file() -> None:
     assert m.gpu_types == frozenset({"V100-SXM2-16GB", "P100-PCIE-16GB", "K80"})
     with pytest.raises(MatrixError, match="cannot read"):
         load_matrix(path.parent / "missing.json")
+
+
+def test_load_matrix_reads_a_gzipped_file_and_names_a_broken_one(tmp_path: Path) -> None:
+    """The Helm chart mounts the matrix from a ConfigMap, which holds Gavel's file only
+    gzipped: the same rows from either form, and a truncated archive is one line."""
+    plain = tmp_path / "t.json"
+    plain.write_text(matrix_text())
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(gzip.compress(matrix_text().encode()))
+    spec = job()
+    a, b = load_matrix(plain), load_matrix(packed)
+    assert b.gpu_types == a.gpu_types
+    assert len(b) == len(a) > 0
+    for gpu in a.gpu_types:
+        rate = a.rate_ips(spec, [gpu], 1, consolidated=True)
+        assert b.rate_ips(spec, [gpu], 1, consolidated=True) == rate
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(packed.read_bytes()[:20])
+    with pytest.raises(MatrixError, match="cannot read") as refused:
+        load_matrix(broken)
+    assert "\n" not in str(refused.value)
