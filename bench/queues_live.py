@@ -35,7 +35,7 @@ from controller.quotas.show import GUARANTEES
 from operators import crd
 from operators.kube import KubeApi, api_client
 from operators.pods.failure_policy import EXIT_CHECKPOINTED
-from operators.quotas.resources import QueueApi
+from operators.quotas.resources import QuotaApi
 from tests.operators.builders import make_dljob, make_node_body
 from tests.operators.harness import phases, running_operator
 from tests.operators.kubelet import Kubelet
@@ -57,7 +57,7 @@ def guarantees(gpus: int) -> dict[str, int]:
 
 def queue(name: str, **spec: Any) -> dict[str, Any]:
     meta = {"name": name}
-    return {"apiVersion": crd.API_VERSION, "kind": crd.QUEUE_KIND, "metadata": meta, "spec": spec}
+    return {"apiVersion": crd.API_VERSION, "kind": crd.QUOTA_KIND, "metadata": meta, "spec": spec}
 
 
 def job(team: str, k: int) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def run(policy: str, nodes: int, sigterm_s: float) -> str:
     want = guarantees(gpus)
     server = RealServer(None)
     try:
-        api, queues = server.api, QueueApi(server.api)
+        api, queues = server.api, QuotaApi(server.api)
         server.create_nodes([make_node_body(f"node-{i}", rack=f"r{i // 4}") for i in range(nodes)])
         queues.create(queue("org", guarantee=gpus))
         for team, g in want.items():

@@ -24,7 +24,7 @@ from api.backends import BackendUnavailable, JobBackend
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
 from api.field_errors import invalid
 from api.quotas.series import queue_series
-from api.quotas.store import KubeQueueStore
+from api.quotas.store import KubeQuotaStore
 from api.quotas.tree import (
     DbQueueStore,
     Item,
@@ -61,7 +61,7 @@ def _store(request: Request, session: Session) -> QueueStore:
 
     backend = request.app.state.backend
     if isinstance(backend, ClusterModeBackend):
-        return KubeQueueStore(backend.api)
+        return KubeQuotaStore(backend.api)
     return DbQueueStore(session)
 
 
@@ -209,7 +209,7 @@ def _states(session: Session, store: QueueStore, items: list[Item]) -> list[Quot
     tree = checked_tree(items, "") if items else None
     if tree is None:
         return []
-    operator = store.statuses() if isinstance(store, KubeQueueStore) else {}
+    operator = store.statuses() if isinstance(store, KubeQuotaStore) else {}
     usage = _usage(session, tree)
     out = []
     for item in items:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from operators import crd
-from operators.quotas.resources import QueueApi
+from operators.quotas.resources import QuotaApi
 from tests.operators.builders import make_dljob
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
@@ -18,7 +18,7 @@ from tests.waiting import wait_for
 
 
 def queue(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": crd.API_VERSION, "kind": crd.QUEUE_KIND, "metadata": {"name": name},
+    return {"apiVersion": crd.API_VERSION, "kind": crd.QUOTA_KIND, "metadata": {"name": name},
             "spec": spec}  # fmt: skip
 
 
@@ -30,7 +30,7 @@ def tenant_job(name: str, tenant: str, gpus: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
 def test_queue_status_follows_the_jobs(gpu_cluster: RealCluster) -> None:
-    api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
+    api, queues = gpu_cluster.api, QuotaApi(gpu_cluster.api)
     queues.create(queue("org", guarantee=8))
     queues.create(queue("team-a", parent="org", guarantee=4))
     queues.create(queue("team-b", parent="org", guarantee=4))

@@ -12,12 +12,12 @@ import yaml
 
 from controller.model.quotas import GpuQuota
 from operators.kube import KubeApi
-from operators.quotas.resources import QueueApi
-from operators.quotas.tree import QueueReader, queue_data, queue_object, read_tree
+from operators.quotas.resources import QuotaApi
+from operators.quotas.tree import QuotaReader, quota_data, quota_object, read_tree
 from tests.kube.fixtures import KubeServer
 from tests.operators.real_cluster import RealCluster
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "queues.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
 
 
 def example() -> list[dict[str, Any]]:
@@ -38,9 +38,9 @@ def test_the_example_is_a_tree_of_one_organisation_and_three_teams() -> None:
 
 def test_per_model_quotas_round_trip() -> None:
     item = {"name": "a", "guarantee": {"A100": 8, "V100": 4}, "limit": {"A100": 16}}
-    obj = queue_object(item)
+    obj = quota_object(item)
     assert obj["spec"] == {"guaranteeByModel": {"A100": 8, "V100": 4}, "limitByModel": {"A100": 16}}
-    assert queue_data(obj) == item
+    assert quota_data(obj) == item
 
 
 @pytest.mark.parametrize(
@@ -66,8 +66,8 @@ def test_a_broken_tree_names_the_queue_and_field(
 
 @pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
 def test_calls_and_the_reader_keep_the_last_valid_tree(gpu_cluster: RealCluster) -> None:
-    queues = QueueApi(gpu_cluster.api)
-    reader = QueueReader(gpu_cluster.api, every_s=0)
+    queues = QuotaApi(gpu_cluster.api)
+    reader = QuotaReader(gpu_cluster.api, every_s=0)
     assert reader.read() is None  # no Queue: no quotas
     for obj in example():
         queues.create(obj)
@@ -92,5 +92,5 @@ def test_calls_and_the_reader_keep_the_last_valid_tree(gpu_cluster: RealCluster)
 
 
 def test_no_crd_means_no_quotas(kube_server: KubeServer) -> None:
-    reader = QueueReader(KubeApi(kube_server.api_client()), every_s=0)
+    reader = QuotaReader(KubeApi(kube_server.api_client()), every_s=0)
     assert reader.read() is None and reader.invalid == {}

@@ -23,7 +23,7 @@ from operators.dljobs.resources import DEFAULT_GRACE_S
 from operators.kube import KubeApi
 from operators.kube.calls import crd_args
 from operators.pods.failure_policy import EXIT_CHECKPOINTED
-from operators.quotas.resources import QueueApi
+from operators.quotas.resources import QuotaApi
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.harness import phases, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
@@ -73,7 +73,7 @@ class StatusReasons:
 
 
 def queue(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": crd.API_VERSION, "kind": crd.QUEUE_KIND, "metadata": {"name": name},
+    return {"apiVersion": crd.API_VERSION, "kind": crd.QUOTA_KIND, "metadata": {"name": name},
             "spec": spec}  # fmt: skip
 
 
@@ -96,7 +96,7 @@ def running_by_team(got: dict[str, str]) -> dict[str, int]:
 def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
     gpu_cluster: RealCluster, policy: str
 ) -> None:
-    api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
+    api, queues = gpu_cluster.api, QuotaApi(gpu_cluster.api)
     queues.create(queue("org", guarantee=16))
     for team, gpus in GUARANTEES.items():
         queues.create(queue(team, parent="org", guarantee=gpus, weight=WEIGHTS[team]))
@@ -175,7 +175,7 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
 def test_owed_jobs_wait_reclaim_pending_through_a_slow_checkpoint(gpu_cluster: RealCluster) -> None:
     """While the victims checkpoint (3 s here), their GPUs are still held: the owed jobs
     are told ReclaimPending, and no further job is preempted for the same GPUs."""
-    api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
+    api, queues = gpu_cluster.api, QuotaApi(gpu_cluster.api)
     queues.create(queue("team-a", guarantee=4))
     queues.create(queue("team-b", guarantee=4, limit=6))
     kubelet = Kubelet(

@@ -11,20 +11,20 @@ import pytest
 
 from operators import crd
 from operators.dljobs.resources import DEFAULT_GRACE_S
-from operators.quotas.resources import QueueApi
-from operators.quotas.tree import QueueReader
+from operators.quotas.resources import QuotaApi
+from operators.quotas.tree import QuotaReader
 from tests.operators.real_cluster import RealCluster
 
 
 def queue(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": crd.API_VERSION, "kind": crd.QUEUE_KIND, "metadata": {"name": name},
+    return {"apiVersion": crd.API_VERSION, "kind": crd.QUOTA_KIND, "metadata": {"name": name},
             "spec": spec}  # fmt: skip
 
 
 @pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
 def test_the_quotas_follow_the_tree(gpu_cluster: RealCluster) -> None:
-    queues = QueueApi(gpu_cluster.api)
-    reader = QueueReader(gpu_cluster.api, every_s=0)
+    queues = QuotaApi(gpu_cluster.api)
+    reader = QuotaReader(gpu_cluster.api, every_s=0)
     reader.read()
     assert reader.quotas is None
     queues.create(queue("org", guarantee=8))
