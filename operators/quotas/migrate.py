@@ -39,7 +39,7 @@ class Migrated:
     deleted: bool
 
     def line(self, dry_run: bool) -> str:
-        """kubectl's wording: `quota.gpuflow.dev/team-a created (from queue...)`."""
+        """kubectl's wording: `quota.gpuflow.dev/team-a created`."""
         what = f"quota.{crd.GROUP}/{self.name} {self.result}"
         if self.result == CONFLICT:
             what += ": a Quota of this name has another spec; the Queue is kept"
