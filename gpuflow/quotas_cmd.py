@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from typing import Any
@@ -45,6 +46,7 @@ def cmd_quotas_migrate(args: argparse.Namespace) -> int:
     from operators.kube.errors import error_message
     from operators.quotas.migrate import CONFLICT, MissingQuotaCrd, migrate
 
+    _quiet_api_log()
     try:
         client = api_client(args.kubeconfig, args.context)
     except KubeConfigError as exc:
@@ -69,3 +71,11 @@ def cmd_quotas_migrate(args: argparse.Namespace) -> int:
         if not done:
             sys.stdout.write("no Queue objects: nothing to migrate\n")
     return 1 if any(m.result == CONFLICT for m in done) else 0
+
+
+def _quiet_api_log() -> None:
+    """The API wrapper logs each failed call (operators.kube); with no logging set up,
+    Python would print that line too, beside the command's own one-line error."""
+    logger = logging.getLogger("operators")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())

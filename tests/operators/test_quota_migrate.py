@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,29 @@ def test_migrate_without_the_quota_crd_is_one_line(
         "gpuflow: error: the Quota CRD is not installed: kubectl apply -f"
         " helm/gpuflow/crds/quota.yaml (helm upgrade does not add CRDs), then run this again\n"
     )
+
+
+def test_migrate_without_an_api_server_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on once it is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    assert main(["quotas", "migrate", "--kubeconfig", str(kubeconfig)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    [line] = err.splitlines()
+    assert line.startswith("gpuflow: error: the API server: ") and "Connection refused" in line
