@@ -5,7 +5,7 @@
 For each policy: a real control plane of its own (bench/operator_servers.py's
 `RealServer`: etcd, kube-apiserver, kube-controller-manager and kube-scheduler in a
 temporary folder, as `bench/operator.py --server real` runs it) with `--nodes` DGX-1
-nodes registered Ready and their Leases renewed, the Queue tree of
+nodes registered Ready and their Leases renewed, the Quota tree of
 controller/quotas/show.py scaled to the cluster (team-a, team-b, team-c guaranteed
 50/30/20 % of its GPUs under one `org`), the test kubelet (tests/operators/kubelet.py:
 a SIGTERMed worker checkpoints and exits after `--sigterm-s`, then deletes its pod
@@ -35,7 +35,7 @@ from controller.quotas.show import GUARANTEES
 from operators import crd
 from operators.kube import KubeApi, api_client
 from operators.pods.failure_policy import EXIT_CHECKPOINTED
-from operators.quotas.resources import QueueApi
+from operators.quotas.resources import QuotaApi
 from tests.operators.builders import make_dljob, make_node_body
 from tests.operators.harness import phases, running_operator
 from tests.operators.kubelet import Kubelet
@@ -55,9 +55,9 @@ def guarantees(gpus: int) -> dict[str, int]:
     return out
 
 
-def queue(name: str, **spec: Any) -> dict[str, Any]:
+def quota(name: str, **spec: Any) -> dict[str, Any]:
     meta = {"name": name}
-    return {"apiVersion": crd.API_VERSION, "kind": crd.QUEUE_KIND, "metadata": meta, "spec": spec}
+    return {"apiVersion": crd.API_VERSION, "kind": crd.QUOTA_KIND, "metadata": meta, "spec": spec}
 
 
 def job(team: str, k: int) -> dict[str, Any]:
@@ -84,11 +84,11 @@ def run(policy: str, nodes: int, sigterm_s: float) -> str:
     want = guarantees(gpus)
     server = RealServer(None)
     try:
-        api, queues = server.api, QueueApi(server.api)
+        api, quotas = server.api, QuotaApi(server.api)
         server.create_nodes([make_node_body(f"node-{i}", rack=f"r{i // 4}") for i in range(nodes)])
-        queues.create(queue("org", guarantee=gpus))
+        quotas.create(quota("org", guarantee=gpus))
         for team, g in want.items():
-            queues.create(queue(team, parent="org", guarantee=g, weight=WEIGHTS[team]))
+            quotas.create(quota(team, parent="org", guarantee=g, weight=WEIGHTS[team]))
         kubelet = Kubelet(server.client, sigterm_s=sigterm_s, sigterm_exit=EXIT_CHECKPOINTED)
         operator = api_client(str(server.operator_kubeconfig))
         kubelet.start()

@@ -121,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
         operator_cmd,
         placement_cmd,
         policies_cmd,
+        quotas_cmd,
         sandbox_cmd,
         serve_cmd,
     )
@@ -132,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_parsers(sub)
     operator_cmd.add_parsers(sub)
     sandbox_cmd.add_parsers(sub)
+    quotas_cmd.add_parser(sub)
     return p
 
 

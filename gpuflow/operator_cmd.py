@@ -68,7 +68,7 @@ def add_parsers(sub: Any) -> None:
     run.add_argument(
         "--install-crd",
         action="store_true",
-        help="create or update the DLJob and Queue CRDs first (RBAC on customresourcedefinitions)",
+        help="create or update the DLJob and Quota CRDs first (RBAC on customresourcedefinitions)",
     )
     run.add_argument(
         "--metrics-port",
@@ -180,7 +180,7 @@ def cmd_operator_run(args: argparse.Namespace) -> int:
     if args.install_crd:
         try:
             api.apply_crd(crd.load_crd_manifest())
-            api.apply_crd(crd.load_crd_manifest(crd.QUEUE_CRD_PATH))
+            api.apply_crd(crd.load_crd_manifest(crd.QUOTA_CRD_PATH))
         except API_ERRORS:
             return 1  # KubeApi logged the error
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -145,7 +145,7 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
         help="how shared links slow jobs: steady (one rate per job) or phases (compute "
         "phases and all-reduce bursts; docs/network.md)",
     )
-    p.add_argument("--queues", help="YAML queue tree: quotas and fair sharing (docs/queues.md)")
+    p.add_argument("--queues", help="YAML quota tree: quotas and fair sharing (docs/quotas.md)")
     p.add_argument(
         "--throughputs",
         help="each job type's steps/s per GPU type and count, in Gavel's JSON format "

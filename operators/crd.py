@@ -2,9 +2,10 @@
 the operator and node agent put on Kubernetes objects.
 
 The CRD manifest itself is `helm/gpuflow/crds/dljob.yaml` (applied with kubectl or
-Helm; the Queue's is queue.yaml next to it); `load_crd_manifest` reads them for tests
-and for `gpuflow operator run --install-crd`. Everything in gpuflow that names a DLJob
-field, label or annotation takes the name from here.
+Helm; the Quota's is quota.yaml next to it, and the deprecated Queue's queue.yaml);
+`load_crd_manifest` reads them for tests and for `gpuflow operator run --install-crd`.
+Everything in gpuflow that names a DLJob field, label or annotation takes the name from
+here.
 """
 
 from __future__ import annotations
@@ -97,15 +98,23 @@ GPU_SHARE_UNITS = 100  # RESOURCE_GPU_SHARE per GPU
 
 CRD_PATH = Path(__file__).resolve().parent.parent / "helm" / "gpuflow" / "crds" / "dljob.yaml"
 
-# The cluster-scoped Queue (the quota tree: operators/quotas/tree.py, docs/queues.md).
-QUEUE_KIND = "Queue"
-QUEUE_PLURAL = "queues"
-QUEUE_CRD_PATH = CRD_PATH.with_name("queue.yaml")
+# The cluster-scoped Quota: a node of the quota tree (operators/quotas/tree.py,
+# docs/quotas.md). Kueue's word: the tree is quotas, the waiting jobs are the order.
+QUOTA_KIND = "Quota"
+QUOTA_PLURAL = "quotas"
+QUOTA_CRD_PATH = CRD_PATH.with_name("quota.yaml")
+# The Quota's former kind, Queue (queues.gpuflow.dev), with the same spec and status:
+# read for one release beside Quotas (a Quota wins over a Queue of the same name), its
+# CRD version marked deprecated so that the API server warns every client that uses
+# it; `gpuflow quotas migrate` copies Queue objects to Quotas (operators/quotas/migrate.py).
+LEGACY_QUEUE_KIND = "Queue"
+LEGACY_QUEUE_PLURAL = "queues"
+LEGACY_QUEUE_CRD_PATH = CRD_PATH.with_name("queue.yaml")
 
 
 def load_crd_manifest(path: Path = CRD_PATH) -> dict[str, Any]:
-    """The CustomResourceDefinition of DLJob (or of Queue, at QUEUE_CRD_PATH), as a
-    dict ready to create."""
+    """The CustomResourceDefinition of DLJob (or of Quota at QUOTA_CRD_PATH, of the
+    deprecated Queue at LEGACY_QUEUE_CRD_PATH), as a dict ready to create."""
     with path.open(encoding="utf-8") as f:
         doc: dict[str, Any] = yaml.safe_load(f)
     return doc

@@ -48,7 +48,7 @@ from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
 from operators.network.phases import make_network_publisher
 from operators.policy_config import PolicyWatch, RunningPolicy, parse_options, publish_running
-from operators.quotas.tree import QueueReader, QueueStatusWriter, queue_statuses, reclaimed
+from operators.quotas.tree import QuotaReader, QuotaStatusWriter, quota_statuses, reclaimed
 from operators.writer import Writer
 from policies.option_text import options_for
 from policies.registry import UnknownPolicyError, make_policy
@@ -129,8 +129,9 @@ class Operator:
         # An admin's choice (PUT /policies/active) in ConfigMap gpuflow-policy of the
         # operator's namespace (its Lease's) overrides --policy: operators/policy_config.
         self.policy_watch = PolicyWatch(api, config.lease.namespace, every_s=POLICY_READ_S)
-        # The quota tree (Queue resources), read each round; each Queue's status written.
-        self.queue_reader = QueueReader(api)
+        # The quota tree (Quota resources, and deprecated Queues), read each round; each
+        # object's status written.
+        self.quota_reader = QuotaReader(api)
         self._fresh_state()
         self.rounds = 0
         # The record of the round in progress (who displaced whom), for its metrics;
@@ -161,7 +162,7 @@ class Operator:
             leading=self._acting,
             writer=writer,
         )
-        self.queue_writer = QueueStatusWriter(self.api)
+        self.quota_writer = QuotaStatusWriter(self.api)
         self.reclaims: Counter[str] = Counter()
         # The policy and options this term last wrote into the ConfigMap (None: none yet).
         self._published: tuple[str, dict[str, Any]] | None = None
@@ -270,10 +271,10 @@ class Operator:
         self._publish_policy()
         self.backend.sync()
         self.backend.writer.flush()
-        tree = self.queue_reader.read()
-        self.controller.quotas = self.queue_reader.quotas
+        tree = self.quota_reader.read()
+        self.controller.quotas = self.quota_reader.quotas
         plan = self.controller.decide(self.backend)
-        self._write_queues(tree, plan)
+        self._write_quotas(tree, plan)
         if self.network is not None:
             self.network.publish(self.backend.last_snapshot, self.backend.records())
         if self.backend.cluster_changed:
@@ -298,18 +299,18 @@ class Operator:
                 wake_in_s=f"{wake_s - self.backend.clock():.2f}" if wake_s is not None else "",
             )
 
-    def _write_queues(self, tree: QueueTree | None, plan: Plan) -> None:
+    def _write_quotas(self, tree: QueueTree | None, plan: Plan) -> None:
         snapshot = self.backend.last_snapshot
-        reader = self.queue_reader
+        reader = self.quota_reader
         if snapshot is None or not reader.objects or not self._acting():
             return
         if tree is not None:
             for view in reclaimed(snapshot, plan):
                 leaf = tree.leaf_of(view.spec)
                 self.reclaims.update(tree.chain(leaf) if leaf is not None else [])
-        statuses = queue_statuses(tree, reader.invalid, snapshot, plan, self.reclaims)
+        statuses = quota_statuses(tree, reader.invalid, snapshot, plan, self.reclaims)
         now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-        self.queue_writer.write(reader.objects, statuses, now)
+        self.quota_writer.write(reader.objects, statuses, now)
 
     def _record_round(self, snapshot: Snapshot, plan: Plan) -> None:
         """Controller.on_round: the round's queue positions and preemptors, for the

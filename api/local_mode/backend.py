@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.local_mode import state as local_state
 from api.local_mode.history import EventRecord, Seen, row_values, transition_events
-from api.quotas.tree import DbQueueStore, Item, checked_tree
+from api.quotas.tree import DbQuotaStore, Item, checked_tree
 from api.settings import Settings
 from api.store.group_commit import SubmitWriter
 from api.store.models import TERMINAL_STATUSES, Job, JobEvent
@@ -283,7 +283,7 @@ class LocalMode:
         made again only when a queue changed. The routes store only trees that pass the
         loader; a tree that fails anyway (rows written by hand) keeps the last one."""
         with self._sessions() as session:
-            items = DbQueueStore(session).items()
+            items = DbQuotaStore(session).items()
         if items == self._queues:
             return
         try:

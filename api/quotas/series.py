@@ -1,14 +1,14 @@
-"""Each queue's GPUs over time, read from the jobs' recorded events.
+"""Each quota's GPUs over time, read from the jobs' recorded events.
 
-Called by api.routes.quotas (`GET /queues/series`) for the dashboard's Queues
+Called by api.routes.quotas (`GET /quotas/series`) for the dashboard's Quotas
 chart. Local mode's ticker (api.local_mode.backend) and cluster mode's follower
 (api.cluster_mode.follower) write every job's events in the backend's clock: a start, resize,
 migration or re-share gives the job the GPUs of the allocation it records (its `num_gpus` when the
-event has none), a preemption, suspension or end takes them away. Each queue's GPUs at a
-time are those of its tenants' jobs then (an inner queue's, its subtree's), and a
+event has none), a preemption, suspension or end takes them away. Each quota's GPUs at a
+time are those of its tenants' jobs then (an inner quota's, its subtree's), and a
 point of the series is their time-weighted mean over one bin of the window, so a
-queue's area under the curve is the GPU-seconds it held, whatever the bin width:
-what a replay's per-queue mean share (controller.quotas.ledger) averages too.
+quota's area under the curve is the GPU-seconds it held, whatever the bin width:
+what a replay's per-quota mean share (controller.quotas.ledger) averages too.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Series:
-    """Bin starts and, by queue, its mean GPUs over each bin."""
+    """Bin starts and, by quota, its mean GPUs over each bin."""
 
     t_s: list[float]
     bin_s: float
@@ -84,10 +84,10 @@ def binned(steps: Sequence[Step], start_s: float, bin_s: float, bins: int) -> li
     return out
 
 
-def queue_series(
+def quota_series(
     session: Session, tree: QueueTree, now_s: float, window_s: float, points: int
 ) -> Series:
-    """Every queue's mean GPUs over `points` bins of the `window_s` up to `now_s`.
+    """Every quota's mean GPUs over `points` bins of the `window_s` up to `now_s`.
 
     Reads the events of the jobs alive in the window: those not finished, and those
     with an event in it (a job that ended before the window held nothing in it)."""

@@ -1,13 +1,14 @@
 """The quota tree an admin defines over REST, as the API keeps it: a flat list of
-queues (`Item`, the loader's form, controller.quotas.spec), checked as the whole tree
-each change makes, and the job database's table `queues` that holds it in local mode.
+quotas (`Item`, the loader's form, controller.quotas.spec), checked as the whole tree
+each change makes, and the job database's table `queues` (its name from before the
+word was quotas; a migration would rename it) that holds it in local mode.
 Called by api/routes/quotas.py (REST) and api/local_mode/backend.py (which hands the tree to
-the LiveCluster each time it changes); api/quotas/store.py keeps it as Queue resources
+the LiveCluster each time it changes); api/quotas/store.py keeps it as Quota resources
 in cluster mode.
 
 Every change is checked by the loader replays and the operator use: a change that
-breaks a rule is refused with the field it broke, as `<queue>.<field>` when the fault
-is in another queue (a parent's guarantee the children now exceed).
+breaks a rule is refused with the field it broke, as `<quota>.<field>` when the fault
+is in another quota (a parent's guarantee the children now exceed).
 """
 
 from __future__ import annotations
@@ -22,25 +23,25 @@ from api.store.models import QueueRecord
 from controller.model.quotas import QueueSpecError, QueueTree
 from controller.quotas.spec import queues_from_data
 
-Item = dict[str, Any]  # a queue as the loader's flat list holds it (controller.quotas.spec)
+Item = dict[str, Any]  # a quota as the loader's flat list holds it (controller.quotas.spec)
 
 
-class QueueStore(Protocol):
+class QuotaStore(Protocol):
     def items(self) -> list[Item]:
-        """Every queue, by name."""
+        """Every quota, by name."""
         ...
 
     def put(self, item: Item) -> bool:
-        """Create or replace the queue `item["name"]`; True when it was created."""
+        """Create or replace the quota `item["name"]`; True when it was created."""
         ...
 
     def delete(self, name: str) -> bool:
-        """Delete the queue; False when there was none."""
+        """Delete the quota; False when there was none."""
         ...
 
 
 class TreeError(ValueError):
-    """A change refused: `field` is the body field at fault (or `<queue>.<field>`)."""
+    """A change refused: `field` is the body field at fault (or `<quota>.<field>`)."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
@@ -49,7 +50,7 @@ class TreeError(ValueError):
 
 
 def checked_tree(items: list[Item], changed: str) -> QueueTree | None:
-    """The tree `items` make (None for no queues); raise TreeError naming the field."""
+    """The tree `items` make (None for no quotas); raise TreeError naming the field."""
     if not items:
         return None
     ordered = sorted(items, key=lambda i: str(i["name"]))
@@ -66,17 +67,17 @@ def _field(exc: QueueSpecError, items: list[Item], changed: str) -> tuple[str, s
     name = str(items[int(head[len("queues[") : -1])]["name"])
     rest = rest or "name"
     if rest.startswith("children"):
-        rest = "guarantee"  # the children's guarantees exceed this queue's
+        rest = "guarantee"  # the children's guarantees exceed this quota's
     return (rest if name == changed else f"{name}.{rest}"), exc.message
 
 
 def with_change(items: list[Item], item: Item | None, name: str) -> list[Item]:
-    """`items` with queue `name` replaced by `item` (or removed when None)."""
+    """`items` with quota `name` replaced by `item` (or removed when None)."""
     out = [i for i in items if i["name"] != name]
     return [*out, item] if item is not None else out
 
 
-class DbQueueStore:
+class DbQuotaStore:
     """Local mode: the table `queues` (api.store.models.QueueRecord)."""
 
     def __init__(self, session: Session) -> None:

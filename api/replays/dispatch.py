@@ -6,7 +6,7 @@ Queued replays wait in the database, not in the broker or a thread pool's FIFO: 
 most `capacity` (settings.replay_concurrency) are running or sent to a runner at
 once, so the runner never holds a backlog in arrival order. Free slots are shared
 in proportion to the tenants' quota weights (`_weights`: the weight of the leaf
-queue a tenant's jobs go to, 1 without one), counting replays, not their length:
+quota a tenant's jobs go to, 1 without one), counting replays, not their length:
 each goes to the tenant with the least service per weight, its service being the
 replays it holds in flight and those it had sent that ended since every tenant now
 waiting has been waiting (`_window_start`: no tenant is owed for a time it had
@@ -14,7 +14,7 @@ nothing queued). A tie goes to the tenant served least recently (round robin), t
 to that tenant's oldest replay: one tenant's ten large replays and another's small
 one alternate instead of running ten first, and with weights 3 and 1 the first
 tenant gets three slots for the other's one. The weights are read from the job
-database's queues (local mode's quota tree); cluster mode's Queue resources live in
+database's table `queues` (local mode's quota tree); cluster mode's Quota resources live in
 Kubernetes, which the dispatcher does not read, so there every tenant weighs 1.
 
 A replay sent is stamped (`dispatched_at`, `dispatches`): one sent and never started
@@ -34,7 +34,7 @@ from datetime import datetime
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.quotas.tree import DbQueueStore
+from api.quotas.tree import DbQuotaStore
 from api.store.models import Replay, utcnow
 from controller.model.quotas import QueueSpecError
 from controller.quotas.spec import queues_from_data
@@ -170,7 +170,7 @@ def _weights(session: Session, tenants: set[str]) -> dict[str, float]:
     """Each tenant's quota weight: its leaf queue's (QueueTree.leaf_for_tenant) in the
     job database's queues; tenants of no leaf, and all of them when there is no tree
     (or none that holds: the routes refuse one), are left out, weighing 1."""
-    items = DbQueueStore(session).items()
+    items = DbQuotaStore(session).items()
     if not tenants or not items:
         return {}
     try:

@@ -1,11 +1,13 @@
 """The quota tree over REST (issue 18): GET /quotas, /quotas/{name} and /quotas/series
-(each queue's GPUs over time, api/quotas/series.py) for everyone (numbers only, no job
+(each quota's GPUs over time, api/quotas/series.py) for everyone (numbers only, no job
 named), PUT and DELETE /quotas/{name} for admins; /queues is the old name of the same
-routes. Registered in api/routes/__init__.py; the queues live in the job database in local mode
-(api/quotas/tree.py) and as Queue resources in cluster mode (api/quotas/store.py).
+routes. Registered in api/routes/__init__.py; the quotas live in the job database in
+local mode (api/quotas/tree.py) and as Quota resources in cluster mode
+(api/quotas/store.py). The route functions keep their old names (list_queues, ...):
+FastAPI makes the OpenAPI document's operationIds from them.
 
-Each queue's state is read from the job database, which local mode's ticker and
-cluster mode's follower keep current: GPUs its running jobs hold (an inner queue's
+Each quota's state is read from the job database, which local mode's ticker and
+cluster mode's follower keep current: GPUs its running jobs hold (an inner quota's
 subtree's), how many of them over its guarantee, its waiting jobs by reason, its
 finished jobs' mean completion time, and its jobs preempted for a reclaim. A job
 belongs to the leaf listing its tenant (the tree's rule, controller.model.quotas).
@@ -23,12 +25,12 @@ from sqlalchemy.orm import Session
 from api.backends import BackendUnavailable, JobBackend
 from api.deps import AdminUser, BackendDep, CurrentUser, SessionDep
 from api.field_errors import invalid
-from api.quotas.series import queue_series
-from api.quotas.store import KubeQueueStore
+from api.quotas.series import quota_series
+from api.quotas.store import KubeQuotaStore
 from api.quotas.tree import (
-    DbQueueStore,
+    DbQuotaStore,
     Item,
-    QueueStore,
+    QuotaStore,
     TreeError,
     checked_tree,
     clean,
@@ -51,25 +53,25 @@ from operators.kube import API_ERRORS
 
 router = APIRouter(tags=["quotas"])
 WAITING_VALUES = sorted(s.value for s in WAITING)
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "no queue of that name"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "no quota of that name"}}
 # A chart is at most ~1,000 pixel columns wide (as api.replays.series reasons).
 MAX_POINTS = 1000
 
 
-def _store(request: Request, session: Session) -> QueueStore:
+def _store(request: Request, session: Session) -> QuotaStore:
     from api.cluster_mode.backend import ClusterModeBackend
 
     backend = request.app.state.backend
     if isinstance(backend, ClusterModeBackend):
-        return KubeQueueStore(backend.api)
-    return DbQueueStore(session)
+        return KubeQuotaStore(backend.api)
+    return DbQuotaStore(session)
 
 
-def _items(store: QueueStore) -> list[Item]:
+def _items(store: QuotaStore) -> list[Item]:
     try:
         return store.items()
     except API_ERRORS as exc:
-        raise BackendUnavailable(f"Kubernetes API: queues: {exc}") from None
+        raise BackendUnavailable(f"Kubernetes API: quotas: {exc}") from None
 
 
 @router.get("", response_model=QuotasPublic)
@@ -95,7 +97,7 @@ def queues_series(
     window_s: Annotated[float, Query(gt=0, le=30 * 86400, description="how far back")] = 3600.0,
     points: Annotated[int, Query(ge=2, le=MAX_POINTS, description="bins in the window")] = 120,
 ) -> QuotaSeriesPublic:
-    """Each queue's GPUs over the last `window_s` of the backend's clock, as the mean
+    """Each quota's GPUs over the last `window_s` of the backend's clock, as the mean
     over each of `points` bins (numbers only, no job named)."""
     store = _store(request, session)
     items = _items(store)
@@ -103,7 +105,7 @@ def queues_series(
     now_s = backend.now_s()
     if tree is None:
         return QuotaSeriesPublic(t_s=[], bin_s=window_s / points, now_s=now_s, data=[])
-    series = queue_series(session, tree, now_s, window_s, points)
+    series = quota_series(session, tree, now_s, window_s, points)
     rows = []
     for name in tree.names():
         node = tree.node(name)
@@ -128,7 +130,7 @@ def get_queue(
     for state in _states(session, store, _items(store)):
         if state.name == name:
             return state
-    raise HTTPException(status.HTTP_404_NOT_FOUND, f"queue {name!r} not found")
+    raise HTTPException(status.HTTP_404_NOT_FOUND, f"quota {name!r} not found")
 
 
 @router.put("/{name}", response_model=QuotaPublic, responses={201: {}, 403: {}})
@@ -140,7 +142,7 @@ def put_queue(
     session: SessionDep,
     user: AdminUser,
 ) -> QuotaPublic:
-    """Create or replace a queue (201 when created); the whole tree is checked."""
+    """Create or replace a quota (201 when created); the whole tree is checked."""
     store = _store(request, session)
     item = clean({"name": name, **body.model_dump()})
     items = with_change(_items(store), item, name)
@@ -149,23 +151,23 @@ def put_queue(
     try:
         created = store.put(item)
     except API_ERRORS as exc:
-        raise BackendUnavailable(f"Kubernetes API: queue {name}: {exc}") from None
+        raise BackendUnavailable(f"Kubernetes API: quota {name}: {exc}") from None
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return next(s for s in _states(session, store, items) if s.name == name)
 
 
 @router.delete("/{name}", status_code=204, responses={**NOT_FOUND, 403: {}})
 def delete_queue(name: QuotaName, request: Request, session: SessionDep, user: AdminUser) -> None:
-    """Delete a queue; refused (422 naming the child's parent) while it has children."""
+    """Delete a quota; refused (422 naming the child's parent) while it has children."""
     store = _store(request, session)
     items = _items(store)
     if not any(i["name"] == name for i in items):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"queue {name!r} not found")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"quota {name!r} not found")
     _check(with_change(items, None, name), name, None)
     try:
         store.delete(name)
     except API_ERRORS as exc:
-        raise BackendUnavailable(f"Kubernetes API: queue {name}: {exc}") from None
+        raise BackendUnavailable(f"Kubernetes API: quota {name}: {exc}") from None
 
 
 def _check(items: list[Item], name: str, item: Item | None) -> None:
@@ -205,11 +207,11 @@ def _refuse_field(field: tuple[str, ...], message: str, item: Item) -> NoReturn:
     raise invalid(("body", *field), message, item)
 
 
-def _states(session: Session, store: QueueStore, items: list[Item]) -> list[QuotaPublic]:
+def _states(session: Session, store: QuotaStore, items: list[Item]) -> list[QuotaPublic]:
     tree = checked_tree(items, "") if items else None
     if tree is None:
         return []
-    operator = store.statuses() if isinstance(store, KubeQueueStore) else {}
+    operator = store.statuses() if isinstance(store, KubeQuotaStore) else {}
     usage = _usage(session, tree)
     out = []
     for item in items:
@@ -252,7 +254,7 @@ class _Usage:
 
 
 def _usage(session: Session, tree: QueueTree) -> dict[str, _Usage]:
-    """Each queue's figures from the jobs of the tenants its leaves list."""
+    """Each quota's figures from the jobs of the tenants its leaves list."""
     usage: dict[str, _Usage] = defaultdict(_Usage)
     live = [JobStatus.RUNNING.value, JobStatus.SUCCEEDED.value, *WAITING_VALUES]
     rows = session.execute(

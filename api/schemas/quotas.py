@@ -1,5 +1,5 @@
 """Bodies of the quota tree's routes (api/routes/quotas.py): QuotaSpecBody to
-create or replace a queue, QuotaPublic and QuotasPublic to read them."""
+create or replace a quota, QuotaPublic and QuotasPublic to read them."""
 
 from __future__ import annotations
 
@@ -11,23 +11,23 @@ from api.schemas.common import WHOLE
 from controller.quotas.spec import MAX_WEIGHT
 from controller.spec.types import MAX_GPUS
 
-QUEUE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, as a Queue's name
-QuotaName = Annotated[str, Field(pattern=QUEUE_NAME_PATTERN, max_length=63, examples=["team-a"])]
+QUOTA_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, as a Quota's name
+QuotaName = Annotated[str, Field(pattern=QUOTA_NAME_PATTERN, max_length=63, examples=["team-a"])]
 # At most the largest cluster's GPUs (the route checks the cluster's own size).
 Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True), WHOLE]
 Quota = Gpus | dict[Annotated[str, Field(min_length=1, max_length=100)], Gpus]
 
 
 class QuotaSpecBody(BaseModel):
-    """A queue as an admin defines it (the Queue resource's spec, docs/queues.md)."""
+    """A quota as an admin defines it (the Quota resource's spec, docs/quotas.md)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    parent: QuotaName | None = Field(None, description="the parent queue; null for a root")
+    parent: QuotaName | None = Field(None, description="the parent quota; null for a root")
     guarantee: Quota | None = Field(
         None,
         description="GPUs always given when it has the work: a number of GPUs of any model, "
-        "or GPUs per model; null: 0 for a leaf, its children's sum for an inner queue",
+        "or GPUs per model; null: 0 for a leaf, its children's sum for an inner quota",
         examples=[64, {"A100": 32}],
     )
     limit: Quota | None = Field(None, description="most GPUs, borrowed included; null: none")
@@ -56,7 +56,7 @@ class QuotaPublic(QuotaSpecBody):
     pending_by_reason: dict[str, int] = Field(examples=[{"QueueAtLimit": 2}])
     finished_jobs: int
     avg_jct_s: float | None = Field(description="mean completion time of its finished jobs")
-    reclaims: int = Field(description="its jobs preempted to give another queue its guarantee")
+    reclaims: int = Field(description="its jobs preempted to give another quota its guarantee")
     phase: str = Field(examples=["Active"], description="Invalid: the operator refused it")
     message: str | None = None
 
@@ -79,7 +79,7 @@ class QuotaSeriesRow(BaseModel):
 
 
 class QuotaSeriesPublic(BaseModel):
-    """Each queue's GPUs over time (api/quotas/series.py), for the dashboard's chart."""
+    """Each quota's GPUs over time (api/quotas/series.py), for the dashboard's chart."""
 
     t_s: list[float] = Field(description="each bin's start, in the backend's clock")
     bin_s: float

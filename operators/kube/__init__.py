@@ -61,7 +61,7 @@ __all__ = [
 class Resource:
     """A kind the operator lists and watches, cluster-wide."""
 
-    name: str  # "dljobs", "pods", "nodes", "queues"
+    name: str  # "dljobs", "pods", "nodes", "quotas" (or the deprecated "queues")
     label_selector: str | None = None
     field_selector: str | None = None  # e.g. the node agent's spec.nodeName=<node>
 
@@ -91,9 +91,9 @@ class KubeApi(DLJobCalls):
                 fn = self.custom.list_namespaced_custom_object
                 return fn, {**crd_args(), "namespace": ns, **kw}
             return self.custom.list_cluster_custom_object, {**crd_args(), **kw}
-        if res.name == crd.QUEUE_PLURAL:  # cluster-scoped
+        if res.name in (crd.QUOTA_PLURAL, crd.LEGACY_QUEUE_PLURAL):  # cluster-scoped
             fn = self.custom.list_cluster_custom_object
-            return fn, {**crd_args(), "plural": crd.QUEUE_PLURAL, **kw}
+            return fn, {**crd_args(), "plural": res.name, **kw}
         raise ValueError(f"unknown resource {res.name}")
 
     def list_objects(self, res: Resource) -> tuple[list[Obj], str]:

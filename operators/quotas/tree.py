@@ -1,17 +1,19 @@
-"""Queue resources to the quota tree, and the tree's state back into their status.
+"""Quota resources to the quota tree, and the tree's state back into their status.
 
-The operator (operators/operator.py) lists the cluster-scoped `Queue` resources each
-round (`QueueReader`), turns them into the controller's `QueueTree` with the same
-loader replays use (controller.quotas.spec, in its flat `parent` form), hands the
-tree to the controller as its `Quotas` (controller.quotas.admission: the admission
-and reclaim step replays run, so a live queue gets its guarantee and borrowed GPUs
-are reclaimed by the backend's graceful preemption), and after the round writes
-each Queue's status (`queue_status`). The API in cluster mode
-(api/quotas/store.py) converts with `queue_data`/`queue_object` as well, so that REST
-and kubectl meet in the same resources.
+The operator (operators/operator.py) lists the cluster-scoped `Quota` resources each
+round (`QuotaReader`; the deprecated `Queue` ones too, for one release: a Quota wins
+over a Queue of the same name, and a log line says to migrate), turns them into the
+controller's `QueueTree` with the same loader replays use (controller.quotas.spec, in
+its flat `parent` form), hands the tree to the controller as its `Quotas`
+(controller.quotas.admission: the admission and reclaim step replays run, so a live
+quota gets its guarantee and borrowed GPUs are reclaimed by the backend's graceful
+preemption), and after the round writes each object's status (`quota_statuses`),
+to the kind it was read from. The API in cluster mode (api/quotas/store.py) converts
+with `quota_data`/`quota_object` as well, so that REST and kubectl meet in the same
+resources.
 
 A tree with a broken rule is not applied: the operator keeps the last tree that was
-valid (none at first: no quotas) and marks the queue at fault Invalid, naming the
+valid (none at first: no quotas) and marks the quota at fault Invalid, naming the
 field, as a DLJob that cannot run is marked Invalid.
 """
 
@@ -24,34 +26,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client import ApiException  # type: ignore[import-untyped]
-
 from controller.model import JobView, Plan, Snapshot
 from controller.model.quotas import QueueSpecError, QueueTree
 from controller.quotas.admission import Quotas
 from controller.quotas.spec import queues_from_data
 from operators import crd
 from operators.dljobs.resources import DEFAULT_GRACE_S
-from operators.kube import API_ERRORS, NOT_FOUND, KubeApi, Resource
-from operators.logs import emit, one_line
-from operators.quotas.resources import QueueApi
+from operators.kube import API_ERRORS, KubeApi
+from operators.logs import emit
+from operators.quotas.resources import QuotaApi, is_legacy, legacy, list_quotas
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-# How often the Queues are listed: an admin's change is applied within this (plus
-# the wait for the next round) at the cost of one LIST; reads are cheap, and rounds
-# can come every 50 ms under load.
-QUEUE_READ_S = 1.0
+# How often the Quotas are listed: an admin's change is applied within this (plus
+# the wait for the next round) at the cost of two LISTs (the deprecated Queues too);
+# reads are cheap, and rounds can come every 50 ms under load.
+QUOTA_READ_S = 1.0
 ACTIVE = "Active"
 INVALID = "Invalid"
 _INDEX = re.compile(r"^queues\[(\d+)\]\.?")
-_QUEUES = Resource(crd.QUEUE_PLURAL)
 
 
-def queue_data(obj: Obj) -> dict[str, Any]:
-    """A Queue resource as one item of the loader's flat list (`parent` form)."""
+def quota_data(obj: Obj) -> dict[str, Any]:
+    """A Quota (or Queue) resource as one item of the loader's flat list (`parent` form)."""
     spec = obj.get("spec") or {}
     item: dict[str, Any] = {"name": obj["metadata"]["name"]}
     for key, by_model in (("guarantee", "guaranteeByModel"), ("limit", "limitByModel")):
@@ -64,8 +63,8 @@ def queue_data(obj: Obj) -> dict[str, Any]:
     return item
 
 
-def queue_object(item: Mapping[str, Any]) -> Obj:
-    """The Queue resource for one loader item (the API's create and replace)."""
+def quota_object(item: Mapping[str, Any]) -> Obj:
+    """The Quota resource for one loader item (the API's create and replace)."""
     spec: dict[str, Any] = {}
     for key, by_model in (("guarantee", "guaranteeByModel"), ("limit", "limitByModel")):
         value = item.get(key)
@@ -78,7 +77,7 @@ def queue_object(item: Mapping[str, Any]) -> Obj:
             spec[key] = item[key]
     return {
         "apiVersion": crd.API_VERSION,
-        "kind": crd.QUEUE_KIND,
+        "kind": crd.QUOTA_KIND,
         "metadata": {"name": item["name"]},
         "spec": spec,
     }
@@ -86,19 +85,19 @@ def queue_object(item: Mapping[str, Any]) -> Obj:
 
 @dataclass(frozen=True)
 class TreeRead:
-    """One reading of the Queues: the tree (None when there are none or the first
-    ones are broken) and, when broken, the queue at fault and why."""
+    """One reading of the Quotas: the tree (None when there are none or the first
+    ones are broken) and, when broken, the quota at fault and why."""
 
     tree: QueueTree | None
     invalid: dict[str, str]
 
 
 def read_tree(objs: list[Obj]) -> TreeRead:
-    """The tree the Queue resources define, in name order (deterministic)."""
+    """The tree the Quota resources define, in name order (deterministic)."""
     if not objs:
         return TreeRead(None, {})
     ordered = sorted(objs, key=lambda o: str(o["metadata"]["name"]))
-    items = [queue_data(o) for o in ordered]
+    items = [quota_data(o) for o in ordered]
     try:
         return TreeRead(queues_from_data(items), {})
     except QueueSpecError as exc:
@@ -119,10 +118,11 @@ def _spec_message(exc: QueueSpecError) -> str:
     return f"{field}: {exc.message}"
 
 
-class QueueReader:
-    """Lists the Queue resources at most every `every_s`; keeps the last valid tree."""
+class QuotaReader:
+    """Lists the Quota resources (and the deprecated Queues) at most every `every_s`;
+    keeps the last valid tree."""
 
-    def __init__(self, api: KubeApi, every_s: float = QUEUE_READ_S) -> None:
+    def __init__(self, api: KubeApi, every_s: float = QUOTA_READ_S) -> None:
         self.api = api
         self.every_s = every_s
         self.objects: list[Obj] = []
@@ -135,6 +135,7 @@ class QueueReader:
         self.invalid: dict[str, str] = {}
         self._read_at = -float("inf")
         self._missing_logged = False
+        self._legacy_logged: list[str] = []
 
     def read(self, now: float | None = None) -> QueueTree | None:
         """The tree to apply this round (the previous one between reads)."""
@@ -143,43 +144,51 @@ class QueueReader:
             return self.tree
         self._read_at = now
         try:
-            self.objects = self.list_queues()
+            self.objects = self.list_quotas()
         except API_ERRORS:
             return self.tree  # KubeApi logged it; the last tree stays in force
         got = read_tree(self.objects)
         self.invalid = got.invalid
         if got.invalid:
             for name, message in got.invalid.items():
-                emit(log, logging.WARNING, "queue invalid", queue=name, error=message)
+                emit(log, logging.WARNING, "quota invalid", quota=name, error=message)
         elif got.tree != self.tree:
             self.tree = got.tree
             self.quotas = None if got.tree is None else Quotas(got.tree, grace_s=DEFAULT_GRACE_S)
         return self.tree
 
-    def list_queues(self) -> list[Obj]:
-        """Every Queue; none when the CRD is not installed (logged once)."""
-        try:
-            objs, _ = self.api.list_objects(_QUEUES)
-        except ApiException as exc:
-            if exc.status != NOT_FOUND:
-                raise
-            if not self._missing_logged:
-                emit(log, logging.INFO, "no Queue CRD: no quotas", error=one_line(exc))
-                self._missing_logged = True
-            return []
-        return objs
+    def list_quotas(self) -> list[Obj]:
+        """Every Quota, and each deprecated Queue no Quota replaces; none when neither
+        CRD is installed (a missing Quota CRD logged once). The Queues still read are
+        logged when they change, with the command that migrates them."""
+        got = list_quotas(self.api)
+        if crd.QUOTA_PLURAL in got.missing and not self._missing_logged:
+            queues = crd.LEGACY_QUEUE_PLURAL not in got.missing
+            what = "quotas from deprecated Queues only" if queues else "no quotas"
+            emit(log, logging.INFO, f"no Quota CRD: {what}", crd=crd.QUOTA_CRD_PATH.name)
+            self._missing_logged = True
+        if got.legacy and got.legacy != self._legacy_logged:
+            emit(
+                log,
+                logging.WARNING,
+                "deprecated Queues read as Quotas",
+                queues=",".join(got.legacy),
+                migrate_with="gpuflow quotas migrate",
+            )
+        self._legacy_logged = got.legacy
+        return got.objects
 
 
-def queue_statuses(
+def quota_statuses(
     tree: QueueTree | None,
     invalid: Mapping[str, str],
     snapshot: Snapshot,
     plan: Plan,
     reclaims: Mapping[str, int],
 ) -> dict[str, Obj]:
-    """Each queue's status after a round: GPUs its running jobs hold (an inner
-    queue's subtree's), how many over its guarantee, its waiting jobs by the round's
-    reason, its reclaims so far; a queue at fault is Invalid with the reason."""
+    """Each quota's status after a round: GPUs its running jobs hold (an inner
+    quota's subtree's), how many over its guarantee, its waiting jobs by the round's
+    reason, its reclaims so far; a quota at fault is Invalid with the reason."""
     out: dict[str, Obj] = {}
     if tree is not None:
         held = dict.fromkeys(tree.names(), 0)
@@ -213,27 +222,33 @@ def queue_statuses(
     return out
 
 
-class QueueStatusWriter:
-    """Writes each Queue's status when it changed (one replace per changed queue)."""
+class QuotaStatusWriter:
+    """Writes each object's status when it changed (one replace per changed quota), to
+    the kind it was read from: a Queue not yet migrated keeps its status current."""
 
     def __init__(self, api: KubeApi) -> None:
-        self.queues = QueueApi(api)
-        self._written: dict[str, Obj] = {}
+        self.quotas = QuotaApi(api)
+        self.legacy = legacy(api)
+        # The last status written, by (kind, name): a Queue migrated to a Quota of its
+        # name is a new object whose status is still to write.
+        self._written: dict[tuple[str, str], Obj] = {}
 
     def write(self, objects: list[Obj], statuses: Mapping[str, Obj], now_iso: str) -> None:
         """Write the statuses that changed; `objects` (the reader's) take the written
         objects' resourceVersions, so the next write does not conflict."""
         for i, obj in enumerate(objects):
             name = obj["metadata"]["name"]
+            key = (str(obj.get("kind")), name)
             status = statuses.get(name)
-            if status is None or self._written.get(name) == status:
+            if status is None or self._written.get(key) == status:
                 continue
             body = {**obj, "status": {**status, "updateTime": now_iso}}
+            calls = self.legacy if is_legacy(obj) else self.quotas
             try:
-                objects[i] = self.queues.replace_status(body)
+                objects[i] = calls.replace_status(body)
             except API_ERRORS:
                 continue  # KubeApi logged it (a conflict: the next read brings it)
-            self._written[name] = status
+            self._written[key] = status
 
 
 def reclaimed(snapshot: Snapshot, plan: Plan) -> list[JobView]:

@@ -91,7 +91,7 @@ class ElasticFlowState:
 @dataclass(frozen=True)
 class ElasticFlow:
     # Quotas: the GPUs the deadline jobs of each queue (JobSpec.queue, else its tenant)
-    # may be promised together, its guarantee in the queue tree (docs/queues.md);
+    # may be promised together, its guarantee in the quota tree (docs/quotas.md);
     # a queue not named is bounded by the cluster alone.
     queue_gpus: Mapping[str, int] = field(default_factory=dict)
     # A job's largest size capped by model or "model:batch" (policies.size_caps);

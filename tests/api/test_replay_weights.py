@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from api.app import create_app
-from api.quotas.tree import DbQueueStore
+from api.quotas.tree import DbQuotaStore
 from api.replays.dispatch import _window_start, choose, pump
 from api.settings import Settings
 from api.store.db import make_engine, make_sessionmaker
@@ -94,7 +94,7 @@ def test_pump_reads_the_weights_from_the_queues_and_the_ended_replays(
     sessions = make_sessionmaker(engine)
     try:
         with sessions() as session:
-            store = DbQueueStore(session)
+            store = DbQuotaStore(session)
             store.put({"name": "vision", "weight": 3.0, "tenants": ["vision"]})
             store.put({"name": "speech", "weight": 1.0, "tenants": ["speech"]})
             session.add_all(

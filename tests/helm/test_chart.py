@@ -42,7 +42,9 @@ WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 OPERATOR_RULES = {
     ("gpuflow.dev", "dljobs"): ["get", "list", "update", "watch"],
     ("gpuflow.dev", "dljobs/status"): ["update"],
-    ("gpuflow.dev", "queues"): ["list"],
+    ("gpuflow.dev", "quotas"): ["list"],
+    ("gpuflow.dev", "quotas/status"): ["update"],
+    ("gpuflow.dev", "queues"): ["list"],  # the deprecated Queue kind, for one release
     ("gpuflow.dev", "queues/status"): ["update"],
     ("", "pods"): ["create", "delete", "list", "patch", "watch"],
     ("", "services"): ["create"],
@@ -86,14 +88,22 @@ def test_typed_by_the_kubernetes_models(render: Render, variant: str) -> None:
 
 
 def test_crds_are_the_ones_in_crds(render: Render) -> None:
-    dljob, queue = sorted(
+    dljob, queue, quota = sorted(
         render().of_kind("CustomResourceDefinition"), key=lambda c: c["metadata"]["name"]
     )
     assert dljob == yaml.safe_load((CHART / "crds" / "dljob.yaml").read_text())
     assert dljob["metadata"]["name"] == "dljobs.gpuflow.dev"
+    assert quota == yaml.safe_load((CHART / "crds" / "quota.yaml").read_text())
+    assert quota["metadata"]["name"] == "quotas.gpuflow.dev"
+    assert quota["spec"]["scope"] == "Cluster"
+    # The deprecated kind: the same schema under its old names, its version deprecated.
     assert queue == yaml.safe_load((CHART / "crds" / "queue.yaml").read_text())
     assert queue["metadata"]["name"] == "queues.gpuflow.dev"
-    assert queue["spec"]["scope"] == "Cluster"
+    [old], [new] = queue["spec"]["versions"], quota["spec"]["versions"]
+    assert old.pop("deprecated") is True and "quotas migrate" in old.pop("deprecationWarning")
+    assert old["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].keys() == (
+        new["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].keys()
+    )
 
 
 def test_operator_deployment_and_exact_rbac(render: Render) -> None:
@@ -253,7 +263,8 @@ def test_cluster_mode_api(render: Render) -> None:
     assert rules_of(bound_role(m, spec["serviceAccountName"])) == {
         ("gpuflow.dev", "dljobs"): ["create", "delete", "get", "list", "watch"],
         ("gpuflow.dev", "dljobs/status"): ["get", "update"],
-        ("gpuflow.dev", "queues"): ["create", "delete", "get", "list", "update"],
+        ("gpuflow.dev", "quotas"): ["create", "delete", "get", "list", "update"],
+        ("gpuflow.dev", "queues"): ["delete", "list"],
         ("", "nodes"): ["list", "patch", "watch"],
         ("", "secrets"): ["create", "delete", "get", "update"],
         ("", "configmaps"): ["create", "get", "update"],

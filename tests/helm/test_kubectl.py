@@ -3,7 +3,7 @@ plane (`kube_cluster`, tests/conftest.py):
 
 - the CRDs, the ConfigMap and the Services are applied with `kubectl apply -f` into the
   chart's namespace (made for the test, deleted after it), a DLJob
-  (examples/dljob.yaml) is created through the CRD and the example Queues too;
+  (examples/dljob.yaml) is created through the CRD and the example Quotas too;
 - every kind of every variant is applied with `--dry-run=server`: the real
   kube-apiserver decodes, defaults and validates each object (kubectl asks for strict
   field validation, so an unknown field is refused) and stores nothing;
@@ -106,7 +106,7 @@ def test_served_kinds_apply_and_the_crd_takes_a_dljob(
     # The ConfigMaps: the policy's and the Grafana dashboard's.
     assert sorted(d["kind"] for d in served) == [
         "ConfigMap", "ConfigMap", "CustomResourceDefinition", "CustomResourceDefinition",
-        "Service", "Service", "Service",
+        "CustomResourceDefinition", "Service", "Service", "Service",
     ]  # fmt: skip
     path = tmp_path / "served.yaml"
     path.write_text(yaml.safe_dump_all(served))
@@ -129,8 +129,11 @@ def test_served_kinds_apply_and_the_crd_takes_a_dljob(
     table = kubectl(tmp_path, "get", "dlj", kubeconfig=kc).stdout.split()
     header = ["NAME", "GPUS", "ALLOCATED", "STATUS", "NODES", "AGE"]
     assert table[:6] == header and "resnet50" in table
-    queues = kubectl(tmp_path, "apply", "-f", str(ROOT / "examples" / "queues.yaml"), kubeconfig=kc)
-    assert queues.stdout.count(" created") == 4, queues.stdout
+    quotas = kubectl(tmp_path, "apply", "-f", str(ROOT / "examples" / "quotas.yaml"), kubeconfig=kc)
+    lines = quotas.stdout.splitlines()
+    assert len(lines) == 4 and all(
+        ln.startswith("quota.gpuflow.dev/") and ln.endswith(" created") for ln in lines
+    ), quotas.stdout
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

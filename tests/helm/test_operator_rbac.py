@@ -3,12 +3,12 @@
 Every request the operator makes goes through `KubeCalls._call(verb, resource)`
 (operators/kube/calls.py); the test records those of one operator running a
 scenario that reaches each of its writers (jobs started, reported, spread over two
-nodes so that the fair network annotates their pods, a drained node, a quota tree, a
-deleted job, a policy switch), adds the calls made only on an error path, and compares them with the
-ClusterRole the chart renders. A verb the code needs and the role lacks is a 403 on a
-real cluster (issue 25: `patch` on pods, which every live batch size, egress rate and
-communication slot needs); one the role grants that nothing calls is a grant too
-many.
+nodes so that the fair network annotates their pods, a drained node, a quota tree of a
+Quota and a Queue not yet migrated, a deleted job, a policy switch), adds the calls
+made only on an error path, and compares them with the ClusterRole the chart renders.
+A verb the code needs and the role lacks is a 403 on a real cluster (issue 25: `patch`
+on pods, which every live batch size, egress rate and communication slot needs); one
+the role grants that nothing calls is a grant too many.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from operators.kube import KubeApi
 from operators.kube.leader import LeaseConfig
 from operators.operator import Operator, OperatorConfig
 from operators.policy_config import read_running, write_policy
-from operators.quotas.resources import QueueApi
+from operators.quotas.resources import QuotaApi, legacy
 from tests.helm.chart import Manifests, bound_role, name, rules_of
 from tests.operators.builders import make_dljob
 from tests.operators.conftest import gpu_cluster
@@ -36,7 +36,12 @@ from tests.waiting import wait_for
 
 __all__ = ["gpu_cluster"]
 
-GROUPS = {"dljobs": crd.GROUP, "queues": crd.GROUP, "leases": "coordination.k8s.io"}
+GROUPS = {
+    "dljobs": crd.GROUP,
+    "quotas": crd.GROUP,
+    "queues": crd.GROUP,
+    "leases": "coordination.k8s.io",
+}
 # Calls made only when something fails, which the scenario need not meet:
 # (group, resource, verb) -> where.
 ERROR_PATHS = {
@@ -80,9 +85,14 @@ def test_the_operator_role_is_exactly_what_the_operator_calls(
     gpu_cluster: RealCluster, render: Callable[..., Manifests]
 ) -> None:
     api = gpu_cluster.api
-    QueueApi(api).create(
-        {"apiVersion": crd.API_VERSION, "kind": crd.QUEUE_KIND,
+    QuotaApi(api).create(
+        {"apiVersion": crd.API_VERSION, "kind": crd.QUOTA_KIND,
          "metadata": {"name": "default"}, "spec": {"guarantee": 16}}
+    )  # fmt: skip
+    # A Queue not yet migrated (the deprecated kind): read and its status written too.
+    legacy(api).create(
+        {"apiVersion": crd.API_VERSION, "kind": crd.LEGACY_QUEUE_KIND,
+         "metadata": {"name": "old"}, "spec": {"guarantee": 0}}
     )  # fmt: skip
     recording = RecordingApi(gpu_cluster.client)
     config = OperatorConfig(
@@ -122,8 +132,9 @@ def test_the_operator_role_is_exactly_what_the_operator_calls(
                 "annotations") or {}),
             30,
         )  # fmt: skip
-        queues = QueueApi(api)
-        wait_for("the queue's status", lambda: (queues.get("default") or {}).get("status"), 30)
+        quotas, queues = QuotaApi(api), legacy(api)
+        wait_for("the quota's status", lambda: (quotas.get("default") or {}).get("status"), 30)
+        wait_for("the old queue's status", lambda: (queues.get("old") or {}).get("status"), 30)
         wait_for("a lease renewal", lambda: ("coordination.k8s.io", "leases", "update")
                  in recording.calls, 10)  # fmt: skip
     finally:

@@ -16,6 +16,7 @@ import yaml
 from kubernetes import client  # type: ignore[import-untyped]
 
 from gpuflow.sandbox.kube.apiserver import KubeServer
+from operators import crd
 from tests.kube.samples import GROUP, PLURAL, VERSION, dljob_crd, make_dljob, make_event, make_pod
 
 KUBECTL = shutil.which("kubectl")
@@ -261,3 +262,24 @@ def test_what_kubectl_asks_for(kube_server: KubeServer, applied: Kubectl) -> Non
     assert aggregated  # asked for, answered with the legacy format it falls back to
     tables = [r for r in kube_server.requests if "as=Table" in r.accept]
     assert tables[-1].path == f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{PLURAL}?limit=500"
+
+
+def test_a_deprecated_crd_version_warns_as_the_real_server_does(kubectl: Kubectl) -> None:
+    """The deprecated Queue kind (helm/gpuflow/crds/queue.yaml): every request on it
+    carries the version's deprecationWarning, which kubectl prints on stderr, as
+    tests/operators/test_quota_crd.py sees the real kube-apiserver do; Quotas do not."""
+    for path in (crd.LEGACY_QUEUE_CRD_PATH, crd.QUOTA_CRD_PATH):
+        kubectl("apply", "-f", str(path))
+    warning = (
+        "Warning: gpuflow.dev/v1alpha1 Queue is deprecated; use Quota (quotas.gpuflow.dev):"
+        " gpuflow quotas migrate copies Queues to Quotas"
+    )
+    old = {"apiVersion": crd.API_VERSION, "kind": "Queue", "metadata": {"name": "old"},
+           "spec": {"guarantee": 4}}  # fmt: skip
+    done = kubectl("apply", "-f", kubectl.write("old.yaml", old))
+    assert done.stdout.strip() == "queue.gpuflow.dev/old created"
+    assert done.stderr.strip() == warning
+    assert kubectl("get", "queues", "-o", "name").stderr.strip() == warning
+    new = {**old, "kind": "Quota"}
+    done = kubectl("apply", "-f", kubectl.write("new.yaml", new))
+    assert (done.stdout.strip(), done.stderr) == ("quota.gpuflow.dev/old created", "")

@@ -98,13 +98,15 @@ def make_dljob(
 def install_crd(client: Any) -> None:
     ext = kubernetes.client.ApiextensionsV1Api(client)
     ext.create_custom_resource_definition(crd.load_crd_manifest())
-    ext.create_custom_resource_definition(crd.load_crd_manifest(crd.QUEUE_CRD_PATH))
+    ext.create_custom_resource_definition(crd.load_crd_manifest(crd.QUOTA_CRD_PATH))
+    # The deprecated Queue kind too, as a cluster from before Quota has it.
+    ext.create_custom_resource_definition(crd.load_crd_manifest(crd.LEGACY_QUEUE_CRD_PATH))
     api = KubeApi(client)
     deadline = time.monotonic() + 5
     while True:
         try:
-            api.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, crd.PLURAL)
-            api.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, crd.QUEUE_PLURAL)
+            for plural in (crd.PLURAL, crd.QUOTA_PLURAL, crd.LEGACY_QUEUE_PLURAL):
+                api.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, plural)
             return
         except kubernetes.client.ApiException:
             if time.monotonic() > deadline:

@@ -127,7 +127,7 @@ def ensure_crds(client: Any) -> None:
 
 
 def reset(api: KubeApi) -> None:
-    """Remove every object an operator test makes. DLJobs and Queues lose their
+    """Remove every object an operator test makes. DLJobs, Quotas and Queues lose their
     finalizers first (no operator is left to run them); pods go at once (grace 0)."""
     custom, core, group, version = api.custom, api.core, crd.GROUP, crd.VERSION
     jobs, _ = api.list_objects(Resource(crd.PLURAL))
@@ -137,12 +137,13 @@ def reset(api: KubeApi) -> None:
             call(custom.patch_namespaced_custom_object, group, version, ns, crd.PLURAL, name,
                  NO_FINALIZERS)  # fmt: skip
         call(custom.delete_collection_namespaced_custom_object, group, version, ns, crd.PLURAL)
-    queues, _ = api.list_objects(Resource(crd.QUEUE_PLURAL))
-    for queue in queues:
-        name = queue["metadata"]["name"]
-        call(custom.patch_cluster_custom_object, group, version, crd.QUEUE_PLURAL, name,
-             NO_FINALIZERS)  # fmt: skip
-    call(custom.delete_collection_cluster_custom_object, group, version, crd.QUEUE_PLURAL)
+    for plural in (crd.QUOTA_PLURAL, crd.LEGACY_QUEUE_PLURAL):
+        quotas, _ = api.list_objects(Resource(plural))
+        for quota in quotas:
+            name = quota["metadata"]["name"]
+            call(custom.patch_cluster_custom_object, group, version, plural, name,
+                 NO_FINALIZERS)  # fmt: skip
+        call(custom.delete_collection_cluster_custom_object, group, version, plural)
     call(core.delete_collection_namespaced_pod, NAMESPACE, grace_period_seconds=0)
     for svc in core.list_namespaced_service(NAMESPACE).items:
         if svc.metadata.name != "kubernetes":

@@ -23,7 +23,7 @@ from operators.dljobs.resources import DEFAULT_GRACE_S
 from operators.kube import KubeApi
 from operators.kube.calls import crd_args
 from operators.pods.failure_policy import EXIT_CHECKPOINTED
-from operators.quotas.resources import QueueApi
+from operators.quotas.resources import QuotaApi
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.harness import phases, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
@@ -72,8 +72,8 @@ class StatusReasons:
                     seen.add((obj.get("status") or {}).get("reason", ""))
 
 
-def queue(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": crd.API_VERSION, "kind": crd.QUEUE_KIND, "metadata": {"name": name},
+def quota(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": crd.API_VERSION, "kind": crd.QUOTA_KIND, "metadata": {"name": name},
             "spec": spec}  # fmt: skip
 
 
@@ -96,10 +96,10 @@ def running_by_team(got: dict[str, str]) -> dict[str, int]:
 def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
     gpu_cluster: RealCluster, policy: str
 ) -> None:
-    api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
-    queues.create(queue("org", guarantee=16))
+    api, quotas = gpu_cluster.api, QuotaApi(gpu_cluster.api)
+    quotas.create(quota("org", guarantee=16))
     for team, gpus in GUARANTEES.items():
-        queues.create(queue(team, parent="org", guarantee=gpus, weight=WEIGHTS[team]))
+        quotas.create(quota(team, parent="org", guarantee=gpus, weight=WEIGHTS[team]))
     kubelet = Kubelet(
         gpu_cluster.client, time_scale=1, sigterm_s=0.2, sigterm_exit=EXIT_CHECKPOINTED
     ).start()
@@ -112,7 +112,7 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
             wait_phases(api, "Running", flood)
 
             def borrowed() -> dict[str, Any] | None:
-                status = (queues.get("team-a") or {}).get("status") or {}
+                status = (quotas.get("team-a") or {}).get("status") or {}
                 return status if status.get("borrowedGpus") == 8 else None
 
             wait_for("team-a's borrowing in its status", borrowed, 60, 0.1)
@@ -132,7 +132,7 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
             # Held a while: the split stands (no swapping back and forth).
             time.sleep(3 * INTERVAL_S)
             assert running_by_team(phases(api)) == GUARANTEES
-            statuses = {n: (queues.get(n) or {}).get("status") or {} for n in GUARANTEES}
+            statuses = {n: (quotas.get(n) or {}).get("status") or {} for n in GUARANTEES}
     finally:
         kubelet.stop()
     # Within one round plus the grace period the quota step waits for (the pods'
@@ -151,7 +151,7 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
     events = gpu_cluster.api.core.list_namespaced_event("default").items
     why = {e.involved_object.name: e for e in events if e.reason.startswith("Preempted")}
     assert sorted(why) == sorted(reclaimed)
-    # FIFO never preempts: every stop is the queues' reclaim, named as the cause. Pollux
+    # FIFO never preempts: every stop is the quotas' reclaim, named as the cause. Pollux
     # (and Tiresias, when its least-attained-service order gets there first) may stop
     # team-a's jobs itself for the newcomers; the quotas then only hold the shares.
     by_reclaim = [n for n in reclaimed if why[n].reason == "PreemptedForReclaim"]
@@ -163,7 +163,7 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
     a, b, c = (statuses[t] for t in ("team-a", "team-b", "team-c"))
     assert (a["allocatedGpus"], a["borrowedGpus"], a["reclaims"]) == (8, 0, len(by_reclaim))
     assert (b["allocatedGpus"], b["reclaims"], c["allocatedGpus"], c["reclaims"]) == (5, 0, 3, 0)
-    # Every waiting job waits because of its queue's share, and says so.
+    # Every waiting job waits because of its quota's share, and says so.
     assert set(a["pendingByReason"]) == {"QueueOverShare"}, a
     assert b["pendingByReason"] == {"QueueOverShare": 3}, b
     assert c["pendingByReason"] == {"QueueOverShare": 5}, c
@@ -175,9 +175,9 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
 def test_owed_jobs_wait_reclaim_pending_through_a_slow_checkpoint(gpu_cluster: RealCluster) -> None:
     """While the victims checkpoint (3 s here), their GPUs are still held: the owed jobs
     are told ReclaimPending, and no further job is preempted for the same GPUs."""
-    api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
-    queues.create(queue("team-a", guarantee=4))
-    queues.create(queue("team-b", guarantee=4, limit=6))
+    api, quotas = gpu_cluster.api, QuotaApi(gpu_cluster.api)
+    quotas.create(quota("team-a", guarantee=4))
+    quotas.create(quota("team-b", guarantee=4, limit=6))
     kubelet = Kubelet(
         gpu_cluster.client, time_scale=1, sigterm_s=3.0, sigterm_exit=EXIT_CHECKPOINTED
     ).start()

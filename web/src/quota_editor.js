@@ -1,10 +1,10 @@
 // @ts-check
 /**
- * The admin's queue editor on the Quotas page (quotas.js): create or replace a queue
+ * The admin's quota editor on the Quotas page (quotas.js): create or replace a quota
  * (PUT /api/v1/quotas/{name}) and delete one (DELETE). The API checks every change as
  * the whole tree it makes; a refusal (422) is shown on the field it names, and one
- * naming another queue's field (a parent's guarantee its children now pass) above the
- * form, with that queue named. Quotas are typed as a number of GPUs of any model, or
+ * naming another quota's field (a parent's guarantee its children now pass) above the
+ * form, with that quota named. Quotas are typed as a number of GPUs of any model, or
  * per model as "A100=32, H100=16"; anything else goes to the API as typed, which
  * refuses it by field: one set of rules, the server's.
  */
@@ -22,7 +22,7 @@ const LABELS = {
   name: "Name", parent: "Parent", guarantee: "Guarantee (GPUs, or per model: A100=32, H100=16)",
   limit: "Limit (empty: none)", weight: "Weight", tenants: "Tenants (comma-separated; empty: its name)",
 };
-// api/schemas/quotas.py QUEUE_NAME_PATTERN (a DNS label), as an HTML pattern.
+// api/schemas/quotas.py QUOTA_NAME_PATTERN (a DNS label), as an HTML pattern.
 const NAME_PATTERN = "[a-z0-9]([\\-a-z0-9]*[a-z0-9])?";
 
 /** @param {string} id @returns {HTMLInputElement} */
@@ -55,18 +55,18 @@ function quotaInput(quota) {
 }
 
 /**
- * @param {() => QuotaState[]} queues the page's last reading
+ * @param {() => QuotaState[]} quotas the page's last reading
  * @param {() => Promise<void>} changed called after a change is saved
  * @returns {Editor}
  */
-export function quotaEditor(queues, changed) {
+export function quotaEditor(quotas, changed) {
   function clearErrors() {
     for (const f of FIELDS) {
-      input(`queue-${f}`).removeAttribute("aria-invalid");
-      const msg = document.getElementById(`queue-${f}-error`);
+      input(`quota-${f}`).removeAttribute("aria-invalid");
+      const msg = document.getElementById(`quota-${f}-error`);
       if (msg) msg.textContent = "";
     }
-    const general = document.getElementById("queue-form-error");
+    const general = document.getElementById("quota-form-error");
     if (general) { general.textContent = ""; general.hidden = true; }
   }
 
@@ -76,30 +76,30 @@ export function quotaEditor(queues, changed) {
     /** @type {string[]} */
     const general = [];
     for (const d of err.detail) {
-      // ["body", "limit"], ["path", "name"]; another queue's: ["body", "research",
+      // ["body", "limit"], ["path", "name"]; another quota's: ["body", "research",
       // "guarantee"] on a change, ["team-a.parent"] on a delete.
       const all = /** @type {unknown[]} */ (d.loc ?? []).map(String);
       const loc = all[0] === "body" || all[0] === "path" ? all.slice(1) : all;
       const field = loc !== all || loc.length === 1 ? FIELDS.find((f) => f === loc[0]) : undefined;
       if (field) {
-        input(`queue-${field}`).setAttribute("aria-invalid", "true");
-        const box = /** @type {HTMLElement} */ (document.getElementById(`queue-${field}-error`));
+        input(`quota-${field}`).setAttribute("aria-invalid", "true");
+        const box = /** @type {HTMLElement} */ (document.getElementById(`quota-${field}-error`));
         box.textContent = box.textContent ? `${box.textContent}; ${d.msg}` : String(d.msg);
       } else {
-        // Another queue's field ("research.guarantee" or ["research", "guarantee"]).
+        // Another quota's field ("research.guarantee" or ["research", "guarantee"]).
         const [other, ...rest] = loc.join(".").split(".");
-        general.push(`queue ${other}${rest.length ? `, ${rest.join(".")}` : ""}: ${d.msg}`);
+        general.push(`quota ${other}${rest.length ? `, ${rest.join(".")}` : ""}: ${d.msg}`);
       }
     }
-    const box = /** @type {HTMLElement} */ (document.getElementById("queue-form-error"));
+    const box = /** @type {HTMLElement} */ (document.getElementById("quota-form-error"));
     box.textContent = general.length ? `Refused: ${general.join("; ")}` : "Refused: see the fields marked.";
     box.hidden = false;
-    const first = FIELDS.find((f) => input(`queue-${f}`).getAttribute("aria-invalid") === "true");
-    if (first) input(`queue-${first}`).focus();
+    const first = FIELDS.find((f) => input(`quota-${f}`).getAttribute("aria-invalid") === "true");
+    if (first) input(`quota-${first}`).focus();
   }
 
   function body() {
-    const value = (/** @type {string} */ f) => input(`queue-${f}`).value.trim();
+    const value = (/** @type {string} */ f) => input(`quota-${f}`).value.trim();
     const weight = value("weight");
     return {
       parent: value("parent") || null,
@@ -112,11 +112,11 @@ export function quotaEditor(queues, changed) {
 
   async function save() {
     clearErrors();
-    const name = input("queue-name").value.trim();
+    const name = input("quota-name").value.trim();
     try {
       /** @type {QuotaState} */
       const saved = await send(`/quotas/${encodeURIComponent(name)}`, "PUT", body());
-      announce(`Queue ${saved.name} saved: guarantee ${saved.guarantee_gpus} GPUs.`);
+      announce(`Quota ${saved.name} saved: guarantee ${saved.guarantee_gpus} GPUs.`);
     } catch (err) {
       showErrors(err);
       return;
@@ -126,22 +126,22 @@ export function quotaEditor(queues, changed) {
 
   async function remove() {
     clearErrors();
-    const name = input("queue-name").value.trim();
+    const name = input("quota-name").value.trim();
     try {
       await send(`/quotas/${encodeURIComponent(name)}`, "DELETE");
-      announce(`Queue ${name} deleted.`);
+      announce(`Quota ${name} deleted.`);
     } catch (err) {
       showErrors(err);
       return;
     }
-    /** @type {HTMLFormElement} */ (document.getElementById("queue-form")).reset();
+    /** @type {HTMLFormElement} */ (document.getElementById("quota-form")).reset();
     await changed();
   }
 
   function refreshParents() {
-    const box = /** @type {HTMLSelectElement|null} */ (document.getElementById("queue-parent"));
+    const box = /** @type {HTMLSelectElement|null} */ (document.getElementById("quota-parent"));
     if (!box) return;
-    const names = queues().map((q) => q.name).sort();
+    const names = quotas().map((q) => q.name).sort();
     const have = [...box.options].slice(1).map((o) => o.value);
     if (have.join("\n") === names.join("\n")) return;
     const chosen = box.value;
@@ -149,43 +149,43 @@ export function quotaEditor(queues, changed) {
     box.value = names.includes(chosen) ? chosen : "";
   }
 
-  /** Fill the form with queue `name`'s spec. @param {string} name */
+  /** Fill the form with quota `name`'s spec. @param {string} name */
   function load(name) {
-    const q = queues().find((s) => s.name === name);
+    const q = quotas().find((s) => s.name === name);
     if (!q) return;
     clearErrors();
     refreshParents();
-    input("queue-name").value = q.name;
-    input("queue-parent").value = q.parent ?? "";
-    input("queue-guarantee").value = quotaInput(q.guarantee);
-    input("queue-limit").value = quotaInput(q.limit);
-    input("queue-weight").value = String(q.weight);
-    input("queue-tenants").value = q.tenants.join(", ");
-    input("queue-name").focus();
-    announce(`Editing queue ${q.name}.`);
+    input("quota-name").value = q.name;
+    input("quota-parent").value = q.parent ?? "";
+    input("quota-guarantee").value = quotaInput(q.guarantee);
+    input("quota-limit").value = quotaInput(q.limit);
+    input("quota-weight").value = String(q.weight);
+    input("quota-tenants").value = q.tenants.join(", ");
+    input("quota-name").focus();
+    announce(`Editing quota ${q.name}.`);
   }
 
   function form() {
     /** @param {string} f @param {HTMLElement} control */
     const field = (f, control) => {
-      control.setAttribute("aria-describedby", `queue-${f}-error`);
-      return [el("label", { for: `queue-${f}` }, LABELS[f]),
-        el("span", { class: "field" }, control, el("span", { id: `queue-${f}-error`, class: "field-error" }))];
+      control.setAttribute("aria-describedby", `quota-${f}-error`);
+      return [el("label", { for: `quota-${f}` }, LABELS[f]),
+        el("span", { class: "field" }, control, el("span", { id: `quota-${f}-error`, class: "field-error" }))];
     };
-    const box = el("form", { id: "queue-form", class: "fields", "aria-labelledby": "queue-form-title", novalidate: "" },
-      el("h3", { id: "queue-form-title" }, "Create, change or delete a queue"),
-      el("p", { id: "queue-form-error", class: "error", role: "alert", hidden: "" }),
-      ...field("name", el("input", { id: "queue-name", required: "", pattern: NAME_PATTERN, spellcheck: "false" })),
-      ...field("parent", el("select", { id: "queue-parent" }, el("option", { value: "" }, "(none: a root)"))),
-      ...field("guarantee", el("input", { id: "queue-guarantee", spellcheck: "false" })),
-      ...field("limit", el("input", { id: "queue-limit", spellcheck: "false" })),
-      ...field("weight", el("input", { id: "queue-weight", inputmode: "decimal", value: "1" })),
-      ...field("tenants", el("input", { id: "queue-tenants", spellcheck: "false" })),
+    const box = el("form", { id: "quota-form", class: "fields", "aria-labelledby": "quota-form-title", novalidate: "" },
+      el("h3", { id: "quota-form-title" }, "Create, change or delete a quota"),
+      el("p", { id: "quota-form-error", class: "error", role: "alert", hidden: "" }),
+      ...field("name", el("input", { id: "quota-name", required: "", pattern: NAME_PATTERN, spellcheck: "false" })),
+      ...field("parent", el("select", { id: "quota-parent" }, el("option", { value: "" }, "(none: a root)"))),
+      ...field("guarantee", el("input", { id: "quota-guarantee", spellcheck: "false" })),
+      ...field("limit", el("input", { id: "quota-limit", spellcheck: "false" })),
+      ...field("weight", el("input", { id: "quota-weight", inputmode: "decimal", value: "1" })),
+      ...field("tenants", el("input", { id: "quota-tenants", spellcheck: "false" })),
       el("span", { class: "actions" },
-        el("button", { type: "submit" }, "Save queue"), " ",
-        el("button", { type: "button", id: "queue-delete", class: "danger" }, "Delete queue")));
+        el("button", { type: "submit" }, "Save quota"), " ",
+        el("button", { type: "button", id: "quota-delete", class: "danger" }, "Delete quota")));
     box.addEventListener("submit", (e) => { e.preventDefault(); void save().catch(report); });
-    box.querySelector("#queue-delete")?.addEventListener("click", () => void remove().catch(report));
+    box.querySelector("#quota-delete")?.addEventListener("click", () => void remove().catch(report));
     return box;
   }
 

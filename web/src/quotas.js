@@ -1,13 +1,13 @@
 // @ts-check
 /**
  * The Quotas page (#/quotas), registered by dashboard.js: the quota tree (issue 18) as
- * GET /api/v1/quotas reports it: each queue's GPUs against its guarantee and limit (a
+ * GET /api/v1/quotas reports it: each quota's GPUs against its guarantee and limit (a
  * bar: its own part solid, the borrowed part hatched, the guarantee and limit as
  * marks), borrowed GPUs, waiting jobs by the reason that holds them, reclaims, mean
  * JCT, and Jain's index of the leaves' shares; a chart of each leaf's GPUs over time
  * against its guarantee (GET /quotas/series, drawn with the vendored uPlot); and for
  * admins the editor of quota_editor.js. Numbers only: no job is named here.
- * Keyed by queue name, as the Queue page is by job: a row is built once, a poll
+ * Keyed by quota name, as the Queue page is by job: a row is built once, a poll
  * rewrites only the cells whose text changed and reorders rows only when the tree did.
  */
 import { PALETTE } from "./charts.js";
@@ -30,7 +30,7 @@ import { quotaEditor } from "./quota_editor.js";
  *   limit: HTMLElement}} Bar
  */
 
-const COLUMNS = ["Queue", "Guarantee", "Limit", "Weight", "GPUs against guarantee and limit", "Held",
+const COLUMNS = ["Quota", "Guarantee", "Limit", "Weight", "GPUs against guarantee and limit", "Held",
   "Borrowed", "Waiting, by reason", "Reclaims", "Mean JCT", "State"];
 const NUMERIC = ["Guarantee", "Limit", "Weight", "Held", "Borrowed", "Reclaims", "Mean JCT"];
 const SERIES_EVERY_MS = 5000; // the chart's bins are wider than a poll: refetch less often
@@ -71,26 +71,26 @@ function setStyle(node, name, value) {
   if (node.style.getPropertyValue(name) !== value) node.style.setProperty(name, value);
 }
 
-/** Each queue's depth in the tree (0 for a root), for the name's indent.
- * @param {QuotaState[]} queues @returns {Map<string, number>} */
-function depths(queues) {
-  const parent = new Map(queues.map((q) => [q.name, q.parent]));
+/** Each quota's depth in the tree (0 for a root), for the name's indent.
+ * @param {QuotaState[]} quotas @returns {Map<string, number>} */
+function depths(quotas) {
+  const parent = new Map(quotas.map((q) => [q.name, q.parent]));
   const out = new Map();
-  for (const q of queues) {
+  for (const q of quotas) {
     let d = 0;
-    for (let up = q.parent; up && d < queues.length; up = parent.get(up) ?? null) d += 1;
+    for (let up = q.parent; up && d < quotas.length; up = parent.get(up) ?? null) d += 1;
     out.set(q.name, d);
   }
   return out;
 }
 
-/** The queues depth first, each parent before its children, siblings by name.
- * @param {QuotaState[]} queues @returns {QuotaState[]} */
-function treeOrder(queues) {
-  const names = new Set(queues.map((q) => q.name));
+/** The quotas depth first, each parent before its children, siblings by name.
+ * @param {QuotaState[]} quotas @returns {QuotaState[]} */
+function treeOrder(quotas) {
+  const names = new Set(quotas.map((q) => q.name));
   /** @type {Map<string|null, QuotaState[]>} */
   const children = new Map();
-  for (const q of queues) {
+  for (const q of quotas) {
     const up = q.parent && names.has(q.parent) ? q.parent : null;
     children.set(up, [...(children.get(up) ?? []), q]);
   }
@@ -117,11 +117,11 @@ function rowView(q) {
   /** @type {Record<string, HTMLElement>} */
   const cells = {};
   for (const name of COLUMNS) {
-    cells[name] = name === "Queue" ? el("th", { scope: "row" })
+    cells[name] = name === "Quota" ? el("th", { scope: "row" })
       : el("td", { class: NUMERIC.includes(name) ? "num" : "" });
   }
   cells["GPUs against guarantee and limit"].append(bar.box);
-  const row = el("tr", { "data-queue": q.name }, ...COLUMNS.map((c) => cells[c]));
+  const row = el("tr", { "data-quota": q.name }, ...COLUMNS.map((c) => cells[c]));
   return { row, cells, bar };
 }
 
@@ -161,24 +161,24 @@ export function quotasPage() {
     drawnKey = "";
     plot = null;
     const admin = session.me?.role === "admin";
-    const windowChoice = el("select", { id: "queues-window" },
+    const windowChoice = el("select", { id: "quotas-window" },
       ...Object.entries(WINDOWS).map(([label, s]) => el("option", { value: String(s), ...(s === 3600 ? { selected: "" } : {}) }, label)));
     windowChoice.addEventListener("change", () => { seriesAt = 0; void refresh().catch(report); });
     const headings = [...COLUMNS, ...(admin ? [""] : [])];
     view.append(
       el("h2", {}, "Quotas"),
-      el("p", { id: "queues-fairness", class: "muted" }),
-      el("table", { "aria-describedby": "queues-caption" },
-        el("caption", { id: "queues-caption", class: "muted" },
-          "Each queue's GPUs (an inner queue's: its subtree's). In the bar, the solid part is within the " +
+      el("p", { id: "quotas-fairness", class: "muted" }),
+      el("table", { "aria-describedby": "quotas-caption" },
+        el("caption", { id: "quotas-caption", class: "muted" },
+          "Each quota's GPUs (an inner quota's: its subtree's). In the bar, the solid part is within the " +
           "guarantee, the hatched part borrowed; the tall mark is the guarantee, the dashed mark the limit."),
         el("thead", {}, el("tr", {}, ...headings.map((h) =>
           el("th", { scope: "col", class: NUMERIC.includes(h) ? "num" : "" }, h)))),
-        el("tbody", { id: "queues-rows" })),
-      el("section", { "aria-labelledby": "queues-chart-title" },
-        el("h3", { id: "queues-chart-title" }, "GPUs held over time"),
-        el("label", { for: "queues-window" }, "Window "), windowChoice,
-        el("div", { id: "queues-chart", class: "charts" })),
+        el("tbody", { id: "quotas-rows" })),
+      el("section", { "aria-labelledby": "quotas-chart-title" },
+        el("h3", { id: "quotas-chart-title" }, "GPUs held over time"),
+        el("label", { for: "quotas-window" }, "Window "), windowChoice,
+        el("div", { id: "quotas-chart", class: "charts" })),
     );
     if (admin) view.append(editor.form());
   }
@@ -189,7 +189,7 @@ export function quotasPage() {
     states = got.data;
     const fairness = got.fairness_jain === null ? "no leaf has both a guarantee and demand"
       : fixed(got.fairness_jain, 3);
-    setText(byId("queues-fairness"), `${got.count} queues. Jain's index of the leaves' GPUs over their ` +
+    setText(byId("quotas-fairness"), `${got.count} quotas. Jain's index of the leaves' GPUs over their ` +
       `guarantees (leaves with running or waiting jobs; 1 is perfectly fair): ${fairness}.`);
     drawRows(got.data);
     editor.refreshParents();
@@ -199,28 +199,28 @@ export function quotasPage() {
     }
   }
 
-  /** @param {QuotaState[]} queues */
-  function drawRows(queues) {
+  /** @param {QuotaState[]} quotas */
+  function drawRows(quotas) {
     const admin = session.me?.role === "admin";
-    const depth = depths(queues);
-    const scale = Math.max(1, ...queues.map((q) =>
+    const depth = depths(quotas);
+    const scale = Math.max(1, ...quotas.map((q) =>
       Math.max(q.guarantee_gpus, q.allocated_gpus, quotaGpus(q.limit) ?? 0)));
     /** @type {Map<string, RowView>} */
     const next = new Map();
-    for (const q of treeOrder(queues)) {
+    for (const q of treeOrder(quotas)) {
       let view = rows.get(q.name);
       if (!view) {
         view = rowView(q);
         if (admin) {
           const edit = el("button", { type: "button", class: "link", "data-key": `edit-${q.name}`,
-            "aria-label": `Edit queue ${q.name}` }, "Edit");
+            "aria-label": `Edit quota ${q.name}` }, "Edit");
           edit.addEventListener("click", () => editor.load(q.name));
           view.row.append(el("td", {}, edit));
         }
       }
       next.set(q.name, view);
       const c = view.cells;
-      setText(c.Queue, `${"\u2003".repeat(depth.get(q.name) ?? 0)}${q.name}${q.leaf ? "" : " (inner)"}`);
+      setText(c.Quota, `${"\u2003".repeat(depth.get(q.name) ?? 0)}${q.name}${q.leaf ? "" : " (inner)"}`);
       setText(c.Guarantee, quotaText(q.guarantee ?? q.guarantee_gpus));
       setText(c.Limit, quotaText(q.limit));
       setText(c.Weight, String(q.weight));
@@ -232,7 +232,7 @@ export function quotasPage() {
       setText(c.State, q.message ? `${q.phase}: ${q.message}` : q.phase);
       drawBar(view.bar, q, scale);
     }
-    const body = byId("queues-rows");
+    const body = byId("quotas-rows");
     const order = [...next.values()].map((v) => v.row);
     const same = order.length === body.children.length && order.every((row, i) => body.children[i] === row);
     if (!same) body.replaceChildren(...order);
@@ -240,12 +240,12 @@ export function quotasPage() {
   }
 
   async function drawSeries() {
-    const windowS = /** @type {HTMLSelectElement} */ (byId("queues-window")).value;
+    const windowS = /** @type {HTMLSelectElement} */ (byId("quotas-window")).value;
     /** @type {QuotaSeries} */
     const got = await api(`/quotas/series?window_s=${windowS}&points=${SERIES_POINTS}`);
-    const box = byId("queues-chart");
+    const box = byId("quotas-chart");
     const leaves = got.data.filter((r) => r.leaf);
-    if (!leaves.length) { box.replaceChildren(el("p", { class: "muted" }, "No queues.")); plot = null; drawnKey = ""; return; }
+    if (!leaves.length) { box.replaceChildren(el("p", { class: "muted" }, "No quotas.")); plot = null; drawnKey = ""; return; }
     const x = got.t_s.map((t) => t - got.now_s);
     const data = [x, ...leaves.flatMap((r) => [r.gpus, x.map(() => r.guarantee_gpus)])];
     const key = leaves.map((r) => `${r.name}:${r.guarantee_gpus}`).join(",") + `@${windowS}`;

@@ -37,6 +37,8 @@ class ResourceType:
     schema: Obj | None = None
     printer_columns: tuple[Obj, ...] = ()
     custom: bool = False
+    # CRD-only: a deprecated version's warning, sent on every request to it.
+    deprecation_warning: str | None = None
 
     @property
     def api_version(self) -> str:
@@ -186,9 +188,19 @@ def types_from_crd(crd: Obj) -> list[ResourceType]:
                 schema=schema,
                 printer_columns=tuple(v.get("additionalPrinterColumns") or ()),
                 custom=True,
+                deprecation_warning=_deprecation(spec["group"], names["kind"], v),
             )
         )
     return types
+
+
+def _deprecation(group: str, kind: str, version: Obj) -> str | None:
+    """A deprecated CRD version's Warning, the real server's default words without
+    its own `deprecationWarning`; None for a version not deprecated."""
+    if not version.get("deprecated"):
+        return None
+    default = f"{group}/{version['name']} {kind} is deprecated"
+    return str(version.get("deprecationWarning") or default)
 
 
 @dataclass

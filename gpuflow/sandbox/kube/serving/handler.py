@@ -132,6 +132,8 @@ class Handler(BaseHTTPRequestHandler):
     # and the client's delayed ACK stall every keep-alive response by ~40 ms.
     disable_nagle_algorithm = True
     server: KubeHTTPServer
+    # The Warning of the request's resource when its CRD version is deprecated.
+    _deprecation: str | None = None
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
@@ -162,6 +164,7 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        self._deprecation = None  # one handler serves a keep-alive's requests
         self.kube.record(
             RequestRecord(
                 method,
@@ -176,6 +179,7 @@ class Handler(BaseHTTPRequestHandler):
             route = parse_route(self.kube.registry, url.path)
             if route is None:
                 raise NOT_FOUND
+            self._deprecation = route.rt.deprecation_warning
             self._resource(method, route, query, raw)
         except ApiError as e:
             self._send_json(e.code, e.status())
@@ -191,10 +195,16 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
-        for warning in warnings or []:
-            self.send_header("Warning", f"299 - {json.dumps(warning)}")
+        self._send_warnings(warnings or [])
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_warnings(self, warnings: list[str]) -> None:
+        """Warning headers: the request's own, and a deprecated version's, as the real
+        server sends them and kubectl prints them."""
+        deprecation = self._deprecation
+        for warning in [*([deprecation] if deprecation else []), *warnings]:
+            self.send_header("Warning", f"299 - {json.dumps(warning)}")
 
     def _non_resource(self, path: str) -> bool:
         path = path.rstrip("/") or "/"
@@ -336,6 +346,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
+        self._send_warnings([])
         self.end_headers()
         try:
             stream(

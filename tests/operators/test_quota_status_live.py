@@ -1,6 +1,6 @@
-"""The operator reads the Queue resources each round and writes each one's status:
+"""The operator reads the Quota resources each round and writes each one's status:
 GPUs its jobs hold, how many over its guarantee, its waiting jobs by reason; a tree
-that breaks a rule marks the queue at fault Invalid, naming the field."""
+that breaks a rule marks the quota at fault Invalid, naming the field."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from operators import crd
-from operators.quotas.resources import QueueApi
+from operators.quotas.resources import QuotaApi
 from tests.operators.builders import make_dljob
 from tests.operators.harness import running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
@@ -17,8 +17,8 @@ from tests.operators.real_cluster import RealCluster
 from tests.waiting import wait_for
 
 
-def queue(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": crd.API_VERSION, "kind": crd.QUEUE_KIND, "metadata": {"name": name},
+def quota(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": crd.API_VERSION, "kind": crd.QUOTA_KIND, "metadata": {"name": name},
             "spec": spec}  # fmt: skip
 
 
@@ -29,11 +29,11 @@ def tenant_job(name: str, tenant: str, gpus: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("gpu_cluster", [1], indirect=True)
-def test_queue_status_follows_the_jobs(gpu_cluster: RealCluster) -> None:
-    api, queues = gpu_cluster.api, QueueApi(gpu_cluster.api)
-    queues.create(queue("org", guarantee=8))
-    queues.create(queue("team-a", parent="org", guarantee=4))
-    queues.create(queue("team-b", parent="org", guarantee=4))
+def test_quota_status_follows_the_jobs(gpu_cluster: RealCluster) -> None:
+    api, quotas = gpu_cluster.api, QuotaApi(gpu_cluster.api)
+    quotas.create(quota("org", guarantee=8))
+    quotas.create(quota("team-a", parent="org", guarantee=4))
+    quotas.create(quota("team-b", parent="org", guarantee=4))
     kubelet = Kubelet(gpu_cluster.client, time_scale=1).start()
     try:
         with running_operator(gpu_cluster.client):
@@ -43,7 +43,7 @@ def test_queue_status_follows_the_jobs(gpu_cluster: RealCluster) -> None:
 
             def statuses() -> dict[str, Any] | None:
                 got = {
-                    n: (queues.get(n) or {}).get("status") or {}
+                    n: (quotas.get(n) or {}).get("status") or {}
                     for n in ("org", "team-a", "team-b")
                 }
                 return got if got["team-b"].get("pendingJobs") == 1 else None
@@ -57,14 +57,14 @@ def test_queue_status_follows_the_jobs(gpu_cluster: RealCluster) -> None:
                 1,
             )
             assert (org["allocatedGpus"], org["borrowedGpus"], org["guaranteeGpus"]) == (6, 0, 8)
-            # A change that breaks the tree: the queue at fault is Invalid, by field.
-            bad = queues.get("team-b")
+            # A change that breaks the tree: the quota at fault is Invalid, by field.
+            bad = quotas.get("team-b")
             assert bad is not None
             bad["spec"]["guarantee"] = 6
-            queues.replace(bad)
+            quotas.replace(bad)
 
             def invalid() -> dict[str, Any] | None:
-                status = (queues.get("org") or {}).get("status") or {}
+                status = (quotas.get("org") or {}).get("status") or {}
                 return status if status.get("phase") == "Invalid" else None
 
             status = wait_for("org Invalid", invalid, 60, 0.1)

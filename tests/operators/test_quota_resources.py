@@ -1,6 +1,6 @@
-"""Queue resources to the quota tree (operators/quotas/tree.py) and the calls on
+"""Quota resources to the quota tree (operators/quotas/tree.py) and the calls on
 them (operators/quotas/resources.py), against the real control plane (and a server without
-the Queue CRD, the test server)."""
+the Quota CRD, the test server)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import yaml
 
 from controller.model.quotas import GpuQuota
 from operators.kube import KubeApi
-from operators.quotas.resources import QueueApi
-from operators.quotas.tree import QueueReader, queue_data, queue_object, read_tree
+from operators.quotas.resources import QuotaApi
+from operators.quotas.tree import QuotaReader, quota_data, quota_object, read_tree
 from tests.kube.fixtures import KubeServer
 from tests.operators.real_cluster import RealCluster
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "queues.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
 
 
 def example() -> list[dict[str, Any]]:
@@ -38,9 +38,9 @@ def test_the_example_is_a_tree_of_one_organisation_and_three_teams() -> None:
 
 def test_per_model_quotas_round_trip() -> None:
     item = {"name": "a", "guarantee": {"A100": 8, "V100": 4}, "limit": {"A100": 16}}
-    obj = queue_object(item)
+    obj = quota_object(item)
     assert obj["spec"] == {"guaranteeByModel": {"A100": 8, "V100": 4}, "limitByModel": {"A100": 16}}
-    assert queue_data(obj) == item
+    assert quota_data(obj) == item
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_per_model_quotas_round_trip() -> None:
         ({"team-a": {"limit": 8}}, "team-a", "spec.limit: 8 is below the guarantee 64"),
     ],
 )
-def test_a_broken_tree_names_the_queue_and_field(
+def test_a_broken_tree_names_the_quota_and_field(
     change: dict[str, dict[str, Any]], culprit: str, message: str
 ) -> None:
     objs = example()
@@ -66,31 +66,31 @@ def test_a_broken_tree_names_the_queue_and_field(
 
 @pytest.mark.parametrize("gpu_cluster", [0], indirect=True)
 def test_calls_and_the_reader_keep_the_last_valid_tree(gpu_cluster: RealCluster) -> None:
-    queues = QueueApi(gpu_cluster.api)
-    reader = QueueReader(gpu_cluster.api, every_s=0)
-    assert reader.read() is None  # no Queue: no quotas
+    quotas = QuotaApi(gpu_cluster.api)
+    reader = QuotaReader(gpu_cluster.api, every_s=0)
+    assert reader.read() is None  # no Quota: no quotas
     for obj in example():
-        queues.create(obj)
+        quotas.create(obj)
     tree = reader.read()
     assert tree is not None and tree.names() == ["research", "team-a", "team-b", "team-c"]
-    got = queues.get("team-c")
+    got = quotas.get("team-c")
     assert got is not None and got["spec"]["weight"] == 1  # the schema's default
     got["spec"]["guarantee"] = 100  # over the parent's 128 with its siblings
-    queues.replace(got)
+    quotas.replace(got)
     assert reader.read() is tree  # the broken tree is not applied
     assert reader.invalid == {
         "research": "spec: guarantees add up to 202, more than the parent's 128"
     }
-    got = queues.get("team-c")
+    got = quotas.get("team-c")
     assert got is not None
     got["status"] = {"phase": "Active", "allocatedGpus": 3}
-    assert queues.replace_status(got)["status"]["allocatedGpus"] == 3
-    assert queues.delete("team-c") is True
-    assert queues.delete("team-c") is False
-    assert queues.get("team-c") is None
+    assert quotas.replace_status(got)["status"]["allocatedGpus"] == 3
+    assert quotas.delete("team-c") is True
+    assert quotas.delete("team-c") is False
+    assert quotas.get("team-c") is None
     assert reader.read() is not tree and reader.invalid == {}
 
 
 def test_no_crd_means_no_quotas(kube_server: KubeServer) -> None:
-    reader = QueueReader(KubeApi(kube_server.api_client()), every_s=0)
+    reader = QuotaReader(KubeApi(kube_server.api_client()), every_s=0)
     assert reader.read() is None and reader.invalid == {}
