@@ -20,9 +20,11 @@ their deviations: policies/gavel/allocation.py; the mechanism: policies/gavel/ro
 Options: `round_s` (360 s, Gavel's time_per_iteration; the policy keeps every job
 where it is until a round is due, however often the backend asks), `reset_interval_s`
 (1,920 s; gavel-fifo recomputes at every change of the job set, below), `seed` (the
-blind FIFO's draws), `pop_k` (LAS, FTF and the makespan: X solved as k independent
-sub-problems, POP, policies/gavel/pop.py; 1: the full LP; unset: one part per 1,000
-jobs, so the full LP below that; FIFO is no LP and ignores it). Deviations here: a
+blind FIFO's random stream, Python's `random.Random(seed)` as Gavel's FIFOPolicy seeds
+it, carried between allocations in the state), `pop_k` (LAS, FTF and the makespan: X
+solved as k independent sub-problems, POP, policies/gavel/pop.py; 1: the full LP;
+unset: one part per 1,000 jobs, so the full LP below that; FIFO is no LP and ignores
+it). Deviations here: a
 job's priority weight is its spec's priority where that is >= 1, else 1 (gpuflow's
 traces carry no Gavel weight); jobs are in Gavel's order, by arrival time then id,
 numbers in it compared as numbers (`arrival_key`); a job asking more GPUs than any type
@@ -41,6 +43,7 @@ each 3-4 % nearer Gavel's simulator than with the period, docs/benchmarks.md).
 from __future__ import annotations
 
 import functools
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +88,8 @@ class GavelState:
     reset_s: float
     round_s: float
     ran_on: Mapping[str, int] = field(default_factory=dict)
+    # The blind FIFO's random stream between allocations (random.Random.getstate()).
+    draws: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,10 +133,14 @@ class Gavel:
             counters = Counters().reset(job_ids, {}, 0.0, self.round_s, len(types))
             known: frozenset[str] = frozenset()
             reset_s = now
+            rng = random.Random(self.seed)
         else:
             ran = {j: t for j, t in prev.ran_on.items() if j in active}
             counters = prev.counters.ran(ran, now - prev.round_s, len(types))
             allocation, known, reset_s = prev.allocation, prev.known, prev.reset_s
+            rng = random.Random()
+            if prev.draws is not None:
+                rng.setstate(prev.draws)
         # FIFO's X gives whole types to jobs that all fit at once: recomputed at every
         # change of the job set (module docstring).
         due = (
@@ -142,7 +151,7 @@ class Gavel:
                 counters = counters.reset(
                     job_ids, allocation, now - reset_s, self.round_s, len(types)
                 )
-            allocation = self._allocation(jobs, rates, capacity, allocation, now)
+            allocation = self._allocation(jobs, rates, capacity, allocation, now, rng)
             known, reset_s = active, now
         entries = priorities(allocation, rates, counters, job_ids, len(types))
         scale = {j.job_id: j.spec.num_gpus for j in jobs}
@@ -155,7 +164,10 @@ class Gavel:
             for j in jobs
             if not any(rates[j.job_id])
         }
-        new_state = GavelState(types, dict(allocation), known, counters, reset_s, now, ran_on)
+        draws = rng.getstate() if self.objective == "fifo" and not self.aware else None
+        new_state = GavelState(
+            types, dict(allocation), known, counters, reset_s, now, ran_on, draws
+        )
         return Plan(
             run=run,
             reasons=reasons,
@@ -171,6 +183,7 @@ class Gavel:
         capacity: Sequence[int],
         previous: Mapping[str, tuple[float, ...]],
         now: float,
+        rng: random.Random,
     ) -> dict[str, tuple[float, ...]]:
         """X for the jobs that can run on some type (policies/gavel/allocation.py)."""
         runnable = [j for j in jobs if any(rates[j.job_id])]
@@ -183,19 +196,39 @@ class Gavel:
         remaining = np.array([max(j.remaining_iters_at(now), 1e-9) for j in runnable])
         since = np.array([max(0.0, now - j.spec.submit_s) for j in runnable])
         aware = self.aware
-        if self.objective == "fifo":
-            kept = {
-                row: int(np.argmax(previous[j.job_id]))
-                for row, j in enumerate(runnable)
-                if j.job_id in previous and max(previous[j.job_id]) >= 1.0
-            }
-            ids = [j.job_id for j in runnable]
-            x = gavel_allocation.fifo(t, scale, workers, kept, ids, aware=aware, seed=self.seed)
+        if self.objective == "fifo" and aware:
+            x = gavel_allocation.fifo(t, scale, workers)
+        elif self.objective == "fifo":
+            return self._fifo_agnostic(runnable, t, scale, workers, previous, rng)
         else:
             problem = _Problem(self.objective, aware, t, scale, weights, since, remaining)
             k = gavel_pop.default_k(len(runnable)) if self.pop_k is None else self.pop_k
             x = gavel_pop.partitioned(len(runnable), len(capacity), k, workers, problem.solve)
         return {j.job_id: tuple(float(v) for v in x[row]) for row, j in enumerate(runnable)}
+
+    def _fifo_agnostic(
+        self,
+        runnable: Sequence[JobView],
+        t: gavel_pop.Matrix,
+        scale: gavel_pop.Matrix,
+        workers: gavel_pop.Matrix,
+        previous: Mapping[str, tuple[float, ...]],
+        rng: random.Random,
+    ) -> dict[str, tuple[float, ...]]:
+        """Blind FIFO's X (allocation.fifo_agnostic): only the jobs given a type, in
+        arrival order (the order the next allocation walks them in, finished or not)."""
+        row_of = {j.job_id: row for row, j in enumerate(runnable)}
+        before = [
+            (row_of.get(job_id), int(np.argmax(x)))
+            for job_id, x in previous.items()
+            if max(x, default=0.0) >= 1.0
+        ]
+        x = gavel_allocation.fifo_agnostic(t, scale, workers, before, rng)
+        return {
+            j.job_id: tuple(float(v) for v in x[row])
+            for row, j in enumerate(runnable)
+            if x[row].any()
+        }
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,12 @@ where Gavel used cvxpy with ECOS:
   under 1e-9, so 1/M meets no constraint at all).
 - `fifo` (§4.1, "FIFO"): not an LP: jobs in arrival order each get the type that runs
   them fastest among those with z_m GPUs left (X = 1 there), the first that fits
-  nowhere stopping the rest.
+  nowhere stopping the rest; its blind version is `fifo_agnostic`, below.
 
 Heterogeneity-blind (`aware=False`), as Gavel's agnostic policies: LAS and FTF with
 every T[m][j] = 1, the makespan with every type at the job's fastest rate (Gavel's
-`v100` column), FIFO keeping each job on a type drawn at random when it starts. A
+`v100` column), FIFO as Gavel's code has it (`fifo_agnostic`: not the type drawn at
+random that the paper states, but the last listed by name, past its GPUs). A
 blind LP's answer is spread over the types a job can run on, evenly where that fits
 them and else in proportion to their GPUs (`_spread`): the types are alike to it, and
 the vertex HiGHS returns would otherwise put whole jobs on one type by accident.
@@ -44,14 +45,13 @@ interior point, so among equally fair allocations LAS and FTF take, in a second 
 the one with the most total normalised throughput (LAS: sum_m z_m throughput(m, X) /
 (w_m throughput(m, X_equal)) with every job at least the optimal minimum; FTF: the sum
 of each job's throughput over its summed rates at the bisected R), and a blind LP's
-answer is spread over the types (`_spread`). FIFO's random type is drawn per job from
-the seed and its id, not from one random stream. Called by policies/gavel/__init__.py each
+answer is spread over the types (`_spread`). Called by policies/gavel/__init__.py each
 time the job set changes.
 """
 
 from __future__ import annotations
 
-import hashlib
+import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -141,37 +141,85 @@ def min_makespan(
     return x if aware else _spread(x, rates, scale, workers)
 
 
-def fifo(
-    throughputs: Matrix,
-    scale: Matrix,
-    workers: Matrix,
-    kept: dict[int, int],
-    job_ids: list[str],
-    *,
-    aware: bool,
-    seed: int,
-) -> Matrix:
-    """FIFO's X for jobs in arrival order (rows); `kept` maps a row to the type it
-    keeps (blind only: a job stays on the type it was given)."""
+def fifo(throughputs: Matrix, scale: Matrix, workers: Matrix) -> Matrix:
+    """Aware FIFO's X for jobs in arrival order (rows): each the type that runs it
+    fastest among those with z_m GPUs left (X = 1 there), the first that fits nowhere
+    stopping the rest (Gavel's FIFOPolicy in mode 'perf', which recomputes from
+    nothing each time)."""
     jobs, types = throughputs.shape
     x = np.zeros((jobs, types))
     left = workers.astype(float).copy()
-    if not aware:
-        for row, column in kept.items():
-            x[row, column] = 1.0
-            left[column] -= scale[row]
     for row in range(jobs):
-        if x[row].any():
-            continue
         fits = [j for j in range(types) if left[j] >= scale[row] and throughputs[row, j] > 0]
         if not fits:
             break
-        if aware:
-            column = max(fits, key=lambda j: (throughputs[row, j], -j))
-        else:
-            column = fits[_draw(seed, job_ids[row], len(fits))]
+        column = max(fits, key=lambda j: (throughputs[row, j], -j))
         x[row, column] = 1.0
         left[column] -= scale[row]
+    return x
+
+
+def fifo_agnostic(
+    throughputs: Matrix,
+    scale: Matrix,
+    workers: Matrix,
+    previous: Sequence[tuple[int | None, int]],
+    rng: random.Random,
+) -> Matrix:
+    """Blind FIFO's X as Gavel's code computes it (FIFOPolicy in mode 'base',
+    scheduler/policies/fifo.py at c4fa400), which is not the paper's "a random type
+    per job". Rows are the active jobs in arrival order; `previous` is the last
+    allocation's jobs in arrival order, each (its row, or None where it finished, and
+    its type); the types are in the order of their names (Gavel's k80, p100, v100).
+
+    1. A job keeps its type to its end (the allocation persists between calls).
+    2. Each finished job, in arrival order, offers its type to the head of the queue
+       (the jobs with no type, in arrival order), which takes it if its GPUs fit in
+       what the jobs counted so far left of that type and it can run there.
+    3. Then, while jobs wait and some type has GPUs left: the head draws a random
+       index among the types with room for it (`rng.randrange`, one stream over the
+       whole run), stopping the rest if there is none, but takes the *last* type of
+       the list of types with any GPU left, whether it has room or not: Gavel's mode
+       'base' sets the index and never the type, so the type is what the loop that
+       collected the candidates left in its variable. The GPUs are counted off that
+       type, and the list loses the type at the drawn index only when the type taken
+       reaches exactly 0 free.
+
+    So the type last by name (the V100s on Gavel's clusters) is given to job after
+    job, past its GPUs, and Gavel's mechanism shares it over rounds among them (it
+    runs no job where X is 0) while the other types wait for a type to drop out of
+    the list: what makes Gavel's blind FIFO 5x slower than its aware one on its own
+    trace (docs/benchmarks.md).
+    """
+    jobs, types = throughputs.shape
+    x = np.zeros((jobs, types))
+    left = workers.astype(float).copy()
+    kept = {row for row, _ in previous if row is not None}
+    queue = [row for row in range(jobs) if row not in kept]
+    for row, column in previous:
+        if row is not None:
+            x[row, column] = 1.0
+            left[column] -= scale[row]
+            continue
+        if queue:
+            head = queue[0]
+            if scale[head] <= left[column] and throughputs[head, column] > 0.0:
+                queue.pop(0)
+                x[head, column] = 1.0
+                left[column] -= scale[head]
+    listed = [j for j in range(types) if left[j] > 0]
+    while queue and listed:
+        row = queue.pop(0)
+        candidates = [i for i, j in enumerate(listed) if left[j] >= scale[row]]
+        if not candidates:
+            break
+        drawn = rng.randrange(len(candidates))
+        column = listed[-1]
+        if throughputs[row, column] > 0.0:
+            x[row, column] = 1.0
+            left[column] -= scale[row]
+            if left[column] == 0:
+                listed.pop(candidates[drawn])
     return x
 
 
@@ -187,11 +235,6 @@ def _spread(x: Matrix, rates: Matrix, scale: Matrix, workers: Matrix) -> Matrix:
         if np.all((scale[:, None] * spread).sum(axis=0) <= workers * (1.0 + 1e-9)):
             return spread
     return x
-
-
-def _draw(seed: int, job_id: str, count: int) -> int:
-    digest = hashlib.sha256(f"{seed}:{job_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % count
 
 
 def _blind(throughputs: Matrix) -> Matrix:

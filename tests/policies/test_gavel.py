@@ -5,6 +5,7 @@ the blind ones (issue 31)."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -126,15 +127,54 @@ def test_ftf_bounds_every_jobs_finish_time_ratio() -> None:
 def test_fifo_aware_takes_the_fastest_type_and_stops_at_the_first_that_fits_nowhere() -> None:
     t = np.array([[4.0, 1.0], [4.0, 1.0], [2.0, 1.0], [1.0, 1.0]])
     scale = np.array([1.0, 1.0, 2.0, 1.0])
-    x = alloc.fifo(t, scale, np.array([1.0, 2.0]), {}, ["a", "b", "c", "d"], aware=True, seed=0)
+    x = alloc.fifo(t, scale, np.array([1.0, 2.0]))
     # a: type 0; b: type 1 (type 0 full); c needs 2, one left: FIFO stops there.
     assert x.tolist() == [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]
 
 
-def test_fifo_blind_keeps_a_jobs_type() -> None:
-    t = np.array([[4.0, 1.0], [4.0, 1.0]])
-    x = alloc.fifo(t, ONE, np.array([1.0, 1.0]), {0: 1}, ["a", "b"], aware=False, seed=0)
-    assert x.tolist() == [[0.0, 1.0], [1.0, 0.0]]
+def test_fifo_agnostic_gives_the_last_type_by_name_past_its_gpus_as_gavels_code() -> None:
+    """Gavel's mode 'base' draws an index and takes the last listed type: five 1-GPU
+    jobs on 2 + 2 GPUs all go to type 1, which never reaches exactly 0 again once past
+    it (here it does at the second job, and the draw drops a type from the list)."""
+    t = np.ones((5, 2))
+    scale = np.ones(5)
+    rng = random.Random(0)
+    x = alloc.fifo_agnostic(t, scale, np.array([2.0, 2.0]), [], rng)
+    draws = random.Random(0)
+    # Job 0: type 1 (2 -> 1); job 1: type 1 (1 -> 0), the list loses the type at the
+    # drawn index of [0, 1]; then the other type is the last listed, or none is.
+    first, second = draws.randrange(2), draws.randrange(2)
+    assert first in (0, 1)
+    assert x[:2].tolist() == [[0.0, 1.0], [0.0, 1.0]]
+    if second == 1:  # type 1 dropped: type 0 is last, takes two jobs, then none left
+        assert x[2:].tolist() == [[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]
+    else:  # type 0 dropped though free: type 1 is last, and job 2 finds no room
+        assert x[2:].tolist() == [[0.0, 0.0]] * 3
+
+
+def test_fifo_agnostic_over_fills_the_last_type_while_another_has_room() -> None:
+    """Three types of 3, 3 and 1 GPUs and 1-GPU jobs: the first job takes type 2 (the
+    last), which reaches 0, and the list loses the type at the drawn index. Where the
+    draw drops type 0, type 2 stays listed and last, so every later job goes to it
+    (X = 1 each, its GPUs -1, -2, ...) while type 1's three GPUs stay out of the
+    allocation: Gavel's blind FIFO on its own trace."""
+    seed = next(s for s in range(50) if random.Random(s).randrange(3) == 0)
+    x = alloc.fifo_agnostic(
+        np.ones((6, 3)), np.ones(6), np.array([3.0, 3.0, 1.0]), [], random.Random(seed)
+    )
+    assert x[:, 2].tolist() == [1.0] * 6
+    assert x[:, :2].sum() == 0.0
+
+
+def test_fifo_agnostic_keeps_types_and_offers_a_finished_jobs_type_to_the_head() -> None:
+    """A job keeps its type; a finished job's type goes to the head of the queue if it
+    fits there (Gavel: before the free types are drawn from)."""
+    t = np.ones((2, 2))
+    # Row 0 kept on type 0; a finished job had type 1; row 1 (the head) takes type 1.
+    x = alloc.fifo_agnostic(
+        t, np.ones(2), np.array([1.0, 1.0]), [(0, 0), (None, 1)], random.Random(0)
+    )
+    assert x.tolist() == [[1.0, 0.0], [0.0, 1.0]]
 
 
 def test_the_mechanism_runs_the_job_furthest_below_its_fraction() -> None:
