@@ -8,7 +8,9 @@ policy shares the constraints of §3.1:
 
     0 <= X[m][j] <= 1,    sum_j X[m][j] <= 1,    sum_m z_m X[m][j] <= W_j
 
-and X[m][j] = 0 where job m cannot run on type j (T[m][j] = 0: too few GPUs of it).
+and X[m][j] = 0 where job m cannot run on type j (T[m][j] = 0: too few GPUs of it). A
+job that no one type holds runs over several (policies/gavel/across.py): each problem
+takes its `spans` and holds its X in proportion to its GPUs on each type (equalities).
 The effective throughput is throughput(m, X) = sum_j T[m][j] X[m][j] (§3.1, eq. 1).
 Each problem is solved with SciPy's HiGHS (`scipy.optimize.linprog`, method "highs"),
 where Gavel used cvxpy with ECOS:
@@ -59,6 +61,8 @@ import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix, hstack, vstack
 
+from policies.gavel import across as gavel_across
+
 Matrix = npt.NDArray[np.float64]
 
 # Bisection on FTF's R stops within this ratio of the optimum.
@@ -71,17 +75,26 @@ MIN_MAKESPAN_S = 100.0
 
 
 def max_min_fairness(
-    throughputs: Matrix, scale: Matrix, weights: Matrix, workers: Matrix, *, aware: bool
+    throughputs: Matrix,
+    scale: Matrix,
+    weights: Matrix,
+    workers: Matrix,
+    *,
+    aware: bool,
+    spans: Matrix | None = None,
 ) -> Matrix:
-    """LAS's X (module docstring); rows are jobs, columns GPU types."""
+    """LAS's X (module docstring); rows are jobs, columns GPU types; `spans` the GPUs
+    of each type of the jobs run over several (policies/gavel/across.py)."""
     blind = _blind(throughputs)
     if not aware:
         coeff = (scale / weights)[:, None] * blind
-        return _spread(_max_min(blind, coeff, scale, workers), blind, scale, workers)
-    equal = _spread(_max_min(blind, scale[:, None] * blind, scale, workers), blind, scale, workers)
+        x = _max_min(blind, coeff, scale, workers, spans)
+        return _spread(x, blind, scale, workers, spans)
+    equal = _max_min(blind, scale[:, None] * blind, scale, workers, spans)
+    equal = _spread(equal, blind, scale, workers, spans)
     isolated = _effective(throughputs, equal)
     coeff = throughputs * (scale / (weights * np.maximum(isolated, 1e-12)))[:, None]
-    return _max_min(throughputs, coeff, scale, workers)
+    return _max_min(throughputs, coeff, scale, workers, spans)
 
 
 def finish_time_fairness(
@@ -93,30 +106,38 @@ def finish_time_fairness(
     remaining: Matrix,
     *,
     aware: bool,
+    spans: Matrix | None = None,
 ) -> Matrix:
     """FTF's X (module docstring)."""
     rates = throughputs if aware else _blind(throughputs)
     blind = _blind(throughputs)
-    equal = _max_min(blind, scale[:, None] * blind, scale, workers)
-    equal = _spread(equal, blind, scale, workers)
+    equal = _max_min(blind, scale[:, None] * blind, scale, workers, spans)
+    equal = _spread(equal, blind, scale, workers, spans)
     isolated = np.maximum(_effective(rates, equal), 1e-12)
     c = since_start_s + remaining / isolated
     # R = 1 is feasible (X_equal itself); below max t/c it is not.
     low, high = float(np.max(since_start_s / c)), 1.0
-    at_one = _ftf_feasible(rates, throughputs, scale, workers, since_start_s, c, remaining, 1.0)
+    problem = (rates, throughputs, scale, workers, since_start_s, c, remaining)
+    at_one = _ftf_feasible(*problem, 1.0, spans)
     best = equal if at_one is None else at_one
     while high - low > FTF_TOLERANCE * high:
         mid = 0.5 * (low + high)
-        x = _ftf_feasible(rates, throughputs, scale, workers, since_start_s, c, remaining, mid)
+        x = _ftf_feasible(*problem, mid, spans)
         if x is None:
             low = mid
         else:
             high, best = mid, x
-    return best if aware else _spread(best, blind, scale, workers)
+    return best if aware else _spread(best, blind, scale, workers, spans)
 
 
 def min_makespan(
-    throughputs: Matrix, scale: Matrix, workers: Matrix, remaining: Matrix, *, aware: bool
+    throughputs: Matrix,
+    scale: Matrix,
+    workers: Matrix,
+    remaining: Matrix,
+    *,
+    aware: bool,
+    spans: Matrix | None = None,
 ) -> Matrix:
     """The makespan's X (module docstring)."""
     rates = throughputs
@@ -137,19 +158,28 @@ def min_makespan(
     b_ub = np.concatenate([bound, np.zeros(jobs)])
     bounds = [(0.0, 1.0 if t > 0.0 else 0.0) for t in rates.ravel()]
     bounds.append((0.0, 1.0 / MIN_MAKESPAN_S))
-    x = _fractions(_solve(cost, a_ub, b_ub, bounds)[:n], jobs, types)
-    return x if aware else _spread(x, rates, scale, workers)
+    x = _fractions(_solve(cost, a_ub, b_ub, bounds, spans, 1)[:n], jobs, types)
+    return x if aware else _spread(x, rates, scale, workers, spans)
 
 
-def fifo(throughputs: Matrix, scale: Matrix, workers: Matrix) -> Matrix:
+def fifo(
+    throughputs: Matrix, scale: Matrix, workers: Matrix, spans: Matrix | None = None
+) -> Matrix:
     """Aware FIFO's X for jobs in arrival order (rows): each the type that runs it
     fastest among those with z_m GPUs left (X = 1 there), the first that fits nowhere
     stopping the rest (Gavel's FIFOPolicy in mode 'perf', which recomputes from
-    nothing each time)."""
+    nothing each time). A job over several types (`spans`) takes its parts where they
+    all fit (X = d_j / z_m on each)."""
     jobs, types = throughputs.shape
     x = np.zeros((jobs, types))
     left = workers.astype(float).copy()
     for row in range(jobs):
+        if spans is not None and spans[row].any():
+            if not gavel_across.fits(spans[row], left):
+                break
+            x[row] = spans[row] / scale[row]
+            left -= spans[row]
+            continue
         fits = [j for j in range(types) if left[j] >= scale[row] and throughputs[row, j] > 0]
         if not fits:
             break
@@ -223,15 +253,20 @@ def fifo_agnostic(
     return x
 
 
-def _spread(x: Matrix, rates: Matrix, scale: Matrix, workers: Matrix) -> Matrix:
+def _spread(
+    x: Matrix, rates: Matrix, scale: Matrix, workers: Matrix, spans: Matrix | None = None
+) -> Matrix:
     """A blind allocation as a blind scheduler means it: each job's time over the
     types it can run on, evenly where that over-fills no type, else in proportion to
     their GPUs (the types are alike to it, and ECOS's interior point splits alike
-    columns so); `x` itself where both over-fill a type (jobs that fit only some)."""
+    columns so); `x` itself where both over-fill a type (jobs that fit only some). A
+    job over several types (`spans`) keeps its row: its parts run together."""
     total = x.sum(axis=1, keepdims=True)
+    spanned = np.zeros(len(x), dtype=bool) if spans is None else spans.any(axis=1)
     for weight in (np.ones_like(workers), workers):
         can = (rates > 0.0) * weight[None, :]
         spread: Matrix = total * can / np.maximum(can.sum(axis=1, keepdims=True), 1e-12)
+        spread[spanned] = x[spanned]
         if np.all((scale[:, None] * spread).sum(axis=0) <= workers * (1.0 + 1e-9)):
             return spread
     return x
@@ -258,7 +293,9 @@ def _base_constraints(
     return vstack([per_type, per_job]).tocsr(), bound
 
 
-def _max_min(rates: Matrix, coeff: Matrix, scale: Matrix, workers: Matrix) -> Matrix:
+def _max_min(
+    rates: Matrix, coeff: Matrix, scale: Matrix, workers: Matrix, spans: Matrix | None = None
+) -> Matrix:
     """maximise min_m sum_j coeff[m][j] X[m][j], then the sum at that minimum."""
     jobs, types = coeff.shape
     n = jobs * types
@@ -273,13 +310,18 @@ def _max_min(rates: Matrix, coeff: Matrix, scale: Matrix, workers: Matrix) -> Ma
     cost = np.zeros(n + 1)
     cost[-1] = -1.0
     first = _solve(
-        cost, a_ub.tocsr(), np.concatenate([bound, np.zeros(jobs)]), [*bounds, (0, None)]
+        cost,
+        a_ub.tocsr(),
+        np.concatenate([bound, np.zeros(jobs)]),
+        [*bounds, (0, None)],
+        spans,
+        1,
     )
     floor = first[-1] * (1.0 - 1e-6)
     # Then: the most total at every job's share >= the floor.
     a_ub = vstack([base, gain[runnable]]).tocsr()
     b_ub = np.concatenate([bound, np.full(int(runnable.sum()), -floor)])
-    second = _solve(-coeff.ravel(), a_ub, b_ub, bounds)
+    second = _solve(-coeff.ravel(), a_ub, b_ub, bounds, spans)
     return _fractions(second, jobs, types)
 
 
@@ -292,6 +334,7 @@ def _ftf_feasible(
     c: Matrix,
     remaining: Matrix,
     ratio: float,
+    spans: Matrix | None = None,
 ) -> Matrix | None:
     """An X with every rho_m <= ratio, the most normalised throughput among them; None
     where there is none."""
@@ -307,16 +350,28 @@ def _ftf_feasible(
     b_ub = np.concatenate([bound, -remaining / slack])
     bounds = [(0.0, 1.0 if t > 0.0 else 0.0) for t in throughputs.ravel()]
     norm = rates / np.maximum(rates.sum(axis=1, keepdims=True), 1e-12)
-    result = linprog(-norm.ravel(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    a_eq, b_eq = (None, None) if spans is None else gavel_across.ties(spans)
+    result = linprog(
+        -norm.ravel(), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs"
+    )
     if result.status != 0:
         return None
     return _fractions(np.asarray(result.x, dtype=float), jobs, types)
 
 
 def _solve(
-    cost: Matrix, a_ub: csr_matrix, b_ub: Matrix, bounds: Sequence[tuple[float, float | None]]
+    cost: Matrix,
+    a_ub: csr_matrix,
+    b_ub: Matrix,
+    bounds: Sequence[tuple[float, float | None]],
+    spans: Matrix | None = None,
+    extra: int = 0,
 ) -> Matrix:
-    result = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    """HiGHS on the LP, with the spanned jobs' ties over X and `extra` variables after."""
+    a_eq, b_eq = (None, None) if spans is None else gavel_across.ties(spans, extra)
+    result = linprog(
+        cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs"
+    )
     if result.status != 0:
         raise RuntimeError(f"Gavel's allocation LP: HiGHS says {result.message}")
     return np.asarray(result.x, dtype=float)

@@ -115,20 +115,32 @@ def assign(
     capacity: Sequence[int],
     *,
     allocated_only: bool = False,
+    spans: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, int]:
     """Each job's GPU type this round (Gavel's _schedule_jobs_on_workers_helper):
     entries of priority 0 (no time fraction there, or none computed yet) take GPUs
-    left over, except where `allocated_only` (Gavel's FIFO policies)."""
+    left over, except where `allocated_only` (Gavel's FIFO policies). A job over
+    several types (`spans`: its GPUs of each, policies/gavel/across.py) runs at its
+    first entry where every part fits what is left; its type is that entry's."""
     left = list(capacity)
     chosen: dict[str, int] = {}
     for priority, _, _, minus_index, minus_type in entries:
         job_id, t = job_ids[-minus_index], -minus_type
-        if job_id in chosen or rates[job_id][t] <= 0.0 or scale[job_id] > left[t]:
+        if job_id in chosen or rates[job_id][t] <= 0.0:
             continue
         if allocated_only and priority <= 0.0:
             continue
+        parts = spans.get(job_id) if spans else None
+        if parts:
+            if any(d > left[j] for j, d in enumerate(parts)):
+                continue
+            for j, d in enumerate(parts):
+                left[j] -= d
+        elif scale[job_id] > left[t]:
+            continue
+        else:
+            left[t] -= scale[job_id]
         chosen[job_id] = t
-        left[t] -= scale[job_id]
     return chosen
 
 
