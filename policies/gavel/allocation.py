@@ -16,8 +16,15 @@ Each problem is solved with SciPy's HiGHS (`scipy.optimize.linprog`, method "hig
 where Gavel used cvxpy with ECOS:
 
 - `max_min_fairness` (LAS, §4.1): maximise min_m z_m throughput(m, X) /
-  (w_m throughput(m, X_equal)), X_equal the equal time share (the blind allocation,
-  every T one, all weights one). One LP with an epigraph variable.
+  (w_m throughput(m, X_prop)), X_prop Gavel's code's proportional share
+  (ProportionalPolicy, policies/max_min_fairness.py at c4fa400: every job's whole
+  time over the types in proportion to their GPUs, X_prop[m][j] = W_j / sum W). The
+  paper writes X_equal, the equal time share, whose throughput is X_prop's times the
+  job's share of time, z*/z_m: normalising by it counts z_m twice and gave the 1-GPU
+  jobs of Gavel's trace more time than Gavel's code does (average JCT 13.7 % under
+  its simulator's, makespan 7.6 % over; with X_prop +0.8 % and +2.7 %,
+  docs/benchmarks.md). Blind, every T is one and X_prop's throughput 1. One LP with
+  an epigraph variable.
 - `finish_time_fairness` (Themis, §4.1): minimise max_m rho_m, rho_m =
   (t_m + r_m / throughput(m, X)) / (t_m + r_m / throughput(m, X_equal)), t_m the time
   since the job arrived, r_m its remaining steps. rho <= R is linear for a fixed R
@@ -40,12 +47,13 @@ blind LP's answer is spread over the types a job can run on, evenly where that f
 them and else in proportion to their GPUs (`_spread`): the types are alike to it, and
 the vertex HiGHS returns would otherwise put whole jobs on one type by accident.
 
-Deviations: X_equal is the unweighted equal share, as the paper's equation has it
-(Gavel's code weights it too, which counts a weight twice); FTF, as Gavel's, does not
-use the weights. HiGHS returns a vertex of the optimal face where ECOS returned an
-interior point, so among equally fair allocations LAS and FTF take, in a second LP,
-the one with the most total normalised throughput (LAS: sum_m z_m throughput(m, X) /
-(w_m throughput(m, X_equal)) with every job at least the optimal minimum; FTF: the sum
+Deviations: FTF's X_equal is the unweighted equal share, as the paper's equation has
+it (Gavel's code's FTF normalises by its IsolatedPolicy instead, within 10 % of Gavel
+on its trace as it is); FTF, as Gavel's, does not use the weights. HiGHS returns a
+vertex of the optimal face where ECOS returned an interior point, so among equally
+fair allocations LAS and FTF take, in a second LP, the one with the most total
+normalised throughput (LAS: sum_m z_m throughput(m, X) /
+(w_m throughput(m, X_prop)) with every job at least the optimal minimum; FTF: the sum
 of each job's throughput over its summed rates at the bisected R), and a blind LP's
 answer is spread over the types (`_spread`). Called by policies/gavel/__init__.py each
 time the job set changes.
@@ -90,11 +98,17 @@ def max_min_fairness(
         coeff = (scale / weights)[:, None] * blind
         x = _max_min(blind, coeff, scale, workers, spans)
         return _spread(x, blind, scale, workers, spans)
-    equal = _max_min(blind, scale[:, None] * blind, scale, workers, spans)
-    equal = _spread(equal, blind, scale, workers, spans)
-    isolated = _effective(throughputs, equal)
-    coeff = throughputs * (scale / (weights * np.maximum(isolated, 1e-12)))[:, None]
+    proportional = _effective(throughputs, _proportional(throughputs, workers))
+    coeff = throughputs * (scale / (weights * np.maximum(proportional, 1e-12)))[:, None]
     return _max_min(throughputs, coeff, scale, workers, spans)
+
+
+def _proportional(throughputs: Matrix, workers: Matrix) -> Matrix:
+    """Gavel's ProportionalPolicy: every job's whole time over the types in proportion
+    to their GPUs (X[m][j] = W_j / sum W, whatever the jobs' number and sizes)."""
+    share = workers / max(float(workers.sum()), 1e-12)
+    result: Matrix = np.broadcast_to(share, throughputs.shape).astype(float)
+    return result
 
 
 def finish_time_fairness(
