@@ -12,6 +12,12 @@ queue from its head (`Snapshot.waiting_in_order`, kept ordered by the backend) a
 stops at the first job that does not fit: the jobs behind the head share one reason.
 With backfill every waiting job is still offered to the placer each round (a placer
 may place GPU shares when no whole GPU is free, or learn from each request).
+
+On a cluster of several GPU types each job goes to the type that runs it fastest with
+room for its gang (`controller.model.type_choice.type_placer`, issue 31): the speeds
+are the backend's (a replay's throughput matrix where one is given) or else the
+catalogue's and the performance model's, so the operator and a replay choose alike.
+YARN-CS knows no GPU types; `aware=False` leaves placement to the placer as given.
 """
 
 from __future__ import annotations
@@ -21,11 +27,13 @@ from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from controller.model.job import short_of_gpus
+from controller.model.type_choice import type_placer
 
 
 @dataclass(frozen=True)
 class Fifo:
     backfill: bool = False
+    aware: bool = True
     name: str = "fifo"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
@@ -35,8 +43,9 @@ class Fifo:
         started = 0
         if snapshot.waiting_count():
             pool = snapshot.free_pool()
+            placer = type_placer(snapshot) if self.aware else snapshot.placer
             for job in snapshot.waiting_in_order(fifo_key):
-                alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
+                alloc = placer.place(pool, job, job.spec.num_gpus)
                 if alloc is not None:
                     pool.take(alloc, job.spec.gpu_mem_mib)
                     run[job.job_id] = alloc

@@ -20,6 +20,12 @@ A waiting job's remaining time does not change while it waits, so the backend ke
 the queue in that order (`Snapshot.waiting_by_size`); the greedy pass takes, at each
 step, the first job in the order among the gang sizes that still fit, and stops when
 no size fits: a round reads the jobs it chooses, not the whole queue.
+
+On a cluster of several GPU types a job it starts goes to the type that runs it
+fastest with room for its gang (`controller.model.type_choice.type_placer`, issue 31:
+the backend's speeds, else the catalogue's and the performance model's); the
+remaining time that orders the jobs stays the nominal one. `aware=False` leaves
+placement to the placer as given.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
 from controller.model.job import FRAGMENTED
+from controller.model.type_choice import type_placer
 
 # Up to this many jobs per GPU alive, sorting every job costs less than walking the
 # ordered queue (a C sort against a heap step per job chosen; about as many jobs are
@@ -40,6 +47,7 @@ _SORT_ALL_JOBS = 4
 
 @dataclass(frozen=True)
 class Srtf:
+    aware: bool = True
     name: str = "srtf"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
@@ -83,8 +91,9 @@ class Srtf:
             for job in snapshot.running():
                 if job.job_id not in run and job.allocation is not None:
                     pool.release(job.allocation, job.spec.gpu_mem_mib)
+            placer = type_placer(snapshot) if self.aware else snapshot.placer
             for job in to_start:
-                alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
+                alloc = placer.place(pool, job, job.spec.num_gpus)
                 if alloc is None:
                     reasons[job.job_id] = Reason(
                         FRAGMENTED,

@@ -9,12 +9,14 @@ GPUs of several types runs at its slowest type's rate, as in Gavel (Narayanan et
 OSDI 2020, §3.1), so a gang goes to one type where one has room.
 
 `FastestTypePlacer` wraps any placer with that rule; `type_placer` is what a policy
-that places through `Snapshot.placer` (Tiresias, Gandiva) wraps the snapshot's placer
-with each round, and `ranked_types` and `within_type` serve the policies that place by
-GPU counts of their own (Optimus). `gpuflow replay/compare` wraps the replay's placer
-when a throughput matrix is given (gpuflow/replay_cmd.py), so that FIFO and SRTF choose
-a type too. On a cluster of one GPU type every function here hands back what it was
-given: the policies run as they always did.
+that places through `Snapshot.placer` (Tiresias, Gandiva, FIFO, SRTF) wraps the
+snapshot's placer with each round, with or without a throughput matrix, so that the
+operator and a replay choose alike; `ranked_types` and `within_type` serve the
+policies that place by GPU counts of their own (Optimus). `gpuflow replay/compare`
+also wraps the replay's placer when a throughput matrix is given
+(gpuflow/replay_cmd.py), for the policies that do not choose themselves (EDF). On a
+cluster of one GPU type every function here hands back what it was given: the
+policies run as they always did.
 """
 
 from __future__ import annotations

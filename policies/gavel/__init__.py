@@ -20,29 +20,35 @@ their deviations: policies/gavel/allocation.py; the mechanism: policies/gavel/ro
 Options: `round_s` (360 s, Gavel's time_per_iteration; the policy keeps every job where
 it is until a round is due, however often the backend asks), `reset_interval_s` (1,920
 s; gavel-fifo recomputes at every change of the job set, below), `seed` (the blind
-FIFO's draws), `packed` (space sharing, Gavel's `*_packed` policies: X over jobs and
-pairs of jobs from the matrix's pair rates, policies/gavel/packing.py, a chosen pair run
-on GPUs both share, policies/gavel/colocation.py; aware only; without pair rates from
-the backend nothing pairs), `pop_k` (LAS, FTF and the makespan: X solved as k
-independent sub-problems, POP, policies/gavel/pop.py; 1: the full LP; unset: one part
-per 1,000 jobs, so the full LP below that; FIFO is no LP and ignores it). Deviations
-here: a job's priority weight is its spec's priority where that is >= 1, else 1
-(gpuflow's traces carry no Gavel weight); jobs are in Gavel's order, by arrival time
-then id, numbers in it compared as numbers (`arrival_key`); a job asking more GPUs than
-any type has waits with its own reason; a job's remaining steps (FTF, makespan) are what
-the backend knows of its total (Gavel assumes them known too); gavel-fifo recomputes X,
-and resets the time counters, whenever the job set changes, without waiting out
-`reset_interval_s`: its X is no LP but whole types for jobs that all fit at once, so
-priorities never choose among them, and a job that X leaves out runs in no round (Gavel
-skips FIFO's 0-priority entries), so a job that arrived, or that quotas showed it, after
-the last reset held GPUs idle until the next one (team-b 4 GPUs under its guarantee for
-36 min in issue 18's Show; on Gavel's trace, average JCT and makespan each 3-4 % nearer
-Gavel's simulator than with the period, docs/benchmarks.md).
+FIFO's random stream, Python's `random.Random(seed)` as Gavel's FIFOPolicy seeds it,
+carried between allocations in the state), `packed` (space sharing, Gavel's `*_packed`
+policies: X over jobs and pairs of jobs from the matrix's pair rates,
+policies/gavel/packing.py, a chosen pair run on GPUs both share,
+policies/gavel/colocation.py; aware only; without pair rates from the backend nothing
+pairs; a job no one type holds waits, as in Gavel), `pop_k` (LAS, FTF and the makespan:
+X solved as k independent sub-problems, POP, policies/gavel/pop.py; 1: the full LP;
+unset: one part per 1,000 jobs, so the full LP below that; FIFO is no LP and ignores
+it). Deviations here: a job's priority weight is its spec's priority where that is >= 1,
+else 1 (gpuflow's traces carry no Gavel weight); jobs are in Gavel's order, by arrival
+time then id, numbers in it compared as numbers (`arrival_key`); a job asking more GPUs
+than any type has runs over several types at its slowest part's speed
+(policies/gavel/across.py; Gavel would leave it waiting for ever), except under the
+blind FIFO, and one asking more than the cluster has waits with its own reason; a job's
+remaining steps (FTF, makespan) are what the backend knows of its total (Gavel assumes
+them known too); gavel-fifo recomputes X, and resets the time counters, whenever the job
+set changes, without waiting out `reset_interval_s`: its X is no LP but whole types for
+jobs that all fit at once, so priorities never choose among them, and a job that X
+leaves out runs in no round (Gavel skips FIFO's 0-priority entries), so a job that
+arrived, or that quotas showed it, after the last reset held GPUs idle until the next
+one (team-b 4 GPUs under its guarantee for 36 min in issue 18's Show; on Gavel's trace,
+average JCT and makespan each 3-4 % nearer Gavel's simulator than with the period,
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import functools
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,9 +56,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model import Allocation, Cluster, JobSpec, JobView, Plan, Reason, Snapshot
 from controller.model.job import does_not_fit
 from controller.model.perf.matrix import ModelTypeRates
+from policies.gavel import across as gavel_across
 from policies.gavel import allocation as gavel_allocation
 from policies.gavel import colocation
 from policies.gavel import pop as gavel_pop
@@ -90,6 +97,8 @@ class GavelState:
     ran_on: Mapping[str, int] = field(default_factory=dict)
     # Space sharing (`packed`): the pairs in `allocation`, by key (policies/gavel/colocation.py).
     pairs: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # The blind FIFO's random stream between allocations (random.Random.getstate()).
+    draws: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,10 @@ class Gavel:
             )
         jobs = sorted(snapshot.jobs, key=arrival_key)
         job_ids = [j.job_id for j in jobs]
-        rates = _rates(snapshot, jobs, types)
+        # Gavel's code's blind FIFO runs no job over types (it would stop its queue).
+        # Nor does its packed LP (policies/gavel/packing.py): such a job waits there.
+        over_types = not (self.objective == "fifo" and not self.aware) and not self.packed
+        rates, spans = _rates(snapshot, jobs, types, over_types)
         capacity = _capacity(snapshot, types)
         active = frozenset(job_ids)
         pairs = prev.pairs if prev is not None else {}
@@ -138,11 +150,15 @@ class Gavel:
             counters = Counters().reset(job_ids, {}, 0.0, self.round_s, len(types))
             known: frozenset[str] = frozenset()
             reset_s = now
+            rng = random.Random(self.seed)
         else:
             live = frozenset(units) if pairs else active
             ran = {j: t for j, t in prev.ran_on.items() if j in live}
-            counters = prev.counters.ran(ran, now - prev.round_s, len(types))
+            counters = _ran(prev.counters, ran, spans, now - prev.round_s, len(types))
             allocation, known, reset_s = prev.allocation, prev.known, prev.reset_s
+            rng = random.Random()
+            if prev.draws is not None:
+                rng.setstate(prev.draws)
         # FIFO's X gives whole types to jobs that all fit at once: recomputed at every
         # change of the job set (module docstring).
         due = (
@@ -165,7 +181,7 @@ class Gavel:
                     self.pop_k,
                 )
             else:
-                allocation = self._allocation(jobs, rates, capacity, allocation, now)
+                allocation = self._allocation(jobs, rates, spans, capacity, allocation, now, rng)
             known, reset_s = active, now
         if self.packed:
             run, ran_on = colocation.round_placements(
@@ -182,17 +198,19 @@ class Gavel:
         else:
             entries = priorities(allocation, rates, counters, job_ids, len(types))
             scale = {j.job_id: j.spec.num_gpus for j in jobs}
+            fifo = self.objective == "fifo"
             chosen = assign(
-                entries, job_ids, scale, rates, capacity, allocated_only=self.objective == "fifo"
+                entries, job_ids, scale, rates, capacity, allocated_only=fifo, spans=spans
             )
-            run, ran_on = _placements(snapshot, jobs, types, chosen)
+            run, ran_on = _placements(snapshot, jobs, types, chosen, spans)
         reasons = {
             j.job_id: does_not_fit(j.spec.num_gpus, "no GPU type has that many", "NoGpuTypeFits")
             for j in jobs
             if not any(rates[j.job_id])
         }
+        draws = rng.getstate() if self.objective == "fifo" and not self.aware else None
         new_state = GavelState(
-            types, dict(allocation), known, counters, reset_s, now, ran_on, dict(pairs)
+            types, dict(allocation), known, counters, reset_s, now, ran_on, dict(pairs), draws
         )
         return Plan(
             run=run,
@@ -206,34 +224,59 @@ class Gavel:
         self,
         jobs: Sequence[JobView],
         rates: Mapping[str, tuple[float, ...]],
+        spans: Mapping[str, tuple[int, ...]],
         capacity: Sequence[int],
         previous: Mapping[str, tuple[float, ...]],
         now: float,
+        rng: random.Random,
     ) -> dict[str, tuple[float, ...]]:
-        """X for the jobs that can run on some type (policies/gavel/allocation.py)."""
+        """X for the jobs that can run on some type or over several
+        (policies/gavel/allocation.py, policies/gavel/across.py)."""
         runnable = [j for j in jobs if any(rates[j.job_id])]
         if not runnable:
             return {}
         t = np.array([rates[j.job_id] for j in runnable], dtype=float)
+        none = (0,) * len(capacity)
+        parts = np.array([spans.get(j.job_id, none) for j in runnable], dtype=float)
         scale = np.array([j.spec.num_gpus for j in runnable], dtype=float)
         workers = np.array(capacity, dtype=float)
         weights = np.array([max(1.0, float(j.spec.priority)) for j in runnable])
         remaining = np.array([max(j.remaining_iters_at(now), 1e-9) for j in runnable])
         since = np.array([max(0.0, now - j.spec.submit_s) for j in runnable])
         aware = self.aware
-        if self.objective == "fifo":
-            kept = {
-                row: int(np.argmax(previous[j.job_id]))
-                for row, j in enumerate(runnable)
-                if j.job_id in previous and max(previous[j.job_id]) >= 1.0
-            }
-            ids = [j.job_id for j in runnable]
-            x = gavel_allocation.fifo(t, scale, workers, kept, ids, aware=aware, seed=self.seed)
+        if self.objective == "fifo" and aware:
+            x = gavel_allocation.fifo(t, scale, workers, parts)
+        elif self.objective == "fifo":
+            return self._fifo_agnostic(runnable, t, scale, workers, previous, rng)
         else:
-            problem = _Problem(self.objective, aware, t, scale, weights, since, remaining)
+            problem = _Problem(self.objective, aware, t, scale, weights, since, remaining, parts)
             k = gavel_pop.default_k(len(runnable)) if self.pop_k is None else self.pop_k
             x = gavel_pop.partitioned(len(runnable), len(capacity), k, workers, problem.solve)
         return {j.job_id: tuple(float(v) for v in x[row]) for row, j in enumerate(runnable)}
+
+    def _fifo_agnostic(
+        self,
+        runnable: Sequence[JobView],
+        t: gavel_pop.Matrix,
+        scale: gavel_pop.Matrix,
+        workers: gavel_pop.Matrix,
+        previous: Mapping[str, tuple[float, ...]],
+        rng: random.Random,
+    ) -> dict[str, tuple[float, ...]]:
+        """Blind FIFO's X (allocation.fifo_agnostic): only the jobs given a type, in
+        arrival order (the order the next allocation walks them in, finished or not)."""
+        row_of = {j.job_id: row for row, j in enumerate(runnable)}
+        before = [
+            (row_of.get(job_id), int(np.argmax(x)))
+            for job_id, x in previous.items()
+            if max(x, default=0.0) >= 1.0
+        ]
+        x = gavel_allocation.fifo_agnostic(t, scale, workers, before, rng)
+        return {
+            j.job_id: tuple(float(v) for v in x[row])
+            for row, j in enumerate(runnable)
+            if x[row].any()
+        }
 
 
 @dataclass(frozen=True)
@@ -248,13 +291,20 @@ class _Problem:
     weights: gavel_pop.Matrix
     since_s: gavel_pop.Matrix
     remaining: gavel_pop.Matrix
+    spans: gavel_pop.Matrix
 
     def solve(self, rows: gavel_pop.Rows, workers: gavel_pop.Matrix) -> gavel_pop.Matrix:
-        """X of the jobs `rows` on `workers` GPUs of each type."""
-        t, scale, aware = self.throughputs[rows], self.scale[rows], self.aware
+        """X of the jobs `rows` on `workers` GPUs of each type (a job over several
+        types whose parts do not fit this part's GPUs gets none)."""
+        t, scale, aware = self.throughputs[rows].copy(), self.scale[rows], self.aware
+        spans = self.spans[rows]
+        for row in np.flatnonzero(spans.any(axis=1)):
+            if not gavel_across.fits(spans[row], workers):
+                t[row] = 0.0
+                spans[row] = 0.0
         if self.objective == "las":
             return gavel_allocation.max_min_fairness(
-                t, scale, self.weights[rows], workers, aware=aware
+                t, scale, self.weights[rows], workers, aware=aware, spans=spans
             )
         if self.objective == "ftf":
             return gavel_allocation.finish_time_fairness(
@@ -265,8 +315,11 @@ class _Problem:
                 self.since_s[rows],
                 self.remaining[rows],
                 aware=aware,
+                spans=spans,
             )
-        return gavel_allocation.min_makespan(t, scale, workers, self.remaining[rows], aware=aware)
+        return gavel_allocation.min_makespan(
+            t, scale, workers, self.remaining[rows], aware=aware, spans=spans
+        )
 
 
 @dataclass(frozen=True)
@@ -310,14 +363,58 @@ def _id_key(job_id: str) -> tuple[tuple[int, str], ...]:
 
 
 def _rates(
-    snapshot: Snapshot, jobs: Sequence[JobView], types: Sequence[str]
-) -> dict[str, tuple[float, ...]]:
-    """Each job's steps/s on its GPUs of each type (0: the type has too few)."""
+    snapshot: Snapshot, jobs: Sequence[JobView], types: Sequence[str], over_types: bool
+) -> tuple[dict[str, tuple[float, ...]], dict[str, tuple[int, ...]]]:
+    """Each job's steps/s on its GPUs of each type (0: the type has too few), and,
+    where `over_types`, the spans of the jobs no one type holds: their GPUs of each
+    type and their rate over them on each type they span
+    (policies/gavel/across.py)."""
     source = snapshot.type_rates or ModelTypeRates(snapshot.cluster)
-    return {
+    rates = {
         j.job_id: tuple(source.type_rate_ips(j.spec, t, j.spec.num_gpus) or 0.0 for t in types)
         for j in jobs
     }
+    spans: dict[str, tuple[int, ...]] = {}
+    if not over_types:
+        return rates, spans
+    sizes = [0] * len(types)
+    index = {t: i for i, t in enumerate(types)}
+    for node in snapshot.cluster.nodes:
+        sizes[index[node.gpu_type.name]] += node.num_gpus
+    for j in jobs:
+        if any(rates[j.job_id]):
+            continue
+        spec = j.spec
+
+        def rate_of(gpu: str, n: int, spec: JobSpec = spec) -> float | None:
+            return source.type_rate_ips(spec, gpu, n)
+
+        parts = gavel_across.span(spec.num_gpus, types, sizes, rate_of)
+        if parts:
+            rate = gavel_across.spanned_rate(parts, types, rate_of)
+            spans[j.job_id] = parts
+            rates[j.job_id] = tuple(rate if d else 0.0 for d in parts)
+    return rates, spans
+
+
+def _ran(
+    counters: Counters,
+    ran_on: Mapping[str, int],
+    spans: Mapping[str, Sequence[int]],
+    elapsed_s: float,
+    types: int,
+) -> Counters:
+    """The counters after the last round: a job over several types ran on each."""
+    counters = counters.ran(ran_on, elapsed_s, types)
+    for column in range(types):
+        more = {
+            job_id: column
+            for job_id, on in ran_on.items()
+            if job_id in spans and spans[job_id][column] and column != on
+        }
+        if more:
+            counters = counters.ran(more, elapsed_s, types)
+    return counters
 
 
 def _capacity(snapshot: Snapshot, types: Sequence[str]) -> list[int]:
@@ -331,10 +428,15 @@ def _capacity(snapshot: Snapshot, types: Sequence[str]) -> list[int]:
 
 
 def _placements(
-    snapshot: Snapshot, jobs: Sequence[JobView], types: Sequence[str], chosen: Mapping[str, int]
+    snapshot: Snapshot,
+    jobs: Sequence[JobView],
+    types: Sequence[str],
+    chosen: Mapping[str, int],
+    spans: Mapping[str, Sequence[int]],
 ) -> tuple[dict[str, Allocation], dict[str, int]]:
     """GPUs for the round's jobs: a running job given its own type keeps its GPUs, the
-    others are placed on their type's free GPUs, largest gangs first."""
+    others are placed on their type's free GPUs, largest gangs first; a job over
+    several types keeps GPUs holding its parts, or takes each part on its type."""
     cluster = snapshot.cluster
     nodes_of = [[i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types]
     pool = snapshot.free_pool()
@@ -344,9 +446,8 @@ def _placements(
         alloc = job.allocation
         if alloc is None:
             continue
-        on = {cluster.nodes[node].gpu_type.name for node, _ in alloc.per_node}
         column = chosen.get(job.job_id)
-        if column is not None and on == {types[column]}:
+        if column is not None and _holds(cluster, alloc, types, column, spans.get(job.job_id)):
             run[job.job_id] = alloc
             ran_on[job.job_id] = column
         else:
@@ -359,10 +460,37 @@ def _placements(
     free = free_by_type(pool, nodes_of)
     for job in rest:
         column = chosen[job.job_id]
-        placed = place_on_type(free[column], job.spec.num_gpus)
-        if placed is None or not pool.fits(placed, job.spec.gpu_mem_mib):
+        parts = spans.get(job.job_id) or [
+            job.spec.num_gpus if t == column else 0 for t in range(len(types))
+        ]
+        taken = [(t, place_on_type(free[t], d)) for t, d in enumerate(parts) if d]
+        gpus = [gpu for _, alloc in taken if alloc is not None for gpu in alloc.gpus()]
+        if len(gpus) != job.spec.num_gpus:
             continue
-        take_on_type(pool, free[column], placed, job.spec.gpu_mem_mib)
+        placed = Allocation.whole(gpus)
+        if not pool.fits(placed, job.spec.gpu_mem_mib):
+            continue
+        for t, alloc in taken:
+            assert alloc is not None
+            take_on_type(pool, free[t], alloc, job.spec.gpu_mem_mib)
         run[job.job_id] = placed
         ran_on[job.job_id] = column
     return run, ran_on
+
+
+def _holds(
+    cluster: Cluster,
+    alloc: Allocation,
+    types: Sequence[str],
+    column: int,
+    parts: Sequence[int] | None,
+) -> bool:
+    """Whether a running job's GPUs are what this round gives it: all of the type
+    `column`, or, for a job over several types, its parts on each."""
+    counts = [0] * len(types)
+    index = {t: i for i, t in enumerate(types)}
+    for node, n in alloc.per_node:
+        counts[index[cluster.nodes[node].gpu_type.name]] += n
+    if parts:
+        return counts == list(parts)
+    return counts[column] == alloc.num_gpus

@@ -94,7 +94,7 @@ def allocation(
         elif objective == "makespan":
             x = packing.min_makespan(part, share, remaining[rows])
         else:
-            x = packing.fifo(part, share, [ids[r] for r in rows])
+            x = packing.fifo(part, share)
         singles[rows] = x.singles
         for p, (a, b) in enumerate(part.pairs):
             pair_x[index[int(rows[a]), int(rows[b])]] = x.pairs[p]

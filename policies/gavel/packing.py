@@ -158,10 +158,10 @@ def finish_time_fairness(
     return best
 
 
-def fifo(combos: Combinations, workers: Matrix, job_ids: list[str]) -> Packed:
+def fifo(combos: Combinations, workers: Matrix) -> Packed:
     """FIFO with space sharing (module docstring); rows in arrival order."""
     t = combos.throughputs
-    singles = gavel_allocation.fifo(t, combos.scale, workers, {}, job_ids, aware=True, seed=0)
+    singles = gavel_allocation.fifo(t, combos.scale, workers)
     pairs = np.zeros((len(combos.pairs), combos.types))
     placed = [r for r in range(combos.jobs) if singles[r].any()]
     queue = [r for r in range(combos.jobs) if r not in placed]

@@ -13,7 +13,7 @@ n/k jobs take far less than the one of n.
 Here the jobs, in Gavel's arrival order, are dealt round-robin into k parts (row i in
 part i mod k), every part gets W_j / k GPUs of each type j (a fraction is fine: X is
 a time fraction, and the round-based mechanism places jobs on the whole cluster), and
-each part's X is its policy's own problem over its jobs alone (X_equal, LAS's
+each part's X is its policy's own problem over its jobs alone (X_equal or X_prop, LAS's
 normalisation, FTF's bisection, the makespan all per part). POP draws the partition at
 random; a deal in arrival order is as balanced in jobs and in arrival time, and the
 same from run to run without a seed. Where the optimum treats the parts alike (each

@@ -116,25 +116,37 @@ def assign(
     *,
     allocated_only: bool = False,
     members: Mapping[str, tuple[str, ...]] | None = None,
+    spans: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, int]:
     """Each job's GPU type this round (Gavel's _schedule_jobs_on_workers_helper):
     entries of priority 0 (no time fraction there, or none computed yet) take GPUs
     left over, except where `allocated_only` (Gavel's FIFO policies). With `members`
     (space sharing, policies/gavel/colocation.py) an id may be a pair of jobs: it is
-    skipped where either job is already taken, and taking it takes both."""
+    skipped where either job is already taken, and taking it takes both. A job over
+    several types (`spans`: its GPUs of each, policies/gavel/across.py) runs at its
+    first entry where every part fits what is left; its type is that entry's."""
     left = list(capacity)
     chosen: dict[str, int] = {}
     taken: set[str] = set()
     for priority, _, _, minus_index, minus_type in entries:
         job_id, t = job_ids[-minus_index], -minus_type
         jobs = members.get(job_id, (job_id,)) if members else (job_id,)
-        if any(j in taken for j in jobs) or rates[job_id][t] <= 0.0 or scale[job_id] > left[t]:
+        if any(j in taken for j in jobs) or rates[job_id][t] <= 0.0:
             continue
         if allocated_only and priority <= 0.0:
             continue
+        parts = spans.get(job_id) if spans else None
+        if parts:
+            if any(d > left[j] for j, d in enumerate(parts)):
+                continue
+            for j, d in enumerate(parts):
+                left[j] -= d
+        elif scale[job_id] > left[t]:
+            continue
+        else:
+            left[t] -= scale[job_id]
         chosen[job_id] = t
         taken.update(jobs)
-        left[t] -= scale[job_id]
     return chosen
 
 

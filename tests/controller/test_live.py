@@ -8,14 +8,14 @@ import pytest
 
 from controller.live import LiveCluster
 from controller.maintenance import NodeAction
-from controller.model import JobStatus
+from controller.model import GpuType, JobStatus
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import Quotas
 from controller.quotas.spec import queues_from_data
 from controller.rates import RateModel
 from controller.spec.yaml_spec import load_yaml
 from policies.registry import make_policy
-from tests.builders import make_cluster, make_job
+from tests.builders import make_cluster, make_job, make_typed_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,6 +166,36 @@ def test_each_job_keeps_its_simulated_speed_on_each_gpu_type_it_ran_on() -> None
         types[spec.job_id] = gpu
     assert types["j0"] == types["j1"] == "V100-SXM2-16GB" != types["j2"]
     assert live.type_throughput("nobody") == []
+
+
+@pytest.mark.parametrize("policy", ["fifo", "srtf"])
+def test_fifo_and_srtf_start_a_job_on_the_fastest_type_with_no_matrix(policy: str) -> None:
+    """A server of a slow type listed before one of a fast type and no throughput
+    matrix: the catalogue's speeds through the performance model send the first job to
+    the fast server and the second, which finds it full, to the slow one (issue 31,
+    item 4; a placer blind to types takes server 0 first)."""
+    slow = GpuType("SLOW-16GB", mem_mib=16384, nvlink_gbps=200.0, pcie_gbps=100.0, speed=0.5)
+    fast = GpuType("FAST-16GB", mem_mib=16384, nvlink_gbps=200.0, pcie_gbps=100.0, speed=2.0)
+    cluster = make_typed_cluster((slow, 1), (fast, 1))
+    clock = ManualClock()
+    live = LiveCluster(
+        cluster,
+        make_policy(policy),
+        ConsolidatedPlacer(cluster),
+        time_scale=1.0,
+        round_interval_s=0.0,
+        clock=clock,
+    )
+    live.submit(make_job("a", 4, duration_s=1000.0))
+    clock.t += 1.0
+    live.submit(make_job("b", 4, duration_s=1000.0))
+    clock.t += 1.0
+    placed = {}
+    for job_id in ("a", "b"):
+        state = live.job(job_id)
+        assert state is not None and state.allocation is not None
+        placed[job_id] = state.allocation.nodes
+    assert placed == {"a": (1,), "b": (0,)}
 
 
 def test_occupancy_keeps_its_version_until_the_gpus_change_hands() -> None:

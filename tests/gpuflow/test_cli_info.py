@@ -43,7 +43,7 @@ def test_policies_json_lists_each_with_its_defaults(capsys: pytest.CaptureFixtur
     assert by_name["fifo"] == {
         "name": "fifo",
         "description": "the YARN capacity scheduler as deep-learning cluster studies run it.",
-        "options": {"backfill": False},
+        "options": {"backfill": False, "aware": True},
     }
     assert by_name["tiresias"]["options"]["starve_limit"] == 8.0
-    assert by_name["srtf"]["options"] == {}
+    assert by_name["srtf"]["options"] == {"aware": True}

@@ -5,6 +5,7 @@ the blind ones (issue 31)."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -44,17 +45,18 @@ def test_las_aware_gives_the_fast_type_to_the_job_it_speeds_up() -> None:
 
 def test_las_weights_and_scale_factors_share_the_gpus() -> None:
     """Three jobs on 2 GPUs of one type. Blind: the 2-GPU job gets half the time of a
-    1-GPU job (z_m X equal: the same GPU-time). Aware: z_m throughput(m, X) /
-    (w_m throughput(m, X_equal)) is equal for every job, as Gavel's objective has it
-    (its z_m counts the GPUs once more beside X_equal's), with every GPU busy. And a
-    job of weight 2 gets twice the time of a job of weight 1."""
+    1-GPU job (z_m X equal: the same GPU-time). Aware, normalised as Gavel's code does
+    by the proportional share (every job's throughput on the types in proportion to
+    their GPUs, here the one type's), the same: on one type aware LAS is the blind one,
+    as Gavel's agnostic policy is its aware one with every rate 1 (the paper's X_equal
+    would count z_m twice and give the 2-GPU job a quarter of a 1-GPU job's time). And
+    a job of weight 2 gets twice the time of a job of weight 1."""
     t = np.ones((3, 1))
     scale = np.array([2.0, 1.0, 1.0])
     equal = alloc.max_min_fairness(t, scale, np.ones(3), np.array([2.0]), aware=False)
     assert equal[:, 0] == pytest.approx([1 / 3, 2 / 3, 2 / 3], rel=1e-5)
     x = alloc.max_min_fairness(t, scale, np.ones(3), np.array([2.0]), aware=True)
-    share = scale * x[:, 0] / equal[:, 0]
-    assert share == pytest.approx(np.full(3, share[0]), rel=1e-5)
+    assert x[:, 0] == pytest.approx(equal[:, 0], rel=1e-5)
     assert (x[:, 0] * scale).sum() == pytest.approx(2.0, rel=1e-5)
     weighted = alloc.max_min_fairness(t[:2], ONE, np.array([2.0, 1.0]), np.array([1.0]), aware=True)
     assert weighted[:, 0] == pytest.approx([2 / 3, 1 / 3], rel=1e-5)
@@ -126,15 +128,54 @@ def test_ftf_bounds_every_jobs_finish_time_ratio() -> None:
 def test_fifo_aware_takes_the_fastest_type_and_stops_at_the_first_that_fits_nowhere() -> None:
     t = np.array([[4.0, 1.0], [4.0, 1.0], [2.0, 1.0], [1.0, 1.0]])
     scale = np.array([1.0, 1.0, 2.0, 1.0])
-    x = alloc.fifo(t, scale, np.array([1.0, 2.0]), {}, ["a", "b", "c", "d"], aware=True, seed=0)
+    x = alloc.fifo(t, scale, np.array([1.0, 2.0]))
     # a: type 0; b: type 1 (type 0 full); c needs 2, one left: FIFO stops there.
     assert x.tolist() == [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]
 
 
-def test_fifo_blind_keeps_a_jobs_type() -> None:
-    t = np.array([[4.0, 1.0], [4.0, 1.0]])
-    x = alloc.fifo(t, ONE, np.array([1.0, 1.0]), {0: 1}, ["a", "b"], aware=False, seed=0)
-    assert x.tolist() == [[0.0, 1.0], [1.0, 0.0]]
+def test_fifo_agnostic_gives_the_last_type_by_name_past_its_gpus_as_gavels_code() -> None:
+    """Gavel's mode 'base' draws an index and takes the last listed type: five 1-GPU
+    jobs on 2 + 2 GPUs all go to type 1, which never reaches exactly 0 again once past
+    it (here it does at the second job, and the draw drops a type from the list)."""
+    t = np.ones((5, 2))
+    scale = np.ones(5)
+    rng = random.Random(0)
+    x = alloc.fifo_agnostic(t, scale, np.array([2.0, 2.0]), [], rng)
+    draws = random.Random(0)
+    # Job 0: type 1 (2 -> 1); job 1: type 1 (1 -> 0), the list loses the type at the
+    # drawn index of [0, 1]; then the other type is the last listed, or none is.
+    first, second = draws.randrange(2), draws.randrange(2)
+    assert first in (0, 1)
+    assert x[:2].tolist() == [[0.0, 1.0], [0.0, 1.0]]
+    if second == 1:  # type 1 dropped: type 0 is last, takes two jobs, then none left
+        assert x[2:].tolist() == [[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]
+    else:  # type 0 dropped though free: type 1 is last, and job 2 finds no room
+        assert x[2:].tolist() == [[0.0, 0.0]] * 3
+
+
+def test_fifo_agnostic_over_fills_the_last_type_while_another_has_room() -> None:
+    """Three types of 3, 3 and 1 GPUs and 1-GPU jobs: the first job takes type 2 (the
+    last), which reaches 0, and the list loses the type at the drawn index. Where the
+    draw drops type 0, type 2 stays listed and last, so every later job goes to it
+    (X = 1 each, its GPUs -1, -2, ...) while type 1's three GPUs stay out of the
+    allocation: Gavel's blind FIFO on its own trace."""
+    seed = next(s for s in range(50) if random.Random(s).randrange(3) == 0)
+    x = alloc.fifo_agnostic(
+        np.ones((6, 3)), np.ones(6), np.array([3.0, 3.0, 1.0]), [], random.Random(seed)
+    )
+    assert x[:, 2].tolist() == [1.0] * 6
+    assert x[:, :2].sum() == 0.0
+
+
+def test_fifo_agnostic_keeps_types_and_offers_a_finished_jobs_type_to_the_head() -> None:
+    """A job keeps its type; a finished job's type goes to the head of the queue if it
+    fits there (Gavel: before the free types are drawn from)."""
+    t = np.ones((2, 2))
+    # Row 0 kept on type 0; a finished job had type 1; row 1 (the head) takes type 1.
+    x = alloc.fifo_agnostic(
+        t, np.ones(2), np.array([1.0, 1.0]), [(0, 0), (None, 1)], random.Random(0)
+    )
+    assert x.tolist() == [[1.0, 0.0], [0.0, 1.0]]
 
 
 def test_the_mechanism_runs_the_job_furthest_below_its_fraction() -> None:

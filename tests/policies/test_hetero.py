@@ -1,5 +1,6 @@
 """The existing policies on a cluster of several GPU types (issue 31, item 3): Tiresias,
-Gandiva and Optimus place a job on the type that runs it fastest with room, Optimus
+Gandiva, Optimus, FIFO and SRTF place a job on the type that runs it fastest with room
+(with no throughput matrix: the catalogue's and the performance model's speeds), Optimus
 estimates with the rate on that type, and Pollux searches goodput per type, each
 against the same case blind to types, where the slow type comes first."""
 
@@ -25,6 +26,9 @@ from tests.policies.invariants import check_round
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = GpuType("SLOW-16GB", mem_mib=16384, nvlink_gbps=200.0, pcie_gbps=100.0, speed=0.5)
 FAST = GpuType("FAST-16GB", mem_mib=16384, nvlink_gbps=200.0, pcie_gbps=100.0, speed=2.0)
+# The policies that place a job on its fastest type (FIFO and SRTF since issue 31's
+# item 4, with no throughput matrix as with one).
+PLACING = ["tiresias", "gandiva", "optimus", "fifo", "srtf"]
 # The slow server first: a placer blind to types takes node 0.
 TWO_TYPES = make_typed_cluster((SLOW, 1), (FAST, 1))
 
@@ -38,7 +42,7 @@ def nodes(alloc: Allocation | None) -> set[int]:
     return {share.node for share in alloc.shares}
 
 
-@pytest.mark.parametrize("policy", ["tiresias", "gandiva", "optimus"])
+@pytest.mark.parametrize("policy", PLACING)
 def test_the_first_job_takes_the_fast_type_and_the_next_the_slow_one(policy: str) -> None:
     first = make_view(make_job("a", 4, submit_s=0.0))
     second = make_view(make_job("b", 4, submit_s=1.0))
@@ -47,14 +51,14 @@ def test_the_first_job_takes_the_fast_type_and_the_next_the_slow_one(policy: str
     assert nodes(plan.run.get("b")) == {0}
 
 
-@pytest.mark.parametrize("policy", ["tiresias", "gandiva", "optimus"])
+@pytest.mark.parametrize("policy", PLACING)
 def test_blind_to_types_the_first_job_takes_the_first_server(policy: str) -> None:
     first = make_view(make_job("a", 4, submit_s=0.0))
     plan = check_round(make_policy(policy, aware=False), snapshot(first))
     assert nodes(plan.run.get("a")) == {0}
 
 
-@pytest.mark.parametrize("policy", ["tiresias", "gandiva", "optimus"])
+@pytest.mark.parametrize("policy", PLACING)
 def test_a_job_that_fits_neither_type_alone_spans_them(policy: str) -> None:
     plan = check_round(make_policy(policy), snapshot(make_view(make_job("a", 6))))
     assert nodes(plan.run.get("a")) == {0, 1}
@@ -83,7 +87,7 @@ def test_tiresias_consolidates_a_skewed_job_within_one_type() -> None:
     assert nodes(plan.run.get("resnet")) == {0, 3, 4}
 
 
-@pytest.mark.parametrize("policy", ["tiresias", "gandiva", "optimus"])
+@pytest.mark.parametrize("policy", PLACING)
 def test_on_one_type_the_policy_places_as_the_placer_does(policy: str) -> None:
     cluster = make_cluster(nodes=2, gpus=4)
     snap = snapshot(make_view(make_job("a", 4)), cluster=cluster)

@@ -33,7 +33,7 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
         ("tiresias", {"thresholds_gpu_s": [100, "b"]}, "must be a finite number, not 'b'"),
         ("pollux", {"max_batch_sizes": {"cifar10": "big"}}, "must be an integer, not 'big'"),
         ("optimus", {"admission": 7}, "option 'admission' must be a str, not 7"),
-        ("srtf", {"speed": 2}, r"unknown option 'speed' \(known: name\)"),
+        ("srtf", {"speed": 2}, r"unknown option 'speed' \(known: aware, name\)"),
     ],
 )
 def test_an_option_of_the_wrong_type_is_refused_by_name(
