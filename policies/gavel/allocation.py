@@ -98,9 +98,16 @@ def max_min_fairness(
         coeff = (scale / weights)[:, None] * blind
         x = _max_min(blind, coeff, scale, workers, spans)
         return _spread(x, blind, scale, workers, spans)
-    proportional = _effective(throughputs, _proportional(throughputs, workers))
-    coeff = throughputs * (scale / (weights * np.maximum(proportional, 1e-12)))[:, None]
+    proportional = proportional_throughput(throughputs, workers)
+    coeff = throughputs * (scale / (weights * proportional))[:, None]
     return _max_min(throughputs, coeff, scale, workers, spans)
+
+
+def proportional_throughput(throughputs: Matrix, workers: Matrix) -> Matrix:
+    """Each job's throughput under Gavel's proportional share, what aware LAS
+    normalises by here and in its packed form (policies/gavel/packing.py)."""
+    result: Matrix = np.maximum(_effective(throughputs, _proportional(throughputs, workers)), 1e-12)
+    return result
 
 
 def _proportional(throughputs: Matrix, workers: Matrix) -> Matrix:

@@ -20,8 +20,9 @@ pairs on one GPU, so in practice only 1-GPU jobs pair). The policies, each over 
 constraints, solved with SciPy's HiGHS as policies/gavel/allocation.py's:
 
 - LAS (`max_min_fairness_packed`): maximise min_m z_m throughput(m, X) /
-  (w_m throughput(m, X_equal)), then the most summed normalised throughput at that
-  minimum (allocation.py's second LP);
+  (w_m throughput(m, X_prop)), X_prop Gavel's proportional share as the unpacked LAS
+  normalises (allocation.proportional_throughput), then the most summed normalised
+  throughput at that minimum (allocation.py's second LP);
 - makespan (`min_total_duration_packed`): maximise 1/M subject to
   throughput(m, X) >= r_m / M, M >= 100 s;
 - FTF (`finish_time_fairness_packed`): minimise max_m rho_m by bisection on R, each
@@ -32,10 +33,10 @@ constraints, solved with SciPy's HiGHS as policies/gavel/allocation.py's:
   (pair rate over the rate alone on that type, summed over the two) above
   `FIFO_PACKING_THRESHOLD`; the first queued job that finds none stops the rest.
 
-Deviations: LAS and FTF normalise by the throughput under X_equal (the equal time
-share, as the paper's equation and the unpacked policies here have it) where Gavel's
-packed code divides each job's rates by their sum over types; the normalisation makes
-no difference to which combinations pay, only to how fairness weighs jobs. Called by
+Deviations: LAS normalises by the throughput under X_prop and FTF by that under
+X_equal (the equal time share), as the unpacked policies here do, where Gavel's packed
+code divides each job's rates by their sum over types; the normalisation makes no
+difference to which combinations pay, only to how fairness weighs jobs. Called by
 policies/gavel/colocation.py when a Gavel policy runs with `packed=true`.
 """
 
@@ -100,7 +101,9 @@ class Packed:
 def max_min_fairness(combos: Combinations, weights: Matrix, workers: Matrix) -> Packed:
     """LAS with space sharing (module docstring)."""
     lp = _Lp(combos, workers)
-    coeff = combos.scale / (weights * _isolated(combos, workers)[1])
+    coeff = combos.scale / (
+        weights * gavel_allocation.proportional_throughput(combos.throughputs, workers)
+    )
     runnable = (combos.throughputs > 0.0).any(axis=1)
     gain = lp.gain(coeff)
     n = lp.variables
