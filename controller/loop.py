@@ -10,8 +10,10 @@ what is running and waiting, `apply(plan)` carries the plan out gang by gang (or
 raises PlanError for a plan that breaks the rules).
 
 A round: with quotas (controller.quotas), their admission picks the jobs the policy
-sees and their settlement trims its plan; the plan is fenced against cordoned nodes
-(controller.maintenance.fence_plan) in either case. The policy, and the explicit
+sees and their settlement gives back what quotas decide between queues; the plan is
+then checked against the GPU-choice filter the policies choose through
+(controller.checks: cordons, GPU models, CPU and memory), a breach being a policy's
+defect. The policy, and the explicit
 state it carries from round to round, live here and nowhere else, with the tally of
 what the plans did to each job (controller.tally), counted alike on every backend.
 """
@@ -22,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from controller.actions import JobAction
-from controller.maintenance import fence_plan
+from controller.checks import PlanDefects, check_plan
 from controller.model import Plan, Policy, Snapshot, validate_plan
 from controller.model.order import queue_order
 from controller.pace import Pace
@@ -66,6 +68,8 @@ class Controller:
         self.last_plan: Plan | None = None
         # What each job's plans did to it, counted alike on every backend.
         self.tally = DecisionTally()
+        # The plans' breaches of the GPU-choice filter held back (controller.checks).
+        self.defects = PlanDefects()
 
     def set_policy(self, policy: Policy) -> None:
         """Switch policy; it starts from a fresh state at the next round."""
@@ -81,11 +85,13 @@ class Controller:
             self.tally.add(backend.apply(kept))
             return kept
         if self.quotas is None:
-            plan = fence_plan(snapshot, self.policy.schedule(snapshot, self.state))
+            plan = self.policy.schedule(snapshot, self.state)
         else:
             admitted = self.quotas.admit(snapshot, queue_order(self.policy, snapshot, self.state))
-            plan = self.policy.schedule(admitted.seen, self.state)
-            plan = self.quotas.settle(admitted, fence_plan(snapshot, plan))
+            plan = self.quotas.settle(admitted, self.policy.schedule(admitted.seen, self.state))
+        plan = check_plan(
+            snapshot, plan, policy=self.policy.name, strict=self.check_plans, defects=self.defects
+        )
         if self.check_plans:
             validate_plan(snapshot, plan)  # the full invariants, for tests
         if self.on_round is not None:

@@ -18,7 +18,8 @@ the largest size its T4 table profiles (yolov3 at batch 64: 16 GPUs, deepspeech2
 batch 320: 32; bench/deadlines.py). docs/benchmarks.md compares both with the paper's
 figure. A job that does not fit
 is passed over, so smaller jobs behind it may still run. Running jobs so chosen keep
-their GPUs; the others are placed by the snapshot's placer, in order, in what is left.
+their GPUs; the others are placed by the snapshot's placer, in order, in what is left
+(the placer's wrapper asks the GPU-choice filter, controller.model.candidates).
 Deviation: a chosen job the placer cannot place for fragmentation waits with a reason
 that says so rather than a whole repacking of the cluster.
 """

@@ -12,6 +12,9 @@ queue from its head (`Snapshot.waiting_in_order`, kept ordered by the backend) a
 stops at the first job that does not fit: the jobs behind the head share one reason.
 With backfill every waiting job is still offered to the placer each round (a placer
 may place GPU shares when no whole GPU is free, or learn from each request).
+GPUs come from the snapshot's placer, whose wrapper asks the GPU-choice filter
+(controller.model.candidates: no cordoned node, GPU models a job accepts, CPU and
+memory for its pods).
 """
 
 from __future__ import annotations

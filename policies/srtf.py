@@ -19,7 +19,9 @@ pays its restart (the model's `restart_s`) in the replay all the same.
 A waiting job's remaining time does not change while it waits, so the backend keeps
 the queue in that order (`Snapshot.waiting_by_size`); the greedy pass takes, at each
 step, the first job in the order among the gang sizes that still fit, and stops when
-no size fits: a round reads the jobs it chooses, not the whole queue.
+no size fits: a round reads the jobs it chooses, not the whole queue. GPUs come from
+the snapshot's placer, whose wrapper asks the GPU-choice filter
+(controller.model.candidates).
 """
 
 from __future__ import annotations

@@ -30,7 +30,10 @@ Learning", ASPLOS 2023. Each round:
    best fit, else whole servers), which on servers of a power-of-two size places every
    block on servers of its own without fragmenting the others. A running job whose
    size is unchanged keeps its GPUs; if the others do not then fit, everything is
-   placed again from an empty cluster (a migration).
+   placed again from an empty cluster (a migration). Each job's fewest servers are
+   sought over the pool the GPU-choice filter leaves it (controller.model.candidates:
+   no cordoned node, GPU models it accepts, CPU and memory for its pods) and taken
+   with its pods' request.
 4. Elastic scaling: a job's size changes whenever the allocation says so (the backend
    charges the restart); its batch size is kept, as ElasticFlow keeps the global batch.
 
@@ -63,6 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model.candidates import pool_for, take
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED, REFUSED
 from controller.model.perf import throughput_ips
@@ -358,7 +362,7 @@ def _place(
         else:
             pool.release(job.allocation, job.spec.gpu_mem_mib)
     todo = sorted((j for j in jobs if j not in kept), key=lambda j: (-sizes[j], j))
-    placed = _pack(pool.copy(), todo, sizes, jobs)
+    placed = _pack(snapshot, pool.copy(), todo, sizes, jobs)
     if placed is not None:
         return {**kept, **placed}, {}
     for kept_id, held in kept.items():
@@ -367,26 +371,30 @@ def _place(
     run: dict[str, Allocation] = {}
     reasons: dict[str, Reason] = {}
     for job_id in everyone:
-        alloc = pack_fewest_servers(pool, sizes[job_id])
-        if alloc is None:  # only when nodes are down or cordoned
+        job = jobs[job_id]
+        alloc = pack_fewest_servers(pool_for(snapshot, pool, job.spec), sizes[job_id])
+        if alloc is None:  # only when nodes are down or cordoned, or refuse the job
             reasons[job_id] = Reason(
                 FRAGMENTED, f"given {sizes[job_id]} GPUs but no placement of them fits"
             )
             continue
-        pool.take(alloc, jobs[job_id].spec.gpu_mem_mib)
-        run[job_id] = alloc
+        run[job_id] = take(pool, job, alloc)
     return run, reasons
 
 
 def _pack(
-    pool: GpuPool, todo: list[str], sizes: dict[str, int], jobs: dict[str, JobView]
+    snapshot: Snapshot,
+    pool: GpuPool,
+    todo: list[str],
+    sizes: dict[str, int],
+    jobs: dict[str, JobView],
 ) -> dict[str, Allocation] | None:
     """The jobs of `todo` placed in that order, or None if one does not fit."""
     out: dict[str, Allocation] = {}
     for job_id in todo:
-        alloc = pack_fewest_servers(pool, sizes[job_id])
+        job = jobs[job_id]
+        alloc = pack_fewest_servers(pool_for(snapshot, pool, job.spec), sizes[job_id])
         if alloc is None:
             return None
-        pool.take(alloc, jobs[job_id].spec.gpu_mem_mib)
-        out[job_id] = alloc
+        out[job_id] = take(pool, job, alloc)
     return out

@@ -4,12 +4,16 @@
 mechanisms (time-slicing there, packing in `gandiva_packing`, migration and
 grow-shrink in `gandiva_moves`). It starts from the snapshot's current allocations
 (the "keep everything" plan) and its free pool, and each mechanism edits both
-together, so that the pool is always what the plan leaves free.
+together, so that the pool is always what the plan leaves free. It is where Gandiva
+asks the GPU-choice filter (controller.model.candidates): `allows` before a job is
+given GPUs that no placer chose (a victim's GPUs in a swap, a packed share, a
+cleared node), and `start` takes the GPUs with the job's pods' CPU and memory.
 """
 
 from __future__ import annotations
 
 from controller.model import Allocation, JobSpec, JobView, Reason, Snapshot
+from controller.model.candidates import refusal, take
 from controller.model.catalog import gpu_util_of, resolve
 
 
@@ -49,9 +53,12 @@ class Work:
             and job.resume_s <= self.now
         )
 
+    def allows(self, job: JobView, alloc: Allocation) -> bool:
+        """Whether the filter gives `alloc` to `job` from the pool as it is now."""
+        return refusal(self.snapshot, self.pool, job, alloc) is None
+
     def start(self, job: JobView, alloc: Allocation) -> None:
-        self.pool.take(alloc, job.spec.gpu_mem_mib)
-        self.run[job.job_id] = alloc
+        self.run[job.job_id] = take(self.pool, job, alloc)
         self.touched[job.job_id] = None
 
     def move(self, job: JobView, alloc: Allocation) -> None:
@@ -61,9 +68,25 @@ class Work:
 
     def swap(self, victim: JobView, job: JobView, reason: Reason) -> None:
         """Time-slice `victim` out and start `job` on the GPUs it held (whole GPUs:
-        they go from one to the other, the pool stays as it is)."""
-        self.run[job.job_id] = self._suspended(victim, reason)
+        they go from one to the other, the pool's GPUs stay as they are; where nodes
+        count CPU and memory, the victim's pods give theirs back and the job's take)."""
+        given = self._suspended(victim, reason)
+        if self.pool.tracks_host:
+            self.pool.release(given, victim.spec.gpu_mem_mib)
+            given = given.with_host(job.spec.host)
+            self.pool.claim(given, job.spec.gpu_mem_mib)
+        self.run[job.job_id] = given
         self.touched[job.job_id] = None
+
+    def swap_allowed(self, victim: JobView, job: JobView) -> bool:
+        """Whether the filter gives `victim`'s GPUs to `job` once the victim's pods
+        are gone."""
+        alloc = self.run[victim.job_id]
+        pool = self.pool
+        if pool.tracks_host:
+            pool = pool.copy()
+            pool.release(alloc, victim.spec.gpu_mem_mib)
+        return refusal(self.snapshot, pool, job, alloc) is None
 
     def suspend_job(self, job: JobView, reason: Reason) -> None:
         """Time-slice a running job out: its state stays in host memory."""

@@ -49,6 +49,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.candidates import pool_for
 from controller.model.job import does_not_fit
 from controller.model.perf.matrix import ModelTypeRates
 from policies.gavel import allocation as gavel_allocation
@@ -321,10 +322,18 @@ def _placements(
     free = free_by_type(pool, nodes_of)
     for job in rest:
         column = chosen[job.job_id]
-        placed = place_on_type(free[column], job.spec.num_gpus)
-        if placed is None or not pool.fits(placed, job.spec.gpu_mem_mib):
+        spec = job.spec
+        fit = pool_for(snapshot, pool, spec)
+        # A job whose pods some node refuses chooses among the servers the filter
+        # leaves it; the round's shared table serves every other job.
+        offer = free[column] if fit is pool else free_by_type(fit, [nodes_of[column]])[0]
+        placed = place_on_type(offer, spec.num_gpus)
+        if placed is None:
             continue
-        take_on_type(pool, free[column], placed, job.spec.gpu_mem_mib)
+        placed = placed.with_host(spec.host)
+        if not pool.fits(placed, spec.gpu_mem_mib):
+            continue
+        take_on_type(pool, free[column], placed, spec.gpu_mem_mib)
         run[job.job_id] = placed
         ran_on[job.job_id] = column
     return run, ran_on

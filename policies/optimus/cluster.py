@@ -9,6 +9,11 @@ On a heterogeneous cluster (`rates` given: controller.model.type_choice) a job's
 profiled speed at w GPUs is its speed on w GPUs of its fastest type that has w, and a
 job is placed within its fastest type with room at the size it gets before across
 types, where it would run at its slowest GPU's speed (issue 31, item 3).
+
+Placement asks the GPU-choice filter (controller.model.candidates) for each job: the
+fewest servers are sought over the pool it leaves the job (no cordoned node, GPU
+models it accepts, CPU and memory for its pods), and the GPUs are taken with the
+job's pod request, so the next job sees what is left.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from controller.model import (
     Snapshot,
     TypeRates,
 )
+from controller.model.candidates import pool_for, take
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED
 from controller.model.perf import throughput_ips
@@ -151,11 +157,12 @@ def place(
     for job, least in to_place:
         want = sizes[job.job_id][0]
         alloc = None
+        fit = pool_for(snapshot, pool, job.spec)
         for gpus in range(want, least - 1, -1):
             if rates is not None:
-                alloc = _pack_by_type(snapshot.cluster, pool, rates, job, gpus)
+                alloc = _pack_by_type(snapshot.cluster, fit, rates, job, gpus)
             else:
-                alloc = pack_fewest_servers(pool, gpus)
+                alloc = pack_fewest_servers(fit, gpus)
             if alloc is not None:
                 break
         if alloc is None:
@@ -164,8 +171,7 @@ def place(
                 f"given {want} GPUs but no placement of {least} fits the free GPUs",
             )
             continue
-        pool.take(alloc, job.spec.gpu_mem_mib)
-        run[job.job_id] = alloc
+        run[job.job_id] = take(pool, job, alloc)
     return run, reasons
 
 
