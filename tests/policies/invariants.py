@@ -5,6 +5,10 @@ on clusters of 1..16 nodes, in the spirit of AdaptDL's pollux_test.py: a plan mu
 never over-allocate a GPU, must place every gang whole within its size limits, must
 give every waiting job a reason, and must be the same for the same input. The same
 on clusters of two GPU types, where the policies that choose a type do (issue 31).
+And on constrained snapshots (`constrained_snapshot`: cordoned nodes, nodes short of
+CPU or memory for the jobs' pods, jobs that accept one GPU model), every plan must
+pass the controller's check against the GPU-choice filter (controller.checks), as
+it must under quota limits (`quota_round`): where GPUs are chosen, not repaired after.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from controller.checks import check_plan
 from controller.model import (
     Cluster,
     GpuPool,
@@ -22,7 +27,7 @@ from controller.model import (
     Snapshot,
     validate_plan,
 )
-from controller.placement import ConsolidatedPlacer
+from controller.placement import ConsolidatedPlacer, make_placer
 from tests.builders import TEST_GPU, make_cluster, make_job, make_view
 
 MODELS = ("resnet50", "vgg16", "bert", "gpt2", "cifar10", "ncf")
@@ -104,4 +109,58 @@ def check_round(policy: Policy, snapshot: Snapshot, state: object = None) -> Pla
     again = policy.schedule(snapshot, state)
     assert dict(again.run) == dict(plan.run), "same snapshot, different plan"
     assert again.reasons == plan.reasons
+    return plan
+
+
+def constrained_snapshot(seed: int) -> Snapshot:
+    """`random_snapshot(seed)` (of two GPU types for every other seed) where every
+    node states its CPU and memory (some too little for the pods that ask the most),
+    a third of the nodes (where there are two or more) are cordoned, about half the
+    jobs' pods ask CPU and memory, and a fifth of the waiting jobs accept one GPU
+    model; placed by the wrapped consolidated placer, as a backend places. A running
+    job whose pod no longer fits its nodes waits preempted instead."""
+    rng = random.Random(10_000 + seed)
+    base = random_snapshot(seed, heterogeneous=seed % 2 == 1)
+    cluster = base.cluster
+    nodes = tuple(
+        replace(
+            n,
+            cpu_milli=rng.choice([6000, 16000, 64000]),
+            host_mem_mib=rng.choice([24576, 262144]),
+        )
+        for n in cluster.nodes
+    )
+    cluster = Cluster(cluster.name, nodes, cluster.racks, cluster.groups)
+    models = sorted({n.gpu_type.name for n in nodes})
+    pool = GpuPool.of_cluster(cluster)
+    views: list[JobView] = []
+    for view in base.jobs:
+        spec = view.spec
+        if rng.random() < 0.5:
+            spec = replace(
+                spec,
+                cpu_milli=rng.choice([1000, 4000, 8000]),
+                host_mem_mib=rng.choice([4096, 16384]),
+            )
+        if view.allocation is None and rng.random() < 0.2:
+            spec = replace(spec, gpu_models=frozenset({rng.choice(models)}))
+        alloc, status = view.allocation, view.status
+        if alloc is not None:
+            alloc = alloc.with_host(spec.host)
+            if pool.fits(alloc, spec.gpu_mem_mib):
+                pool.take(alloc, spec.gpu_mem_mib)
+            else:
+                alloc, status = None, JobStatus.PREEMPTED
+        views.append(replace(view, spec=spec, allocation=alloc, status=status))
+    count = len(nodes) // 3
+    cordoned = frozenset(rng.sample(range(len(nodes)), count))
+    placer = make_placer("consolidated", cluster)
+    return Snapshot(base.now_s, cluster, tuple(views), placer, cordoned_nodes=cordoned)
+
+
+def check_filtered_round(policy: Policy, snapshot: Snapshot) -> Plan:
+    """`check_round`, and the plan passes the check against the GPU-choice filter
+    (PlanError names the first job given GPUs the filter refuses)."""
+    plan = check_round(policy, snapshot)
+    check_plan(snapshot, plan, policy=policy.name, strict=True)
     return plan
