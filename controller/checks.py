@@ -5,11 +5,13 @@ settlement) and the backend. Policies choose GPUs through the filter
 (controller.model.candidates): cordoned nodes, GPU models a job refuses and nodes
 without the CPU or memory for its pod are refused where GPUs are chosen. A plan that
 still gives such GPUs is a defect of the policy, not a plan to repair:
-`check_plan` raises PlanError where plans are checked (replays under test:
-`Controller(check_plans=True)`), and otherwise (a live controller, a replay run
-from the CLI) holds each such job back with the filter's reason (it waits, or
-stops if it ran, as the fences that came before did), logs the defect and counts
-it in `PlanDefects`, so that no pod is started that cannot run.
+The same for the quotas' half of the filter (controller.model.quota_room): a start
+or growth beyond what the job's queue allows. `check_plan` raises PlanError where
+plans are checked (replays under test: `Controller(check_plans=True)`), and
+otherwise (a live controller, a replay run from the CLI) holds each such job back
+with the filter's reason (`hold_back`: it keeps the GPUs it holds where nobody took
+them, else waits or stops, as the fences that came before did), logs the defect and
+counts it in `PlanDefects`, so that no pod is started that cannot run.
 
 `explain_host_waits` is no check: a waiting job whose GPUs some node has free, but
 no such node its pod's CPU or memory, says so (WaitingForResources) instead of the
@@ -34,7 +36,13 @@ from controller.model import (
     Reason,
     Snapshot,
 )
-from controller.model.candidates import WAITING_FOR_RESOURCES, plan_refusals, shortfall
+from controller.model.candidates import (
+    WAITING_FOR_RESOURCES,
+    gpu_takers,
+    plan_refusals,
+    shortfall,
+)
+from controller.model.quota_room import QuotaRoom
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +67,16 @@ def check_plan(
     policy: str,
     strict: bool,
     defects: PlanDefects | None = None,
+    quota: QuotaRoom | None = None,
 ) -> Plan:
-    """`plan` checked against the filter: raises PlanError for the first job it gives
-    GPUs the filter refuses when `strict`; else those jobs are held back with the
-    filter's reason (the defect logged and counted in `defects`). Then the waits of
+    """`plan` checked against the filter (with `quota`, the round's quota figures, its
+    quota half too): raises PlanError for the first job it gives GPUs the filter
+    refuses when `strict`; else those jobs are held back with the filter's reason
+    (`hold_back`; the defect logged and counted in `defects`). Then the waits of
     `explain_host_waits`. Unchanged when nothing is refused or explained."""
     assert snapshot.current is not None
     changed, stopped = plan_diff(plan.run, snapshot.current)
-    refused = plan_refusals(snapshot, plan.run, changed, stopped)
+    refused = plan_refusals(snapshot, plan.run, changed, stopped, quota)
     if refused and strict:
         job_id = min(refused)
         raise PlanError(
@@ -77,11 +87,35 @@ def check_plan(
         if defects is not None:
             defects.by_reason[why.code] += 1
             defects.by_policy[policy] += 1
-    run = {k: v for k, v in plan.run.items() if k not in refused} if refused else plan.run
+    run: Mapping[str, Allocation] = plan.run
+    reasons = dict(plan.reasons)
+    if refused:
+        run = hold_back(plan.run, reasons, refused, snapshot.current)
     held = explain_host_waits(snapshot, run)
     if not refused and not held:
         return plan
-    return replace(plan, run=run, reasons={**plan.reasons, **held, **refused})
+    return replace(plan, run=run, reasons={**reasons, **held})
+
+
+def hold_back(
+    run: Mapping[str, Allocation],
+    reasons: dict[str, Reason],
+    refused: Mapping[str, Reason],
+    current: Mapping[str, Allocation],
+) -> dict[str, Allocation]:
+    """`run` without what it gives the jobs in `refused`: each back to the GPUs it holds
+    if no other job of the plan took one of them, else out of the plan (it stops, or
+    stays waiting, with its reason added to `reasons`)."""
+    out = dict(run)
+    taken = gpu_takers(out)
+    for job_id in sorted(refused):
+        before = current.get(job_id)
+        if before is not None and all(taken.get(g, set()) <= {job_id} for g in before.gpus()):
+            out[job_id] = before
+            continue
+        del out[job_id]
+        reasons[job_id] = refused[job_id]
+    return out
 
 
 def explain_host_waits(snapshot: Snapshot, run: Mapping[str, Allocation]) -> dict[str, Reason]:

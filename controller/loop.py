@@ -10,12 +10,13 @@ what is running and waiting, `apply(plan)` carries the plan out gang by gang (or
 raises PlanError for a plan that breaks the rules).
 
 A round: with quotas (controller.quotas), their admission picks the jobs the policy
-sees and their settlement gives back what quotas decide between queues; the plan is
-then checked against the GPU-choice filter the policies choose through
-(controller.checks: cordons, GPU models, CPU and memory), a breach being a policy's
-defect. The policy, and the explicit
-state it carries from round to round, live here and nowhere else, with the tally of
-what the plans did to each job (controller.tally), counted alike on every backend.
+sees and hands it the round's quota figures; the plan is checked against the
+GPU-choice filter the policies choose through (controller.checks: cordons, GPU
+models, CPU and memory, and the quotas), a breach being a policy's defect; then the
+quotas' settlement gives back what they decide between queues, and reclaims. The
+policy, and the explicit state it carries from round to round, live here and nowhere
+else, with the tally of what the plans did to each job (controller.tally), counted
+alike on every backend.
 """
 
 from __future__ import annotations
@@ -84,14 +85,20 @@ class Controller:
         if kept is not None:
             self.tally.add(backend.apply(kept))
             return kept
-        if self.quotas is None:
-            plan = self.policy.schedule(snapshot, self.state)
-        else:
+        admitted = None
+        if self.quotas is not None:
             admitted = self.quotas.admit(snapshot, queue_order(self.policy, snapshot, self.state))
-            plan = self.quotas.settle(admitted, self.policy.schedule(admitted.seen, self.state))
+        plan = self.policy.schedule(snapshot if admitted is None else admitted.seen, self.state)
         plan = check_plan(
-            snapshot, plan, policy=self.policy.name, strict=self.check_plans, defects=self.defects
+            snapshot,
+            plan,
+            policy=self.policy.name,
+            strict=self.check_plans,
+            defects=self.defects,
+            quota=None if admitted is None else admitted.seen.quota_room,
         )
+        if self.quotas is not None and admitted is not None:
+            plan = self.quotas.settle(admitted, plan)
         if self.check_plans:
             validate_plan(snapshot, plan)  # the full invariants, for tests
         if self.on_round is not None:

@@ -21,7 +21,7 @@ the queue in that order (`Snapshot.waiting_by_size`); the greedy pass takes, at 
 step, the first job in the order among the gang sizes that still fit, and stops when
 no size fits: a round reads the jobs it chooses, not the whole queue. GPUs come from
 the snapshot's placer, whose wrapper asks the GPU-choice filter
-(controller.model.candidates).
+(controller.model.candidates), and a start its queue does not allow (quotas) waits.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.candidates import GpuFilter
 from controller.model.job import FRAGMENTED
 
 # Up to this many jobs per GPU alive, sorting every job costs less than walking the
@@ -81,21 +82,22 @@ class Srtf:
         """Place `to_start` in order on what `run` leaves free; the plan."""
         reasons: dict[str, Reason] = {}
         if to_start:
-            pool = snapshot.free_pool()
+            pool, chooser = snapshot.free_pool(), GpuFilter(snapshot)
             for job in snapshot.running():
                 if job.job_id not in run and job.allocation is not None:
                     pool.release(job.allocation, job.spec.gpu_mem_mib)
+                    chooser.release(job)
             for job in to_start:
                 alloc = snapshot.placer.place(pool, job, job.spec.num_gpus)
-                if alloc is None:
-                    reasons[job.job_id] = Reason(
+                refused = None if alloc is None else chooser.quota_refusal(job, alloc)
+                if alloc is None or refused is not None:
+                    reasons[job.job_id] = refused or Reason(
                         FRAGMENTED,
                         f"among the shortest jobs but no placement of "
                         f"{job.spec.num_gpus} GPUs fits",
                     )
                     continue
-                pool.take(alloc, job.spec.gpu_mem_mib)
-                run[job.job_id] = alloc
+                run[job.job_id] = chooser.take(pool, job, alloc)
         default = Reason("ShorterJobsFirst", "jobs with less remaining time hold the GPUs")
         return Plan(run=run, reasons=reasons, default_reason=default)
 

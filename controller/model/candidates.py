@@ -11,13 +11,18 @@ gpuflow's, asked where GPUs are chosen rather than after. A job may be given GPU
   pod per node it spans; Kubernetes' NodeResourcesFit), counted after the stops of
   the plan being built and the pods it has placed already.
 
+How many more GPUs a job's quota leaf allows is the filter's other half,
+controller.model.quota_room (the round's figures carried by `Snapshot.quota_room`).
+
 Callers: every placer through controller.placement.resources.ResourceAwarePlacer
-(`fitting_pool`), so every policy that places with `Snapshot.placer`; the policies
-that search GPUs themselves (Tiresias' consolidation, Optimus' and ElasticFlow's
-fewest servers, Gavel's rounds, Pollux's GPU ids, Gandiva's packing) through
-`pool_for`, `refusal` and `take`; and, after the policy, the controller's check of
-the plan against the same rules (`plan_refusals`, called by controller.checks): a
-plan that breaks them is a policy's defect, not something to repair.
+(`fitting_pool`: the per-node rules), so every policy that places with
+`Snapshot.placer`; the policies that search GPUs themselves (Tiresias'
+consolidation, Optimus' and ElasticFlow's fewest servers, Gavel's rounds, Pollux's
+GPU ids, Gandiva's swaps, packs and growth) through a `GpuFilter`, one per plan
+(`pool_for`, `refusal`, `take`: both halves); and, after the policy, the
+controller's check of the plan against the same rules (`plan_refusals`, called by
+controller.checks): a plan that breaks them is a policy's defect, not something to
+repair.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from controller.model.allocation import Allocation
 from controller.model.cluster import NO_HOST, UNCONSTRAINED, Cluster, HostRequest
 from controller.model.job import JobSpec, JobView, Reason
 from controller.model.pool import GpuPool
+from controller.model.quota_room import QuotaRoom, plan_quota_refusals
 from controller.model.snapshot import Snapshot, new_gpu_on_cordoned
 
 # Why a job waits for a node's CPU or memory: the operator's reason for the same
@@ -106,19 +112,88 @@ def take(pool: GpuPool, job: JobView, alloc: Allocation) -> Allocation:
     return alloc
 
 
+class GpuFilter:
+    """One plan's filter, for a policy that chooses GPUs itself: made from the snapshot
+    it is shown, asked job by job where the policy chooses (`pool_for`, `refusal`),
+    told what it gives (`take`) and takes back (`release`), so that with quotas the
+    GPUs one job is given lower its queue's room for the next
+    (controller.model.quota_room.QuotaUse)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        room, current = snapshot.quota_room, snapshot.current
+        self.quota = None if room is None or current is None else room.start(current)
+
+    def pool_for(self, pool: GpuPool, spec: JobSpec) -> GpuPool:
+        """The part of `pool` the job's pods fit (module `pool_for`)."""
+        return pool_for(self.snapshot, pool, spec)
+
+    def refusal(self, pool: GpuPool, job: JobView, alloc: Allocation) -> Reason | None:
+        """Why `alloc` may not be given to `job` (module `refusal`), or why its queue
+        does not allow the GPUs beyond those it holds; None when it may."""
+        why = refusal(self.snapshot, pool, job, alloc)
+        return why if why is not None else self.quota_refusal(job, alloc)
+
+    def quota_refusal(self, job: JobView, alloc: Allocation) -> Reason | None:
+        """Why the job's queue does not allow `alloc`'s GPUs beyond those it holds."""
+        return None if self.quota is None else self.quota.refusal(job, alloc)
+
+    def more_gpus(self, job: JobView) -> float:
+        """The most GPUs the job's queue lets it add to what it holds (`inf` without
+        quotas)."""
+        return float("inf") if self.quota is None else self.quota.more_gpus(job)
+
+    def take(self, pool: GpuPool, job: JobView, alloc: Allocation) -> Allocation:
+        """Take `alloc` for `job` from `pool` (module `take`) and from its queue's room;
+        the allocation as the plan holds it."""
+        alloc = take(pool, job, alloc)
+        self.grant(job, alloc)
+        return alloc
+
+    def grant(self, job: JobView, alloc: Allocation) -> None:
+        """`alloc` is the job's now (taken from a pool by the caller): its queue's room
+        falls by what it adds, and grows by what it gives back."""
+        if self.quota is not None:
+            self.quota.grant(job, alloc)
+            self.quota.release(job.job_id, alloc)
+
+    def release(self, job: JobView) -> None:
+        """`job`, running, is stopped by the plan: its queue may use its GPUs again."""
+        if self.quota is not None:
+            self.quota.release(job.job_id, None)
+
+
 def plan_refusals(
     snapshot: Snapshot,
     run: Mapping[str, Allocation],
     changed: Iterable[str],
     stopped: Iterable[str],
+    quota: QuotaRoom | None = None,
 ) -> dict[str, Reason]:
     """The jobs among `changed` (started, resized or moved by a plan whose `run` is
     given; `stopped`: the running jobs it stops) that the filter refuses, each with
     its reason, counted after the plan's stops in job id order (compile_plan's
-    order). A plan whose GPUs are over-allocated is left to compile_plan to refuse."""
+    order); then, with `quota`, the others' gains beyond what their queues allow
+    (controller.model.quota_room.plan_quota_refusals). A plan whose GPUs are
+    over-allocated is left to compile_plan to refuse."""
     changed = sorted(changed)
     if not changed:
         return {}
+    refused = _node_refusals(snapshot, run, changed, stopped)
+    if quota is not None:
+        assert snapshot.current is not None
+        rest = {k: v for k, v in run.items() if k not in refused}
+        refused.update(plan_quota_refusals(quota, snapshot.job, snapshot.current, rest))
+    return refused
+
+
+def _node_refusals(
+    snapshot: Snapshot, run: Mapping[str, Allocation], changed: list[str], stopped: Iterable[str]
+) -> dict[str, Reason]:
+    if not snapshot.cordoned_nodes and not _tracks_host(snapshot):
+        models = (snapshot.job(j) for j in changed)
+        if not any(job is not None and job.spec.gpu_models for job in models):
+            return {}  # nothing to refuse: most rounds of most replays, without a copy
     pool = snapshot.free_pool()
     for job_id in (*stopped, *changed):
         job = snapshot.job(job_id)
@@ -148,3 +223,19 @@ def shortfall(snapshot: Snapshot, pool: GpuPool, node: int, host: HostRequest) -
         return f"{name}: needs {host.cpu_milli / 1000:g} CPU, {have:g} allocatable free"
     have_mib = max(0, free.mem_mib)
     return f"{name}: needs {host.mem_mib} MiB memory, {have_mib} MiB allocatable free"
+
+
+def gpu_takers(run: Mapping[str, Allocation]) -> dict[tuple[int, int], set[str]]:
+    """Each GPU of a plan -> the jobs given a share of it."""
+    taken: dict[tuple[int, int], set[str]] = {}
+    for job_id, alloc in run.items():
+        for gpu in alloc.gpus():
+            taken.setdefault(gpu, set()).add(job_id)
+    return taken
+
+
+def _tracks_host(snapshot: Snapshot) -> bool:
+    """Whether some node states its CPU or memory (the backend's pool says so)."""
+    if snapshot.pool is not None:
+        return snapshot.pool.tracks_host
+    return any(node.host is not None for node in snapshot.cluster.nodes)

@@ -216,6 +216,8 @@ def _place(work: Work, waiting: Walk) -> None:
             waiting.close(n)
             continue
         alloc = placer.place(pool, job, n)
+        if alloc is not None and work.chooser.quota_refusal(job, alloc) is not None:
+            continue  # its queue allows no more this round: it waits, the others may not
         if (alloc is None or len(alloc.nodes) > 1) and n <= largest_node and n not in hopeless:
             if movers is None:
                 movers = movers_by_node(work)
@@ -301,8 +303,8 @@ def _clear_node(
 def _takes(work: Work, job: JobView, node: int) -> bool:
     """Whether the filter lets waiting `job` onto `node` at all (asked before any job
     there is sliced out for it: a cordoned node, a GPU model it refuses, a node
-    without CPU or memory for its pod even now)."""
-    return work.allows(job, Allocation.whole([(node, 0)]))
+    without CPU or memory for its pod even now, a queue that allows no more)."""
+    return work.allows(job, Allocation.whole((node, g) for g in range(job.spec.num_gpus)))
 
 
 def _sliced_out(victim: JobView, by: JobView, quantum_s: float) -> Reason:

@@ -5,15 +5,16 @@ mechanisms (time-slicing there, packing in `gandiva_packing`, migration and
 grow-shrink in `gandiva_moves`). It starts from the snapshot's current allocations
 (the "keep everything" plan) and its free pool, and each mechanism edits both
 together, so that the pool is always what the plan leaves free. It is where Gandiva
-asks the GPU-choice filter (controller.model.candidates): `allows` before a job is
-given GPUs that no placer chose (a victim's GPUs in a swap, a packed share, a
-cleared node), and `start` takes the GPUs with the job's pods' CPU and memory.
+asks the GPU-choice filter (controller.model.candidates.GpuFilter, `chooser`):
+`allows` before a job is given GPUs (a start, a victim's GPUs in a swap, a packed
+share, a cleared node, a growth), `start` takes the GPUs with the job's pods' CPU
+and memory and from its queue's room, and a job suspended gives them back.
 """
 
 from __future__ import annotations
 
 from controller.model import Allocation, JobSpec, JobView, Reason, Snapshot
-from controller.model.candidates import refusal, take
+from controller.model.candidates import GpuFilter
 from controller.model.catalog import gpu_util_of, resolve
 
 
@@ -21,6 +22,7 @@ class Work:
     """The round's editable plan; `touched` holds every job started or moved in it."""
 
     __slots__ = (
+        "chooser",
         "migrations_left",
         "now",
         "pool",
@@ -37,6 +39,7 @@ class Work:
         self.now = snapshot.now_s
         self.run: dict[str, Allocation] = snapshot.allocations()
         self.pool = snapshot.free_pool()
+        self.chooser = GpuFilter(snapshot)
         self.share_unsized = share_unsized
         self.migrations_left = migrations
         # Ordered sets (dicts): iteration order must not depend on string hashing.
@@ -54,11 +57,12 @@ class Work:
         )
 
     def allows(self, job: JobView, alloc: Allocation) -> bool:
-        """Whether the filter gives `alloc` to `job` from the pool as it is now."""
-        return refusal(self.snapshot, self.pool, job, alloc) is None
+        """Whether the filter gives `alloc` to `job` from the pool as it is now, its
+        queue's room included."""
+        return self.chooser.refusal(self.pool, job, alloc) is None
 
     def start(self, job: JobView, alloc: Allocation) -> None:
-        self.run[job.job_id] = take(self.pool, job, alloc)
+        self.run[job.job_id] = self.chooser.take(self.pool, job, alloc)
         self.touched[job.job_id] = None
 
     def move(self, job: JobView, alloc: Allocation) -> None:
@@ -76,6 +80,7 @@ class Work:
             given = given.with_host(job.spec.host)
             self.pool.claim(given, job.spec.gpu_mem_mib)
         self.run[job.job_id] = given
+        self.chooser.grant(job, given)
         self.touched[job.job_id] = None
 
     def swap_allowed(self, victim: JobView, job: JobView) -> bool:
@@ -86,14 +91,16 @@ class Work:
         if pool.tracks_host:
             pool = pool.copy()
             pool.release(alloc, victim.spec.gpu_mem_mib)
-        return refusal(self.snapshot, pool, job, alloc) is None
+        return self.chooser.refusal(pool, job, alloc) is None
 
     def suspend_job(self, job: JobView, reason: Reason) -> None:
         """Time-slice a running job out: its state stays in host memory."""
         self.pool.release(self._suspended(job, reason), job.spec.gpu_mem_mib)
 
     def _suspended(self, job: JobView, reason: Reason) -> Allocation:
-        """Mark a running job suspended for `reason`; the GPUs it gave up."""
+        """Mark a running job suspended for `reason`; the GPUs it gave up (to its
+        queue's room too)."""
+        self.chooser.release(job)
         self.suspend[job.job_id] = None
         self.touched[job.job_id] = None
         self.reasons[job.job_id] = reason

@@ -49,7 +49,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
-from controller.model.candidates import pool_for
+from controller.model.candidates import GpuFilter
 from controller.model.job import does_not_fit
 from controller.model.perf.matrix import ModelTypeRates
 from policies.gavel import allocation as gavel_allocation
@@ -320,10 +320,14 @@ def _placements(
         key=lambda j: (-j.spec.num_gpus, order[j.job_id]),
     )
     free = free_by_type(pool, nodes_of)
+    chooser = GpuFilter(snapshot)
+    for job in snapshot.running():
+        if job.job_id not in run and job.job_id not in chosen:
+            chooser.release(job)
     for job in rest:
         column = chosen[job.job_id]
         spec = job.spec
-        fit = pool_for(snapshot, pool, spec)
+        fit = chooser.pool_for(pool, spec)
         # A job whose pods some node refuses chooses among the servers the filter
         # leaves it; the round's shared table serves every other job.
         offer = free[column] if fit is pool else free_by_type(fit, [nodes_of[column]])[0]
@@ -331,9 +335,10 @@ def _placements(
         if placed is None:
             continue
         placed = placed.with_host(spec.host)
-        if not pool.fits(placed, spec.gpu_mem_mib):
-            continue
+        if not pool.fits(placed, spec.gpu_mem_mib) or chooser.quota_refusal(job, placed):
+            continue  # no room, or its queue allows no more this round
         take_on_type(pool, free[column], placed, spec.gpu_mem_mib)
+        chooser.grant(job, placed)
         run[job.job_id] = placed
         ran_on[job.job_id] = column
     return run, ran_on

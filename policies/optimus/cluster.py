@@ -10,10 +10,11 @@ profiled speed at w GPUs is its speed on w GPUs of its fastest type that has w, 
 job is placed within its fastest type with room at the size it gets before across
 types, where it would run at its slowest GPU's speed (issue 31, item 3).
 
-Placement asks the GPU-choice filter (controller.model.candidates) for each job: the
-fewest servers are sought over the pool it leaves the job (no cordoned node, GPU
-models it accepts, CPU and memory for its pods), and the GPUs are taken with the
-job's pod request, so the next job sees what is left.
+Placement asks the GPU-choice filter (controller.model.candidates.GpuFilter) for
+each job: the fewest servers are sought over the pool it leaves the job (no cordoned
+node, GPU models it accepts, CPU and memory for its pods), a size its queue does not
+allow (quotas) shrinks as one that does not place, and the GPUs are taken with the
+job's pod request and from its queue's room, so the next job sees what is left.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from controller.model import (
     Snapshot,
     TypeRates,
 )
-from controller.model.candidates import pool_for, take
+from controller.model.candidates import GpuFilter
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED
 from controller.model.perf import throughput_ips
@@ -145,10 +146,13 @@ def place(
     size within the job's fastest type with room first (the module docstring)."""
     run = snapshot.allocations()
     pool = snapshot.free_pool()
+    chooser = GpuFilter(snapshot)
     for job in snapshot.running():
         if job.allocation is not None and sizes.get(job.job_id, (0, 0))[0] != job.num_gpus:
             pool.release(job.allocation, job.spec.gpu_mem_mib)
             del run[job.job_id]
+            if job.job_id not in sizes:
+                chooser.release(job)
     to_place = sorted(
         ((job, least) for job, least in jobs if job.job_id in sizes and job.job_id not in run),
         key=lambda pair: (-sizes[pair[0].job_id][0], sizes[pair[0].job_id][1]),
@@ -157,21 +161,25 @@ def place(
     for job, least in to_place:
         want = sizes[job.job_id][0]
         alloc = None
-        fit = pool_for(snapshot, pool, job.spec)
+        refused: Reason | None = None
+        fit = chooser.pool_for(pool, job.spec)
         for gpus in range(want, least - 1, -1):
             if rates is not None:
                 alloc = _pack_by_type(snapshot.cluster, fit, rates, job, gpus)
             else:
                 alloc = pack_fewest_servers(fit, gpus)
             if alloc is not None:
-                break
+                refused = chooser.quota_refusal(job, alloc)
+                if refused is None:
+                    break
+                alloc = None  # its queue allows fewer: shrink
         if alloc is None:
-            reasons[job.job_id] = Reason(
+            reasons[job.job_id] = refused or Reason(
                 FRAGMENTED,
                 f"given {want} GPUs but no placement of {least} fits the free GPUs",
             )
             continue
-        run[job.job_id] = take(pool, job, alloc)
+        run[job.job_id] = chooser.take(pool, job, alloc)
     return run, reasons
 
 

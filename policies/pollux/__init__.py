@@ -96,9 +96,10 @@ Deviations
   the search's capacity is `Snapshot.usable_gpus` (a cordoned node offers only what
   its jobs hold), and the GPU ids the counts become are asked of the GPU-choice
   filter in priority order (`policies.pollux.place.filtered`: GPU models, CPU and
-  memory for a job's pods, a cordoned node's GPUs held by another job); a job refused
-  its new GPUs keeps those it holds where they are still free, else waits with the
-  filter's reason. The search itself does not see per-job node masks.
+  memory for a job's pods, a cordoned node's GPUs held by another job, what its
+  queue allows under quotas); a job refused its new GPUs keeps those it holds where
+  they are still free, else waits with the filter's reason. The search itself sees
+  neither per-job node masks nor quotas.
 - At scale the search is split (`policies.pollux.partition`), as POP partitions an
   allocation problem (Narayanan et al., SOSP 2021): above `cells_per_part` (4,096)
   jobs x nodes cells, the nodes form k contiguous blocks (k a power of two), each

@@ -7,8 +7,8 @@ each node; `policies.pollux.Pollux` calls `node_capacity` to pose that problem a
 GPU-choice filter (controller.model.candidates) for those GPUs, job by job in the
 search's priority order: the search poses per-node counts for all jobs at once
 (cordoned nodes offer only what their jobs hold), so whether a node has a GPU model
-a job accepts, or the CPU and memory for its pod, is asked where the counts become
-GPUs.
+a job accepts, or the CPU and memory for its pod, and whether its queue allows the
+GPUs (quotas), is asked where the counts become GPUs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from controller.model import NO_HOST, Allocation, JobView, Reason, Snapshot
-from controller.model.candidates import refusal
+from controller.model.candidates import GpuFilter
 from policies.pollux.search import States
 
 
@@ -78,14 +78,19 @@ def filtered(
     replaced by the job's current one where that is still free (it keeps what it
     holds: the very object, so the plan keeps it), else by the filter's reason (the
     job waits, or stops). Each allocation carries its job's pods' request."""
-    if not snapshot.cordoned_nodes and all(
-        v.spec.host == NO_HOST and not v.spec.gpu_models for v in views
+    if (
+        not snapshot.cordoned_nodes
+        and snapshot.quota_room is None
+        and all(v.spec.host == NO_HOST and not v.spec.gpu_models for v in views)
     ):
         return list(placed)  # nothing to refuse: most rounds of most replays
     pool = snapshot.free_pool()
-    for view in views:
+    chooser = GpuFilter(snapshot)
+    for view, alloc in zip(views, placed, strict=True):
         if view.running and view.allocation is not None:
             pool.release(view.allocation, view.spec.gpu_mem_mib)
+            if alloc is None:
+                chooser.release(view)
     out: list[Allocation | Reason | None] = []
     for view, alloc in zip(views, placed, strict=True):
         if alloc is None:
@@ -93,7 +98,7 @@ def filtered(
             continue
         mem = view.spec.gpu_mem_mib
         alloc = alloc.with_host(view.spec.host)
-        why = refusal(snapshot, pool, view, alloc)
+        why = chooser.refusal(pool, view, alloc)
         if why is not None:
             current = view.allocation if view.running else None
             if current is None or not pool.fits(current, mem):
@@ -101,6 +106,6 @@ def filtered(
                 continue
             alloc = current
         if pool.fits(alloc, mem):
-            pool.take(alloc, mem)
+            alloc = chooser.take(pool, view, alloc)
         out.append(alloc)
     return out

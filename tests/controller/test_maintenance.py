@@ -121,8 +121,8 @@ def test_compile_plan_refuses_new_gpus_on_a_cordoned_node() -> None:
 
 def test_a_plan_onto_a_cordoned_node_is_a_defect_held_back_live_and_refused_in_tests() -> None:
     """The check after the policy (controller.checks): in a replay under test the plan
-    is refused, naming the job and the node; live, the job waits, or stops, with the
-    filter's reason, and the defect is counted against the policy."""
+    is refused, naming the job and the node; live, the job waits, or keeps the GPUs it
+    holds, with the filter's reason, and the defect is counted against the policy."""
     snap = _snapshot(frozenset({0}))
     plan = Plan(
         run={"wait": Allocation.whole([(0, 2), (0, 3)]), "run": Allocation.whole([(1, 0), (0, 2)])}
@@ -131,9 +131,10 @@ def test_a_plan_onto_a_cordoned_node_is_a_defect_held_back_live_and_refused_in_t
         check_plan(snap, plan, policy="p", strict=True)
     defects = PlanDefects()
     held = check_plan(snap, plan, policy="p", strict=False, defects=defects)
-    assert held.run == {}
+    # `run` keeps the GPUs it holds (nobody else took them); `wait` waits.
+    assert held.run == {"run": snap.allocations()["run"]}
     assert held.reasons["wait"] == Reason("NodeCordoned", "node n0 is cordoned: no new work")
-    assert [a.action.value for a in compile_plan(snap, held)] == ["preempt"]
+    assert compile_plan(snap, held) == []
     assert defects.by_reason == {"NodeCordoned": 2} and defects.by_policy == {"p": 2}
     keep = snap.allocations()
     assert check_plan(snap, Plan(run=keep), policy="p", strict=True).run == keep

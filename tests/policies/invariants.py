@@ -27,7 +27,10 @@ from controller.model import (
     Snapshot,
     validate_plan,
 )
+from controller.model.order import queue_order
+from controller.model.quotas import GpuQuota, QueueNode, QueueTree
 from controller.placement import ConsolidatedPlacer, make_placer
+from controller.quotas.admission import Quotas
 from tests.builders import TEST_GPU, make_cluster, make_job, make_view
 
 MODELS = ("resnet50", "vgg16", "bert", "gpt2", "cifar10", "ncf")
@@ -164,3 +167,37 @@ def check_filtered_round(policy: Policy, snapshot: Snapshot) -> Plan:
     plan = check_round(policy, snapshot)
     check_plan(snapshot, plan, policy=policy.name, strict=True)
     return plan
+
+
+def random_tree(seed: int, capacity: int) -> QueueTree:
+    """Queues for the tenants of `random_snapshot` (a, b, c): guarantees that add up to
+    at most the cluster's `capacity`, and a limit on about half of them, from a
+    guarantee up to the capacity."""
+    rng = random.Random(20_000 + seed)
+    leaves = []
+    left = capacity
+    for name in ("a", "b", "c"):
+        guarantee = rng.randint(0, max(0, left // 2))
+        left -= guarantee
+        limit = rng.randint(guarantee, capacity) if rng.random() < 0.5 else None
+        leaves.append(
+            QueueNode(
+                name,
+                guarantee=GpuQuota.of(guarantee),
+                limit=None if limit is None else GpuQuota.of(limit),
+                weight=rng.choice([1.0, 2.0]),
+            )
+        )
+    return QueueTree(tuple(leaves))
+
+
+def quota_round(policy: Policy, snapshot: Snapshot, tree: QueueTree) -> Plan:
+    """One round as the controller runs it with quotas (admission, the policy on the
+    snapshot it is shown, then the check against the filter, quotas included):
+    PlanError names the first job given GPUs its queue does not allow."""
+    quotas = Quotas(tree)
+    admitted = quotas.admit(snapshot, queue_order(policy, snapshot, None))
+    plan = policy.schedule(admitted.seen, None)
+    validate_plan(admitted.seen, plan)
+    room = admitted.seen.quota_room
+    return check_plan(snapshot, plan, policy=policy.name, strict=True, quota=room)

@@ -13,7 +13,9 @@ from tests.policies.invariants import (
     check_filtered_round,
     check_round,
     constrained_snapshot,
+    quota_round,
     random_snapshot,
+    random_tree,
     two_types,
 )
 
@@ -34,6 +36,13 @@ def test_round_invariants_on_two_gpu_types(name: str, seed: int) -> None:
 @pytest.mark.parametrize("seed", range(16))
 def test_round_plans_pass_the_filter_on_cordoned_and_cpu_short_nodes(name: str, seed: int) -> None:
     check_filtered_round(make_policy(name), constrained_snapshot(seed))
+
+
+@pytest.mark.parametrize("name", policy_names())
+@pytest.mark.parametrize("seed", range(16))
+def test_round_plans_pass_the_filter_under_quota_limits(name: str, seed: int) -> None:
+    snapshot = random_snapshot(seed)
+    quota_round(make_policy(name), snapshot, random_tree(seed, snapshot.cluster.num_gpus))
 
 
 # Whole replays run every registered policy; Pollux's genetic search is shortened so
