@@ -138,11 +138,6 @@ class GpuFilter:
         """Why the job's queue does not allow `alloc`'s GPUs beyond those it holds."""
         return None if self.quota is None else self.quota.refusal(job, alloc)
 
-    def more_gpus(self, job: JobView) -> float:
-        """The most GPUs the job's queue lets it add to what it holds (`inf` without
-        quotas)."""
-        return float("inf") if self.quota is None else self.quota.more_gpus(job)
-
     def take(self, pool: GpuPool, job: JobView, alloc: Allocation) -> Allocation:
         """Take `alloc` for `job` from `pool` (module `take`) and from its queue's room;
         the allocation as the plan holds it."""

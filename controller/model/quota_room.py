@@ -3,11 +3,10 @@
 controller.quotas.admission computes each round's figures before the policy (per
 pool: the GPUs each queue holds and deserves, and the spare GPUs no queue is owed)
 and hands them to the policy on its snapshot (`Snapshot.quota_room`, a `QuotaRoom`).
-A policy that gives a job more GPUs than its smallest size (growth, an elastic
-start) asks `QuotaRoom.start(snapshot.current)` for one plan's `QuotaUse` and, job
-by job, `more_gpus` (the most it may add), `refusal` (why an allocation does not pass
-the quota) and `grant` (the allocation taken: the leaf's headroom falls for the next
-job).
+A policy asks `QuotaRoom.start(snapshot.current)` for one plan's `QuotaUse` (through
+controller.model.candidates.GpuFilter) and, job by job, `refusal` (why an
+allocation does not pass the quota), `grant` (the allocation taken: the leaf's
+headroom falls for the next job) and `release` (a job stopped or shrunk).
 After the policy controller.checks checks the whole plan with the same rule
 (`plan_quota_refusals`, through controller.model.candidates.plan_refusals).
 
@@ -21,7 +20,7 @@ is counted apart, a job in each pool it holds GPUs of.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.model.allocation import Allocation
@@ -104,17 +103,6 @@ def at_limit(
     return None
 
 
-def limit_room(tree: QueueTree, leaf: str, held: Mapping[str, float], pool: Pool) -> float:
-    """The most GPUs `leaf` may add in `pool` before a limit on its chain (`at_limit`)."""
-    room = float("inf")
-    for queue in tree.chain(leaf):
-        node = tree.node(queue)
-        assert node is not None
-        if node.limit is not None:
-            room = min(room, pool.amount(node.limit) - held.get(queue, 0.0))
-    return max(0.0, room)
-
-
 def no_queue(job: JobView) -> Reason:
     named = f" and queue {job.spec.queue!r} is no leaf queue" if job.spec.queue else ""
     return Reason("NoQueue", f"no queue takes tenant {job.spec.tenant!r}{named}")
@@ -150,7 +138,14 @@ class QuotaRoom:
 
 
 class QuotaUse:
-    """What one plan has taken of the round's quota figures (module docstring)."""
+    """What one plan has taken of the round's quota figures (module docstring).
+
+    The rule is applied in submission order, as the check after the policy applies it
+    to the whole plan (a gang that passes its leaf's share by less than it was short
+    counts as the leaf's own, so the order matters): `refusal` asks whether the GPUs
+    granted so far and the new ones, taken in that order after every release so far,
+    all pass. So a plan built of what `refusal` allowed passes the check, whatever
+    order the policy chose in."""
 
     def __init__(
         self,
@@ -162,9 +157,9 @@ class QuotaUse:
         self.leaf = room.leaf
         self.figures = room.pools
         self.current = current
-        self.room = [{q.name: f.headroom(q.name) for q in self.tree.leaves()} for f in room.pools]
-        self.spare = [f.spare_gpus for f in room.pools]
-        self.held = [dict(f.held) for f in room.pools]
+        # GPUs each leaf may use again in each pool: what the plan released of its jobs.
+        self.credit: list[dict[str, float]] = [{} for _ in room.pools]
+        self.granted: dict[str, tuple[JobView, Allocation]] = {}
         if run is not None:
             for job_id in current:
                 self.release(job_id, run.get(job_id))
@@ -179,7 +174,7 @@ class QuotaUse:
         for k, figures in enumerate(self.figures):
             change = figures.pool.gpus(after) - figures.pool.gpus(before)
             if change < 0:
-                self.room[k][name] -= change
+                self.credit[k][name] = self.credit[k].get(name, 0.0) - change
 
     def gains(self, job: JobView, alloc: Allocation) -> list[tuple[int, float]]:
         """(pool index, GPUs) that `alloc` gives the job beyond what it holds."""
@@ -192,55 +187,66 @@ class QuotaUse:
         return out
 
     def refusal(self, job: JobView, alloc: Allocation) -> Reason | None:
-        """Why the job's queue does not allow `alloc` (its GPUs beyond those it holds),
-        or None."""
-        gains = self.gains(job, alloc)
-        if not gains:
+        """Why the job's queue does not allow `alloc` (its GPUs beyond those it holds)
+        next to what was granted so far, or None."""
+        if not self.gains(job, alloc):
             return None
-        name = self.leaf.get(job.job_id)
-        if name is None:
-            return no_queue(job)
-        for k, gain in gains:
-            figures = self.figures[k]
-            limited = at_limit(self.tree, name, self.held[k], gain, figures.pool)
-            if limited is not None:
-                return limited
-            room = self.room[k][name]
-            own = gain if within_share(room, gain) else max(0.0, min(room, gain))
-            if gain - own > self.spare[k] + EPS_GPUS:
-                return over_share(self.tree, figures, name)
-        return None
+        entries = dict(self.granted)
+        entries[job.job_id] = (job, alloc)
+        refused = self.evaluate(entries.values())
+        if not refused:
+            return None
+        return refused.get(job.job_id) or next(iter(refused.values()))
 
     def grant(self, job: JobView, alloc: Allocation) -> None:
-        """Record `alloc` given to the job (allowed by `refusal`): its leaf's headroom
-        falls, the spare GPUs it borrows too, and its chain holds the GPUs."""
-        name = self.leaf.get(job.job_id)
-        if name is None:
-            return
-        for k, gain in self.gains(job, alloc):
-            room = self.room[k][name]
-            own = gain if within_share(room, gain) else max(0.0, min(room, gain))
-            self.room[k][name] -= own
-            self.spare[k] -= max(0.0, gain - own)
-            for queue in self.tree.chain(name):
-                self.held[k][queue] = self.held[k].get(queue, 0.0) + gain
+        """Record `alloc` given to the job (allowed by `refusal`)."""
+        if self.gains(job, alloc):
+            self.granted[job.job_id] = (job, alloc)
+        else:
+            self.granted.pop(job.job_id, None)
 
-    def more_gpus(self, job: JobView) -> float:
-        """The most GPUs the job's queue lets it add to what it holds, in the pool that
-        allows the most (`inf` in none: every queue's limits and shares are pools of
-        its own; 0 for a job of no queue)."""
-        name = self.leaf.get(job.job_id)
-        if name is None:
-            return 0.0
-        best = 0.0
-        for k, figures in enumerate(self.figures):
-            if not figures.pool.accepts(job.spec):
+    def evaluate(self, entries: Iterable[tuple[JobView, Allocation]]) -> dict[str, Reason]:
+        """The jobs among `entries` that their queues refuse, each with its reason:
+        the gains taken in submission order after the releases, each allowed one
+        lowering its leaf's headroom (then the spare GPUs) and raising its chain's
+        holdings, a refused one taking nothing."""
+        tree = self.tree
+        room = [
+            {q.name: f.headroom(q.name) + c.get(q.name, 0.0) for q in tree.leaves()}
+            for f, c in zip(self.figures, self.credit, strict=True)
+        ]
+        spare = [f.spare_gpus for f in self.figures]
+        held = [dict(f.held) for f in self.figures]
+        refused: dict[str, Reason] = {}
+        for job, alloc in sorted(entries, key=lambda e: (e[0].spec.submit_s, e[0].job_id)):
+            gains = self.gains(job, alloc)
+            if not gains:
                 continue
-            room = max(0.0, self.room[k][name])
-            share = max(room + max(0.0, self.spare[k]), 2.0 * room - 2 * EPS_GPUS)
-            cap = min(share, limit_room(self.tree, name, self.held[k], figures.pool))
-            best = max(best, cap)
-        return best
+            name = self.leaf.get(job.job_id)
+            if name is None:
+                refused[job.job_id] = no_queue(job)
+                continue
+            why: Reason | None = None
+            owns: list[float] = []
+            for k, gain in gains:
+                figures = self.figures[k]
+                why = at_limit(tree, name, held[k], gain, figures.pool)
+                r = room[k][name]
+                own = gain if within_share(r, gain) else max(0.0, min(r, gain))
+                if why is None and gain - own > spare[k] + EPS_GPUS:
+                    why = over_share(tree, figures, name)
+                if why is not None:
+                    break
+                owns.append(own)
+            if why is not None:
+                refused[job.job_id] = why
+                continue
+            for (k, gain), own in zip(gains, owns, strict=True):
+                room[k][name] -= own
+                spare[k] -= max(0.0, gain - own)
+                for queue in tree.chain(name):
+                    held[k][queue] = held[k].get(queue, 0.0) + gain
+        return refused
 
 
 def plan_quota_refusals(
@@ -254,17 +260,9 @@ def plan_quota_refusals(
     after what the plan releases of each leaf (a policy may swap one of a queue's
     jobs for another). `job_of`: the active job of an id (`Snapshot.job`)."""
     use = room.start(current, run)
-    gains = []
+    entries = []
     for job_id, alloc in run.items():
         job = job_of(job_id)
-        if job is not None and use.gains(job, alloc):
-            gains.append(job)
-    refused: dict[str, Reason] = {}
-    for job in sorted(gains, key=lambda j: (j.spec.submit_s, j.job_id)):
-        alloc = run[job.job_id]
-        why = use.refusal(job, alloc)
-        if why is None:
-            use.grant(job, alloc)
-        else:
-            refused[job.job_id] = why
-    return refused
+        if job is not None and alloc is not current.get(job_id):
+            entries.append((job, alloc))
+    return use.evaluate(entries)
