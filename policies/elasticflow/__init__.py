@@ -26,9 +26,10 @@ Learning", ASPLOS 2023. Each round:
    becomes best-effort. So a best-effort job never takes the GPUs an admitted job's
    share needs.
 3. Placement (§4.3, buddy allocation). Shares are powers of two and are placed largest
-   first, each on the fewest servers (`pack_fewest_servers`: one server that holds it,
-   best fit, else whole servers), which on servers of a power-of-two size places every
-   block on servers of its own without fragmenting the others. A running job whose
+   first, each on the fewest servers (controller.model.best_fit.fewest_servers: one
+   server that holds it, best fit, else whole servers), which on servers of a
+   power-of-two size places every block on servers of its own without fragmenting
+   the others. A running job whose
    size is unchanged keeps its GPUs; if the others do not then fit, everything is
    placed again from an empty cluster (a migration). Each job's fewest servers are
    sought over the pool the GPU-choice filter leaves it (controller.model.candidates:
@@ -67,6 +68,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model.best_fit import fewest_servers
 from controller.model.candidates import GpuFilter
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED, REFUSED
@@ -80,7 +82,6 @@ from policies.elasticflow.shares import (
     min_share,
     plan_shares,
 )
-from policies.optimus.cluster import pack_fewest_servers
 from policies.size_caps import capped_max_gpus, check_caps
 
 
@@ -231,7 +232,7 @@ class ElasticFlow:
             key = (cluster.name, cluster.num_gpus, spec.model, batch, spec.precision, size)
             rate = self._rates.get(key)
             if rate is None:
-                alloc = pack_fewest_servers(empty, size)
+                alloc = fewest_servers(empty, size)
                 rate = 0.0
                 if alloc is not None:
                     rate = throughput_ips(
@@ -422,7 +423,7 @@ def _place_one(
     """`size` GPUs for `job` on the fewest servers the filter leaves it, taken; where
     its queue does not allow them, the GPUs it holds (a running job, where they are
     still free) or the quota's reason; None where no placement fits."""
-    alloc = pack_fewest_servers(chooser.pool_for(pool, job.spec), size)
+    alloc = fewest_servers(chooser.pool_for(pool, job.spec), size)
     if alloc is None:
         return None
     refused = chooser.quota_refusal(job, alloc)

@@ -2,7 +2,8 @@
 
 Peng et al., "Optimus", EuroSys 2018: §3.2 (a new job is profiled at a few sizes and
 its speed function f(w) fitted to what is seen) and §4.2 (placement on the fewest
-servers). Called by `policies.optimus.Optimus` each round; the fitting itself lives in
+servers: controller.model.best_fit.fewest_servers, the consolidated placer's rule
+without racks). Called by `policies.optimus.Optimus` each round; the fitting itself lives in
 `policies.optimus.fit`. Deviations are stated in `policies.optimus`.
 
 On a heterogeneous cluster (`rates` given: controller.model.type_choice) a job's
@@ -32,6 +33,7 @@ from controller.model import (
     Snapshot,
     TypeRates,
 )
+from controller.model.best_fit import fewest_servers
 from controller.model.candidates import GpuFilter
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED
@@ -74,7 +76,7 @@ class Profiler:
                     continue
             key = (profile.name, batch, w)
             if key not in self._cache:
-                alloc = pack_fewest_servers(self._empty(), w)
+                alloc = fewest_servers(self._empty(), w)
                 if alloc is None:
                     continue
                 self._cache[key] = throughput_ips(profile, self.cluster, alloc, batch_size=batch)
@@ -167,7 +169,7 @@ def place(
             if rates is not None:
                 alloc = _pack_by_type(snapshot.cluster, fit, rates, job, gpus)
             else:
-                alloc = pack_fewest_servers(fit, gpus)
+                alloc = fewest_servers(fit, gpus)
             if alloc is not None:
                 refused = chooser.quota_refusal(job, alloc)
                 if refused is None:
@@ -186,36 +188,13 @@ def place(
 def _pack_by_type(
     cluster: Cluster, pool: GpuPool, rates: TypeRates, job: JobView, num_gpus: int
 ) -> Allocation | None:
-    """`pack_fewest_servers` within the job's fastest GPU type with room, else across
+    """`fewest_servers` within the job's fastest GPU type with room, else across
     types."""
     if pool.total_free < num_gpus:
         return None
     nodes = nodes_by_type(cluster)
     for gpu in ranked_types(rates, job.spec, list(nodes), num_gpus):
-        alloc = pack_fewest_servers(within_type(pool, cluster, nodes[gpu]), num_gpus)
+        alloc = fewest_servers(within_type(pool, cluster, nodes[gpu]), num_gpus)
         if alloc is not None:
             return alloc
-    return pack_fewest_servers(pool, num_gpus)
-
-
-def pack_fewest_servers(pool: GpuPool, num_gpus: int) -> Allocation | None:
-    """`num_gpus` whole GPUs on the fewest servers: the fullest server that holds them
-    all (best fit, lowest index), else the emptiest servers first. Leaves `pool` as is."""
-    if pool.total_free < num_gpus:
-        return None
-    for free_count in range(num_gpus, len(pool.buckets)):
-        bucket = pool.buckets[free_count]
-        if bucket:
-            node = min(bucket)
-            return Allocation.whole((node, g) for g in pool.free_gpus(node)[:num_gpus])
-    nodes = sorted(
-        (n for n in range(pool.num_nodes) if pool.free_gpus(n)),
-        key=lambda n: (-len(pool.free_gpus(n)), n),
-    )
-    gpus: list[tuple[int, int]] = []
-    for node in nodes:
-        for g in pool.free_gpus(node)[: num_gpus - len(gpus)]:
-            gpus.append((node, g))
-        if len(gpus) == num_gpus:
-            return Allocation.whole(gpus)
-    return None
+    return fewest_servers(pool, num_gpus)

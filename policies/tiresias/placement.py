@@ -18,6 +18,7 @@ from __future__ import annotations
 from functools import cache
 
 from controller.model import Allocation, GpuPool, JobView, Reason, Snapshot
+from controller.model.best_fit import best_fit_node
 from controller.model.candidates import pool_for
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED, INSUFFICIENT_GPUS, does_not_fit
@@ -73,11 +74,7 @@ def _consolidated_by_type(
 def _consolidated(pool: GpuPool, need: int, nodes: int) -> Allocation | None:
     """`need` GPUs on `nodes` nodes: best fit on one node, else the emptiest nodes."""
     if nodes == 1:
-        for free in range(need, len(pool.buckets)):
-            if pool.buckets[free]:
-                node = min(pool.buckets[free])
-                return Allocation.whole((node, g) for g in pool.free_gpus(node)[:need])
-        return None
+        return best_fit_node(pool, need)
     free_gpus = pool.free_gpus
     order = sorted(range(pool.num_nodes), key=lambda n: -len(free_gpus(n)))  # stable: n
     gpus = [(n, g) for n in order[:nodes] for g in free_gpus(n)]
