@@ -19,10 +19,12 @@ Callers: every placer through controller.placement.resources.ResourceAwarePlacer
 `Snapshot.placer`; the policies that search GPUs themselves (Tiresias'
 consolidation, Optimus' and ElasticFlow's fewest servers, Gavel's rounds, Pollux's
 GPU ids, Gandiva's swaps, packs and growth) through a `GpuFilter`, one per plan
-(`pool_for`, `refusal`, `take`: both halves); and, after the policy, the
-controller's check of the plan against the same rules (`plan_refusals`, called by
-controller.checks): a plan that breaks them is a policy's defect, not something to
-repair.
+(`pool_for`, `refusal`, `take`: both halves); every policy, placer-based ones too
+(FIFO, SRTF, EDF), asks its `GpuFilter`'s quota half before it takes what the placer
+chose (a placer is stateless across a plan, a queue's room is not); and, after the
+policy, the controller's check of the plan against the same rules
+(`plan_refusals`, called by controller.checks): a plan that breaks them is a
+policy's defect, not something to repair.
 """
 
 from __future__ import annotations
@@ -113,8 +115,8 @@ def take(pool: GpuPool, job: JobView, alloc: Allocation) -> Allocation:
 
 
 class GpuFilter:
-    """One plan's filter, for a policy that chooses GPUs itself: made from the snapshot
-    it is shown, asked job by job where the policy chooses (`pool_for`, `refusal`),
+    """One plan's filter, for a policy: made from the snapshot it is shown, asked job
+    by job where the policy chooses (`pool_for`, `refusal`, `quota_refusal`),
     told what it gives (`take`) and takes back (`release`), so that with quotas the
     GPUs one job is given lower its queue's room for the next
     (controller.model.quota_room.QuotaUse)."""
