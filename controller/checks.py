@@ -1,12 +1,12 @@
 """After the policy: its plan checked against the GPU-choice filter, and waits explained.
 
-Called by controller.loop.Controller.decide between the policy (and the quotas'
-settlement) and the backend. Policies choose GPUs through the filter
+Called by controller.loop.Controller.decide between the policy and the quotas'
+settlement (or the backend, without quotas). Policies choose GPUs through the filter
 (controller.model.candidates): cordoned nodes, GPU models a job refuses and nodes
-without the CPU or memory for its pod are refused where GPUs are chosen. A plan that
-still gives such GPUs is a defect of the policy, not a plan to repair:
-The same for the quotas' half of the filter (controller.model.quota_room): a start
-or growth beyond what the job's queue allows. `check_plan` raises PlanError where
+without the CPU or memory for its pod are refused where GPUs are chosen, and so is a
+start or growth beyond what the job's queue allows (controller.model.quota_room). A
+plan that still gives such GPUs is a defect of the policy, not a plan to repair:
+`check_plan` raises PlanError where
 plans are checked (replays under test: `Controller(check_plans=True)`), and
 otherwise (a live controller, a replay run from the CLI) holds each such job back
 with the filter's reason (`hold_back`: it keeps the GPUs it holds where nobody took
