@@ -169,26 +169,35 @@ def check_filtered_round(policy: Policy, snapshot: Snapshot) -> Plan:
     return plan
 
 
-def random_tree(seed: int, capacity: int) -> QueueTree:
+def random_tree(seed: int, cluster: Cluster) -> QueueTree:
     """Queues for the tenants of `random_snapshot` (a, b, c): guarantees that add up to
-    at most the cluster's `capacity`, and a limit on about half of them, from a
-    guarantee up to the capacity."""
+    at most the cluster's GPUs, and a limit on about half of them, from a guarantee up
+    to the cluster's GPUs; per GPU model on a cluster of two types."""
     rng = random.Random(20_000 + seed)
+    capacity: dict[str, int] = {}
+    for node in cluster.nodes:
+        capacity[node.gpu_type.name] = capacity.get(node.gpu_type.name, 0) + node.num_gpus
+    left = dict(capacity)
     leaves = []
-    left = capacity
     for name in ("a", "b", "c"):
-        guarantee = rng.randint(0, max(0, left // 2))
-        left -= guarantee
-        limit = rng.randint(guarantee, capacity) if rng.random() < 0.5 else None
-        leaves.append(
-            QueueNode(
-                name,
-                guarantee=GpuQuota.of(guarantee),
-                limit=None if limit is None else GpuQuota.of(limit),
-                weight=rng.choice([1.0, 2.0]),
+        guarantee, limit = {}, {}
+        for model, gpus in sorted(capacity.items()):
+            guarantee[model] = rng.randint(0, max(0, left[model] // 2))
+            left[model] -= guarantee[model]
+            limit[model] = rng.randint(guarantee[model], gpus)
+        limited = rng.random() < 0.5
+        if len(capacity) == 1:  # plain numbers of GPUs
+            (g,), (m,) = guarantee.values(), limit.values()
+            leaves.append(_leaf(name, GpuQuota.of(g), GpuQuota.of(m) if limited else None, rng))
+        else:
+            leaves.append(
+                _leaf(name, GpuQuota.of(guarantee), GpuQuota.of(limit) if limited else None, rng)
             )
-        )
     return QueueTree(tuple(leaves))
+
+
+def _leaf(name: str, guarantee: GpuQuota, limit: GpuQuota | None, rng: random.Random) -> QueueNode:
+    return QueueNode(name, guarantee=guarantee, limit=limit, weight=rng.choice([1.0, 2.0]))
 
 
 def quota_round(policy: Policy, snapshot: Snapshot, tree: QueueTree) -> Plan:

@@ -41,8 +41,9 @@ def test_round_plans_pass_the_filter_on_cordoned_and_cpu_short_nodes(name: str, 
 @pytest.mark.parametrize("name", policy_names())
 @pytest.mark.parametrize("seed", range(16))
 def test_round_plans_pass_the_filter_under_quota_limits(name: str, seed: int) -> None:
-    snapshot = random_snapshot(seed)
-    quota_round(make_policy(name), snapshot, random_tree(seed, snapshot.cluster.num_gpus))
+    """Plain quotas, and quotas per GPU model on two GPU types for every other seed."""
+    snapshot = random_snapshot(seed, heterogeneous=seed % 2 == 1)
+    quota_round(make_policy(name), snapshot, random_tree(seed, snapshot.cluster))
 
 
 # Whole replays run every registered policy; Pollux's genetic search is shortened so
