@@ -50,14 +50,27 @@ log = logging.getLogger(__name__)
 @dataclass
 class PlanDefects:
     """The plans' breaches of the filter a live controller held back, by reason code
-    and by policy: each one a policy's defect to fix."""
+    and by policy: each one a policy's defect to fix. `fresh` holds the (policy,
+    reason code) of those not yet read by `drain` (the operator's metrics read them
+    after each round: operators.metrics.OperatorMetrics.count_defects)."""
 
     by_reason: Counter[str] = field(default_factory=Counter)
     by_policy: Counter[str] = field(default_factory=Counter)
+    fresh: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
         return sum(self.by_reason.values())
+
+    def add(self, policy: str, code: str) -> None:
+        self.by_reason[code] += 1
+        self.by_policy[policy] += 1
+        self.fresh.append((policy, code))
+
+    def drain(self) -> list[tuple[str, str]]:
+        """The (policy, reason code) of each defect since the last call."""
+        out, self.fresh = self.fresh, []
+        return out
 
 
 def check_plan(
@@ -85,8 +98,7 @@ def check_plan(
     for job_id, why in sorted(refused.items()):
         log.error("policy %s: defect: job %s held back: %s", policy, job_id, why.message)
         if defects is not None:
-            defects.by_reason[why.code] += 1
-            defects.by_policy[policy] += 1
+            defects.add(policy, why.code)
     run: Mapping[str, Allocation] = plan.run
     reasons = dict(plan.reasons)
     if refused:
