@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 from controller.metrics import deadline_fields
 from controller.model import JobSpec
+from controller.model.best_fit import fewest_servers
 from controller.model.catalog import resolve
 from controller.model.perf import throughput_ips
 from controller.model.pool import GpuPool
@@ -45,7 +46,6 @@ from controller.sim import SimConfig, Simulator
 from controller.sim.config import ROUND_ANCHORS
 from controller.spec import load_cluster
 from controller.traces import load_trace
-from policies.optimus.cluster import pack_fewest_servers
 from policies.registry import make_policy
 
 TRACE = Path(__file__).parents[1] / "examples" / "traces" / "elasticflow" / "elasticVpollux_e.csv"
@@ -130,7 +130,7 @@ def compare_t4(folder: Path) -> None:
             for gpus, cell in zip(sizes, row[1:], strict=True):
                 if cell == "nan":
                     continue
-                alloc = pack_fewest_servers(empty, gpus)
+                alloc = fewest_servers(empty, gpus)
                 assert alloc is not None
                 ours = throughput_ips(resolve(path.stem), cluster, alloc, batch_size=batch)
                 table = float(cell)

@@ -10,10 +10,13 @@ what is running and waiting, `apply(plan)` carries the plan out gang by gang (or
 raises PlanError for a plan that breaks the rules).
 
 A round: with quotas (controller.quotas), their admission picks the jobs the policy
-sees and their settlement trims its plan; the plan is fenced against cordoned nodes
-(controller.maintenance.fence_plan) in either case. The policy, and the explicit
-state it carries from round to round, live here and nowhere else, with the tally of
-what the plans did to each job (controller.tally), counted alike on every backend.
+sees and hands it the round's quota figures; the plan is checked against the
+GPU-choice filter the policies choose through (controller.checks: cordons, GPU
+models, CPU and memory, and the quotas), a breach being a policy's defect; then the
+quotas' settlement gives back what they decide between queues, and reclaims. The
+policy, and the explicit state it carries from round to round, live here and nowhere
+else, with the tally of what the plans did to each job (controller.tally), counted
+alike on every backend.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from controller.actions import JobAction
-from controller.maintenance import fence_plan
+from controller.checks import PlanDefects, check_plan
 from controller.model import Plan, Policy, Snapshot, validate_plan
 from controller.model.order import queue_order
 from controller.pace import Pace
@@ -66,6 +69,8 @@ class Controller:
         self.last_plan: Plan | None = None
         # What each job's plans did to it, counted alike on every backend.
         self.tally = DecisionTally()
+        # The plans' breaches of the GPU-choice filter held back (controller.checks).
+        self.defects = PlanDefects()
 
     def set_policy(self, policy: Policy) -> None:
         """Switch policy; it starts from a fresh state at the next round."""
@@ -80,12 +85,20 @@ class Controller:
         if kept is not None:
             self.tally.add(backend.apply(kept))
             return kept
-        if self.quotas is None:
-            plan = fence_plan(snapshot, self.policy.schedule(snapshot, self.state))
-        else:
+        admitted = None
+        if self.quotas is not None:
             admitted = self.quotas.admit(snapshot, queue_order(self.policy, snapshot, self.state))
-            plan = self.policy.schedule(admitted.seen, self.state)
-            plan = self.quotas.settle(admitted, fence_plan(snapshot, plan))
+        plan = self.policy.schedule(snapshot if admitted is None else admitted.seen, self.state)
+        plan = check_plan(
+            snapshot,
+            plan,
+            policy=self.policy.name,
+            strict=self.check_plans,
+            defects=self.defects,
+            quota=None if admitted is None else admitted.seen.quota_room,
+        )
+        if self.quotas is not None and admitted is not None:
+            plan = self.quotas.settle(admitted, plan)
         if self.check_plans:
             validate_plan(snapshot, plan)  # the full invariants, for tests
         if self.on_round is not None:

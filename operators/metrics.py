@@ -3,7 +3,8 @@
 `Operator` (operators/operator.py) owns one `OperatorMetrics`: it times each round
 and sets the gauges from the round's snapshot, plan and record (queue length and the
 longest wait by tenant, GPUs by state; the waits of the jobs it starts and the quota
-reclaims' latency); the writer counts each decision from the Events it emits
+reclaims' latency), and counts the plan defects the controller's check held back
+(controller.checks); the writer counts each decision from the Events it emits
 (preemptions, restarts and failures by reason); `KubeApi` counts error responses;
 the leader elector says whether this replica leads.
 
@@ -23,6 +24,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from controller.checks import PlanDefects
 from controller.decisions import RoundRecord
 from controller.model import Plan, Snapshot
 
@@ -151,6 +153,14 @@ class OperatorMetrics:
             ["state"],
             registry=r,
         )
+        self.plan_defects = Counter(
+            "gpuflow_operator_plan_defects",
+            "Jobs a policy's plan gave GPUs the GPU-choice filter refuses (a cordoned node,"
+            " a GPU model, CPU or memory, a quota), held back by the controller's check;"
+            " by policy and reason",
+            ["policy", "reason"],
+            registry=r,
+        )
         self.reclaim_seconds = Histogram(
             "gpuflow_operator_reclaim_seconds",
             "Quota reclaim latency: for each job a reclaim made room for, the time from"
@@ -236,6 +246,11 @@ class OperatorMetrics:
 
     def api_error(self, verb: str, resource: str, code: str) -> None:
         self.api_errors.labels(verb=verb, resource=resource, code=code).inc()
+
+    def count_defects(self, defects: PlanDefects) -> None:
+        """Count the plan defects the controller held back since the last call."""
+        for policy, code in defects.drain():
+            self.plan_defects.labels(policy=policy, reason=code).inc()
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)

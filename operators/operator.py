@@ -285,6 +285,7 @@ class Operator:
         took_s = time.perf_counter() - started
         snapshot = self.backend.last_snapshot
         self.metrics.observe_round(took_s, snapshot, plan, self._round_record)
+        self.metrics.count_defects(self.controller.defects)
         if log.isEnabledFor(logging.DEBUG):
             wake_s = self.backend.next_wake_s()
             emit(

@@ -18,7 +18,9 @@ the largest size its T4 table profiles (yolov3 at batch 64: 16 GPUs, deepspeech2
 batch 320: 32; bench/deadlines.py). docs/benchmarks.md compares both with the paper's
 figure. A job that does not fit
 is passed over, so smaller jobs behind it may still run. Running jobs so chosen keep
-their GPUs; the others are placed by the snapshot's placer, in order, in what is left.
+their GPUs; the others are placed by the snapshot's placer, in order, in what is left
+(the placer's wrapper asks the GPU-choice filter, controller.model.candidates; a job
+its queue does not allow at its size waits with the quota's reason).
 Deviation: a chosen job the placer cannot place for fragmentation waits with a reason
 that says so rather than a whole repacking of the cluster.
 """
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.candidates import GpuFilter
 from controller.model.job import FRAGMENTED, does_not_fit
 from policies.size_caps import capped_max_gpus, check_caps
 
@@ -62,7 +65,7 @@ class Edf:
                 chosen.add(job.job_id)
                 budget -= gpus
         run: dict[str, Allocation] = {}
-        pool = snapshot.free_pool()
+        pool, chooser = snapshot.free_pool(), GpuFilter(snapshot)
         for job in snapshot.running():
             if job.allocation is None:
                 continue
@@ -70,6 +73,8 @@ class Edf:
                 run[job.job_id] = job.allocation
             else:
                 pool.release(job.allocation, job.spec.gpu_mem_mib)
+                if job.job_id not in chosen:
+                    chooser.release(job)
         reasons: dict[str, Reason] = {}
         for job in ordered:
             if job.job_id in run:
@@ -78,15 +83,15 @@ class Edf:
                 reasons[job.job_id] = _later(job, size[job.job_id])
                 continue
             alloc = snapshot.placer.place(pool, job, size[job.job_id])
-            if alloc is None:
-                reasons[job.job_id] = Reason(
+            refused = None if alloc is None else chooser.quota_refusal(job, alloc)
+            if alloc is None or refused is not None:
+                reasons[job.job_id] = refused or Reason(
                     FRAGMENTED,
                     f"its turn by deadline came, but no placement of its {size[job.job_id]} "
                     f"GPUs fits the {pool.total_free} free",
                 )
                 continue
-            pool.take(alloc, job.spec.gpu_mem_mib)
-            run[job.job_id] = alloc
+            run[job.job_id] = chooser.take(pool, job, alloc)
         return Plan(run=run, reasons=reasons)
 
     def _size(self, job: JobView, free_gpus: int) -> int:

@@ -12,6 +12,10 @@ queue from its head (`Snapshot.waiting_in_order`, kept ordered by the backend) a
 stops at the first job that does not fit: the jobs behind the head share one reason.
 With backfill every waiting job is still offered to the placer each round (a placer
 may place GPU shares when no whole GPU is free, or learn from each request).
+GPUs come from the snapshot's placer, whose wrapper asks the GPU-choice filter
+(controller.model.candidates: no cordoned node, GPU models a job accepts, CPU and
+memory for its pods); with quotas a start its queue does not allow at the job's
+size waits with the quota's reason (`GpuFilter`), without blocking the head.
 
 On a cluster of several GPU types each job goes to the type that runs it fastest with
 room for its gang (`controller.model.type_choice.type_placer`, issue 31): the speeds
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.candidates import GpuFilter
 from controller.model.job import short_of_gpus
 from controller.model.type_choice import type_placer
 
@@ -42,13 +47,16 @@ class Fifo:
         head: JobView | None = None
         started = 0
         if snapshot.waiting_count():
-            pool = snapshot.free_pool()
+            pool, chooser = snapshot.free_pool(), GpuFilter(snapshot)
             placer = type_placer(snapshot) if self.aware else snapshot.placer
             for job in snapshot.waiting_in_order(fifo_key):
                 alloc = placer.place(pool, job, job.spec.num_gpus)
+                refused = None if alloc is None else chooser.quota_refusal(job, alloc)
+                if refused is not None:
+                    reasons[job.job_id] = refused  # its queue's turn, not the head's
+                    continue
                 if alloc is not None:
-                    pool.take(alloc, job.spec.gpu_mem_mib)
-                    run[job.job_id] = alloc
+                    run[job.job_id] = chooser.take(pool, job, alloc)
                     started += 1
                     continue
                 reasons[job.job_id] = _no_room(job, pool.total_free)

@@ -19,7 +19,9 @@ pays its restart (the model's `restart_s`) in the replay all the same.
 A waiting job's remaining time does not change while it waits, so the backend keeps
 the queue in that order (`Snapshot.waiting_by_size`); the greedy pass takes, at each
 step, the first job in the order among the gang sizes that still fit, and stops when
-no size fits: a round reads the jobs it chooses, not the whole queue.
+no size fits: a round reads the jobs it chooses, not the whole queue. GPUs come from
+the snapshot's placer, whose wrapper asks the GPU-choice filter
+(controller.model.candidates), and a start its queue does not allow (quotas) waits.
 
 On a cluster of several GPU types a job it starts goes to the type that runs it
 fastest with room for its gang (`controller.model.type_choice.type_placer`, issue 31:
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.candidates import GpuFilter
 from controller.model.job import FRAGMENTED
 from controller.model.type_choice import type_placer
 
@@ -87,22 +90,23 @@ class Srtf:
         """Place `to_start` in order on what `run` leaves free; the plan."""
         reasons: dict[str, Reason] = {}
         if to_start:
-            pool = snapshot.free_pool()
+            pool, chooser = snapshot.free_pool(), GpuFilter(snapshot)
             for job in snapshot.running():
                 if job.job_id not in run and job.allocation is not None:
                     pool.release(job.allocation, job.spec.gpu_mem_mib)
+                    chooser.release(job)
             placer = type_placer(snapshot) if self.aware else snapshot.placer
             for job in to_start:
                 alloc = placer.place(pool, job, job.spec.num_gpus)
-                if alloc is None:
-                    reasons[job.job_id] = Reason(
+                refused = None if alloc is None else chooser.quota_refusal(job, alloc)
+                if alloc is None or refused is not None:
+                    reasons[job.job_id] = refused or Reason(
                         FRAGMENTED,
                         f"among the shortest jobs but no placement of "
                         f"{job.spec.num_gpus} GPUs fits",
                     )
                     continue
-                pool.take(alloc, job.spec.gpu_mem_mib)
-                run[job.job_id] = alloc
+                run[job.job_id] = chooser.take(pool, job, alloc)
         default = Reason("ShorterJobsFirst", "jobs with less remaining time hold the GPUs")
         return Plan(run=run, reasons=reasons, default_reason=default)
 

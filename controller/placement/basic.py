@@ -10,11 +10,13 @@ from __future__ import annotations
 import random
 
 from controller.model import Allocation, Cluster, GpuPool, JobView
+from controller.model.best_fit import best_fit_node, emptiest_first
 from controller.placement.subsets import cluster_kinds
 
 
 class ConsolidatedPlacer:
-    """Fewest nodes, fewest racks, best fit.
+    """Fewest nodes, fewest racks, best fit (controller.model.best_fit's rule, which
+    the policies that place on the fewest servers apply too, with racks).
 
     A job that fits on one node goes to the node with the fewest free GPUs that can
     hold it (best fit keeps whole nodes free for large gangs); a larger job takes
@@ -31,12 +33,8 @@ class ConsolidatedPlacer:
     def place(self, pool: GpuPool, job: JobView, num_gpus: int) -> Allocation | None:
         if pool.total_free < num_gpus:
             return None
-        for free_count in range(num_gpus, len(pool.buckets)):
-            bucket = pool.buckets[free_count]
-            if bucket:
-                node = min(bucket)
-                return Allocation.whole((node, g) for g in pool.free_gpus(node)[:num_gpus])
-        return self._spread(pool, num_gpus)
+        alloc = best_fit_node(pool, num_gpus)
+        return alloc if alloc is not None else self._spread(pool, num_gpus)
 
     def _spread(self, pool: GpuPool, num_gpus: int) -> Allocation | None:
         best_rack: tuple[int, int] | None = None  # (free GPUs, rack)
@@ -49,7 +47,7 @@ class ConsolidatedPlacer:
             candidates = self._rack_nodes[best_rack[1]]
         else:
             candidates = list(range(len(self.cluster.nodes)))
-        return _take_emptiest(pool, candidates, num_gpus)
+        return emptiest_first(pool, candidates, num_gpus)
 
 
 class FirstFitPlacer:
@@ -93,20 +91,6 @@ def sticky_allocation(pool: GpuPool, job: JobView, num_gpus: int) -> Allocation 
     if alloc is None or alloc.num_gpus != num_gpus:
         return None
     return alloc if pool.fits(alloc, job.spec.gpu_mem_mib) else None
-
-
-def _take_emptiest(pool: GpuPool, nodes: list[int], num_gpus: int) -> Allocation | None:
-    """`num_gpus` GPUs from the nodes with the most free, lowest index first among
-    equals (`nodes` ascending: the sort is stable)."""
-    free_gpus = pool.free_gpus
-    order = sorted(nodes, key=lambda n: -len(free_gpus(n)))
-    gpus: list[tuple[int, int]] = []
-    for node in order:
-        for g in free_gpus(node):
-            gpus.append((node, g))
-            if len(gpus) == num_gpus:
-                return Allocation.whole(gpus)
-    return None
 
 
 def packed_allocation(cluster: Cluster, num_gpus: int) -> Allocation | None:

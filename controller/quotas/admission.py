@@ -2,9 +2,11 @@
 
 Called by controller.loop.Controller.decide, so the simulator and the Kubernetes
 operator get the same step: `Quotas.admit(snapshot)` before the policy, and
-`Quotas.settle(admitted, plan)` after it (and after controller.maintenance's
-fence). The policy still orders and sizes the jobs it sees; quotas decide which
-jobs it sees and take back what it may not give.
+`Quotas.settle(admitted, plan)` after it (and after controller.checks' check of the
+plan). The policy still orders and sizes the jobs it sees; quotas decide which
+jobs it sees, and how many more GPUs each may take (the round's figures travel on the
+snapshot shown, `Snapshot.quota_room`: the GPU-choice filter's quota half,
+controller.model.quota_room, which the policies ask where they size and place).
 
 Each round, from the GPUs each leaf holds and its jobs could use (its *demand*:
 every active job's `max_gpus`), controller.quotas.shares gives every queue its
@@ -21,9 +23,10 @@ as the leaf's own if it fits what is left, or leaves the leaf nearer its share t
 it is: `within_share`), then the spare GPUs; the others wait with `QueueAtLimit`,
 `QueueOverShare` or `NoQueue`. The snapshot shown carries the tree
 (`Snapshot.queues`), so that a policy that promises GPUs ahead reads the guarantees
-from it (ElasticFlow's deadline admission). After the policy, the plan is fenced
-(controller.quotas.fence): starts and growths checked the same way, and jobs it
-stopped in a leaf left below its share given back. Last, reclaim: when
+from it (ElasticFlow's deadline admission). After the policy, the plan's starts and
+growths are checked the same way (controller.checks: a breach is the policy's
+defect), and jobs it stopped in a leaf left below its share are given back their
+GPUs (controller.quotas.protect: a decision between queues). Last, reclaim: when
 the jobs a leaf is owed (within its share) do not fit the GPUs left free, running
 jobs of queues over their share are preempted gracefully (the backend's preemption:
 SIGTERM and checkpoint live, progress kept in replay), least loss first, while each
@@ -48,22 +51,23 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from controller.model import JobView, Plan, Reason, Snapshot
-from controller.model.quotas import QueueTree
-from controller.model.waiting import WaitingIndex, WaitingKey
-from controller.quotas.admitted import (
+from controller.model.quota_room import (
     ANY_POOL,
-    Admission,
-    Admitted,
+    EPS_GPUS,
     Pool,
+    QuotaRoom,
     at_limit,
     no_queue,
     over_share,
     within_share,
 )
-from controller.quotas.fence import fence_growth, protect
+from controller.model.quotas import QueueTree
+from controller.model.waiting import WaitingIndex, WaitingKey
+from controller.quotas.admitted import Admission, Admitted
 from controller.quotas.ledger import QueueLedger
+from controller.quotas.protect import protect
 from controller.quotas.reclaim import reclaim
-from controller.quotas.shares import EPS_GPUS, deserved_gpus
+from controller.quotas.shares import deserved_gpus
 
 # A graceful preemption's grace period: the time a stopped job has to checkpoint and
 # exit before its GPUs are free (Kubernetes' terminationGracePeriodSeconds default).
@@ -94,7 +98,9 @@ class Quotas:
         )
         hidden = self._hide(pools, _in_order(waiting, order))
         seen = _without(snapshot, hidden.keys()) if hidden else snapshot
-        return Admission(snapshot, replace(seen, queues=self.tree), leaf, pools, hidden)
+        room = QuotaRoom(self.tree, leaf, pools)
+        seen = replace(seen, queues=self.tree, quota_room=room)
+        return Admission(snapshot, seen, leaf, pools, hidden)
 
     def _figures(
         self,
@@ -139,7 +145,7 @@ class Quotas:
                 taken[name] = taken.get(name, 0.0) + job.spec.min_gpus
                 owed += job.spec.min_gpus
         spare = max(0.0, _free_gpus(snapshot, pool) - owed)
-        return Admitted(snapshot, leaf, held, deserved, spare, pool)
+        return Admitted(held, deserved, spare, pool, snapshot=snapshot, leaf=leaf)
 
     def _hide(self, pools: tuple[Admitted, ...], waiting: list[JobView]) -> dict[str, Reason]:
         """The waiting jobs the policy is not shown, with the reason each waits: a job
@@ -184,11 +190,12 @@ class Quotas:
         return hidden
 
     def settle(self, adm: Admission, plan: Plan) -> Plan:
-        """`plan` within the quotas, with reclaim preemptions and every hidden job's reason."""
+        """`plan` (checked against the quotas by controller.checks) with the GPUs of
+        jobs it stopped below their queue's share given back, reclaim's preemptions and
+        every hidden job's reason."""
         run = dict(plan.run)
         reasons = dict(plan.reasons)
         for figures in adm.pools:
-            fence_growth(self.tree, figures, run, reasons)
             protect(self.tree, figures, run, reasons)
         reasons.update(adm.hidden)
         victims: dict[str, Reason] = {}

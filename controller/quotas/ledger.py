@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from controller.metrics import jain_index
 from controller.model import Allocation, Reason
+from controller.model.quota_room import EPS_GPUS
 from controller.model.quotas import QueueTree
 from controller.quotas.admitted import Admission
-from controller.quotas.shares import EPS_GPUS
 from controller.records import JobOutcome
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from controller.model import Allocation, JobView, Reason
+from controller.model.quota_room import EPS_GPUS, within_share
 from controller.model.quotas import QueueTree
-from controller.quotas.admitted import Admitted, within_share
-from controller.quotas.shares import EPS_GPUS
+from controller.quotas.admitted import Admitted
 
 
 def reclaim(

@@ -26,11 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controller.model.quota_room import EPS_GPUS
 from controller.model.quotas import ANY_MODEL, GpuQuota, QueueNode, QueueTree
-
-# GPU amounts are fractional (shared GPUs count by fraction): anything closer than
-# this is equal, well below the smallest share a GPU can be split into.
-EPS_GPUS = 1e-6
 
 
 @dataclass(frozen=True, slots=True)

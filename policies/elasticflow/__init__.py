@@ -26,11 +26,16 @@ Learning", ASPLOS 2023. Each round:
    becomes best-effort. So a best-effort job never takes the GPUs an admitted job's
    share needs.
 3. Placement (§4.3, buddy allocation). Shares are powers of two and are placed largest
-   first, each on the fewest servers (`pack_fewest_servers`: one server that holds it,
-   best fit, else whole servers), which on servers of a power-of-two size places every
-   block on servers of its own without fragmenting the others. A running job whose
+   first, each on the fewest servers (controller.model.best_fit.fewest_servers: one
+   server that holds it, best fit, else whole servers), which on servers of a
+   power-of-two size places every block on servers of its own without fragmenting
+   the others. A running job whose
    size is unchanged keeps its GPUs; if the others do not then fit, everything is
-   placed again from an empty cluster (a migration).
+   placed again from an empty cluster (a migration). Each job's fewest servers are
+   sought over the pool the GPU-choice filter leaves it (controller.model.candidates:
+   no cordoned node, GPU models it accepts, CPU and memory for its pods) and taken
+   with its pods' request; a share its queue does not allow (quotas) is not placed,
+   and the job waits with the quota's reason.
 4. Elastic scaling: a job's size changes whenever the allocation says so (the backend
    charges the restart); its batch size is kept, as ElasticFlow keeps the global batch.
 
@@ -63,6 +68,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model.best_fit import fewest_servers
+from controller.model.candidates import GpuFilter
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED, REFUSED
 from controller.model.perf import throughput_ips
@@ -75,7 +82,6 @@ from policies.elasticflow.shares import (
     min_share,
     plan_shares,
 )
-from policies.optimus.cluster import pack_fewest_servers
 from policies.size_caps import capped_max_gpus, check_caps
 
 
@@ -226,7 +232,7 @@ class ElasticFlow:
             key = (cluster.name, cluster.num_gpus, spec.model, batch, spec.precision, size)
             rate = self._rates.get(key)
             if rate is None:
-                alloc = pack_fewest_servers(empty, size)
+                alloc = fewest_servers(empty, size)
                 rate = 0.0
                 if alloc is not None:
                     rate = throughput_ips(
@@ -350,6 +356,7 @@ def _place(
     jobs = {job.job_id: job for job in snapshot.jobs if job.job_id in sizes}
     kept: dict[str, Allocation] = {}
     pool = snapshot.free_pool()
+    stopped: list[JobView] = []
     for job in snapshot.running():
         if job.allocation is None:
             continue
@@ -357,36 +364,72 @@ def _place(
             kept[job.job_id] = job.allocation
         else:
             pool.release(job.allocation, job.spec.gpu_mem_mib)
+            if job.job_id not in sizes:
+                stopped.append(job)
     todo = sorted((j for j in jobs if j not in kept), key=lambda j: (-sizes[j], j))
-    placed = _pack(pool.copy(), todo, sizes, jobs)
-    if placed is not None:
-        return {**kept, **placed}, {}
+    packed = _pack(_chooser(snapshot, stopped), pool.copy(), todo, sizes, jobs)
+    if packed is not None:
+        placed, refused = packed
+        return {**kept, **placed}, refused
     for kept_id, held in kept.items():
         pool.release(held, jobs[kept_id].spec.gpu_mem_mib)
-    everyone = sorted(jobs, key=lambda j: (-sizes[j], j))
+    chooser = _chooser(snapshot, stopped)
     run: dict[str, Allocation] = {}
     reasons: dict[str, Reason] = {}
-    for job_id in everyone:
-        alloc = pack_fewest_servers(pool, sizes[job_id])
-        if alloc is None:  # only when nodes are down or cordoned
-            reasons[job_id] = Reason(
+    for job_id in sorted(jobs, key=lambda j: (-sizes[j], j)):
+        placed_one = _place_one(chooser, pool, jobs[job_id], sizes[job_id])
+        if isinstance(placed_one, Allocation):
+            run[job_id] = placed_one
+        else:  # only when nodes are down, cordoned or refuse it, or its queue does
+            reasons[job_id] = placed_one or Reason(
                 FRAGMENTED, f"given {sizes[job_id]} GPUs but no placement of them fits"
             )
-            continue
-        pool.take(alloc, jobs[job_id].spec.gpu_mem_mib)
-        run[job_id] = alloc
     return run, reasons
 
 
+def _chooser(snapshot: Snapshot, stopped: list[JobView]) -> GpuFilter:
+    """The plan's GPU-choice filter, the jobs it stops given back to their queues."""
+    chooser = GpuFilter(snapshot)
+    for job in stopped:
+        chooser.release(job)
+    return chooser
+
+
 def _pack(
-    pool: GpuPool, todo: list[str], sizes: dict[str, int], jobs: dict[str, JobView]
-) -> dict[str, Allocation] | None:
-    """The jobs of `todo` placed in that order, or None if one does not fit."""
+    chooser: GpuFilter,
+    pool: GpuPool,
+    todo: list[str],
+    sizes: dict[str, int],
+    jobs: dict[str, JobView],
+) -> tuple[dict[str, Allocation], dict[str, Reason]] | None:
+    """The jobs of `todo` placed in that order, and those their queues refuse with
+    the reason; None if one does not fit."""
     out: dict[str, Allocation] = {}
+    refused: dict[str, Reason] = {}
     for job_id in todo:
-        alloc = pack_fewest_servers(pool, sizes[job_id])
-        if alloc is None:
+        placed = _place_one(chooser, pool, jobs[job_id], sizes[job_id])
+        if placed is None:
             return None
-        pool.take(alloc, jobs[job_id].spec.gpu_mem_mib)
-        out[job_id] = alloc
-    return out
+        if isinstance(placed, Reason):
+            refused[job_id] = placed
+        else:
+            out[job_id] = placed
+    return out, refused
+
+
+def _place_one(
+    chooser: GpuFilter, pool: GpuPool, job: JobView, size: int
+) -> Allocation | Reason | None:
+    """`size` GPUs for `job` on the fewest servers the filter leaves it, taken; where
+    its queue does not allow them, the GPUs it holds (a running job, where they are
+    still free) or the quota's reason; None where no placement fits."""
+    alloc = fewest_servers(chooser.pool_for(pool, job.spec), size)
+    if alloc is None:
+        return None
+    refused = chooser.quota_refusal(job, alloc)
+    if refused is None:
+        return chooser.take(pool, job, alloc)
+    current = job.allocation if job.running else None
+    if current is not None and pool.fits(current, job.spec.gpu_mem_mib):
+        return chooser.take(pool, job, current)
+    return refused

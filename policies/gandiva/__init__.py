@@ -67,6 +67,12 @@ Deviations from the paper:
   whatever their type, and migration's defragmentation clears a node of the type the
   waiting gang would be placed on. On a cluster of one type the placer is used as is,
   and `aware=False` uses it as is on any cluster (blind to types).
+- Nodes a job may use (gpuflow's; the paper has neither cordons nor pod requests):
+  every start goes through the placer, whose wrapper applies the GPU-choice filter
+  (controller.model.candidates), and the GPUs Gandiva gives without a placer ask the
+  filter first (`Work.allows`): a victim's GPUs in a time-slice swap, a packed share,
+  a node cleared for a gang; so no cordoned node, no GPU model the job refuses and
+  no node without CPU or memory for its pod is given.
 - Migration budget per round, the packing threshold and margin are gpuflow's choices;
   the paper gives no numbers for them.
 - Restart cost: a grow or a migration for locality (step 4), made for the job's own
@@ -172,7 +178,7 @@ class Gandiva:
             return
         for job in waiting:
             n = job.spec.num_gpus
-            victim = _pop_settled(work, by_size.get(n))
+            victim = _pop_settled(work, by_size.get(n), job)
             if victim is not None:
                 work.swap(victim, job, _sliced_out(victim, job, self.quantum_s))
                 continue
@@ -210,6 +216,8 @@ def _place(work: Work, waiting: Walk) -> None:
             waiting.close(n)
             continue
         alloc = placer.place(pool, job, n)
+        if alloc is not None and work.chooser.quota_refusal(job, alloc) is not None:
+            continue  # its queue allows no more this round: it waits, the others may not
         if (alloc is None or len(alloc.nodes) > 1) and n <= largest_node and n not in hopeless:
             if movers is None:
                 movers = movers_by_node(work)
@@ -244,11 +252,18 @@ def _expired(
     return by_size, by_node
 
 
-def _pop_settled(work: Work, jobs: list[JobView] | None) -> JobView | None:
-    while jobs:
-        job = jobs.pop()
-        if work.settled(job):
-            return job
+def _pop_settled(work: Work, jobs: list[JobView] | None, job: JobView) -> JobView | None:
+    """The longest-running settled job of `jobs` (popped; unsettled ones dropped) whose
+    GPUs the filter gives `job`; a settled one it refuses stays for the next job."""
+    if not jobs:
+        return None
+    for i in range(len(jobs) - 1, -1, -1):
+        victim = jobs[i]
+        if not work.settled(victim):
+            del jobs[i]
+        elif work.swap_allowed(victim, job):
+            del jobs[i]
+            return victim
     return None
 
 
@@ -259,7 +274,7 @@ def _clear_node(
     n = job.spec.num_gpus
     best: tuple[tuple[int, int], list[JobView]] | None = None
     for node, candidates in by_node.items():
-        if work.snapshot.cluster.nodes[node].num_gpus < n:
+        if work.snapshot.cluster.nodes[node].num_gpus < n or not _takes(work, job, node):
             continue
         lacking = n - len(work.pool.free_gpus(node))
         chosen: list[JobView] = []
@@ -279,8 +294,17 @@ def _clear_node(
     alloc = work.snapshot.placer.place(work.pool, job, n)
     if alloc is None:  # a placer that does not look at the cleared node: take it
         alloc = Allocation.whole((node, g) for g in work.pool.free_gpus(node)[:n])
+        if alloc.num_gpus < n or not work.allows(job, alloc):
+            return True  # the victims' GPUs go to the jobs behind
     work.start(job, alloc)
     return True
+
+
+def _takes(work: Work, job: JobView, node: int) -> bool:
+    """Whether the filter lets waiting `job` onto `node` at all (asked before any job
+    there is sliced out for it: a cordoned node, a GPU model it refuses, a node
+    without CPU or memory for its pod even now, a queue that allows no more)."""
+    return work.allows(job, Allocation.whole((node, g) for g in range(job.spec.num_gpus)))
 
 
 def _sliced_out(victim: JobView, by: JobView, quantum_s: float) -> Reason:

@@ -81,7 +81,9 @@ def grow(work: Work) -> None:
             if bigger is not None:
                 break
         pool.take(current, job.spec.gpu_mem_mib)
-        if bigger is not None and pays_restart(work, job, bigger):
+        if bigger is None or work.chooser.quota_refusal(job, bigger) is not None:
+            continue  # no room, or its queue allows no more
+        if pays_restart(work, job, bigger):
             work.move(job, bigger)
 
 
@@ -194,7 +196,7 @@ def _relocate(work: Work, job: JobView, node: int, chosen: list[JobView]) -> int
         assert mover.allocation is not None
         scratch.release(mover.allocation, mover.spec.gpu_mem_mib)
     placed = placer.place(scratch, job, job.spec.num_gpus)
-    if placed is None:
+    if placed is None or work.chooser.quota_refusal(job, placed) is not None:
         return None
     for mover, alloc in targets:
         work.move(mover, alloc)

@@ -301,11 +301,15 @@ def _try_pack(work: Work, host: JobView, guest: JobView, options: PackOptions) -
         guest_alloc = Allocation(tuple(GpuShare(s.node, s.gpu, 1.0 - s.fraction) for s in alloc))
         if not work.pool.fits(guest_alloc, guest.spec.gpu_mem_mib):
             return False
+        if not work.allows(guest, guest_alloc):
+            return False
         work.start(guest, guest_alloc)
         return True
     host_frac = _host_fraction(u_host, u_guest)
     host_alloc = Allocation(tuple(GpuShare(s.node, s.gpu, host_frac) for s in alloc))
     guest_alloc = Allocation(tuple(GpuShare(s.node, s.gpu, 1.0 - host_frac) for s in alloc))
+    if not work.allows(guest, guest_alloc):
+        return False  # the host's node is cordoned, of a model or short of CPU for it
     work.move(host, host_alloc)
     work.start(guest, guest_alloc)
     return True

@@ -4,12 +4,17 @@
 mechanisms (time-slicing there, packing in `gandiva_packing`, migration and
 grow-shrink in `gandiva_moves`). It starts from the snapshot's current allocations
 (the "keep everything" plan) and its free pool, and each mechanism edits both
-together, so that the pool is always what the plan leaves free.
+together, so that the pool is always what the plan leaves free. It is where Gandiva
+asks the GPU-choice filter (controller.model.candidates.GpuFilter, `chooser`):
+`allows` before a job is given GPUs (a start, a victim's GPUs in a swap, a packed
+share, a cleared node, a growth), `start` takes the GPUs with the job's pods' CPU
+and memory and from its queue's room, and a job suspended gives them back.
 """
 
 from __future__ import annotations
 
 from controller.model import Allocation, JobSpec, JobView, Reason, Snapshot
+from controller.model.candidates import GpuFilter
 from controller.model.catalog import gpu_util_of, resolve
 
 
@@ -17,6 +22,7 @@ class Work:
     """The round's editable plan; `touched` holds every job started or moved in it."""
 
     __slots__ = (
+        "chooser",
         "migrations_left",
         "now",
         "pool",
@@ -33,6 +39,7 @@ class Work:
         self.now = snapshot.now_s
         self.run: dict[str, Allocation] = snapshot.allocations()
         self.pool = snapshot.free_pool()
+        self.chooser = GpuFilter(snapshot)
         self.share_unsized = share_unsized
         self.migrations_left = migrations
         # Ordered sets (dicts): iteration order must not depend on string hashing.
@@ -49,9 +56,13 @@ class Work:
             and job.resume_s <= self.now
         )
 
+    def allows(self, job: JobView, alloc: Allocation) -> bool:
+        """Whether the filter gives `alloc` to `job` from the pool as it is now, its
+        queue's room included."""
+        return self.chooser.refusal(self.pool, job, alloc) is None
+
     def start(self, job: JobView, alloc: Allocation) -> None:
-        self.pool.take(alloc, job.spec.gpu_mem_mib)
-        self.run[job.job_id] = alloc
+        self.run[job.job_id] = self.chooser.take(self.pool, job, alloc)
         self.touched[job.job_id] = None
 
     def move(self, job: JobView, alloc: Allocation) -> None:
@@ -61,16 +72,35 @@ class Work:
 
     def swap(self, victim: JobView, job: JobView, reason: Reason) -> None:
         """Time-slice `victim` out and start `job` on the GPUs it held (whole GPUs:
-        they go from one to the other, the pool stays as it is)."""
-        self.run[job.job_id] = self._suspended(victim, reason)
+        they go from one to the other, the pool's GPUs stay as they are; where nodes
+        count CPU and memory, the victim's pods give theirs back and the job's take)."""
+        given = self._suspended(victim, reason)
+        if self.pool.tracks_host:
+            self.pool.release(given, victim.spec.gpu_mem_mib)
+            given = given.with_host(job.spec.host)
+            self.pool.claim(given, job.spec.gpu_mem_mib)
+        self.run[job.job_id] = given
+        self.chooser.grant(job, given)
         self.touched[job.job_id] = None
+
+    def swap_allowed(self, victim: JobView, job: JobView) -> bool:
+        """Whether the filter gives `victim`'s GPUs to `job` once the victim's pods
+        are gone."""
+        alloc = self.run[victim.job_id]
+        pool = self.pool
+        if pool.tracks_host:
+            pool = pool.copy()
+            pool.release(alloc, victim.spec.gpu_mem_mib)
+        return self.chooser.refusal(pool, job, alloc) is None
 
     def suspend_job(self, job: JobView, reason: Reason) -> None:
         """Time-slice a running job out: its state stays in host memory."""
         self.pool.release(self._suspended(job, reason), job.spec.gpu_mem_mib)
 
     def _suspended(self, job: JobView, reason: Reason) -> Allocation:
-        """Mark a running job suspended for `reason`; the GPUs it gave up."""
+        """Mark a running job suspended for `reason`; the GPUs it gave up (to its
+        queue's room too)."""
+        self.chooser.release(job)
         self.suspend[job.job_id] = None
         self.touched[job.job_id] = None
         self.reasons[job.job_id] = reason

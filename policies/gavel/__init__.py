@@ -57,6 +57,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from controller.model import Allocation, Cluster, JobSpec, JobView, Plan, Reason, Snapshot
+from controller.model.candidates import GpuFilter
 from controller.model.job import does_not_fit
 from controller.model.perf.matrix import ModelTypeRates
 from policies.gavel import across as gavel_across
@@ -458,21 +459,35 @@ def _placements(
         key=lambda j: (-j.spec.num_gpus, order[j.job_id]),
     )
     free = free_by_type(pool, nodes_of)
+    chooser = GpuFilter(snapshot)
+    for job in snapshot.running():
+        if job.job_id not in run and job.job_id not in chosen:
+            chooser.release(job)
     for job in rest:
         column = chosen[job.job_id]
+        spec = job.spec
+        fit = chooser.pool_for(pool, spec)
         parts = spans.get(job.job_id) or [
-            job.spec.num_gpus if t == column else 0 for t in range(len(types))
+            spec.num_gpus if t == column else 0 for t in range(len(types))
         ]
-        taken = [(t, place_on_type(free[t], d)) for t, d in enumerate(parts) if d]
+        # A job whose pods some node refuses chooses among the servers the filter
+        # leaves it; the round's shared table serves every other job.
+        offers = {
+            t: free[t] if fit is pool else free_by_type(fit, [nodes_of[t]])[0]
+            for t, d in enumerate(parts)
+            if d
+        }
+        taken = [(t, place_on_type(offers[t], parts[t])) for t in offers]
         gpus = [gpu for _, alloc in taken if alloc is not None for gpu in alloc.gpus()]
-        if len(gpus) != job.spec.num_gpus:
+        if len(gpus) != spec.num_gpus:
             continue
-        placed = Allocation.whole(gpus)
-        if not pool.fits(placed, job.spec.gpu_mem_mib):
-            continue
+        placed = Allocation.whole(gpus).with_host(spec.host)
+        if not pool.fits(placed, spec.gpu_mem_mib) or chooser.quota_refusal(job, placed):
+            continue  # no room, or its queue allows no more this round
         for t, alloc in taken:
             assert alloc is not None
-            take_on_type(pool, free[t], alloc, job.spec.gpu_mem_mib)
+            take_on_type(pool, free[t], alloc.with_host(spec.host), spec.gpu_mem_mib)
+        chooser.grant(job, placed)
         run[job.job_id] = placed
         ran_on[job.job_id] = column
     return run, ran_on

@@ -26,6 +26,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from controller.model import Allocation, Cluster, GpuPool, GpuShare, JobSpec, JobView, Snapshot
+from controller.model.candidates import GpuFilter
 from policies.gavel import packing
 from policies.gavel import pop as gavel_pop
 from policies.gavel.rounds import Counters, assign, free_by_type, place_on_type, priorities
@@ -211,7 +212,11 @@ def _placements(
     """GPUs for the round's units: a running job or pair given the type it runs on keeps
     its GPUs; the others are placed on their type's free GPUs as policies/gavel/__init__.py
     places single jobs, largest first (then in the round's priority order, where it takes
-    arrival order), a pair's two jobs on the same GPUs."""
+    arrival order), a pair's two jobs on the same GPUs. Each job of a unit is asked of
+    the GPU-choice filter (controller.model.candidates) where its GPUs are chosen; a
+    pair whose second job the filter refuses does not start, and its first job's grant
+    stays counted against its quota for the round (conservative: the plan then never
+    breaches the controller's check, it may start one job fewer)."""
     cluster = snapshot.cluster
     nodes_of = [[i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types]
     pool = snapshot.free_pool()
@@ -226,23 +231,31 @@ def _placements(
         ):
             run.update({p: a for p, a in zip(parts, allocs, strict=True) if a is not None})
             ran_on[unit] = column
+    chooser = GpuFilter(snapshot)
     for job in snapshot.running():
         if job.job_id not in run and job.allocation is not None:
             pool.release(job.allocation, job.spec.gpu_mem_mib)
+            chooser.release(job)
     order = {u: i for i, u in enumerate(chosen)}
     scale = {u: views[members.get(u, (u,))[0]].spec.num_gpus for u in chosen}
     rest = sorted((u for u in chosen if u not in ran_on), key=lambda u: (-scale[u], order[u]))
     free = free_by_type(pool, nodes_of)
     for unit in rest:
         column = chosen[unit]
-        placed = place_on_type(free[column], scale[unit])
+        parts = members.get(unit, (unit,))
+        fit = pool
+        for p in parts:
+            fit = chooser.pool_for(fit, views[p].spec)
+        offer = free[column] if fit is pool else free_by_type(fit, [nodes_of[column]])[0]
+        placed = place_on_type(offer, scale[unit])
         if placed is None:
             continue
-        parts = members.get(unit, (unit,))
-        given = [placed]
+        shares = placed.shares
         if len(parts) > 1:
-            half = Allocation(tuple(GpuShare(n, g, PAIR_SHARE) for n, g in placed.gpus()))
-            given = [half] * len(parts)
+            shares = tuple(GpuShare(n, g, PAIR_SHARE) for n, g in placed.gpus())
+        given = [Allocation(shares).with_host(views[p].spec.host) for p in parts]
+        if not _granted(chooser, pool, [views[p] for p in parts], given):
+            continue
         if not _take_all(
             pool, [(a, views[p].spec.gpu_mem_mib) for p, a in zip(parts, given, strict=True)]
         ):
@@ -256,6 +269,18 @@ def _placements(
                 free[column].pop(node, None)
         ran_on[unit] = column
     return run, ran_on
+
+
+def _granted(
+    chooser: GpuFilter, pool: GpuPool, jobs: Sequence[JobView], given: Sequence[Allocation]
+) -> bool:
+    """Whether the filter lets each job have its allocation, each granted in turn (so a
+    pair's second job sees its quota's room after the first's)."""
+    for job, alloc in zip(jobs, given, strict=True):
+        if chooser.refusal(pool, job, alloc) is not None:
+            return False
+        chooser.grant(job, alloc)
+    return True
 
 
 def _runs_as(alloc: Allocation, jobs: int) -> bool:

@@ -44,7 +44,11 @@ running job's own size (free of the switching cost) is always among the candidat
 §4.2 Placement on the fewest servers: a job that keeps its size keeps its GPUs; the
 others are placed, largest first, on the one server that fits best, or else the
 emptiest servers first (the fewest servers that hold the gang). An elastic job that
-does not place shrinks until it does; one that cannot place its minimum waits.
+does not place shrinks until it does; one that cannot place its minimum waits. The
+servers searched are those the GPU-choice filter leaves each job
+(controller.model.candidates: no cordoned server, GPU models it accepts, CPU and
+memory for its pods), and sizes are chosen from the GPUs a plan may give out
+(`Snapshot.usable_gpus`).
 
 Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's cluster has one GPU
 type): a new job is profiled at each size on its fastest GPU type that has that many

@@ -2,13 +2,20 @@
 
 Peng et al., "Optimus", EuroSys 2018: §3.2 (a new job is profiled at a few sizes and
 its speed function f(w) fitted to what is seen) and §4.2 (placement on the fewest
-servers). Called by `policies.optimus.Optimus` each round; the fitting itself lives in
+servers: controller.model.best_fit.fewest_servers, the consolidated placer's rule
+without racks). Called by `policies.optimus.Optimus` each round; the fitting itself lives in
 `policies.optimus.fit`. Deviations are stated in `policies.optimus`.
 
 On a heterogeneous cluster (`rates` given: controller.model.type_choice) a job's
 profiled speed at w GPUs is its speed on w GPUs of its fastest type that has w, and a
 job is placed within its fastest type with room at the size it gets before across
 types, where it would run at its slowest GPU's speed (issue 31, item 3).
+
+Placement asks the GPU-choice filter (controller.model.candidates.GpuFilter) for
+each job: the fewest servers are sought over the pool it leaves the job (no cordoned
+node, GPU models it accepts, CPU and memory for its pods), a size its queue does not
+allow (quotas) shrinks as one that does not place, and the GPUs are taken with the
+job's pod request and from its queue's room, so the next job sees what is left.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from controller.model import (
     Snapshot,
     TypeRates,
 )
+from controller.model.best_fit import fewest_servers
+from controller.model.candidates import GpuFilter
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED
 from controller.model.perf import throughput_ips
@@ -67,7 +76,7 @@ class Profiler:
                     continue
             key = (profile.name, batch, w)
             if key not in self._cache:
-                alloc = pack_fewest_servers(self._empty(), w)
+                alloc = fewest_servers(self._empty(), w)
                 if alloc is None:
                     continue
                 self._cache[key] = throughput_ips(profile, self.cluster, alloc, batch_size=batch)
@@ -139,10 +148,13 @@ def place(
     size within the job's fastest type with room first (the module docstring)."""
     run = snapshot.allocations()
     pool = snapshot.free_pool()
+    chooser = GpuFilter(snapshot)
     for job in snapshot.running():
         if job.allocation is not None and sizes.get(job.job_id, (0, 0))[0] != job.num_gpus:
             pool.release(job.allocation, job.spec.gpu_mem_mib)
             del run[job.job_id]
+            if job.job_id not in sizes:
+                chooser.release(job)
     to_place = sorted(
         ((job, least) for job, least in jobs if job.job_id in sizes and job.job_id not in run),
         key=lambda pair: (-sizes[pair[0].job_id][0], sizes[pair[0].job_id][1]),
@@ -151,57 +163,38 @@ def place(
     for job, least in to_place:
         want = sizes[job.job_id][0]
         alloc = None
+        refused: Reason | None = None
+        fit = chooser.pool_for(pool, job.spec)
         for gpus in range(want, least - 1, -1):
             if rates is not None:
-                alloc = _pack_by_type(snapshot.cluster, pool, rates, job, gpus)
+                alloc = _pack_by_type(snapshot.cluster, fit, rates, job, gpus)
             else:
-                alloc = pack_fewest_servers(pool, gpus)
+                alloc = fewest_servers(fit, gpus)
             if alloc is not None:
-                break
+                refused = chooser.quota_refusal(job, alloc)
+                if refused is None:
+                    break
+                alloc = None  # its queue allows fewer: shrink
         if alloc is None:
-            reasons[job.job_id] = Reason(
+            reasons[job.job_id] = refused or Reason(
                 FRAGMENTED,
                 f"given {want} GPUs but no placement of {least} fits the free GPUs",
             )
             continue
-        pool.take(alloc, job.spec.gpu_mem_mib)
-        run[job.job_id] = alloc
+        run[job.job_id] = chooser.take(pool, job, alloc)
     return run, reasons
 
 
 def _pack_by_type(
     cluster: Cluster, pool: GpuPool, rates: TypeRates, job: JobView, num_gpus: int
 ) -> Allocation | None:
-    """`pack_fewest_servers` within the job's fastest GPU type with room, else across
+    """`fewest_servers` within the job's fastest GPU type with room, else across
     types."""
     if pool.total_free < num_gpus:
         return None
     nodes = nodes_by_type(cluster)
     for gpu in ranked_types(rates, job.spec, list(nodes), num_gpus):
-        alloc = pack_fewest_servers(within_type(pool, cluster, nodes[gpu]), num_gpus)
+        alloc = fewest_servers(within_type(pool, cluster, nodes[gpu]), num_gpus)
         if alloc is not None:
             return alloc
-    return pack_fewest_servers(pool, num_gpus)
-
-
-def pack_fewest_servers(pool: GpuPool, num_gpus: int) -> Allocation | None:
-    """`num_gpus` whole GPUs on the fewest servers: the fullest server that holds them
-    all (best fit, lowest index), else the emptiest servers first. Leaves `pool` as is."""
-    if pool.total_free < num_gpus:
-        return None
-    for free_count in range(num_gpus, len(pool.buckets)):
-        bucket = pool.buckets[free_count]
-        if bucket:
-            node = min(bucket)
-            return Allocation.whole((node, g) for g in pool.free_gpus(node)[:num_gpus])
-    nodes = sorted(
-        (n for n in range(pool.num_nodes) if pool.free_gpus(n)),
-        key=lambda n: (-len(pool.free_gpus(n)), n),
-    )
-    gpus: list[tuple[int, int]] = []
-    for node in nodes:
-        for g in pool.free_gpus(node)[: num_gpus - len(gpus)]:
-            gpus.append((node, g))
-        if len(gpus) == num_gpus:
-            return Allocation.whole(gpus)
-    return None
+    return fewest_servers(pool, num_gpus)

@@ -92,6 +92,14 @@ Deviations
   allocation and the last population it is seeded with a greedy allocation (idle
   jobs started on their minimum, best fit), so that rigid multi-node gangs, which
   random mutation rarely assembles, get placed.
+- Nodes a job may use (gpuflow's; the artifact has neither cordons nor pod requests):
+  the search's capacity is `Snapshot.usable_gpus` (a cordoned node offers only what
+  its jobs hold), and the GPU ids the counts become are asked of the GPU-choice
+  filter in priority order (`policies.pollux.place.filtered`: GPU models, CPU and
+  memory for a job's pods, a cordoned node's GPUs held by another job, what its
+  queue allows under quotas); a job refused its new GPUs keeps those it holds where
+  they are still free, else waits with the filter's reason. The search itself sees
+  neither per-job node masks nor quotas.
 - At scale the search is split (`policies.pollux.partition`), as POP partitions an
   allocation problem (Narayanan et al., SOSP 2021): above `cells_per_part` (4,096)
   jobs x nodes cells, the nodes form k contiguous blocks (k a power of two), each
@@ -159,7 +167,7 @@ from policies.pollux.partition import (
     stitch,
     sub_problem,
 )
-from policies.pollux.place import gpu_ids, node_capacity
+from policies.pollux.place import filtered, gpu_ids, node_capacity
 from policies.pollux.search import Problem, States, fitness, greedy_seed, search
 from policies.pollux.types import (
     FloatArray,
@@ -443,20 +451,23 @@ class Pollux:
         held = dict(state.max_held)
         split = type_split(snapshot.cluster) if self.aware else None
         run = snapshot.allocations()
-        placed = gpu_ids(snapshot, [j.view for j in jobs], counts)
+        views = [j.view for j in jobs]
+        placed = filtered(snapshot, views, gpu_ids(snapshot, views, counts))
         batch_sizes: dict[str, int] = {}
         drift: list[float] = []  # when running jobs' goodput tables move on
         for row, job in enumerate(jobs):
             job_id = job.view.job_id
             alloc = placed[row]
-            if alloc is None:
+            if alloc is None or isinstance(alloc, Reason):
                 if job_id in run:
                     del run[job_id]
-                reasons[job_id] = NO_GAIN
+                reasons[job_id] = NO_GAIN if alloc is None else alloc
                 continue
             if alloc is not job.view.allocation:
                 run[job_id] = alloc
             held[job_id] = max(held.get(job_id, 0), alloc.num_gpus)
+            if alloc.num_gpus != int(counts[row].sum()):
+                continue  # kept its GPUs, refused the new ones: its batch stays too
             if job.key.adaptive:
                 gpus = int(counts[row].sum())
                 nodes = int(np.count_nonzero(counts[row]))

@@ -3,14 +3,20 @@
 The genetic search (`policies.pollux.search`) decides how many GPUs each job gets on
 each node; `policies.pollux.Pollux` calls `node_capacity` to pose that problem and
 `gpu_ids` to turn the counts it chose into GPU ids, keeping a job's GPUs where it can
-(a changed set of GPUs would restart it for nothing).
+(a changed set of GPUs would restart it for nothing), and `filtered` to ask the
+GPU-choice filter (controller.model.candidates) for those GPUs, job by job in the
+search's priority order: the search poses per-node counts for all jobs at once
+(cordoned nodes offer only what their jobs hold), so whether a node has a GPU model
+a job accepts, or the CPU and memory for its pod, and whether its queue allows the
+GPUs (quotas), is asked where the counts become GPUs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from controller.model import Allocation, JobView, Snapshot
+from controller.model import NO_HOST, Allocation, JobView, Reason, Snapshot
+from controller.model.candidates import GpuFilter
 from policies.pollux.search import States
 
 
@@ -61,4 +67,45 @@ def gpu_ids(snapshot: Snapshot, views: list[JobView], counts: States) -> list[Al
             out.append(current)
         else:
             out.append(Allocation.whole(gpus))
+    return out
+
+
+def filtered(
+    snapshot: Snapshot, views: list[JobView], placed: list[Allocation | None]
+) -> list[Allocation | Reason | None]:
+    """`placed` (from `gpu_ids`) as the filter leaves it, in row order over the free
+    capacity with every searched job's GPUs released: an allocation it refuses is
+    replaced by the job's current one where that is still free (it keeps what it
+    holds: the very object, so the plan keeps it), else by the filter's reason (the
+    job waits, or stops). Each allocation carries its job's pods' request."""
+    if (
+        not snapshot.cordoned_nodes
+        and snapshot.quota_room is None
+        and all(v.spec.host == NO_HOST and not v.spec.gpu_models for v in views)
+    ):
+        return list(placed)  # nothing to refuse: most rounds of most replays
+    pool = snapshot.free_pool()
+    chooser = GpuFilter(snapshot)
+    for view, alloc in zip(views, placed, strict=True):
+        if view.running and view.allocation is not None:
+            pool.release(view.allocation, view.spec.gpu_mem_mib)
+            if alloc is None:
+                chooser.release(view)
+    out: list[Allocation | Reason | None] = []
+    for view, alloc in zip(views, placed, strict=True):
+        if alloc is None:
+            out.append(None)
+            continue
+        mem = view.spec.gpu_mem_mib
+        alloc = alloc.with_host(view.spec.host)
+        why = chooser.refusal(pool, view, alloc)
+        if why is not None:
+            current = view.allocation if view.running else None
+            if current is None or not pool.fits(current, mem):
+                out.append(why)
+                continue
+            alloc = current
+        if pool.fits(alloc, mem):
+            alloc = chooser.take(pool, view, alloc)
+        out.append(alloc)
     return out

@@ -28,7 +28,11 @@ backend) calls `schedule` once a round.
 - §3.3 Placement: a job whose model is skewed (`catalog.resolve(model).skewed`: VGG,
   AlexNet, ...) runs only on the fewest nodes its gang can take (ceil(GPUs / largest
   node)), else it waits ("AwaitingConsolidation"); other models take what the placer
-  gives (`policies.tiresias.placement`).
+  gives (`policies.tiresias.placement`). Either search runs over the nodes the
+  GPU-choice filter leaves the job (controller.model.candidates: no cordoned node,
+  GPU models it accepts, CPU and memory for its pods), and with quotas a start its
+  queue does not allow waits with the quota's reason (`GpuFilter`; gpuflow's, the
+  paper has no quotas), a job this round stops not counted back to its queue.
 - Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's testbed and
   simulator have one GPU type): where a job is placed, it goes to the GPU type on
   which it runs fastest at its gang size, among the types with room
@@ -89,6 +93,7 @@ from itertools import accumulate, chain, pairwise
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
+from controller.model.candidates import GpuFilter
 from controller.model.type_choice import type_placer
 from policies.tiresias.gittins import ServiceDistribution
 from policies.tiresias.ledger import Ledger, Promotion, Records
@@ -344,11 +349,14 @@ class Tiresias:
         if not stopped and not round_.admitted:
             return
         run, pool = round_.run, snapshot.free_pool()
+        # The GPU-choice filter's quota half: the stopped jobs' GPUs are not counted
+        # back to their queues, since a stopped job whose GPUs nobody takes is kept.
+        chooser = GpuFilter(snapshot)
         for _, job in stopped:
             assert job.allocation is not None
             pool.release(job.allocation, job.spec.gpu_mem_mib)
         for q, entry in round_.admitted:
-            reason = self._start(snapshot, pool, q, entry, round_)
+            reason = self._start(chooser, pool, q, entry, round_)
             if reason is not None:
                 round_.reasons[entry[3]] = reason
         for q, job in stopped:
@@ -367,17 +375,22 @@ class Tiresias:
                 if pool.total_free == 0:
                     break
                 if entry[5] <= pool.total_free:
-                    self._start(snapshot, pool, q, entry, round_)  # else it waits, passed
+                    self._start(chooser, pool, q, entry, round_)  # else it waits, passed
 
     def _start(
-        self, snapshot: Snapshot, pool: GpuPool, q: int, entry: Entry, round_: _Round
+        self, chooser: GpuFilter, pool: GpuPool, q: int, entry: Entry, round_: _Round
     ) -> Reason | None:
-        """Place a waiting job into `pool` and the plan (§3.3); or why it cannot start."""
+        """Place a waiting job into `pool` and the plan (§3.3); or why it cannot start
+        (its queue's quota among them)."""
         job = entry[4]
-        alloc = place(snapshot, pool, job, entry[5], q)
+        alloc = place(chooser.snapshot, pool, job, entry[5], q)
         if isinstance(alloc, Reason):
             return alloc
+        refused = chooser.quota_refusal(job, alloc)
+        if refused is not None:
+            return refused
         pool.claim(alloc, job.spec.gpu_mem_mib)  # a placer's allocation fits its pool
+        chooser.grant(job, alloc)
         round_.run[job.job_id] = alloc
         if q < len(self.thresholds_gpu_s):
             left = self.thresholds_gpu_s[q] - entry[6]

@@ -6,7 +6,11 @@ nodes its gang can take (ceil(GPUs / largest node)), else it waits
 ("AwaitingConsolidation"); other models take what the snapshot's placer gives. On a
 heterogeneous cluster `policies.tiresias` has wrapped that placer to choose the job's
 fastest GPU type with room (controller.model.type_choice), and a skewed job's fewest
-nodes are sought within its types in the same order before across them.
+nodes are sought within its types in the same order before across them. The
+fewest-nodes search runs over the pool the GPU-choice filter leaves the job
+(controller.model.candidates.pool_for: no cordoned node, GPU models it accepts, CPU
+and memory for its pods) and returns the allocation with the job's pod request, so
+that the pool counts it; the placer's path gets the same filter from its wrapper.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 from functools import cache
 
 from controller.model import Allocation, GpuPool, JobView, Reason, Snapshot
+from controller.model.best_fit import best_fit_node
+from controller.model.candidates import pool_for
 from controller.model.catalog import resolve
 from controller.model.job import FRAGMENTED, INSUFFICIENT_GPUS, does_not_fit
 from controller.model.type_choice import FastestTypePlacer, within_type
@@ -49,25 +55,26 @@ def _consolidated_by_type(
     snapshot: Snapshot, pool: GpuPool, job: JobView, need: int, nodes: int
 ) -> Allocation | None:
     """`_consolidated` within the job's GPU types, fastest first, where the placer
-    chooses types (a heterogeneous cluster); else, or where none has room, the pool's."""
+    chooses types (a heterogeneous cluster); else, or where none has room, the pool's;
+    over the nodes the filter leaves the job, with its pods' request."""
     placer = snapshot.placer
+    pool = pool_for(snapshot, pool, job.spec)
+    alloc = None
     if isinstance(placer, FastestTypePlacer) and len(placer.nodes_of) > 1:
         for gpu in placer.ranked(job, need):
             within = within_type(pool, snapshot.cluster, placer.nodes_of[gpu])
             alloc = _consolidated(within, need, nodes)
             if alloc is not None:
-                return alloc
-    return _consolidated(pool, need, nodes)
+                break
+    if alloc is None:
+        alloc = _consolidated(pool, need, nodes)
+    return None if alloc is None else alloc.with_host(job.spec.host)
 
 
 def _consolidated(pool: GpuPool, need: int, nodes: int) -> Allocation | None:
     """`need` GPUs on `nodes` nodes: best fit on one node, else the emptiest nodes."""
     if nodes == 1:
-        for free in range(need, len(pool.buckets)):
-            if pool.buckets[free]:
-                node = min(pool.buckets[free])
-                return Allocation.whole((node, g) for g in pool.free_gpus(node)[:need])
-        return None
+        return best_fit_node(pool, need)
     free_gpus = pool.free_gpus
     order = sorted(range(pool.num_nodes), key=lambda n: -len(free_gpus(n)))  # stable: n
     gpus = [(n, g) for n in order[:nodes] for g in free_gpus(n)]

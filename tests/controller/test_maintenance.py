@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from controller.actions import compile_plan
+from controller.checks import PlanDefects, check_plan
 from controller.failures import FailureScheduleError, load_failures
-from controller.maintenance import NodeAction, fence_plan
+from controller.maintenance import NodeAction
 from controller.model import (
     Allocation,
     GpuPool,
@@ -118,17 +119,25 @@ def test_compile_plan_refuses_new_gpus_on_a_cordoned_node() -> None:
     assert [a.job_id for a in compile_plan(_snapshot(frozenset()), Plan(run=onto))] == ["wait"]
 
 
-def test_the_fence_makes_a_plan_onto_a_cordoned_node_wait_and_stop() -> None:
+def test_a_plan_onto_a_cordoned_node_is_a_defect_held_back_live_and_refused_in_tests() -> None:
+    """The check after the policy (controller.checks): in a replay under test the plan
+    is refused, naming the job and the node; live, the job waits, or keeps the GPUs it
+    holds, with the filter's reason, and the defect is counted against the policy."""
     snap = _snapshot(frozenset({0}))
     plan = Plan(
         run={"wait": Allocation.whole([(0, 2), (0, 3)]), "run": Allocation.whole([(1, 0), (0, 2)])}
     )
-    fenced = fence_plan(snap, plan)
-    assert fenced.run == {}
-    assert fenced.reasons["wait"] == Reason("NodeCordoned", "node n0 is cordoned: no new work")
-    assert [a.action.value for a in compile_plan(snap, fenced)] == ["preempt"]
+    with pytest.raises(PlanError, match="policy p gave job run GPUs the filter refuses: node n0"):
+        check_plan(snap, plan, policy="p", strict=True)
+    defects = PlanDefects()
+    held = check_plan(snap, plan, policy="p", strict=False, defects=defects)
+    # `run` keeps the GPUs it holds (nobody else took them); `wait` waits.
+    assert held.run == {"run": snap.allocations()["run"]}
+    assert held.reasons["wait"] == Reason("NodeCordoned", "node n0 is cordoned: no new work")
+    assert compile_plan(snap, held) == []
+    assert defects.by_reason == {"NodeCordoned": 2} and defects.by_policy == {"p": 2}
     keep = snap.allocations()
-    assert fence_plan(snap, Plan(run=keep)).run == keep
+    assert check_plan(snap, Plan(run=keep), policy="p", strict=True).run == keep
 
 
 def _schedule(tmp_path: Path, text: str = SCHEDULE) -> Path:

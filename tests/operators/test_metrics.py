@@ -5,6 +5,7 @@ The names are the Grafana dashboard's (tests/helm/test_dashboard.py)."""
 
 from __future__ import annotations
 
+from controller.checks import PlanDefects
 from controller.decisions import Displacement, RoundRecord
 from controller.model import Action, Allocation, JobStatus, Plan, Reason, Snapshot
 from controller.placement import ConsolidatedPlacer
@@ -75,6 +76,20 @@ def test_a_round_sets_waits_by_tenant_gpus_by_state_and_reclaim_latency() -> Non
     assert _value(m, "gpuflow_operator_oldest_wait_seconds", tenant="b") == 0
     assert _value(m, "gpuflow_operator_oldest_wait_seconds", tenant="a") == 105
     assert _value(m, "gpuflow_operator_reclaim_seconds_count") == 1
+
+
+def test_plan_defects_count_by_policy_and_reason_once_each() -> None:
+    m = OperatorMetrics()
+    defects = PlanDefects()
+    defects.add("optimus", "NodeCordoned")
+    defects.add("optimus", "NodeCordoned")
+    defects.add("pollux", "QueueOverShare")
+    m.count_defects(defects)
+    m.count_defects(defects)  # nothing new since
+    name = "gpuflow_operator_plan_defects_total"
+    assert _value(m, name, policy="optimus", reason="NodeCordoned") == 2
+    assert _value(m, name, policy="pollux", reason="QueueOverShare") == 1
+    assert defects.total == 3 and defects.by_policy == {"optimus": 2, "pollux": 1}
 
 
 def test_preemptions_count_by_reason_and_other_decisions_do_not() -> None:

@@ -154,7 +154,7 @@ def _time_slice(
                 left.extend(waiting[i + 1 :])
                 break
             continue
-        victim = _pop_settled(work, by_size.get(n))
+        victim = _pop_settled(work, by_size.get(n), job)
         if victim is not None:
             assert victim.allocation is not None
             work.suspend_job(victim, _sliced_out(victim, job, quantum_s))

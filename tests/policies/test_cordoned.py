@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.maintenance import fence_plan
+from controller.checks import check_plan
 from controller.model import GpuPool, Snapshot, validate_plan
 from controller.placement import ConsolidatedPlacer
 from policies.registry import make_policy, policy_names
@@ -33,7 +33,8 @@ def test_jobs_go_to_the_node_that_is_not_cordoned(policy: str, cordoned: int) ->
         10.0, cluster, jobs, ConsolidatedPlacer(cluster), cordoned_nodes=frozenset({cordoned}),
         pool=pool,
     )  # fmt: skip
-    plan = fence_plan(snapshot, make_policy(policy).schedule(snapshot, None))
+    made = make_policy(policy)
+    plan = check_plan(snapshot, made.schedule(snapshot, None), policy=made.name, strict=True)
     validate_plan(snapshot, plan)
     for job in ("rigid", "el"):
         assert job in plan.run, plan.reasons.get(job) or plan.default_reason

@@ -9,7 +9,15 @@ from controller.placement import ConsolidatedPlacer
 from controller.sim import SimConfig, Simulator
 from policies.registry import make_policy, policy_names
 from tests.builders import make_cluster
-from tests.policies.invariants import check_round, random_snapshot, two_types
+from tests.policies.invariants import (
+    check_filtered_round,
+    check_round,
+    constrained_snapshot,
+    quota_round,
+    random_snapshot,
+    random_tree,
+    two_types,
+)
 
 
 @pytest.mark.parametrize("name", policy_names())
@@ -22,6 +30,20 @@ def test_round_invariants(name: str, seed: int) -> None:
 @pytest.mark.parametrize("seed", range(8))
 def test_round_invariants_on_two_gpu_types(name: str, seed: int) -> None:
     check_round(make_policy(name), random_snapshot(seed, heterogeneous=True))
+
+
+@pytest.mark.parametrize("name", policy_names())
+@pytest.mark.parametrize("seed", range(16))
+def test_round_plans_pass_the_filter_on_cordoned_and_cpu_short_nodes(name: str, seed: int) -> None:
+    check_filtered_round(make_policy(name), constrained_snapshot(seed))
+
+
+@pytest.mark.parametrize("name", policy_names())
+@pytest.mark.parametrize("seed", range(16))
+def test_round_plans_pass_the_filter_under_quota_limits(name: str, seed: int) -> None:
+    """Plain quotas, and quotas per GPU model on two GPU types for every other seed."""
+    snapshot = random_snapshot(seed, heterogeneous=seed % 2 == 1)
+    quota_round(make_policy(name), snapshot, random_tree(seed, snapshot.cluster))
 
 
 # Whole replays run every registered policy; Pollux's genetic search is shortened so

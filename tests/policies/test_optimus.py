@@ -20,9 +20,9 @@ from controller.model import (
     Measured,
     Snapshot,
 )
+from controller.model.best_fit import fewest_servers
 from controller.placement import ConsolidatedPlacer
 from policies.optimus import JobMemory, Optimus, OptimusState
-from policies.optimus.cluster import pack_fewest_servers
 from policies.optimus.fit import (
     CONVERGENCE_THRESHOLD,
     LossCurve,
@@ -263,13 +263,13 @@ def test_fewest_servers_for_an_8_gpu_job_on_4_gpu_nodes() -> None:
     assert plan.run["other"] == other.allocation  # kept where it was
 
 
-def test_pack_fewest_servers_best_fit_then_emptiest() -> None:
+def test_fewest_servers_best_fit_then_emptiest() -> None:
     pool = GpuPool([4, 4, 4], [16384] * 3)
     pool.take(Allocation.whole([(1, 0)]))  # node 1 has 3 free
-    assert pack_fewest_servers(pool, 3) == Allocation.whole([(1, 1), (1, 2), (1, 3)])
-    alloc = pack_fewest_servers(pool, 6)
+    assert fewest_servers(pool, 3) == Allocation.whole([(1, 1), (1, 2), (1, 3)])
+    alloc = fewest_servers(pool, 6)
     assert alloc is not None and alloc.nodes == (0, 2)
-    assert pack_fewest_servers(pool, 12) is None
+    assert fewest_servers(pool, 12) is None
 
 
 @pytest.mark.parametrize(("speed_at_2", "action"), [(1.001, Action.KEEP), (2.0, Action.RESIZE)])
@@ -344,7 +344,7 @@ def test_speeds_seen_off_the_work_batch_are_kept_in_the_jobs_own_steps() -> None
         work_batch=128,
     )
     cluster = make_cluster(4, 4)
-    alloc = pack_fewest_servers(GpuPool([4] * 4, [16384] * 4), 4)
+    alloc = fewest_servers(GpuPool([4] * 4, [16384] * 4), 4)
     assert alloc is not None
     view = make_view(
         spec,

@@ -1,5 +1,6 @@
-"""Admission, fence and reclaim (controller.quotas) on hand-built rounds of 2x4 GPUs:
-what the policy is shown, what of its plan stands, whom reclaim preempts and why."""
+"""Admission, the check of a plan against the quotas, protection and reclaim
+(controller.quotas, controller.checks) on hand-built rounds of 2x4 GPUs: what the
+policy is shown, what of its plan stands, whom reclaim preempts and why."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from controller.model import Allocation, JobStatus, JobView, Plan, Reason, Snapshot
+from controller.checks import check_plan
+from controller.model import Allocation, JobStatus, JobView, Plan, PlanError, Reason, Snapshot
 from controller.model.quotas import GpuQuota, QueueNode, QueueTree
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import DEFAULT_GRACE_S, Quotas
+from controller.quotas.admitted import Admission
 from policies.registry import make_policy
 from tests.builders import make_cluster, make_job, make_view
 
@@ -54,9 +57,16 @@ def node(n: int, *gpus: int) -> list[tuple[int, int]]:
 
 
 def decide(quotas: Quotas, snap: Snapshot, policy: str = "fifo") -> Plan:
-    """One round as controller.loop.Controller.decide runs it (no cordons here)."""
+    """One round as controller.loop.Controller.decide runs it under test: the policy's
+    plan must pass the check against the filter, quotas included."""
     adm = quotas.admit(snap)
-    return quotas.settle(adm, make_policy(policy).schedule(adm.seen, None))
+    plan = make_policy(policy).schedule(adm.seen, None)
+    return quotas.settle(adm, checked(snap, adm, plan, strict=True))
+
+
+def checked(snap: Snapshot, adm: Admission, plan: Plan, *, strict: bool = False) -> Plan:
+    """`plan` after the controller's check (controller.checks), live unless `strict`."""
+    return check_plan(snap, plan, policy="test", strict=strict, quota=adm.seen.quota_room)
 
 
 def codes(plan: Plan, snap: Snapshot) -> dict[str, str]:
@@ -157,9 +167,9 @@ def test_reclaim_stops_as_few_gpus_as_cover_the_deficit(wanted: int, victims: se
     assert codes(plan, snap)["b1"] == "ReclaimPending"
 
 
-def test_the_fence_refuses_a_start_past_the_share() -> None:
+def test_the_check_catches_a_start_past_the_share() -> None:
     # A policy that ignores what it was shown: it starts a2, hidden, on idle GPUs
-    # that b is owed.
+    # that b is owed. Under test the plan is refused; live a2 is held back.
     snap = snapshot(
         running("a1", "a", node(0, 0, 1, 2, 3)), waiting("a2", "a", 2), waiting("b1", "b", 4)
     )
@@ -170,7 +180,9 @@ def test_the_fence_refuses_a_start_past_the_share() -> None:
         run={"a1": Allocation.whole(node(0, 0, 1, 2, 3)), "a2": Allocation.whole(node(1, 0, 1))},
         default_reason=Reason("Test", "waits"),
     )
-    plan = quotas.settle(adm, rogue)
+    with pytest.raises(PlanError, match="gave job a2 GPUs the filter refuses: queue a holds 4"):
+        checked(snap, adm, rogue, strict=True)
+    plan = quotas.settle(adm, checked(snap, adm, rogue))
     assert codes(plan, snap) == {"a1": "RUN", "a2": "QueueOverShare", "b1": "Test"}
 
 
@@ -190,7 +202,7 @@ def test_the_policy_may_not_preempt_a_queue_within_its_share_for_another() -> No
         },
         default_reason=Reason("Test", "waits"),
     )
-    plan = quotas.settle(adm, rogue)
+    plan = quotas.settle(adm, checked(snap, adm, rogue))
     assert codes(plan, snap)["b1"] == "RUN"
     assert codes(plan, snap)["a2"] in {"QueueOverShare", "ShareProtected"}
     assert plan.run["b1"] == Allocation.whole(node(1, 0, 1, 2, 3))
@@ -212,7 +224,7 @@ def test_a_queue_may_swap_its_own_jobs() -> None:
         },
         default_reason=Reason("Test", "waits"),
     )
-    plan = quotas.settle(adm, swap)
+    plan = quotas.settle(adm, checked(snap, adm, swap, strict=True))
     assert codes(plan, snap) == {"a1": "Test", "a2": "RUN", "a3": "RUN"}
 
 

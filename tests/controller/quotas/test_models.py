@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from controller.checks import check_plan
 from controller.model import Allocation, Cluster, JobStatus, JobView, Plan, Snapshot
 from controller.model.quotas import GpuQuota, QueueNode, QueueTree
 from controller.placement import ConsolidatedPlacer
@@ -50,7 +51,9 @@ def decide(*jobs: JobView) -> tuple[Plan, dict[str, str]]:
     snap = Snapshot(NOW_S, CLUSTER, jobs, ConsolidatedPlacer(CLUSTER))
     quotas = Quotas(TREE)
     adm = quotas.admit(snap)
-    plan = quotas.settle(adm, make_policy("fifo").schedule(adm.seen, None))
+    plan = make_policy("fifo").schedule(adm.seen, None)
+    plan = check_plan(snap, plan, policy="fifo", strict=True, quota=adm.seen.quota_room)
+    plan = quotas.settle(adm, plan)
     fate = {}
     for job in jobs:
         reason = plan.reason_for(job.job_id)
