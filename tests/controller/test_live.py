@@ -186,9 +186,9 @@ def test_fifo_and_srtf_start_a_job_on_the_fastest_type_with_no_matrix(policy: st
         round_interval_s=0.0,
         clock=clock,
     )
-    live.submit(make_job("a", 4, duration_s=1000.0))
+    live.add_job(make_job("a", 4, duration_s=1000.0))
     clock.t += 1.0
-    live.submit(make_job("b", 4, duration_s=1000.0))
+    live.add_job(make_job("b", 4, duration_s=1000.0))
     clock.t += 1.0
     placed = {}
     for job_id in ("a", "b"):
