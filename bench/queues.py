@@ -20,9 +20,9 @@ import json
 import sys
 import time
 
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 from controller.placement import make_placer
-from controller.quotas.ledger import QueueLedger
+from controller.quotas.ledger import QuotaLedger
 from controller.quotas.show import GPUS_PER_NODE, GUARANTEES, NODES, show_jobs, show_tree
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
@@ -34,7 +34,7 @@ INTERVAL_S = 60.0
 SLACK_GPUS = 3  # one gang of the scenario's largest size (4) less one
 
 
-def replay(policy: str, tree: QueueTree | None) -> tuple[ReplayResult, Simulator, float]:
+def replay(policy: str, tree: QuotaTree | None) -> tuple[ReplayResult, Simulator, float]:
     cluster = load_cluster(f"{NODES}x{GPUS_PER_NODE}")
     jobs = show_jobs(elastic=policy == "pollux", others_at_s=OTHERS_AT_S)
     config = SimConfig(round_interval_s=INTERVAL_S, queues=tree)
@@ -54,7 +54,7 @@ def team_jct(result: ReplayResult) -> dict[str, float | None]:
     return out
 
 
-def reach_s(ledger: QueueLedger) -> dict[str, float | None]:
+def reach_s(ledger: QuotaLedger) -> dict[str, float | None]:
     """Seconds from the others' first job until each of team-b and team-c holds its
     guarantee less `SLACK_GPUS`."""
     out: dict[str, float | None] = {}

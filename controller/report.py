@@ -73,9 +73,9 @@ def _queue_shares(out_dir: Path, result: ReplayResult, title: str) -> list[Path]
     rows = result.params.get("queue_shares")
     if not isinstance(rows, list):
         return []
-    from controller.quotas.report import write_queue_shares
+    from controller.quotas.report import write_quota_shares
 
-    return write_queue_shares(out_dir, rows, title)
+    return write_quota_shares(out_dir, rows, title)
 
 
 def write_comparison(out_dir: Path, results: Sequence[tuple[ReplayResult, Summary]]) -> list[Path]:

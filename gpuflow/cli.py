@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _input_errors() -> tuple[type[Exception], ...]:
     from controller.failures import FailureScheduleError
-    from controller.model.quotas import QueueSpecError
+    from controller.model.quotas import QuotaSpecError
     from controller.network import UnknownNetworkPolicyError
     from controller.placement import UnknownPlacerError
     from controller.spec import ClusterSpecError
@@ -68,7 +68,7 @@ def _input_errors() -> tuple[type[Exception], ...]:
         FailureScheduleError,
         CoflowTraceError,
         UnknownNetworkPolicyError,
-        QueueSpecError,
+        QuotaSpecError,
         OSError,
     )
 

@@ -158,9 +158,9 @@ def _replay_args(args: argparse.Namespace, policy: str) -> ReplayArgs:
     regular_file("--failures", args.failures)
     regular_file("--queues", args.queues)
     if args.queues:
-        from controller.quotas.spec import load_queues
+        from controller.quotas.spec import load_quotas
 
-        load_queues(args.queues)  # a bad file fails before any replay starts
+        load_quotas(args.queues)  # a bad file fails before any replay starts
     regular_file("--throughputs", args.throughputs)
     if args.throughputs:
         from controller.model.perf.matrix import MatrixError, load_matrix
@@ -229,9 +229,9 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     failures = load_failures(ra.failures, cluster) if ra.failures else ()
     queues = None
     if ra.queues:
-        from controller.quotas.spec import load_queues
+        from controller.quotas.spec import load_quotas
 
-        queues = load_queues(ra.queues)
+        queues = load_quotas(ra.queues)
     config = SimConfig(
         round_interval_s=ra.interval_s,
         round_anchor=ra.round_anchor,

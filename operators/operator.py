@@ -38,7 +38,7 @@ from controller.decisions import RoundRecord, record_round
 from controller.loop import Controller
 from controller.model import Plan, Snapshot
 from controller.model.perf.matrix import ThroughputMatrix
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 from operators import crd
 from operators.backend import KubeBackend
 from operators.kube import API_ERRORS, KubeApi, Resource
@@ -300,7 +300,7 @@ class Operator:
                 wake_in_s=f"{wake_s - self.backend.clock():.2f}" if wake_s is not None else "",
             )
 
-    def _write_quotas(self, tree: QueueTree | None, plan: Plan) -> None:
+    def _write_quotas(self, tree: QuotaTree | None, plan: Plan) -> None:
         snapshot = self.backend.last_snapshot
         reader = self.quota_reader
         if snapshot is None or not reader.objects or not self._acting():

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from api.store.models import TERMINAL_STATUSES, Job, JobEvent
 from controller.model.events import LIFECYCLE
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 
 # Event kind -> whether the job holds GPUs after it (kinds not listed change nothing).
 HOLDS: dict[str, bool] = {
@@ -85,7 +85,7 @@ def binned(steps: Sequence[Step], start_s: float, bin_s: float, bins: int) -> li
 
 
 def quota_series(
-    session: Session, tree: QueueTree, now_s: float, window_s: float, points: int
+    session: Session, tree: QuotaTree, now_s: float, window_s: float, points: int
 ) -> Series:
     """Every quota's mean GPUs over `points` bins of the `window_s` up to `now_s`.
 

@@ -20,8 +20,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.store.models import QueueRecord
-from controller.model.quotas import QueueSpecError, QueueTree
-from controller.quotas.spec import queues_from_data
+from controller.model.quotas import QuotaSpecError, QuotaTree
+from controller.quotas.spec import quotas_from_data
 
 Item = dict[str, Any]  # a quota as the loader's flat list holds it (controller.quotas.spec)
 
@@ -49,18 +49,18 @@ class TreeError(ValueError):
         self.message = message
 
 
-def checked_tree(items: list[Item], changed: str) -> QueueTree | None:
+def checked_tree(items: list[Item], changed: str) -> QuotaTree | None:
     """The tree `items` make (None for no quotas); raise TreeError naming the field."""
     if not items:
         return None
     ordered = sorted(items, key=lambda i: str(i["name"]))
     try:
-        return queues_from_data(ordered)
-    except QueueSpecError as exc:
+        return quotas_from_data(ordered)
+    except QuotaSpecError as exc:
         raise TreeError(*_field(exc, ordered, changed)) from None
 
 
-def _field(exc: QueueSpecError, items: list[Item], changed: str) -> tuple[str, str]:
+def _field(exc: QuotaSpecError, items: list[Item], changed: str) -> tuple[str, str]:
     head, _, rest = exc.field.partition(".")
     if not head.startswith("queues[") or not head.endswith("]"):
         return exc.field, exc.message

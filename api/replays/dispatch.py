@@ -36,8 +36,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.quotas.tree import DbQuotaStore
 from api.store.models import Replay, utcnow
-from controller.model.quotas import QueueSpecError
-from controller.quotas.spec import queues_from_data
+from controller.model.quotas import QuotaSpecError
+from controller.quotas.spec import quotas_from_data
 
 Sender = Callable[[list[int]], None]
 ACTIVE = ("queued", "running")
@@ -167,15 +167,15 @@ def _ended_since(session: Session, tenants: set[str], since: datetime | None) ->
 
 
 def _weights(session: Session, tenants: set[str]) -> dict[str, float]:
-    """Each tenant's quota weight: its leaf queue's (QueueTree.leaf_for_tenant) in the
+    """Each tenant's quota weight: its leaf queue's (QuotaTree.leaf_for_tenant) in the
     job database's queues; tenants of no leaf, and all of them when there is no tree
     (or none that holds: the routes refuse one), are left out, weighing 1."""
     items = DbQuotaStore(session).items()
     if not tenants or not items:
         return {}
     try:
-        tree = queues_from_data(sorted(items, key=lambda i: str(i["name"])))
-    except QueueSpecError:
+        tree = quotas_from_data(sorted(items, key=lambda i: str(i["name"])))
+    except QuotaSpecError:
         return {}
     weights: dict[str, float] = {}
     for tenant in tenants:

@@ -48,7 +48,7 @@ from api.store.models import Job, JobEvent
 from controller.metrics import jain_index
 from controller.model import WAITING, JobStatus
 from controller.model.events import EventKind
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 from operators.kube import API_ERRORS
 
 router = APIRouter(tags=["quotas"])
@@ -253,7 +253,7 @@ class _Usage:
         self.reclaims = 0
 
 
-def _usage(session: Session, tree: QueueTree) -> dict[str, _Usage]:
+def _usage(session: Session, tree: QuotaTree) -> dict[str, _Usage]:
     """Each quota's figures from the jobs of the tenants its leaves list."""
     usage: dict[str, _Usage] = defaultdict(_Usage)
     live = [JobStatus.RUNNING.value, JobStatus.SUCCEEDED.value, *WAITING_VALUES]

@@ -73,7 +73,7 @@ class JobSpec:
     user: str = ""
     priority: int = 0
     # The leaf queue the job asks for; "" means the queue of its tenant
-    # (controller.model.quotas.QueueTree.leaf_of).
+    # (controller.model.quotas.QuotaTree.leaf_of).
     queue: str = ""
     precision: Precision = DEFAULT_PRECISION
     gpu_util: float | None = None

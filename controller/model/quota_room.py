@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from controller.model.allocation import Allocation
 from controller.model.job import JobSpec, JobView, Reason
-from controller.model.quotas import ANY_MODEL, GpuQuota, QueueTree
+from controller.model.quotas import ANY_MODEL, GpuQuota, QuotaTree
 
 # GPU amounts are fractional (shared GPUs count by fraction): anything closer than
 # this is equal, well below the smallest share a GPU can be split into.
@@ -85,7 +85,7 @@ def within_share(room_gpus: float, gpus: float) -> bool:
 
 
 def at_limit(
-    tree: QueueTree, leaf: str, held: Mapping[str, float], gpus: float, pool: Pool = ANY_POOL
+    tree: QuotaTree, leaf: str, held: Mapping[str, float], gpus: float, pool: Pool = ANY_POOL
 ) -> Reason | None:
     """`QueueAtLimit` if `gpus` more for `leaf` pass a limit on its chain, else None."""
     for queue in tree.chain(leaf):
@@ -97,24 +97,24 @@ def at_limit(
         if held.get(queue, 0.0) + gpus > limit + EPS_GPUS:
             return Reason(
                 "QueueAtLimit",
-                f"queue {queue} holds {held.get(queue, 0.0):g} of its limit of "
+                f"quota {queue} holds {held.get(queue, 0.0):g} of its limit of "
                 f"{limit:g}{pool.label()} GPUs",
             )
     return None
 
 
 def no_queue(job: JobView) -> Reason:
-    named = f" and queue {job.spec.queue!r} is no leaf queue" if job.spec.queue else ""
-    return Reason("NoQueue", f"no queue takes tenant {job.spec.tenant!r}{named}")
+    named = f" and quota {job.spec.queue!r} is no leaf quota" if job.spec.queue else ""
+    return Reason("NoQueue", f"no quota takes tenant {job.spec.tenant!r}{named}")
 
 
-def over_share(tree: QueueTree, figures: PoolFigures, leaf: str) -> Reason:
+def over_share(tree: QuotaTree, figures: PoolFigures, leaf: str) -> Reason:
     node = tree.node(leaf)
     assert node is not None
     label = figures.pool.label()
     return Reason(
         "QueueOverShare",
-        f"queue {leaf} holds {figures.held.get(leaf, 0.0):g}{label} GPUs, its share now "
+        f"quota {leaf} holds {figures.held.get(leaf, 0.0):g}{label} GPUs, its share now "
         f"{figures.deserved.get(leaf, 0.0):.1f} "
         f"(guarantee {figures.pool.amount(node.guarantee):g}); no idle GPUs to lend",
     )
@@ -124,7 +124,7 @@ def over_share(tree: QueueTree, figures: PoolFigures, leaf: str) -> Reason:
 class QuotaRoom:
     """The round's quota figures, as a policy is shown them (`Snapshot.quota_room`)."""
 
-    tree: QueueTree
+    tree: QuotaTree
     leaf: Mapping[str, str | None]  # active job id -> its leaf queue
     pools: tuple[PoolFigures, ...]
 

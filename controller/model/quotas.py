@@ -11,7 +11,7 @@ Built by `controller.quotas.spec` from YAML (replays' `--queues FILE`) and by th
 Kubernetes backend from `Queue` resources; read by `controller.quotas` (admission
 and reclaim, between the policy and the backend) and by the reports.
 
-Which queue a job belongs to (`QueueTree.leaf_of`): the leaf its spec names
+Which queue a job belongs to (`QuotaTree.leaf_of`): the leaf its spec names
 (`JobSpec.queue`) if any; else the leaf that lists the job's tenant in its
 `tenants`; else the leaf named `default` if the tree has one; else none, and the job
 waits with the reason `NoQueue`.
@@ -31,7 +31,7 @@ ANY_MODEL = "*"
 DEFAULT_QUEUE = "default"
 
 
-class QueueSpecError(ValueError):
+class QuotaSpecError(ValueError):
     """A queue tree that breaks a rule; `field` is the path of the offending value,
     e.g. `queues[1].limit` or `queues[0].children[2].name`; read from a file, its
     `source` and the `line` of that value: `{source}:{line}: {field}: {message}`."""
@@ -82,7 +82,7 @@ class GpuQuota:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueNode:
+class QuotaNode:
     """One queue. A leaf's `tenants` default to its own name; an inner queue has
     children and no tenants."""
 
@@ -91,7 +91,7 @@ class QueueNode:
     limit: GpuQuota | None = None
     weight: float = 1.0
     tenants: tuple[str, ...] = ()
-    children: tuple[QueueNode, ...] = ()
+    children: tuple[QuotaNode, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.children and not self.tenants:
@@ -101,7 +101,7 @@ class QueueNode:
     def leaf(self) -> bool:
         return not self.children
 
-    def walk(self) -> Iterator[QueueNode]:
+    def walk(self) -> Iterator[QuotaNode]:
         """This queue, then its descendants, depth first."""
         yield self
         for child in self.children:
@@ -109,16 +109,16 @@ class QueueNode:
 
 
 @dataclass(frozen=True)
-class QueueTree:
-    """The queues, validated when built (raises `QueueSpecError`)."""
+class QuotaTree:
+    """The queues, validated when built (raises `QuotaSpecError`)."""
 
-    roots: tuple[QueueNode, ...]
+    roots: tuple[QuotaNode, ...]
 
     def __post_init__(self) -> None:
         validate(self.roots)
 
     @cached_property
-    def _nodes(self) -> dict[str, QueueNode]:
+    def _nodes(self) -> dict[str, QuotaNode]:
         return {n.name: n for root in self.roots for n in root.walk()}
 
     @cached_property
@@ -134,14 +134,14 @@ class QueueTree:
     def _tenant_leaf(self) -> dict[str, str]:
         return {t: leaf.name for leaf in self.leaves() for t in leaf.tenants}
 
-    def node(self, name: str) -> QueueNode | None:
+    def node(self, name: str) -> QuotaNode | None:
         return self._nodes.get(name)
 
     def names(self) -> list[str]:
         """Every queue's name, depth first."""
         return list(self._nodes)
 
-    def leaves(self) -> list[QueueNode]:
+    def leaves(self) -> list[QuotaNode]:
         """The leaf queues, depth first."""
         return [n for n in self._nodes.values() if n.leaf]
 
@@ -182,8 +182,8 @@ class QueueTree:
         return any(not n.guarantee.any_model for n in self._nodes.values())
 
 
-def validate(roots: tuple[QueueNode, ...]) -> None:
-    """Raise `QueueSpecError` for the first broken rule: unique queue names, a tenant
+def validate(roots: tuple[QuotaNode, ...]) -> None:
+    """Raise `QuotaSpecError` for the first broken rule: unique queue names, a tenant
     in one leaf only, weight > 0, quotas >= 0, guarantee <= limit, children's
     guarantees within their parent's (and limits within its limit), one quota form."""
     seen: set[str] = set()
@@ -194,32 +194,32 @@ def validate(roots: tuple[QueueNode, ...]) -> None:
 
 
 def _check(
-    node: QueueNode, path: str, seen: set[str], tenants: dict[str, str], forms: set[bool]
+    node: QuotaNode, path: str, seen: set[str], tenants: dict[str, str], forms: set[bool]
 ) -> None:
     if not node.name:
-        raise QueueSpecError(f"{path}.name", "must not be empty")
+        raise QuotaSpecError(f"{path}.name", "must not be empty")
     if node.name in seen:
-        raise QueueSpecError(f"{path}.name", f"queue {node.name!r} is defined twice")
+        raise QuotaSpecError(f"{path}.name", f"quota {node.name!r} is defined twice")
     seen.add(node.name)
     if not node.weight > 0:
-        raise QueueSpecError(f"{path}.weight", f"must be > 0, got {node.weight}")
+        raise QuotaSpecError(f"{path}.weight", f"must be > 0, got {node.weight}")
     quotas = [("guarantee", node.guarantee), ("limit", node.limit)]
     for name, quota in quotas:
         if quota is None:
             continue
         for model, gpus in quota.by_model:
             if gpus < 0:
-                raise QueueSpecError(f"{path}.{name}", f"must be >= 0, got {gpus} ({model})")
+                raise QuotaSpecError(f"{path}.{name}", f"must be >= 0, got {gpus} ({model})")
         if quota.total > 0:
             forms.add(quota.any_model)
         if len(forms) > 1:
-            raise QueueSpecError(
+            raise QuotaSpecError(
                 f"{path}.{name}", "mixes plain GPU counts with per-model quotas in one tree"
             )
     if node.limit is not None:
         for model in node.guarantee.models() | node.limit.models():
             if node.guarantee.get(model) > node.limit.get(model):
-                raise QueueSpecError(
+                raise QuotaSpecError(
                     f"{path}.limit",
                     f"{node.limit.get(model)} is below the guarantee "
                     f"{node.guarantee.get(model)}" + _model_note(model),
@@ -227,16 +227,16 @@ def _check(
     if node.leaf:
         for tenant in node.tenants:
             if tenant in tenants:
-                raise QueueSpecError(
-                    f"{path}.tenants", f"tenant {tenant!r} is already in queue {tenants[tenant]!r}"
+                raise QuotaSpecError(
+                    f"{path}.tenants", f"tenant {tenant!r} is already in quota {tenants[tenant]!r}"
                 )
             tenants[tenant] = node.name
     elif node.tenants:
-        raise QueueSpecError(f"{path}.tenants", "only a leaf queue (no children) has tenants")
+        raise QuotaSpecError(f"{path}.tenants", "only a leaf queue (no children) has tenants")
     for model in {m for c in node.children for m in c.guarantee.models()}:
         total = sum(c.guarantee.get(model) for c in node.children)
         if total > node.guarantee.get(model):
-            raise QueueSpecError(
+            raise QuotaSpecError(
                 f"{path}.children",
                 f"guarantees add up to {total}, more than the parent's "
                 f"{node.guarantee.get(model)}" + _model_note(model),
@@ -245,7 +245,7 @@ def _check(
         if node.limit is not None and child.limit is not None:
             for model in child.limit.models():
                 if child.limit.get(model) > node.limit.get(model):
-                    raise QueueSpecError(
+                    raise QuotaSpecError(
                         f"{path}.children[{j}].limit",
                         f"{child.limit.get(model)} is above the parent's limit "
                         f"{node.limit.get(model)}" + _model_note(model),

@@ -19,7 +19,7 @@ from controller.model.cluster import Cluster
 from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Reason
 from controller.model.pool import GpuPool
 from controller.model.quota_room import QuotaRoom
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 from controller.model.waiting import WaitingIndex, WaitingKey
 
 
@@ -73,7 +73,7 @@ class Snapshot:
     # The quota tree where the controller runs quotas (controller.quotas.admission sets
     # it on the snapshot a policy is shown): a policy that promises GPUs ahead (a
     # deadline's share) reads each queue's guarantee from it. None: no quotas.
-    queues: QueueTree | None = field(default=None, repr=False, compare=False)
+    queues: QuotaTree | None = field(default=None, repr=False, compare=False)
     # The round's quota figures the policy is shown with the tree (set with it): the
     # quota half of the GPU-choice filter (controller.model.quota_room), asked by a
     # policy that gives a job more than its smallest size. None: no quotas.

@@ -61,10 +61,10 @@ from controller.model.quota_room import (
     over_share,
     within_share,
 )
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 from controller.model.waiting import WaitingIndex, WaitingKey
 from controller.quotas.admitted import Admission, Admitted
-from controller.quotas.ledger import QueueLedger
+from controller.quotas.ledger import QuotaLedger
 from controller.quotas.protect import protect
 from controller.quotas.reclaim import reclaim
 from controller.quotas.shares import deserved_gpus
@@ -79,11 +79,11 @@ class Quotas:
     read it for their per-queue report; None keeps nothing, as a live operator does)."""
 
     def __init__(
-        self, tree: QueueTree, *, grace_s: float = DEFAULT_GRACE_S, record: bool = False
+        self, tree: QuotaTree, *, grace_s: float = DEFAULT_GRACE_S, record: bool = False
     ) -> None:
         self.tree = tree
         self.grace_s = grace_s
-        self.ledger: QueueLedger | None = QueueLedger(tree) if record else None
+        self.ledger: QuotaLedger | None = QuotaLedger(tree) if record else None
 
     def admit(self, snapshot: Snapshot, order: Sequence[str] = ()) -> Admission:
         """The figures of the round and the snapshot the policy is shown: each leaf's
@@ -225,7 +225,7 @@ class Quotas:
         )
 
 
-def _pools(tree: QueueTree, snapshot: Snapshot) -> list[Pool]:
+def _pools(tree: QuotaTree, snapshot: Snapshot) -> list[Pool]:
     """Every GPU as one pool, or one pool per GPU model of the cluster when the
     tree's quotas name models."""
     if not tree.per_model:

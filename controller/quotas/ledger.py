@@ -1,7 +1,7 @@
 """What the queues got, round by round, and the per-queue report of a replay.
 
-`QueueLedger.record` is called by controller.quotas.admission.Quotas.settle after
-each round (replays only); `QueueLedger.report` is called by the replay command
+`QuotaLedger.record` is called by controller.quotas.admission.Quotas.settle after
+each round (replays only); `QuotaLedger.report` is called by the replay command
 (gpuflow/cli.py) once the replay ends, and controller.quotas.report writes its CSV
 and plot.
 
@@ -25,28 +25,28 @@ from dataclasses import dataclass
 from controller.metrics import jain_index
 from controller.model import Allocation, Reason
 from controller.model.quota_room import EPS_GPUS
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 from controller.quotas.admitted import Admission
 from controller.records import JobOutcome
 
 
 @dataclass(frozen=True, slots=True)
-class QueueSample:
+class QuotaSample:
     """The leaves after one round: GPUs held, GPUs deserved, demand left waiting."""
 
     t_s: float
-    held_gpus: tuple[float, ...]  # by leaf, in QueueTree.leaves() order
+    held_gpus: tuple[float, ...]  # by leaf, in QuotaTree.leaves() order
     deserved_gpus: tuple[float, ...]
     backlogged: tuple[bool, ...]
 
 
-class QueueLedger:
+class QuotaLedger:
     """Samples, reclaims and each job's leaf, kept over a replay."""
 
-    def __init__(self, tree: QueueTree) -> None:
+    def __init__(self, tree: QuotaTree) -> None:
         self.tree = tree
         self.leaves = [leaf.name for leaf in tree.leaves()]
-        self.samples: list[QueueSample] = []
+        self.samples: list[QuotaSample] = []
         self.reclaims = dict.fromkeys(self.leaves, 0)
         self.job_leaf: dict[str, str] = {}
 
@@ -72,7 +72,7 @@ class QueueLedger:
             name = adm.leaf[job_id]
             if name is not None:
                 self.reclaims[name] += 1
-        sample = QueueSample(
+        sample = QuotaSample(
             adm.snapshot.now_s,
             tuple(held[n] for n in self.leaves),
             tuple(deserved[n] for n in self.leaves),
@@ -83,9 +83,9 @@ class QueueLedger:
         else:
             self.samples.append(sample)
 
-    def contended(self, end_s: float) -> list[tuple[QueueSample, float]]:
+    def contended(self, end_s: float) -> list[tuple[QuotaSample, float]]:
         """(sample, its duration) for the samples where every leaf has demand."""
-        out: list[tuple[QueueSample, float]] = []
+        out: list[tuple[QuotaSample, float]] = []
         for i, sample in enumerate(self.samples):
             until = self.samples[i + 1].t_s if i + 1 < len(self.samples) else end_s
             if until > sample.t_s and all(sample.backlogged):

@@ -19,12 +19,12 @@ from __future__ import annotations
 from controller.model import Allocation, Reason
 from controller.model.candidates import gpu_takers
 from controller.model.quota_room import EPS_GPUS
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 from controller.quotas.admitted import Admitted
 
 
 def protect(
-    tree: QueueTree, adm: Admitted, run: dict[str, Allocation], reasons: dict[str, Reason]
+    tree: QuotaTree, adm: Admitted, run: dict[str, Allocation], reasons: dict[str, Reason]
 ) -> None:
     """Give back, in place, the GPUs of jobs the policy stopped in leaves that would
     end below their share; the jobs newly started on them wait instead."""
@@ -63,7 +63,7 @@ def protect(
             del run[taker]
             reasons[taker] = Reason(
                 "ShareProtected",
-                f"the GPUs it was given hold queue {name}'s job {job_id}, within its share",
+                f"the GPUs it was given hold quota {name}'s job {job_id}, within its share",
             )
         run[job_id] = before
         for gpu in before.gpus():

@@ -12,12 +12,12 @@ from collections.abc import Collection, Mapping
 
 from controller.model import Allocation, JobView, Reason
 from controller.model.quota_room import EPS_GPUS, within_share
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 from controller.quotas.admitted import Admitted
 
 
 def reclaim(
-    tree: QueueTree,
+    tree: QuotaTree,
     adm: Admitted,
     run: Mapping[str, Allocation],
     owed_elsewhere: Collection[str] = (),
@@ -73,7 +73,7 @@ def reclaim(
         sources.add(name)
         victims[victim.job_id] = Reason(
             "Reclaimed",
-            f"preempted to give back{pool.label()} GPUs to queue {claimants}: queue {name} "
+            f"preempted to give back{pool.label()} GPUs to quota {claimants}: quota {name} "
             f"held {adm.held.get(name, 0.0):g}, over its share {adm.deserved[name]:.1f}",
         )
     owed_reasons: dict[str, Reason] = {}
@@ -82,8 +82,8 @@ def reclaim(
         assert name is not None
         owed_reasons[job.job_id] = Reason(
             "ReclaimPending",
-            f"queue {name} is owed{pool.label()} GPUs of its share {adm.deserved[name]:.1f}: "
-            f"{freed:g} being reclaimed from queue {', '.join(sorted(sources))}",
+            f"quota {name} is owed{pool.label()} GPUs of its share {adm.deserved[name]:.1f}: "
+            f"{freed:g} being reclaimed from quota {', '.join(sorted(sources))}",
         )
     return victims, owed_reasons
 
@@ -106,7 +106,7 @@ def _free_after(adm: Admitted, run: Mapping[str, Allocation]) -> int:
 
 
 def _victims(
-    tree: QueueTree,
+    tree: QuotaTree,
     adm: Admitted,
     run: Mapping[str, Allocation],
     held: dict[str, float],

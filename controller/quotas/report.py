@@ -1,8 +1,8 @@
 """Each queue's GPU share over a replay, against its guarantee: queues.csv and queues.png.
 
-`share_rows` turns a replay's controller.quotas.ledger.QueueLedger into rows, which
+`share_rows` turns a replay's controller.quotas.ledger.QuotaLedger into rows, which
 the replay command (gpuflow/cli.py) keeps in the result's params as `queue_shares`;
-controller.report.write_replay calls `write_queue_shares` for them. Plots use
+controller.report.write_replay calls `write_quota_shares` for them. Plots use
 matplotlib's object API, as controller.report does.
 """
 
@@ -15,14 +15,14 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from controller.metrics import finish_time_fairness
-from controller.quotas.ledger import QueueLedger
+from controller.quotas.ledger import QuotaLedger
 from controller.records import ReplayResult
 
 COLUMNS = ("t_s", "queue", "held_gpus", "deserved_gpus", "guarantee_gpus", "has_demand")
 DPI = 100
 
 
-def share_rows(ledger: QueueLedger) -> list[dict[str, object]]:
+def share_rows(ledger: QuotaLedger) -> list[dict[str, object]]:
     """One row per round and leaf, in time order."""
     guarantee = {}
     for name in ledger.leaves:
@@ -45,7 +45,7 @@ def share_rows(ledger: QueueLedger) -> list[dict[str, object]]:
     return rows
 
 
-def write_queue_shares(
+def write_quota_shares(
     out_dir: Path, rows: Sequence[Mapping[str, object]], title: str
 ) -> list[Path]:
     """queues.csv (every row) and queues.png (each leaf's GPUs as a step line, its
@@ -75,7 +75,7 @@ def write_queue_shares(
     ax.set_ylim(bottom=0.0)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("GPUs held (dashed: guarantee)")
-    ax.set_title(f"GPUs per queue: {title}")
+    ax.set_title(f"GPUs per quota: {title}")
     ax.grid(True, alpha=0.3)
     png_path = out_dir / "queues.png"
     fig.savefig(png_path, dpi=DPI, format="png")
@@ -86,7 +86,7 @@ def write_queue_shares(
 HEADLINE_KEYS = ("queues", "queue_fairness_jain")
 
 
-def attach_report(result: ReplayResult, ledger: QueueLedger, end_s: float) -> None:
+def attach_report(result: ReplayResult, ledger: QuotaLedger, end_s: float) -> None:
     """Put the queues' report (`HEADLINE_KEYS`), `queue_ftf_rho` (each leaf's mean and
     largest Themis rho) and `queue_shares` (the rows) in the result's params, where
     the CLI and controller.report.write_replay find them."""

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.model.quota_room import EPS_GPUS
-from controller.model.quotas import ANY_MODEL, GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import ANY_MODEL, GpuQuota, QuotaNode, QuotaTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ def divide(capacity: float, claims: Mapping[str, Claim]) -> dict[str, float]:
 
 
 def deserved_gpus(
-    tree: QueueTree,
+    tree: QuotaTree,
     capacity_gpus: float,
     demand_gpus: Mapping[str, float],
     model: str = ANY_MODEL,
@@ -73,7 +73,7 @@ def deserved_gpus(
 
     demand: dict[str, float] = {}
 
-    def total(node: QueueNode) -> float:
+    def total(node: QuotaNode) -> float:
         own = (
             demand_gpus.get(node.name, 0.0)
             if node.leaf
@@ -88,7 +88,7 @@ def deserved_gpus(
         total(root)
     out: dict[str, float] = {}
 
-    def split(capacity: float, nodes: tuple[QueueNode, ...]) -> None:
+    def split(capacity: float, nodes: tuple[QuotaNode, ...]) -> None:
         claims = {n.name: Claim(amount(n.guarantee), demand[n.name], n.weight) for n in nodes}
         for node in nodes:
             out[node.name] = 0.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 
 from controller.model import JobSpec
-from controller.model.quotas import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 
 NODES = 16
 GPUS_PER_NODE = 8
@@ -26,13 +26,13 @@ SIZES = (1, 2, 4)  # small gangs keep shares close to the guarantees
 MODEL = "resnet50"
 
 
-def show_tree() -> QueueTree:
+def show_tree() -> QuotaTree:
     """The three teams under one organisation queue."""
     teams = tuple(
-        QueueNode(name, GpuQuota.of(gpus), weight=WEIGHTS[name])
+        QuotaNode(name, GpuQuota.of(gpus), weight=WEIGHTS[name])
         for name, gpus in GUARANTEES.items()
     )
-    return QueueTree((QueueNode("org", GpuQuota.of(NODES * GPUS_PER_NODE), children=teams),))
+    return QuotaTree((QuotaNode("org", GpuQuota.of(NODES * GPUS_PER_NODE), children=teams),))
 
 
 def show_jobs(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from controller.maintenance import MaintenanceEvent
 from controller.model import Allocation, JobSpec, JobStatus
-from controller.model.quotas import QueueTree
+from controller.model.quotas import QuotaTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,7 @@ class SimConfig:
     # perf model's default) or a network of controller.network.registry.
     network: str = "dedicated"
     # Queues with quotas around the policy (controller.quotas; `--queues FILE`).
-    queues: QueueTree | None = None
+    queues: QuotaTree | None = None
     # How shared links slow jobs: "steady" (one rate per job) or "phases" (compute
     # phases and all-reduce bursts; controller.network.registry.MODELS, docs/network.md).
     network_model: str = "steady"

@@ -132,7 +132,7 @@ def job_spec(obj: Obj) -> JobSpec:
         cpu_milli=pod.cpu_milli,
         host_mem_mib=pod.mem_mib,
         tenant=str(spec.get("queue") or spec.get("tenant") or "default"),
-        # A leaf Queue it names (controller.model.quotas.QueueTree.leaf_of); the same
+        # A leaf Queue it names (controller.model.quotas.QuotaTree.leaf_of); the same
         # field has long stood for the tenant when none is given, hence both.
         queue=str(spec.get("queue") or ""),
         priority=int(spec.get("priority") or 0),

@@ -3,7 +3,7 @@
 The operator (operators/operator.py) lists the cluster-scoped `Quota` resources each
 round (`QuotaReader`; the deprecated `Queue` ones too, for one release: a Quota wins
 over a Queue of the same name, and a log line says to migrate), turns them into the
-controller's `QueueTree` with the same loader replays use (controller.quotas.spec, in
+controller's `QuotaTree` with the same loader replays use (controller.quotas.spec, in
 its flat `parent` form), hands the tree to the controller as its `Quotas`
 (controller.quotas.admission: the admission and reclaim step replays run, so a live
 quota gets its guarantee and borrowed GPUs are reclaimed by the backend's graceful
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model import JobView, Plan, Snapshot
-from controller.model.quotas import QueueSpecError, QueueTree
+from controller.model.quotas import QuotaSpecError, QuotaTree
 from controller.quotas.admission import Quotas
-from controller.quotas.spec import queues_from_data
+from controller.quotas.spec import quotas_from_data
 from operators import crd
 from operators.dljobs.resources import DEFAULT_GRACE_S
 from operators.kube import API_ERRORS, KubeApi
@@ -88,7 +88,7 @@ class TreeRead:
     """One reading of the Quotas: the tree (None when there are none or the first
     ones are broken) and, when broken, the quota at fault and why."""
 
-    tree: QueueTree | None
+    tree: QuotaTree | None
     invalid: dict[str, str]
 
 
@@ -99,8 +99,8 @@ def read_tree(objs: list[Obj]) -> TreeRead:
     ordered = sorted(objs, key=lambda o: str(o["metadata"]["name"]))
     items = [quota_data(o) for o in ordered]
     try:
-        return TreeRead(queues_from_data(items), {})
-    except QueueSpecError as exc:
+        return TreeRead(quotas_from_data(items), {})
+    except QuotaSpecError as exc:
         return TreeRead(None, {_culprit(exc.field, items): _spec_message(exc)})
 
 
@@ -111,7 +111,7 @@ def _culprit(field: str, items: list[dict[str, Any]]) -> str:
     return str(items[int(m.group(1))]["name"])
 
 
-def _spec_message(exc: QueueSpecError) -> str:
+def _spec_message(exc: QuotaSpecError) -> str:
     """The error with the loader's `queues[i].` prefix as the resource's `spec.`."""
     rest = _INDEX.sub("", exc.field)
     field = f"spec.{rest}" if rest and not rest.startswith("children") else "spec"
@@ -126,7 +126,7 @@ class QuotaReader:
         self.api = api
         self.every_s = every_s
         self.objects: list[Obj] = []
-        self.tree: QueueTree | None = None
+        self.tree: QuotaTree | None = None
         # The controller's admission and reclaim step for `tree` (None: no quotas),
         # made again only when the tree changes. Its grace period is the pods' default
         # terminationGracePeriodSeconds: the round after a reclaim's deadline decides
@@ -137,7 +137,7 @@ class QuotaReader:
         self._missing_logged = False
         self._legacy_logged: list[str] = []
 
-    def read(self, now: float | None = None) -> QueueTree | None:
+    def read(self, now: float | None = None) -> QuotaTree | None:
         """The tree to apply this round (the previous one between reads)."""
         now = time.monotonic() if now is None else now
         if now - self._read_at < self.every_s:
@@ -180,7 +180,7 @@ class QuotaReader:
 
 
 def quota_statuses(
-    tree: QueueTree | None,
+    tree: QuotaTree | None,
     invalid: Mapping[str, str],
     snapshot: Snapshot,
     plan: Plan,

@@ -75,7 +75,7 @@ def test_admin_defines_everyone_reads(api: TestClient) -> None:
             "add up to 12",
         ),
         ("team-a", {"parent": "research", "guarantee": 4, "limit": 2}, ["limit"], "below"),
-        ("team-d", {"parent": "nowhere"}, ["parent"], "no queue named 'nowhere'"),
+        ("team-d", {"parent": "nowhere"}, ["parent"], "no quota named 'nowhere'"),
         ("team-d", {"parent": "research", "tenants": ["vision"]}, ["tenants"], "'vision'"),
         ("team-d", {"weight": 0}, ["weight"], "greater than 0"),
         ("team-d", {"guarantee": -1}, ["guarantee"], ""),

@@ -11,7 +11,7 @@ from controller.maintenance import NodeAction
 from controller.model import GpuType, JobStatus
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import Quotas
-from controller.quotas.spec import queues_from_data
+from controller.quotas.spec import quotas_from_data
 from controller.rates import RateModel
 from controller.spec.yaml_spec import load_yaml
 from policies.registry import make_policy
@@ -124,14 +124,14 @@ def test_new_quotas_take_effect_at_the_next_round_without_another_event() -> Non
     clock = ManualClock()
     live = _live(clock)
     # A tree no queue of which is the tenant's: its job waits with NoQueue.
-    live.set_quotas(Quotas(queues_from_data([{"name": "team-a", "guarantee": 4}])))
+    live.set_quotas(Quotas(quotas_from_data([{"name": "team-a", "guarantee": 4}])))
     live.add_job(make_job("b", 2, duration_s=100, tenant="team-b"))
     waiting = live.job("b")
     assert waiting is not None and waiting.status is JobStatus.QUEUED
     assert waiting.reason is not None and waiting.reason.code == "NoQueue"
     # The tenant gets a queue: the job starts with nothing else happening.
     tree = [{"name": "team-a", "guarantee": 2}, {"name": "team-b", "guarantee": 2}]
-    live.set_quotas(Quotas(queues_from_data(tree)))
+    live.set_quotas(Quotas(quotas_from_data(tree)))
     started = live.job("b")
     assert started is not None and started.status is JobStatus.RUNNING
 

@@ -159,7 +159,7 @@ def test_borrowed_gpus_are_reclaimed_to_each_guarantee(
         assert by_reclaim == reclaimed
     assert {why[n].reason for n in reclaimed} <= {"PreemptedForReclaim", "PreemptedByPolicy"}
     for name in by_reclaim:
-        assert why[name].message.startswith("preempted to give back GPUs to queue team-")
+        assert why[name].message.startswith("preempted to give back GPUs to quota team-")
     a, b, c = (statuses[t] for t in ("team-a", "team-b", "team-c"))
     assert (a["allocatedGpus"], a["borrowedGpus"], a["reclaims"]) == (8, 0, len(by_reclaim))
     assert (b["allocatedGpus"], b["reclaims"], c["allocatedGpus"], c["reclaims"]) == (5, 0, 3, 0)

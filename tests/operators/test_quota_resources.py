@@ -47,7 +47,7 @@ def test_per_model_quotas_round_trip() -> None:
     ("change", "culprit", "message"),
     [
         ({"team-c": {"guarantee": 60}}, "research", "spec: guarantees add up to 162"),
-        ({"team-b": {"parent": "nowhere"}}, "team-b", "spec.parent: no queue named 'nowhere'"),
+        ({"team-b": {"parent": "nowhere"}}, "team-b", "spec.parent: no quota named 'nowhere'"),
         ({"team-c": {"tenants": ["vision"]}}, "team-c", "spec.tenants: tenant 'vision'"),
         ({"team-a": {"limit": 8}}, "team-a", "spec.limit: 8 is below the guarantee 64"),
     ],

@@ -28,7 +28,7 @@ from controller.model import (
     validate_plan,
 )
 from controller.model.order import queue_order
-from controller.model.quotas import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 from controller.placement import ConsolidatedPlacer, make_placer
 from controller.quotas.admission import Quotas
 from tests.builders import TEST_GPU, make_cluster, make_job, make_view
@@ -169,7 +169,7 @@ def check_filtered_round(policy: Policy, snapshot: Snapshot) -> Plan:
     return plan
 
 
-def random_tree(seed: int, cluster: Cluster) -> QueueTree:
+def random_tree(seed: int, cluster: Cluster) -> QuotaTree:
     """Queues for the tenants of `random_snapshot` (a, b, c): guarantees that add up to
     at most the cluster's GPUs, and a limit on about half of them, from a guarantee up
     to the cluster's GPUs; per GPU model on a cluster of two types."""
@@ -193,14 +193,14 @@ def random_tree(seed: int, cluster: Cluster) -> QueueTree:
             leaves.append(
                 _leaf(name, GpuQuota.of(guarantee), GpuQuota.of(limit) if limited else None, rng)
             )
-    return QueueTree(tuple(leaves))
+    return QuotaTree(tuple(leaves))
 
 
-def _leaf(name: str, guarantee: GpuQuota, limit: GpuQuota | None, rng: random.Random) -> QueueNode:
-    return QueueNode(name, guarantee=guarantee, limit=limit, weight=rng.choice([1.0, 2.0]))
+def _leaf(name: str, guarantee: GpuQuota, limit: GpuQuota | None, rng: random.Random) -> QuotaNode:
+    return QuotaNode(name, guarantee=guarantee, limit=limit, weight=rng.choice([1.0, 2.0]))
 
 
-def quota_round(policy: Policy, snapshot: Snapshot, tree: QueueTree) -> Plan:
+def quota_round(policy: Policy, snapshot: Snapshot, tree: QuotaTree) -> Plan:
     """One round as the controller runs it with quotas (admission, the policy on the
     snapshot it is shown, then the check against the filter, quotas included):
     PlanError names the first job given GPUs its queue does not allow."""

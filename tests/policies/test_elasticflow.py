@@ -13,7 +13,7 @@ import pytest
 from controller.metrics import deadline_fields
 from controller.model import Allocation, JobSpec, JobStatus, Snapshot
 from controller.model.job import REFUSED
-from controller.model.quotas import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 from controller.placement import ConsolidatedPlacer
 from controller.records import JobOutcome, ReplayResult
 from controller.sim import SimConfig, Simulator
@@ -216,11 +216,11 @@ def test_under_quotas_the_trees_guarantees_bound_what_deadline_jobs_are_promised
     refused where its queue is guaranteed nothing (it may borrow, but a deadline is
     promised only from a guarantee)."""
 
-    def tree(a: int, b: int) -> QueueTree:
-        leaves = (QueueNode("a", GpuQuota.of(a)), QueueNode("b", GpuQuota.of(b)))
-        return QueueTree((QueueNode("org", GpuQuota.of(8), children=leaves),))
+    def tree(a: int, b: int) -> QuotaTree:
+        leaves = (QuotaNode("a", GpuQuota.of(a)), QuotaNode("b", GpuQuota.of(b)))
+        return QuotaTree((QuotaNode("org", GpuQuota.of(8), children=leaves),))
 
-    def replay(jobs: list[JobSpec], queues: QueueTree) -> dict[str, JobOutcome]:
+    def replay(jobs: list[JobSpec], queues: QuotaTree) -> dict[str, JobOutcome]:
         cfg = SimConfig(round_interval_s=0.0, check_plans=True, queues=queues)
         sim = Simulator(cluster, jobs, make_policy("elasticflow"), ConsolidatedPlacer(cluster), cfg)
         return {o.job_id: o for o in sim.run().jobs}

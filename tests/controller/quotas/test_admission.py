@@ -10,7 +10,7 @@ import pytest
 
 from controller.checks import check_plan
 from controller.model import Allocation, JobStatus, JobView, Plan, PlanError, Reason, Snapshot
-from controller.model.quotas import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import DEFAULT_GRACE_S, Quotas
 from controller.quotas.admitted import Admission
@@ -21,11 +21,11 @@ NOW_S = 1000.0
 CLUSTER = make_cluster(nodes=2, gpus=4)
 
 
-def tree(a_limit: int | None = None) -> QueueTree:
-    return QueueTree(
+def tree(a_limit: int | None = None) -> QuotaTree:
+    return QuotaTree(
         (
-            QueueNode("a", GpuQuota.of(4), None if a_limit is None else GpuQuota.of(a_limit)),
-            QueueNode("b", GpuQuota.of(4)),
+            QuotaNode("a", GpuQuota.of(4), None if a_limit is None else GpuQuota.of(a_limit)),
+            QuotaNode("b", GpuQuota.of(4)),
         )
     )
 
@@ -180,7 +180,7 @@ def test_the_check_catches_a_start_past_the_share() -> None:
         run={"a1": Allocation.whole(node(0, 0, 1, 2, 3)), "a2": Allocation.whole(node(1, 0, 1))},
         default_reason=Reason("Test", "waits"),
     )
-    with pytest.raises(PlanError, match="gave job a2 GPUs the filter refuses: queue a holds 4"):
+    with pytest.raises(PlanError, match="gave job a2 GPUs the filter refuses: quota a holds 4"):
         checked(snap, adm, rogue, strict=True)
     plan = quotas.settle(adm, checked(snap, adm, rogue))
     assert codes(plan, snap) == {"a1": "RUN", "a2": "QueueOverShare", "b1": "Test"}

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from controller.model.quotas import GpuQuota, QueueNode, QueueTree
-from controller.quotas.ledger import QueueLedger, QueueSample
+from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
+from controller.quotas.ledger import QuotaLedger, QuotaSample
 from controller.records import JobOutcome
 
 
-def ledger() -> QueueLedger:
-    tree = QueueTree((QueueNode("a", GpuQuota.of(4)), QueueNode("b", GpuQuota.of(4))))
-    book = QueueLedger(tree)
+def ledger() -> QuotaLedger:
+    tree = QuotaTree((QuotaNode("a", GpuQuota.of(4)), QuotaNode("b", GpuQuota.of(4))))
+    book = QuotaLedger(tree)
     book.samples = [
-        QueueSample(0.0, (6.0, 2.0), (4.0, 4.0), (True, True)),
-        QueueSample(10.0, (8.0, 0.0), (8.0, 0.0), (True, False)),  # b has no demand
-        QueueSample(15.0, (4.0, 4.0), (4.0, 4.0), (True, True)),
+        QuotaSample(0.0, (6.0, 2.0), (4.0, 4.0), (True, True)),
+        QuotaSample(10.0, (8.0, 0.0), (8.0, 0.0), (True, False)),  # b has no demand
+        QuotaSample(15.0, (4.0, 4.0), (4.0, 4.0), (True, True)),
     ]
     book.job_leaf = {"a1": "a", "a2": "a", "b1": "b"}
     book.reclaims = {"a": 2, "b": 0}

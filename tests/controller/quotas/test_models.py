@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from controller.checks import check_plan
 from controller.model import Allocation, Cluster, JobStatus, JobView, Plan, Snapshot
-from controller.model.quotas import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import Quotas
 from policies.registry import make_policy
@@ -26,10 +26,10 @@ def cluster() -> Cluster:
 
 CLUSTER = cluster()
 # a is guaranteed the A100 node, b the V100 node.
-TREE = QueueTree(
+TREE = QuotaTree(
     (
-        QueueNode("a", GpuQuota.of({"A100": 4})),
-        QueueNode("b", GpuQuota.of({"V100": 4})),
+        QuotaNode("a", GpuQuota.of({"A100": 4})),
+        QuotaNode("b", GpuQuota.of({"V100": 4})),
     )
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.model.quotas import GpuQuota, QueueNode, QueueTree
+from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 from controller.quotas.shares import Claim, deserved_gpus, divide
 
 INF = float("inf")
@@ -38,8 +38,8 @@ def test_divide(capacity: float, claims: dict[str, Claim], expected: dict[str, f
     assert got == pytest.approx(expected)
 
 
-def leaf(name: str, guarantee: int, weight: float = 1.0, limit: int | None = None) -> QueueNode:
-    return QueueNode(
+def leaf(name: str, guarantee: int, weight: float = 1.0, limit: int | None = None) -> QuotaNode:
+    return QuotaNode(
         name,
         GpuQuota.of(guarantee),
         None if limit is None else GpuQuota.of(limit),
@@ -47,9 +47,9 @@ def leaf(name: str, guarantee: int, weight: float = 1.0, limit: int | None = Non
     )
 
 
-def tree(y_limit: int | None = None) -> QueueTree:
-    org = QueueNode("org", GpuQuota.of(30), children=(leaf("x", 20), leaf("y", 10, limit=y_limit)))
-    return QueueTree((org, leaf("z", 30)))
+def tree(y_limit: int | None = None) -> QuotaTree:
+    org = QuotaNode("org", GpuQuota.of(30), children=(leaf("x", 20), leaf("y", 10, limit=y_limit)))
+    return QuotaTree((org, leaf("z", 30)))
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from controller.model import JobSpec
 from controller.placement import make_placer
 from controller.quotas.admission import DEFAULT_GRACE_S
-from controller.quotas.ledger import QueueLedger
+from controller.quotas.ledger import QuotaLedger
 from controller.quotas.show import GPUS_PER_NODE, GUARANTEES, NODES, show_jobs, show_tree
 from controller.records import ReplayResult
 from controller.sim import SimConfig, Simulator
@@ -27,7 +27,7 @@ ELASTIC = {"pollux", "optimus"}  # the policies that size jobs get elastic ones
 
 
 @cache
-def replay(policy: str) -> tuple[ReplayResult, QueueLedger, tuple[JobSpec, ...]]:
+def replay(policy: str) -> tuple[ReplayResult, QuotaLedger, tuple[JobSpec, ...]]:
     cluster = load_cluster(f"{NODES}x{GPUS_PER_NODE}")
     elastic = policy in ELASTIC
     jobs = tuple(show_jobs(elastic=elastic, others_at_s=OTHERS_AT_S))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.model.quotas import QueueSpecError
-from controller.quotas.spec import load_queues, queues_from_data
+from controller.model.quotas import QuotaSpecError
+from controller.quotas.spec import load_quotas, quotas_from_data
 
 ISSUE_FORM = """
 queues:
@@ -19,7 +19,7 @@ queues:
 def test_the_issues_form_loads(tmp_path: Path) -> None:
     path = tmp_path / "q.yaml"
     path.write_text(ISSUE_FORM)
-    tree = load_queues(path)
+    tree = load_quotas(path)
     a, b = tree.leaves()
     assert (a.name, a.guarantee.total, a.limit, a.weight, a.tenants) == (
         "team-a",
@@ -37,7 +37,7 @@ def test_the_issues_form_loads(tmp_path: Path) -> None:
 
 
 def test_nested_and_parent_forms_build_the_same_tree() -> None:
-    nested = queues_from_data(
+    nested = quotas_from_data(
         {
             "queues": [
                 {
@@ -50,7 +50,7 @@ def test_nested_and_parent_forms_build_the_same_tree() -> None:
             ]
         }
     )
-    flat = queues_from_data(
+    flat = quotas_from_data(
         [
             {"name": "a", "parent": "org", "guarantee": {"A100": 8}},
             {"name": "org"},
@@ -82,7 +82,7 @@ def test_nested_and_parent_forms_build_the_same_tree() -> None:
         ({"queues": [{"name": "a", "weight": "x"}]}, "queues[0].weight", "number"),
         ({"queues": [{"name": "a", "tenants": "a"}]}, "queues[0].tenants", "list"),
         ({"queues": [{"name": "a", "children": {}}]}, "queues[0].children", "list"),
-        ({"queues": [{"name": "a", "parent": "zz"}]}, "queues[0].parent", "no queue named 'zz'"),
+        ({"queues": [{"name": "a", "parent": "zz"}]}, "queues[0].parent", "no quota named 'zz'"),
         (
             {"queues": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]},
             "queues[0].parent",
@@ -118,8 +118,8 @@ def test_nested_and_parent_forms_build_the_same_tree() -> None:
     ],
 )
 def test_bad_data_is_refused_naming_the_field(data: object, field: str, words: str) -> None:
-    with pytest.raises(QueueSpecError) as err:
-        queues_from_data(data)
+    with pytest.raises(QuotaSpecError) as err:
+        quotas_from_data(data)
     assert err.value.field == field
     assert words in err.value.message
 
@@ -136,12 +136,12 @@ def test_bad_files_are_refused_with_their_name(
         path.write_bytes(text)
     else:
         path.write_text(text)
-    with pytest.raises(QueueSpecError) as err:
-        load_queues(path)
+    with pytest.raises(QuotaSpecError) as err:
+        load_quotas(path)
     assert str(err.value).startswith(f"{path}: file: ")
     assert words in str(err.value)
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(QueueSpecError, match=r"no-such\.yaml: file: cannot read"):
-        load_queues(tmp_path / "no-such.yaml")
+    with pytest.raises(QuotaSpecError, match=r"no-such\.yaml: file: cannot read"):
+        load_quotas(tmp_path / "no-such.yaml")

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 
 from controller.model import JobSpec
-from controller.model.quotas import GpuQuota, QueueNode, QueueSpecError, QueueTree
+from controller.model.quotas import GpuQuota, QuotaNode, QuotaSpecError, QuotaTree
 
 
-def leaf(name: str, guarantee: int = 0, **kw: object) -> QueueNode:
-    return QueueNode(name, GpuQuota.of(guarantee), **kw)  # type: ignore[arg-type]
+def leaf(name: str, guarantee: int = 0, **kw: object) -> QuotaNode:
+    return QuotaNode(name, GpuQuota.of(guarantee), **kw)  # type: ignore[arg-type]
 
 
-def org() -> QueueTree:
-    return QueueTree(
+def org() -> QuotaTree:
+    return QuotaTree(
         (
-            QueueNode(
+            QuotaNode(
                 "research",
                 GpuQuota.of(100),
                 children=(leaf("vision", 60, tenants=("cv", "vision")), leaf("nlp", 40)),
@@ -56,7 +56,7 @@ def test_a_job_goes_to_its_named_queue_else_its_tenants(
 
 
 def test_without_a_default_leaf_an_unknown_tenant_has_no_queue() -> None:
-    tree = QueueTree((leaf("a", 1),))
+    tree = QuotaTree((leaf("a", 1),))
     assert tree.leaf_of(job("b")) is None
 
 
@@ -67,29 +67,29 @@ def test_without_a_default_leaf_an_unknown_tenant_has_no_queue() -> None:
         ((leaf("a", weight=0.0),), "queues[0].weight", "> 0"),
         ((leaf("a", 8, limit=GpuQuota.of(4)),), "queues[0].limit", "below the guarantee 8"),
         (
-            (QueueNode("o", GpuQuota.of(10), children=(leaf("a", 6), leaf("b", 5))),),
+            (QuotaNode("o", GpuQuota.of(10), children=(leaf("a", 6), leaf("b", 5))),),
             "queues[0].children",
             "add up to 11",
         ),
         (
-            (QueueNode("o", limit=GpuQuota.of(10), children=(leaf("a", limit=GpuQuota.of(12)),)),),
+            (QuotaNode("o", limit=GpuQuota.of(10), children=(leaf("a", limit=GpuQuota.of(12)),)),),
             "queues[0].children[0].limit",
             "above the parent's limit 10",
         ),
         ((leaf("a", tenants=("t",)), leaf("b", tenants=("t",))), "queues[1].tenants", "already"),
         (
-            (leaf("a", 2), QueueNode("b", GpuQuota.of({"A100": 2}))),
+            (leaf("a", 2), QuotaNode("b", GpuQuota.of({"A100": 2}))),
             "queues[1].guarantee",
             "mixes",
         ),
-        ((QueueNode("o", tenants=("t",), children=(leaf("a"),)),), "queues[0].tenants", "leaf"),
+        ((QuotaNode("o", tenants=("t",), children=(leaf("a"),)),), "queues[0].tenants", "leaf"),
     ],
 )
 def test_a_broken_tree_is_refused_naming_the_field(
-    roots: tuple[QueueNode, ...], field: str, words: str
+    roots: tuple[QuotaNode, ...], field: str, words: str
 ) -> None:
-    with pytest.raises(QueueSpecError) as err:
-        QueueTree(roots)
+    with pytest.raises(QuotaSpecError) as err:
+        QuotaTree(roots)
     assert err.value.field == field
     assert words in err.value.message
 
@@ -99,5 +99,5 @@ def test_per_model_quotas() -> None:
     assert quota.by_model == (("A100", 16), ("V100", 8))
     assert quota.total == 24 and quota.get("A100") == 16 and quota.get("H100") == 0
     assert not quota.any_model and GpuQuota.of(3).any_model
-    tree = QueueTree((QueueNode("a", quota),))
+    tree = QuotaTree((QuotaNode("a", quota),))
     assert tree.per_model and not org().per_model
