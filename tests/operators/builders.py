@@ -95,12 +95,16 @@ def make_dljob(
     }
 
 
-def install_crd(client: Any) -> None:
+def install_crd(client: Any, *, exist_ok: bool = False) -> None:
+    """The chart's CRDs (DLJob, Quota and, as a cluster from before Quota has it, the
+    deprecated Queue), each created unless `exist_ok` and it is there already."""
     ext = kubernetes.client.ApiextensionsV1Api(client)
-    ext.create_custom_resource_definition(crd.load_crd_manifest())
-    ext.create_custom_resource_definition(crd.load_crd_manifest(crd.QUOTA_CRD_PATH))
-    # The deprecated Queue kind too, as a cluster from before Quota has it.
-    ext.create_custom_resource_definition(crd.load_crd_manifest(crd.LEGACY_QUEUE_CRD_PATH))
+    for path in (crd.CRD_PATH, crd.QUOTA_CRD_PATH, crd.LEGACY_QUEUE_CRD_PATH):
+        try:
+            ext.create_custom_resource_definition(crd.load_crd_manifest(path))
+        except kubernetes.client.ApiException as exc:
+            if not (exist_ok and exc.status == 409):
+                raise
     api = KubeApi(client)
     deadline = time.monotonic() + 5
     while True:

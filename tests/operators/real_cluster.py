@@ -23,7 +23,6 @@ from gpuflow.sandbox.kubelet.pki import write_kubelet_serving
 from gpuflow.sandbox.network import LOOPBACK, NodeNetwork
 from operators import crd
 from operators.kube import (
-    ALREADY_EXISTS,
     NOT_FOUND,
     ApiException,
     KubeApi,
@@ -118,12 +117,9 @@ class RealCluster:
 
 
 def ensure_crds(client: Any) -> None:
-    """The CRDs as the chart installs them, once per control plane."""
-    try:
-        install_crd(client)
-    except ApiException as exc:
-        if exc.status != ALREADY_EXISTS:
-            raise
+    """The CRDs as the chart installs them, once per control plane: each one that
+    another test's cluster on the same control plane has not installed already."""
+    install_crd(client, exist_ok=True)
 
 
 def reset(api: KubeApi) -> None:

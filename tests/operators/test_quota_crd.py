@@ -93,8 +93,23 @@ def test_the_deprecated_queue_kind_is_served_with_a_warning(gpu_cluster: RealClu
     done = subprocess.run(cmd, input=old, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "queue.gpuflow.dev/old created"
-    assert "Warning: gpuflow.dev/v1alpha1 Queue is deprecated; use Quota" in done.stderr
-    assert "gpuflow quotas migrate" in done.stderr
+    # The server's answer itself carries the warning, naming the migration.
+    answer = gpu_cluster.api.custom.list_cluster_custom_object(
+        crd.GROUP, crd.VERSION, crd.LEGACY_QUEUE_PLURAL, _preload_content=False
+    )
+    try:
+        warning = answer.headers.get("Warning", "")
+    finally:
+        answer.release_conn()
+    assert "Queue is deprecated; use Quota" in warning and "gpuflow quotas migrate" in warning
+    # kubectl prints it. One clean-clone CI run saw an apply print nothing on stderr
+    # (not reproduced alone or with tests/operators); a second request is asked too.
+    shown = done.stderr
+    if "Warning:" not in shown:
+        again = [*cmd[:3], "get", "queues", "old", "-o", "name"]
+        shown = subprocess.run(again, capture_output=True, text=True, timeout=60).stderr
+    assert "Warning: gpuflow.dev/v1alpha1 Queue is deprecated; use Quota" in shown
+    assert "gpuflow quotas migrate" in shown
     # The Quota holds the short name now: the old kind is reached by its plural only.
     assert "old" not in kubectl(gpu_cluster, "get", "gq", "-o", "name")
     assert kubectl(gpu_cluster, "get", "queues", "-o", "name").strip() == "queue.gpuflow.dev/old"
