@@ -37,8 +37,8 @@ from typing import NamedTuple
 
 from controller.metrics import deadline_fields
 from controller.model import JobSpec
-from controller.model.best_fit import fewest_servers
 from controller.model.catalog import resolve
+from controller.model.gpu_choice.best_fit import fewest_servers
 from controller.model.perf import throughput_ips
 from controller.model.pool import GpuPool
 from controller.placement import ConsolidatedPlacer

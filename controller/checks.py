@@ -2,9 +2,9 @@
 
 Called by controller.loop.Controller.decide between the policy and the quotas'
 settlement (or the backend, without quotas). Policies choose GPUs through the filter
-(controller.model.candidates): cordoned nodes, GPU models a job refuses and nodes
+(controller.model.gpu_choice.candidates): cordoned nodes, GPU models a job refuses and nodes
 without the CPU or memory for its pod are refused where GPUs are chosen, and so is a
-start or growth beyond what the job's queue allows (controller.model.quota_room). A
+start or growth beyond what the job's queue allows (controller.model.quotas.room). A
 plan that still gives such GPUs is a defect of the policy, not a plan to repair:
 `check_plan` raises PlanError where
 plans are checked (replays under test: `Controller(check_plans=True)`), and
@@ -36,13 +36,13 @@ from controller.model import (
     Reason,
     Snapshot,
 )
-from controller.model.candidates import (
+from controller.model.gpu_choice.candidates import (
     WAITING_FOR_RESOURCES,
     gpu_takers,
     plan_refusals,
     shortfall,
 )
-from controller.model.quota_room import QuotaRoom
+from controller.model.quotas.room import QuotaRoom
 
 log = logging.getLogger(__name__)
 

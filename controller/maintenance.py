@@ -7,7 +7,7 @@ the policy places them elsewhere; an uncordon lets the node take work again.
 
 The pool hides a cordoned node's free GPUs from every placer
 (controller.model.pool.GpuPool.cordon), the GPU-choice filter refuses new GPUs there
-to the policies that search GPUs themselves (controller.model.candidates), and
+to the policies that search GPUs themselves (controller.model.gpu_choice.candidates), and
 after the policy controller.checks treats a plan that gives one as a policy's
 defect; compile_plan refuses it too.
 The simulator (controller.sim, replays and local mode) carries out

@@ -211,8 +211,8 @@ def run_replay(ra: ReplayArgs, progress: Callable[[int, int], None] | None = Non
     """Load, replay and summarise; returns (ReplayResult, Summary)."""
     from controller.failures import load_failures
     from controller.metrics import summarize
+    from controller.model.gpu_choice.gpu_type import FastestTypePlacer
     from controller.model.perf.matrix import load_matrix
-    from controller.model.type_choice import FastestTypePlacer
     from controller.network.registry import wrap_placer
     from controller.placement import make_placer
     from controller.rates import RateModel

@@ -19,7 +19,7 @@ batch 320: 32; bench/deadlines.py). docs/benchmarks.md compares both with the pa
 figure. A job that does not fit
 is passed over, so smaller jobs behind it may still run. Running jobs so chosen keep
 their GPUs; the others are placed by the snapshot's placer, in order, in what is left
-(the placer's wrapper asks the GPU-choice filter, controller.model.candidates; a job
+(the placer's wrapper asks the GPU-choice filter, controller.model.gpu_choice.candidates; a job
 its queue does not allow at its size waits with the quota's reason).
 Deviation: a chosen job the placer cannot place for fragmentation waits with a reason
 that says so rather than a whole repacking of the cluster.
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
-from controller.model.candidates import GpuFilter
+from controller.model.gpu_choice.candidates import GpuFilter
 from controller.model.job import FRAGMENTED, does_not_fit
 from policies.size_caps import capped_max_gpus, check_caps
 

@@ -13,12 +13,12 @@ stops at the first job that does not fit: the jobs behind the head share one rea
 With backfill every waiting job is still offered to the placer each round (a placer
 may place GPU shares when no whole GPU is free, or learn from each request).
 GPUs come from the snapshot's placer, whose wrapper asks the GPU-choice filter
-(controller.model.candidates: no cordoned node, GPU models a job accepts, CPU and
+(controller.model.gpu_choice.candidates: no cordoned node, GPU models a job accepts, CPU and
 memory for its pods); with quotas a start its queue does not allow at the job's
 size waits with the quota's reason (`GpuFilter`), without blocking the head.
 
 On a cluster of several GPU types each job goes to the type that runs it fastest with
-room for its gang (`controller.model.type_choice.type_placer`, issue 31): the speeds
+room for its gang (`controller.model.gpu_choice.gpu_type.type_placer`, issue 31): the speeds
 are the backend's (a replay's throughput matrix where one is given) or else the
 catalogue's and the performance model's, so the operator and a replay choose alike.
 YARN-CS knows no GPU types; `aware=False` leaves placement to the placer as given.
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
-from controller.model.candidates import GpuFilter
+from controller.model.gpu_choice.candidates import GpuFilter
+from controller.model.gpu_choice.gpu_type import type_placer
 from controller.model.job import short_of_gpus
-from controller.model.type_choice import type_placer
 
 
 @dataclass(frozen=True)

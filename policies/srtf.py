@@ -21,10 +21,10 @@ the queue in that order (`Snapshot.waiting_by_size`); the greedy pass takes, at 
 step, the first job in the order among the gang sizes that still fit, and stops when
 no size fits: a round reads the jobs it chooses, not the whole queue. GPUs come from
 the snapshot's placer, whose wrapper asks the GPU-choice filter
-(controller.model.candidates), and a start its queue does not allow (quotas) waits.
+(controller.model.gpu_choice.candidates), and a start its queue does not allow (quotas) waits.
 
 On a cluster of several GPU types a job it starts goes to the type that runs it
-fastest with room for its gang (`controller.model.type_choice.type_placer`, issue 31:
+fastest with room for its gang (`controller.model.gpu_choice.gpu_type.type_placer`, issue 31:
 the backend's speeds, else the catalogue's and the performance model's); the
 remaining time that orders the jobs stays the nominal one. `aware=False` leaves
 placement to the placer as given.
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
-from controller.model.candidates import GpuFilter
+from controller.model.gpu_choice.candidates import GpuFilter
+from controller.model.gpu_choice.gpu_type import type_placer
 from controller.model.job import FRAGMENTED
-from controller.model.type_choice import type_placer
 
 # Up to this many jobs per GPU alive, sorting every job costs less than walking the
 # ordered queue (a C sort against a heap step per job chosen; about as many jobs are

@@ -18,8 +18,8 @@ from controller.model.allocation import Allocation
 from controller.model.cluster import Cluster
 from controller.model.job import WAITING, JobSpec, JobStatus, JobView, Reason
 from controller.model.pool import GpuPool
-from controller.model.quota_room import QuotaRoom
 from controller.model.quotas import QuotaTree
+from controller.model.quotas.room import QuotaRoom
 from controller.model.waiting import WaitingIndex, WaitingKey
 
 
@@ -75,12 +75,12 @@ class Snapshot:
     # deadline's share) reads each queue's guarantee from it. None: no quotas.
     queues: QuotaTree | None = field(default=None, repr=False, compare=False)
     # The round's quota figures the policy is shown with the tree (set with it): the
-    # quota half of the GPU-choice filter (controller.model.quota_room), asked by a
+    # quota half of the GPU-choice filter (controller.model.quotas.room), asked by a
     # policy that gives a job more than its smallest size. None: no quotas.
     quota_room: QuotaRoom | None = field(default=None, repr=False, compare=False)
 
     def with_placer(self, placer: Placer) -> Snapshot:
-        """This snapshot with another placer (controller.model.type_choice.type_placer),
+        """This snapshot with another placer (controller.model.gpu_choice.gpu_type.type_placer),
         sharing what it has built (a deferred snapshot's waiting jobs are still built
         only when read)."""
         if placer is self.placer:

@@ -16,7 +16,7 @@ place a running job keeps its GPUs when it keeps its size. See docs/placement.md
   each in `ResourceAwarePlacer`).
 
 The placer that chooses a GPU type around any of them, `FastestTypePlacer`, lives in
-controller.model.type_choice, where the policies that choose types reach it too.
+controller.model.gpu_choice.gpu_type, where the policies that choose types reach it too.
 """
 
 from __future__ import annotations

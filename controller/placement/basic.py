@@ -10,12 +10,12 @@ from __future__ import annotations
 import random
 
 from controller.model import Allocation, Cluster, GpuPool, JobView
-from controller.model.best_fit import best_fit_node, emptiest_first
+from controller.model.gpu_choice.best_fit import best_fit_node, emptiest_first
 from controller.placement.subsets import cluster_kinds
 
 
 class ConsolidatedPlacer:
-    """Fewest nodes, fewest racks, best fit (controller.model.best_fit's rule, which
+    """Fewest nodes, fewest racks, best fit (controller.model.gpu_choice.best_fit's rule, which
     the policies that place on the fewest servers apply too, with racks).
 
     A job that fits on one node goes to the node with the fewest free GPUs that can

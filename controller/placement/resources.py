@@ -4,7 +4,7 @@
 (through `Snapshot.placer`), the simulator and the operator place with it. A job that
 asks for CPU or host memory (`JobSpec.host`, per worker pod, one pod per node it
 spans) on a cluster whose nodes state theirs, or that names GPU models, is placed on
-the pool the GPU-choice filter leaves it (controller.model.candidates.fitting_pool):
+the pool the GPU-choice filter leaves it (controller.model.gpu_choice.candidates.fitting_pool):
 a copy in which every node that cannot hold one of its pods is cordoned, short of
 CPU or memory now (`GpuPool.host_fits`, Kubernetes' NodeResourcesFit), or of a GPU
 model the job refuses. Each placer's own search (buckets, racks, subsets,
@@ -26,7 +26,7 @@ against the same filter.
 from __future__ import annotations
 
 from controller.model import NO_HOST, Allocation, Cluster, GpuPool, JobSpec, JobView, Placer
-from controller.model.candidates import fitting_pool, refused_nodes
+from controller.model.gpu_choice.candidates import fitting_pool, refused_nodes
 from controller.placement.basic import sticky_allocation
 
 

@@ -6,7 +6,7 @@ operator get the same step: `Quotas.admit(snapshot)` before the policy, and
 plan). The policy still orders and sizes the jobs it sees; quotas decide which
 jobs it sees, and how many more GPUs each may take (the round's figures travel on the
 snapshot shown, `Snapshot.quota_room`: the GPU-choice filter's quota half,
-controller.model.quota_room, which the policies ask where they size and place).
+controller.model.quotas.room, which the policies ask where they size and place).
 
 Each round, from the GPUs each leaf holds and its jobs could use (its *demand*:
 every active job's `max_gpus`), controller.quotas.shares gives every queue its
@@ -51,7 +51,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from controller.model import JobView, Plan, Reason, Snapshot
-from controller.model.quota_room import (
+from controller.model.quotas import QuotaTree
+from controller.model.quotas.room import (
     ANY_POOL,
     EPS_GPUS,
     Pool,
@@ -61,7 +62,6 @@ from controller.model.quota_room import (
     over_share,
     within_share,
 )
-from controller.model.quotas import QuotaTree
 from controller.model.waiting import WaitingIndex, WaitingKey
 from controller.quotas.admitted import Admission, Admitted
 from controller.quotas.ledger import QuotaLedger

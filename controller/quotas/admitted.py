@@ -6,7 +6,7 @@ Quotas are kept per *pool*: the GPUs of one model when the tree's quotas name mo
 (each model its own division, guarantees and limits read for that model), or every
 GPU (`ANY_POOL`) when they are plain numbers. The rule itself (`within_share`,
 `at_limit`) and the reasons a job waits because of a quota live in
-controller.model.quota_room, where the policies' GPU-choice filter reads them too.
+controller.model.quotas.room, where the policies' GPU-choice filter reads them too.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.model import Reason, Snapshot
-from controller.model.quota_room import PoolFigures
+from controller.model.quotas.room import PoolFigures
 
 
 @dataclass(frozen=True)

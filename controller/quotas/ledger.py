@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from controller.metrics import jain_index
 from controller.model import Allocation, Reason
-from controller.model.quota_room import EPS_GPUS
 from controller.model.quotas import QuotaTree
+from controller.model.quotas.room import EPS_GPUS
 from controller.quotas.admitted import Admission
 from controller.records import JobOutcome
 

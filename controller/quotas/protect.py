@@ -10,16 +10,16 @@ instead (`ShareProtected`). Only GPUs go back to the jobs that held them, so a v
 plan stays valid.
 
 What a policy may start or grow within the quotas is no longer fenced here: the
-policies ask the GPU-choice filter's quota half (controller.model.quota_room) where
+policies ask the GPU-choice filter's quota half (controller.model.quotas.room) where
 they choose GPUs, and controller.checks checks the plan against it.
 """
 
 from __future__ import annotations
 
 from controller.model import Allocation, Reason
-from controller.model.candidates import gpu_takers
-from controller.model.quota_room import EPS_GPUS
+from controller.model.gpu_choice.candidates import gpu_takers
 from controller.model.quotas import QuotaTree
+from controller.model.quotas.room import EPS_GPUS
 from controller.quotas.admitted import Admitted
 
 

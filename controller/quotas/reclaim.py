@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from controller.model import Allocation, JobView, Reason
-from controller.model.quota_room import EPS_GPUS, within_share
 from controller.model.quotas import QuotaTree
+from controller.model.quotas.room import EPS_GPUS, within_share
 from controller.quotas.admitted import Admitted
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.model.quota_room import EPS_GPUS
 from controller.model.quotas import ANY_MODEL, GpuQuota, QuotaNode, QuotaTree
+from controller.model.quotas.room import EPS_GPUS
 
 
 @dataclass(frozen=True, slots=True)

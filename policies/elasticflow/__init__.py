@@ -26,13 +26,13 @@ Learning", ASPLOS 2023. Each round:
    becomes best-effort. So a best-effort job never takes the GPUs an admitted job's
    share needs.
 3. Placement (§4.3, buddy allocation). Shares are powers of two and are placed largest
-   first, each on the fewest servers (controller.model.best_fit.fewest_servers: one
+   first, each on the fewest servers (controller.model.gpu_choice.best_fit.fewest_servers: one
    server that holds it, best fit, else whole servers), which on servers of a
    power-of-two size places every block on servers of its own without fragmenting
    the others. A running job whose
    size is unchanged keeps its GPUs; if the others do not then fit, everything is
    placed again from an empty cluster (a migration). Each job's fewest servers are
-   sought over the pool the GPU-choice filter leaves it (controller.model.candidates:
+   sought over the pool the GPU-choice filter leaves it (controller.model.gpu_choice.candidates:
    no cordoned node, GPU models it accepts, CPU and memory for its pods) and taken
    with its pods' request; a share its queue does not allow (quotas) is not placed,
    and the job waits with the quota's reason.
@@ -68,9 +68,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
-from controller.model.best_fit import fewest_servers
-from controller.model.candidates import GpuFilter
 from controller.model.catalog import resolve
+from controller.model.gpu_choice.best_fit import fewest_servers
+from controller.model.gpu_choice.candidates import GpuFilter
 from controller.model.job import FRAGMENTED, REFUSED
 from controller.model.perf import throughput_ips
 from policies.edf import deadline_key

@@ -62,14 +62,14 @@ Deviations from the paper:
   GPU type per server and does not choose between types): every placement the round
   makes through the placer (a start, a migration's destination, a grown job's new
   GPUs) goes to the GPU type on which the job runs fastest at that size, among those
-  with room (`controller.model.type_choice`), else across types at the slowest GPU's
+  with room (`controller.model.gpu_choice.gpu_type`), else across types at the slowest GPU's
   speed. Packing and time-slicing pair jobs on the GPUs the partner already holds,
   whatever their type, and migration's defragmentation clears a node of the type the
   waiting gang would be placed on. On a cluster of one type the placer is used as is,
   and `aware=False` uses it as is on any cluster (blind to types).
 - Nodes a job may use (gpuflow's; the paper has neither cordons nor pod requests):
   every start goes through the placer, whose wrapper applies the GPU-choice filter
-  (controller.model.candidates), and the GPUs Gandiva gives without a placer ask the
+  (controller.model.gpu_choice.candidates), and the GPUs Gandiva gives without a placer ask the
   filter first (`Work.allows`): a victim's GPUs in a time-slice swap, a packed share,
   a node cleared for a gang; so no cordoned node, no GPU model the job refuses and
   no node without CPU or memory for its pod is given.
@@ -92,8 +92,8 @@ from types import MappingProxyType
 from typing import Any
 
 from controller.model import Allocation, JobView, Plan, Reason, Snapshot
+from controller.model.gpu_choice.gpu_type import type_placer
 from controller.model.job import short_of_gpus
-from controller.model.type_choice import type_placer
 from policies.gandiva.moves import consolidate, defragment, grow, movers_by_node, shrink_for
 from policies.gandiva.packing import Pack, PackOptions, introspect, pack_waiting
 from policies.gandiva.queue import RoundRobin, WaitingKinds, Walk, gandiva_key, waiting_kinds
@@ -123,7 +123,7 @@ class Gandiva:
     pack_margin: float = 0.0  # keep a pack when its normalised throughput > 1 + margin
     max_migrations: int = 2  # per round; gpuflow's bound, the paper gives none
     share_unsized: bool = True
-    # Place each job on its fastest GPU type with room (controller.model.type_choice);
+    # Place each job on its fastest GPU type with room (controller.model.gpu_choice.gpu_type);
     # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
     aware: bool = True
     name: str = "gandiva"

@@ -5,7 +5,7 @@ mechanisms (time-slicing there, packing in `gandiva_packing`, migration and
 grow-shrink in `gandiva_moves`). It starts from the snapshot's current allocations
 (the "keep everything" plan) and its free pool, and each mechanism edits both
 together, so that the pool is always what the plan leaves free. It is where Gandiva
-asks the GPU-choice filter (controller.model.candidates.GpuFilter, `chooser`):
+asks the GPU-choice filter (controller.model.gpu_choice.candidates.GpuFilter, `chooser`):
 `allows` before a job is given GPUs (a start, a victim's GPUs in a swap, a packed
 share, a cleared node, a growth), `start` takes the GPUs with the job's pods' CPU
 and memory and from its queue's room, and a job suspended gives them back.
@@ -14,8 +14,8 @@ and memory and from its queue's room, and a job suspended gives them back.
 from __future__ import annotations
 
 from controller.model import Allocation, JobSpec, JobView, Reason, Snapshot
-from controller.model.candidates import GpuFilter
 from controller.model.catalog import gpu_util_of, resolve
+from controller.model.gpu_choice.candidates import GpuFilter
 
 
 class Work:

@@ -57,7 +57,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from controller.model import Allocation, Cluster, JobSpec, JobView, Plan, Reason, Snapshot
-from controller.model.candidates import GpuFilter
+from controller.model.gpu_choice.candidates import GpuFilter
 from controller.model.job import does_not_fit
 from controller.model.perf.matrix import ModelTypeRates
 from policies.gavel import across as gavel_across

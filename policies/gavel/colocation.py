@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from controller.model import Allocation, Cluster, GpuPool, GpuShare, JobSpec, JobView, Snapshot
-from controller.model.candidates import GpuFilter
+from controller.model.gpu_choice.candidates import GpuFilter
 from policies.gavel import packing
 from policies.gavel import pop as gavel_pop
 from policies.gavel.rounds import Counters, assign, free_by_type, place_on_type, priorities
@@ -213,7 +213,7 @@ def _placements(
     its GPUs; the others are placed on their type's free GPUs as policies/gavel/__init__.py
     places single jobs, largest first (then in the round's priority order, where it takes
     arrival order), a pair's two jobs on the same GPUs. Each job of a unit is asked of
-    the GPU-choice filter (controller.model.candidates) where its GPUs are chosen; a
+    the GPU-choice filter (controller.model.gpu_choice.candidates) where its GPUs are chosen; a
     pair whose second job the filter refuses does not start, and its first job's grant
     stays counted against its quota for the round (conservative: the plan then never
     breaches the controller's check, it may start one job fewer)."""

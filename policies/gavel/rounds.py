@@ -13,7 +13,7 @@ priority"). A job given the type it runs on
 keeps its GPUs (Gavel extends its lease); the others are placed on that type's free
 GPUs, the largest gangs first, each on the one server that fits it most tightly, or
 else over the servers with the most free GPUs, among the servers the GPU-choice
-filter leaves the job (controller.model.candidates.GpuFilter: no cordoned server, a
+filter leaves the job (controller.model.gpu_choice.candidates.GpuFilter: no cordoned server, a
 GPU model it accepts, CPU and memory for its pods), and where its queue allows the
 GPUs (quotas).
 

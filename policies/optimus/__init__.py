@@ -46,13 +46,13 @@ others are placed, largest first, on the one server that fits best, or else the
 emptiest servers first (the fewest servers that hold the gang). An elastic job that
 does not place shrinks until it does; one that cannot place its minimum waits. The
 servers searched are those the GPU-choice filter leaves each job
-(controller.model.candidates: no cordoned server, GPU models it accepts, CPU and
+(controller.model.gpu_choice.candidates: no cordoned server, GPU models it accepts, CPU and
 memory for its pods), and sizes are chosen from the GPUs a plan may give out
 (`Snapshot.usable_gpus`).
 
 Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's cluster has one GPU
 type): a new job is profiled at each size on its fastest GPU type that has that many
-GPUs (`controller.model.type_choice`: the backend's speeds per type, the throughput
+GPUs (`controller.model.gpu_choice.gpu_type`: the backend's speeds per type, the throughput
 matrix's in a replay given `--throughputs`, else the performance model's), so that its
 remaining-time estimate T(w) and the marginal gains of §4.1 use the rate on that type;
 §4.2's placement puts it on the fewest servers of its fastest type with room at the
@@ -109,9 +109,9 @@ from controller.model import (
     Snapshot,
 )
 from controller.model.catalog import resolve
+from controller.model.gpu_choice.gpu_type import rates_to_choose
 from controller.model.job import does_not_fit
 from controller.model.perf.work import work_per_step
-from controller.model.type_choice import rates_to_choose
 from policies.optimus.cluster import (
     Profiler,
     Speeds,
@@ -187,7 +187,7 @@ class Optimus:
     # While a running job reports its own losses (live), decide again this often so
     # that the fit takes them in; gpuflow's choice (see the deviations).
     refit_s: float = REFIT_S
-    # Place each job on its fastest GPU type with room (controller.model.type_choice);
+    # Place each job on its fastest GPU type with room (controller.model.gpu_choice.gpu_type);
     # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
     aware: bool = True
     name: str = "optimus"

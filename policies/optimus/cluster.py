@@ -2,16 +2,16 @@
 
 Peng et al., "Optimus", EuroSys 2018: §3.2 (a new job is profiled at a few sizes and
 its speed function f(w) fitted to what is seen) and §4.2 (placement on the fewest
-servers: controller.model.best_fit.fewest_servers, the consolidated placer's rule
+servers: controller.model.gpu_choice.best_fit.fewest_servers, the consolidated placer's rule
 without racks). Called by `policies.optimus.Optimus` each round; the fitting itself lives in
 `policies.optimus.fit`. Deviations are stated in `policies.optimus`.
 
-On a heterogeneous cluster (`rates` given: controller.model.type_choice) a job's
+On a heterogeneous cluster (`rates` given: controller.model.gpu_choice.gpu_type) a job's
 profiled speed at w GPUs is its speed on w GPUs of its fastest type that has w, and a
 job is placed within its fastest type with room at the size it gets before across
 types, where it would run at its slowest GPU's speed (issue 31, item 3).
 
-Placement asks the GPU-choice filter (controller.model.candidates.GpuFilter) for
+Placement asks the GPU-choice filter (controller.model.gpu_choice.candidates.GpuFilter) for
 each job: the fewest servers are sought over the pool it leaves the job (no cordoned
 node, GPU models it accepts, CPU and memory for its pods), a size its queue does not
 allow (quotas) shrinks as one that does not place, and the GPUs are taken with the
@@ -33,12 +33,12 @@ from controller.model import (
     Snapshot,
     TypeRates,
 )
-from controller.model.best_fit import fewest_servers
-from controller.model.candidates import GpuFilter
 from controller.model.catalog import resolve
+from controller.model.gpu_choice.best_fit import fewest_servers
+from controller.model.gpu_choice.candidates import GpuFilter
+from controller.model.gpu_choice.gpu_type import nodes_by_type, ranked_types, within_type
 from controller.model.job import FRAGMENTED
 from controller.model.perf import throughput_ips
-from controller.model.type_choice import nodes_by_type, ranked_types, within_type
 from policies.optimus.fit import fit_speed, predict_speed
 
 Speeds = tuple[tuple[int, float], ...]  # (GPUs, iterations/s), by GPUs

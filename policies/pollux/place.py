@@ -4,7 +4,7 @@ The genetic search (`policies.pollux.search`) decides how many GPUs each job get
 each node; `policies.pollux.Pollux` calls `node_capacity` to pose that problem and
 `gpu_ids` to turn the counts it chose into GPU ids, keeping a job's GPUs where it can
 (a changed set of GPUs would restart it for nothing), and `filtered` to ask the
-GPU-choice filter (controller.model.candidates) for those GPUs, job by job in the
+GPU-choice filter (controller.model.gpu_choice.candidates) for those GPUs, job by job in the
 search's priority order: the search poses per-node counts for all jobs at once
 (cordoned nodes offer only what their jobs hold), so whether a node has a GPU model
 a job accepts, or the CPU and memory for its pod, and whether its queue allows the
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from controller.model import NO_HOST, Allocation, JobView, Reason, Snapshot
-from controller.model.candidates import GpuFilter
+from controller.model.gpu_choice.candidates import GpuFilter
 from policies.pollux.search import States
 
 

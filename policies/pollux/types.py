@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.model import Cluster
-from controller.model.type_choice import nodes_by_type
+from controller.model.gpu_choice.gpu_type import nodes_by_type
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

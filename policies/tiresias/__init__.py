@@ -29,14 +29,14 @@ backend) calls `schedule` once a round.
   AlexNet, ...) runs only on the fewest nodes its gang can take (ceil(GPUs / largest
   node)), else it waits ("AwaitingConsolidation"); other models take what the placer
   gives (`policies.tiresias.placement`). Either search runs over the nodes the
-  GPU-choice filter leaves the job (controller.model.candidates: no cordoned node,
+  GPU-choice filter leaves the job (controller.model.gpu_choice.candidates: no cordoned node,
   GPU models it accepts, CPU and memory for its pods), and with quotas a start its
   queue does not allow waits with the quota's reason (`GpuFilter`; gpuflow's, the
   paper has no quotas), a job this round stops not counted back to its queue.
 - Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's testbed and
   simulator have one GPU type): where a job is placed, it goes to the GPU type on
   which it runs fastest at its gang size, among the types with room
-  (`controller.model.type_choice`: the backend's speeds per type, the throughput
+  (`controller.model.gpu_choice.gpu_type`: the backend's speeds per type, the throughput
   matrix's in a replay given `--throughputs`, else the performance model's), a skewed
   job's fewest nodes sought within its types in that order; only where no single
   type has room does it span types, running at its slowest GPU's speed. Admission is
@@ -93,8 +93,8 @@ from itertools import accumulate, chain, pairwise
 from typing import Any
 
 from controller.model import Allocation, GpuPool, JobView, Plan, Reason, Snapshot
-from controller.model.candidates import GpuFilter
-from controller.model.type_choice import type_placer
+from controller.model.gpu_choice.candidates import GpuFilter
+from controller.model.gpu_choice.gpu_type import type_placer
 from policies.tiresias.gittins import ServiceDistribution
 from policies.tiresias.ledger import Ledger, Promotion, Records
 from policies.tiresias.placement import place
@@ -137,7 +137,7 @@ class Tiresias:
     thresholds_gpu_s: tuple[float, ...] = DEFAULT_THRESHOLDS_GPU_S
     starve_limit: float = DEFAULT_STARVE_LIMIT  # 0 turns promotion off
     service_samples_gpu_s: tuple[float, ...] = ()
-    # Place each job on its fastest GPU type with room (controller.model.type_choice);
+    # Place each job on its fastest GPU type with room (controller.model.gpu_choice.gpu_type);
     # False: blind to types, the backend's placer as it is (the comparison of Gavel §7).
     aware: bool = True
     # Within a queue, running jobs ahead of waiting ones, as the simulator's

@@ -5,10 +5,10 @@ skewed (`catalog.resolve(model).skewed`: VGG, AlexNet, ...) runs only on the few
 nodes its gang can take (ceil(GPUs / largest node)), else it waits
 ("AwaitingConsolidation"); other models take what the snapshot's placer gives. On a
 heterogeneous cluster `policies.tiresias` has wrapped that placer to choose the job's
-fastest GPU type with room (controller.model.type_choice), and a skewed job's fewest
+fastest GPU type with room (controller.model.gpu_choice.gpu_type), and a skewed job's fewest
 nodes are sought within its types in the same order before across them. The
 fewest-nodes search runs over the pool the GPU-choice filter leaves the job
-(controller.model.candidates.pool_for: no cordoned node, GPU models it accepts, CPU
+(controller.model.gpu_choice.candidates.pool_for: no cordoned node, GPU models it accepts, CPU
 and memory for its pods) and returns the allocation with the job's pod request, so
 that the pool counts it; the placer's path gets the same filter from its wrapper.
 """
@@ -18,11 +18,11 @@ from __future__ import annotations
 from functools import cache
 
 from controller.model import Allocation, GpuPool, JobView, Reason, Snapshot
-from controller.model.best_fit import best_fit_node
-from controller.model.candidates import pool_for
 from controller.model.catalog import resolve
+from controller.model.gpu_choice.best_fit import best_fit_node
+from controller.model.gpu_choice.candidates import pool_for
+from controller.model.gpu_choice.gpu_type import FastestTypePlacer, within_type
 from controller.model.job import FRAGMENTED, INSUFFICIENT_GPUS, does_not_fit
-from controller.model.type_choice import FastestTypePlacer, within_type
 
 
 def place(

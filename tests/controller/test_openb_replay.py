@@ -59,7 +59,7 @@ def test_cpu_runs_out_before_gpus(tmp_path: Path, placement: str) -> None:
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_every_policy_keeps_within_the_nodes_cpu(tmp_path: Path, policy: str) -> None:
     """Policies that choose GPUs themselves too: they ask the GPU-choice filter
-    (controller.model.candidates), so no start's pods over-commit a node's CPU."""
+    (controller.model.gpu_choice.candidates), so no start's pods over-commit a node's CPU."""
     result = replay(tmp_path, 12_000, "consolidated", policy)
     assert max(sample.gpus_allocated for sample in result.timeline) == 4
     assert all(job.finish_s is not None for job in result.jobs)

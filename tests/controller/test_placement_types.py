@@ -1,4 +1,4 @@
-"""Placement by GPU type (controller/model/type_choice.py): each job on the type that runs
+"""Placement by GPU type (controller/model/gpu_choice/gpu_type.py): each job on the type that runs
 it fastest with room, on the throughput matrix's speeds."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.model import Allocation, GpuPool, JobSpec
+from controller.model.gpu_choice.gpu_type import FastestTypePlacer
 from controller.model.perf.matrix import load_matrix
-from controller.model.type_choice import FastestTypePlacer
 from controller.placement import make_placer
 from controller.rates import RateModel
 from controller.spec import load_cluster

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from controller.model import Allocation, Cluster, GpuType, JobSpec, JobStatus, JobView, Snapshot
+from controller.model.gpu_choice.gpu_type import FastestTypePlacer, type_placer
 from controller.model.perf.matrix import ModelTypeRates
-from controller.model.type_choice import FastestTypePlacer, type_placer
 from controller.placement import ConsolidatedPlacer
 from controller.spec import load_cluster
 from policies.optimus.cluster import Profiler

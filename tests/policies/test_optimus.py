@@ -20,7 +20,7 @@ from controller.model import (
     Measured,
     Snapshot,
 )
-from controller.model.best_fit import fewest_servers
+from controller.model.gpu_choice.best_fit import fewest_servers
 from controller.placement import ConsolidatedPlacer
 from policies.optimus import JobMemory, Optimus, OptimusState
 from policies.optimus.fit import (

@@ -1,4 +1,4 @@
-"""The GPU-choice filter (controller.model.candidates) and the controller's check of a
+"""The GPU-choice filter (controller.model.gpu_choice.candidates) and the controller's check of a
 plan against it (controller.checks): what each refuses, and that a deliberately bad
 plan is caught, by the check in tests and held back live."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from controller.checks import PlanDefects, check_plan
 from controller.model import Allocation, Cluster, JobStatus, Plan, PlanError, Reason, Snapshot
-from controller.model.candidates import plan_refusals, pool_for, refusal
+from controller.model.gpu_choice.candidates import plan_refusals, pool_for, refusal
 from controller.placement import make_placer
 from tests.builders import TEST_GPU, make_cluster, make_job, make_view
 

@@ -12,7 +12,7 @@ gpuflow's, asked where GPUs are chosen rather than after. A job may be given GPU
   the plan being built and the pods it has placed already.
 
 How many more GPUs a job's quota leaf allows is the filter's other half,
-controller.model.quota_room (the round's figures carried by `Snapshot.quota_room`).
+controller.model.quotas.room (the round's figures carried by `Snapshot.quota_room`).
 
 Callers: every placer through controller.placement.resources.ResourceAwarePlacer
 (`fitting_pool`: the per-node rules), so every policy that places with
@@ -35,7 +35,7 @@ from controller.model.allocation import Allocation
 from controller.model.cluster import NO_HOST, UNCONSTRAINED, Cluster, HostRequest
 from controller.model.job import JobSpec, JobView, Reason
 from controller.model.pool import GpuPool
-from controller.model.quota_room import QuotaRoom, plan_quota_refusals
+from controller.model.quotas.room import QuotaRoom, plan_quota_refusals
 from controller.model.snapshot import Snapshot, new_gpu_on_cordoned
 
 # Why a job waits for a node's CPU or memory: the operator's reason for the same
@@ -119,7 +119,7 @@ class GpuFilter:
     by job where the policy chooses (`pool_for`, `refusal`, `quota_refusal`),
     told what it gives (`take`) and takes back (`release`), so that with quotas the
     GPUs one job is given lower its queue's room for the next
-    (controller.model.quota_room.QuotaUse)."""
+    (controller.model.quotas.room.QuotaUse)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -171,7 +171,7 @@ def plan_refusals(
     given; `stopped`: the running jobs it stops) that the filter refuses, each with
     its reason, counted after the plan's stops in job id order (compile_plan's
     order); then, with `quota`, the others' gains beyond what their queues allow
-    (controller.model.quota_room.plan_quota_refusals). A plan whose GPUs are
+    (controller.model.quotas.room.plan_quota_refusals). A plan whose GPUs are
     over-allocated is left to compile_plan to refuse."""
     changed = sorted(changed)
     if not changed:

@@ -1,17 +1,18 @@
-"""Queues: a tree of GPU quotas that decides which tenant's jobs may run.
+"""Quotas: a tree of GPU quotas that decides which tenant's jobs may run.
 
-An organisation's queue holds its teams' queues; a job belongs to one leaf. Each
-queue has a guaranteed quota (GPUs it always gets when it has the work), an optional
+An organisation's quota holds its teams' quotas; a job belongs to one leaf. Each
+quota has a guarantee (GPUs it always gets when it has the work), an optional
 limit (GPUs it never exceeds, borrowing included) and a weight (its part of the GPUs
-left once every guarantee is served). A quota is a plain number of GPUs of any model,
+left once every guarantee is served). An amount is a plain number of GPUs of any model,
 or a number per GPU model (`{"A100": 32, "V100": 16}`); a tree uses one form or the
 other throughout.
 
 Built by `controller.quotas.spec` from YAML (replays' `--queues FILE`) and by the
-Kubernetes backend from `Queue` resources; read by `controller.quotas` (admission
-and reclaim, between the policy and the backend) and by the reports.
+Kubernetes backend from `Quota` resources (and, for a release, the deprecated `Queue`
+ones); read by `controller.quotas` (admission and reclaim, between the policy and the
+backend), by the GPU-choice filter's quota half (`room`) and by the reports.
 
-Which queue a job belongs to (`QuotaTree.leaf_of`): the leaf its spec names
+Which quota a job belongs to (`QuotaTree.leaf_of`): the leaf its spec names
 (`JobSpec.queue`) if any; else the leaf that lists the job's tenant in its
 `tenants`; else the leaf named `default` if the tree has one; else none, and the job
 waits with the reason `NoQueue`.

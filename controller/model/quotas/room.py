@@ -1,14 +1,14 @@
-"""The quota half of the GPU-choice filter: how many more GPUs a job's queue allows.
+"""The quota half of the GPU-choice filter: how many more GPUs a job's quota allows.
 
 controller.quotas.admission computes each round's figures before the policy (per
-pool: the GPUs each queue holds and deserves, and the spare GPUs no queue is owed)
+pool: the GPUs each quota holds and deserves, and the spare GPUs no quota is owed)
 and hands them to the policy on its snapshot (`Snapshot.quota_room`, a `QuotaRoom`).
 A policy asks `QuotaRoom.start(snapshot.current)` for one plan's `QuotaUse` (through
-controller.model.candidates.GpuFilter) and, job by job, `refusal` (why an
+controller.model.gpu_choice.candidates.GpuFilter) and, job by job, `refusal` (why an
 allocation does not pass the quota), `grant` (the allocation taken: the leaf's
 headroom falls for the next job) and `release` (a job stopped or shrunk).
 After the policy controller.checks checks the whole plan with the same rule
-(`plan_quota_refusals`, through controller.model.candidates.plan_refusals).
+(`plan_quota_refusals`, through controller.model.gpu_choice.candidates.plan_refusals).
 
 The rule, one for admission, the check and the policies: a leaf L may take g more
 GPUs in a pool if no limit on its chain is passed (`at_limit`), and either g is
