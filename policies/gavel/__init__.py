@@ -56,22 +56,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from controller.model import Allocation, Cluster, JobSpec, JobView, Plan, Reason, Snapshot
-from controller.model.gpu_choice.candidates import GpuFilter
+from controller.model import JobSpec, JobView, Plan, Reason, Snapshot
 from controller.model.job import does_not_fit
 from controller.model.perf.matrix import ModelTypeRates
 from policies.gavel import across as gavel_across
 from policies.gavel import allocation as gavel_allocation
 from policies.gavel import colocation
 from policies.gavel import pop as gavel_pop
-from policies.gavel.rounds import (
-    Counters,
-    assign,
-    free_by_type,
-    place_on_type,
-    priorities,
-    take_on_type,
-)
+from policies.gavel.rounds import Counters, assign, place_units, priorities
 
 # A round is due this close to its start (float sums of round lengths).
 _ROUND_EPS_S = 1e-6
@@ -203,7 +195,7 @@ class Gavel:
             chosen = assign(
                 entries, job_ids, scale, rates, capacity, allocated_only=fifo, spans=spans
             )
-            run, ran_on = _placements(snapshot, jobs, types, chosen, spans)
+            run, ran_on = place_units(snapshot, jobs, types, chosen, spans=spans)
         reasons = {
             j.job_id: does_not_fit(j.spec.num_gpus, "no GPU type has that many", "NoGpuTypeFits")
             for j in jobs
@@ -426,86 +418,3 @@ def _capacity(snapshot: Snapshot, types: Sequence[str]) -> list[int]:
     for node, count in zip(snapshot.cluster.nodes, usable, strict=True):
         capacity[index[node.gpu_type.name]] += count
     return capacity
-
-
-def _placements(
-    snapshot: Snapshot,
-    jobs: Sequence[JobView],
-    types: Sequence[str],
-    chosen: Mapping[str, int],
-    spans: Mapping[str, Sequence[int]],
-) -> tuple[dict[str, Allocation], dict[str, int]]:
-    """GPUs for the round's jobs: a running job given its own type keeps its GPUs, the
-    others are placed on their type's free GPUs, largest gangs first; a job over
-    several types keeps GPUs holding its parts, or takes each part on its type."""
-    cluster = snapshot.cluster
-    nodes_of = [[i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types]
-    pool = snapshot.free_pool()
-    run: dict[str, Allocation] = {}
-    ran_on: dict[str, int] = {}
-    for job in snapshot.running():
-        alloc = job.allocation
-        if alloc is None:
-            continue
-        column = chosen.get(job.job_id)
-        if column is not None and _holds(cluster, alloc, types, column, spans.get(job.job_id)):
-            run[job.job_id] = alloc
-            ran_on[job.job_id] = column
-        else:
-            pool.release(alloc, job.spec.gpu_mem_mib)
-    order = {j.job_id: i for i, j in enumerate(jobs)}
-    rest = sorted(
-        (j for j in jobs if j.job_id in chosen and j.job_id not in run),
-        key=lambda j: (-j.spec.num_gpus, order[j.job_id]),
-    )
-    free = free_by_type(pool, nodes_of)
-    chooser = GpuFilter(snapshot)
-    for job in snapshot.running():
-        if job.job_id not in run and job.job_id not in chosen:
-            chooser.release(job)
-    for job in rest:
-        column = chosen[job.job_id]
-        spec = job.spec
-        fit = chooser.pool_for(pool, spec)
-        parts = spans.get(job.job_id) or [
-            spec.num_gpus if t == column else 0 for t in range(len(types))
-        ]
-        # A job whose pods some node refuses chooses among the servers the filter
-        # leaves it; the round's shared table serves every other job.
-        offers = {
-            t: free[t] if fit is pool else free_by_type(fit, [nodes_of[t]])[0]
-            for t, d in enumerate(parts)
-            if d
-        }
-        taken = [(t, place_on_type(offers[t], parts[t])) for t in offers]
-        gpus = [gpu for _, alloc in taken if alloc is not None for gpu in alloc.gpus()]
-        if len(gpus) != spec.num_gpus:
-            continue
-        placed = Allocation.whole(gpus).with_host(spec.host)
-        if not pool.fits(placed, spec.gpu_mem_mib) or chooser.quota_refusal(job, placed):
-            continue  # no room, or its queue allows no more this round
-        for t, alloc in taken:
-            assert alloc is not None
-            take_on_type(pool, free[t], alloc.with_host(spec.host), spec.gpu_mem_mib)
-        chooser.grant(job, placed)
-        run[job.job_id] = placed
-        ran_on[job.job_id] = column
-    return run, ran_on
-
-
-def _holds(
-    cluster: Cluster,
-    alloc: Allocation,
-    types: Sequence[str],
-    column: int,
-    parts: Sequence[int] | None,
-) -> bool:
-    """Whether a running job's GPUs are what this round gives it: all of the type
-    `column`, or, for a job over several types, its parts on each."""
-    counts = [0] * len(types)
-    index = {t: i for i, t in enumerate(types)}
-    for node, n in alloc.per_node:
-        counts[index[cluster.nodes[node].gpu_type.name]] += n
-    if parts:
-        return counts == list(parts)
-    return counts[column] == alloc.num_gpus

@@ -10,7 +10,8 @@ the same GPUs, each given half of each (a `GpuShare` of 0.5: the model's vocabul
 for a shared GPU, which both backends carry out as they do Gandiva's packs: the
 simulator at the matrix's pair rates, controller/sim/speed.py; the operator as MPS
 clients). A pair whose jobs ran together on one type keeps its GPUs (Gavel's lease
-extension), as a single job does.
+extension), as a single job does; the round's units, single jobs and pairs alike, are
+placed by policies/gavel/rounds.py's `place_units`.
 
 A pair is kept in the allocation under `pair_key(a, b)` beside the single jobs' ids,
 its jobs in `pairs`. When one of its jobs has left, the pair's time goes to the other
@@ -25,11 +26,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from controller.model import Allocation, Cluster, GpuPool, GpuShare, JobSpec, JobView, Snapshot
-from controller.model.gpu_choice.candidates import GpuFilter
+from controller.model import Allocation, JobSpec, JobView, Snapshot
 from policies.gavel import packing
 from policies.gavel import pop as gavel_pop
-from policies.gavel.rounds import Counters, assign, free_by_type, place_on_type, priorities
+from policies.gavel.rounds import Counters, assign, place_units, priorities
 
 # Each job's share of a GPU it shares with its pair partner.
 PAIR_SHARE = 0.5
@@ -140,7 +140,7 @@ def round_placements(
     chosen = assign(
         entries, units, scale, unit_rates, capacity, allocated_only=allocated_only, members=members
     )
-    return _placements(snapshot, jobs, types, chosen, members)
+    return place_units(snapshot, jobs, types, chosen, members=members, pair_share=PAIR_SHARE)
 
 
 def _folded(
@@ -200,113 +200,3 @@ def _pair(source: PairRates, a: JobSpec, b: JobSpec, gpu: str) -> tuple[float, f
     if rates is None or rates[0] <= 0.0 or rates[1] <= 0.0:
         return (0.0, 0.0)
     return rates
-
-
-def _placements(
-    snapshot: Snapshot,
-    jobs: Sequence[JobView],
-    types: Sequence[str],
-    chosen: Mapping[str, int],
-    members: Mapping[str, tuple[str, ...]],
-) -> tuple[dict[str, Allocation], dict[str, int]]:
-    """GPUs for the round's units: a running job or pair given the type it runs on keeps
-    its GPUs; the others are placed on their type's free GPUs as policies/gavel/__init__.py
-    places single jobs, largest first (then in the round's priority order, where it takes
-    arrival order), a pair's two jobs on the same GPUs. Each job of a unit is asked of
-    the GPU-choice filter (controller.model.gpu_choice.candidates) where its GPUs are chosen; a
-    pair whose second job the filter refuses does not start, and its first job's grant
-    stays counted against its quota for the round (conservative: the plan then never
-    breaches the controller's check, it may start one job fewer)."""
-    cluster = snapshot.cluster
-    nodes_of = [[i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types]
-    pool = snapshot.free_pool()
-    views = {j.job_id: j for j in jobs}
-    run: dict[str, Allocation] = {}
-    ran_on: dict[str, int] = {}
-    for unit, column in chosen.items():
-        parts = members.get(unit, (unit,))
-        allocs = [views[p].allocation for p in parts]
-        if all(a is not None and _runs_as(a, len(parts)) for a in allocs) and _together(
-            cluster, allocs, types[column]
-        ):
-            run.update({p: a for p, a in zip(parts, allocs, strict=True) if a is not None})
-            ran_on[unit] = column
-    chooser = GpuFilter(snapshot)
-    for job in snapshot.running():
-        if job.job_id not in run and job.allocation is not None:
-            pool.release(job.allocation, job.spec.gpu_mem_mib)
-            chooser.release(job)
-    order = {u: i for i, u in enumerate(chosen)}
-    scale = {u: views[members.get(u, (u,))[0]].spec.num_gpus for u in chosen}
-    rest = sorted((u for u in chosen if u not in ran_on), key=lambda u: (-scale[u], order[u]))
-    free = free_by_type(pool, nodes_of)
-    for unit in rest:
-        column = chosen[unit]
-        parts = members.get(unit, (unit,))
-        fit = pool
-        for p in parts:
-            fit = chooser.pool_for(fit, views[p].spec)
-        offer = free[column] if fit is pool else free_by_type(fit, [nodes_of[column]])[0]
-        placed = place_on_type(offer, scale[unit])
-        if placed is None:
-            continue
-        shares = placed.shares
-        if len(parts) > 1:
-            shares = tuple(GpuShare(n, g, PAIR_SHARE) for n, g in placed.gpus())
-        given = [Allocation(shares).with_host(views[p].spec.host) for p in parts]
-        if not _granted(chooser, pool, [views[p] for p in parts], given):
-            continue
-        if not _take_all(
-            pool, [(a, views[p].spec.gpu_mem_mib) for p, a in zip(parts, given, strict=True)]
-        ):
-            continue
-        run.update(zip(parts, given, strict=True))
-        for node in placed.nodes:
-            left = pool.free_gpus(node)
-            if left:
-                free[column][node] = left
-            else:
-                free[column].pop(node, None)
-        ran_on[unit] = column
-    return run, ran_on
-
-
-def _granted(
-    chooser: GpuFilter, pool: GpuPool, jobs: Sequence[JobView], given: Sequence[Allocation]
-) -> bool:
-    """Whether the filter lets each job have its allocation, each granted in turn (so a
-    pair's second job sees its quota's room after the first's)."""
-    for job, alloc in zip(jobs, given, strict=True):
-        if chooser.refusal(pool, job, alloc) is not None:
-            return False
-        chooser.grant(job, alloc)
-    return True
-
-
-def _runs_as(alloc: Allocation, jobs: int) -> bool:
-    """Whether an allocation is a lone job's whole GPUs (jobs 1) or a pair's halves."""
-    if jobs == 1:
-        return not alloc.shared
-    return all(abs(s.fraction - PAIR_SHARE) < 1e-9 for s in alloc.shares)
-
-
-def _together(cluster: Cluster, allocs: Sequence[Allocation | None], gpu_type: str) -> bool:
-    """Whether the allocations are on the same GPUs, all of type `gpu_type`."""
-    first = allocs[0]
-    assert first is not None
-    if {cluster.nodes[n].gpu_type.name for n in first.nodes} != {gpu_type}:
-        return False
-    return all(a is not None and a.gpus() == first.gpus() for a in allocs)
-
-
-def _take_all(pool: GpuPool, allocs: Sequence[tuple[Allocation, int | None]]) -> bool:
-    """Take every allocation from `pool`, or none where one does not fit."""
-    taken: list[tuple[Allocation, int | None]] = []
-    for alloc, mem_mib in allocs:
-        if not pool.fits(alloc, mem_mib):
-            for back, back_mem in taken:
-                pool.release(back, back_mem)
-            return False
-        pool.take(alloc, mem_mib)
-        taken.append((alloc, mem_mib))
-    return True

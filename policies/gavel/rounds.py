@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controller.model import Allocation, GpuPool
+from controller.model import Allocation, Cluster, GpuPool, GpuShare, JobView, Snapshot
+from controller.model.gpu_choice.candidates import GpuFilter
 
 # Gavel's priority for a job with an allocation but no time received yet: X * 1e9
 # ("don't use inf so 2*new_priority > new_priority").
@@ -192,3 +193,178 @@ def take_on_type(
             free[node] = left
         else:
             free.pop(node, None)
+
+
+def place_units(
+    snapshot: Snapshot,
+    jobs: Sequence[JobView],
+    types: Sequence[str],
+    chosen: Mapping[str, int],
+    *,
+    members: Mapping[str, tuple[str, ...]] | None = None,
+    spans: Mapping[str, Sequence[int]] | None = None,
+    pair_share: float = 0.5,
+) -> tuple[dict[str, Allocation], dict[str, int]]:
+    """GPUs for the round's units (`chosen`: each unit's GPU type) and the type each
+    ran on. A unit is a job, or under space sharing a pair of jobs (`members`,
+    policies/gavel/colocation.py) whose jobs share the same GPUs, `pair_share` of each;
+    a job over several types (`spans`: its GPUs of each, policies/gavel/across.py)
+    takes its part on each.
+
+    A running unit given what it runs on keeps its GPUs (Gavel's lease extension).
+    The others are placed, the largest first, then in arrival order (a pair at its
+    first job's), on their types' free GPUs among the servers the GPU-choice filter
+    leaves every job of the unit, and only where each job's quota allows the GPUs
+    (a pair's second job sees the room after its first's; where it is refused the
+    first's grant stays counted for the round: the plan never breaches the
+    controller's check, it may start one job fewer)."""
+    members, spans = members or {}, spans or {}
+    cluster = snapshot.cluster
+    nodes_of = [[i for i, n in enumerate(cluster.nodes) if n.gpu_type.name == t] for t in types]
+    pool = snapshot.free_pool()
+    views = {j.job_id: j for j in jobs}
+    parts_of = {u: members.get(u, (u,)) for u in chosen}
+    unit_of = {job_id: u for u, ids in parts_of.items() for job_id in ids}
+    kept = {
+        u
+        for u, column in chosen.items()
+        if _keeps(
+            cluster,
+            [views[j].allocation for j in parts_of[u]],
+            (types, column, spans.get(u)),
+            pair_share,
+        )
+    }
+    run: dict[str, Allocation] = {}
+    ran_on: dict[str, int] = {}
+    for job in snapshot.running():
+        alloc = job.allocation
+        if alloc is None:
+            continue
+        unit = unit_of.get(job.job_id)
+        if unit in kept:
+            run[job.job_id] = alloc
+            ran_on[unit] = chosen[unit]
+        else:
+            pool.release(alloc, job.spec.gpu_mem_mib)
+    order = {j.job_id: i for i, j in enumerate(jobs)}
+    scale = {u: views[ids[0]].spec.num_gpus for u, ids in parts_of.items()}
+    first = {u: min(order[j] for j in ids) for u, ids in parts_of.items()}
+    rest = sorted((u for u in chosen if u not in kept), key=lambda u: (-scale[u], first[u]))
+    free = free_by_type(pool, nodes_of)
+    chooser = GpuFilter(snapshot)
+    for job in snapshot.running():
+        if job.job_id not in run and unit_of.get(job.job_id) not in chosen:
+            chooser.release(job)
+    for unit in rest:
+        column, group = chosen[unit], [views[j] for j in parts_of[unit]]
+        fit = pool
+        for job in group:
+            fit = chooser.pool_for(fit, job.spec)
+        parts = spans.get(unit) or [scale[unit] if t == column else 0 for t in range(len(types))]
+        # A job whose pods some node refuses chooses among the servers the filter
+        # leaves it; the round's shared table serves every other job.
+        offers = {
+            t: free[t] if fit is pool else free_by_type(fit, [nodes_of[t]])[0]
+            for t, d in enumerate(parts)
+            if d
+        }
+        taken = [place_on_type(offers[t], parts[t]) for t in offers]
+        gpus = [gpu for alloc in taken if alloc is not None for gpu in alloc.gpus()]
+        if len(gpus) != scale[unit]:
+            continue
+        given = _given(group, gpus, pair_share)
+        if len(group) == 1 and not pool.fits(given[0], group[0].spec.gpu_mem_mib):
+            continue
+        if not _granted(chooser, group, given):
+            continue  # its quota allows no more this round
+        if not _take_all(
+            pool, [(a, j.spec.gpu_mem_mib) for j, a in zip(group, given, strict=True)]
+        ):
+            continue
+        for t, alloc in zip(offers, taken, strict=True):
+            assert alloc is not None
+            for node in alloc.nodes:
+                left = pool.free_gpus(node)
+                if left:
+                    free[t][node] = left
+                else:
+                    free[t].pop(node, None)
+        run.update((j.job_id, a) for j, a in zip(group, given, strict=True))
+        ran_on[unit] = column
+    return run, ran_on
+
+
+def _keeps(
+    cluster: Cluster,
+    allocs: Sequence[Allocation | None],
+    given: tuple[Sequence[str], int, Sequence[int] | None],
+    pair_share: float,
+) -> bool:
+    """Whether a running unit's GPUs are what this round gives it (`given`: the types,
+    the unit's type and, for a job over several types, its parts on each): a job's
+    whole GPUs all of its type, or its parts; a pair's shares of the same GPUs, all of
+    its type."""
+    types, column, parts = given
+    if any(a is None for a in allocs):
+        return False
+    held = [a for a in allocs if a is not None]
+    if len(held) == 1:
+        return not held[0].shared and _holds(cluster, held[0], types, column, parts)
+    gpus = held[0].gpus()
+    return (
+        all(abs(s.fraction - pair_share) < 1e-9 for a in held for s in a.shares)
+        and all(a.gpus() == gpus for a in held)
+        and {cluster.nodes[n].gpu_type.name for n in held[0].nodes} == {types[column]}
+    )
+
+
+def _holds(
+    cluster: Cluster,
+    alloc: Allocation,
+    types: Sequence[str],
+    column: int,
+    parts: Sequence[int] | None,
+) -> bool:
+    """Whether a job's GPUs are all of the type `column`, or, for a job over several
+    types, its parts on each."""
+    counts = [0] * len(types)
+    index = {t: i for i, t in enumerate(types)}
+    for node, n in alloc.per_node:
+        counts[index[cluster.nodes[node].gpu_type.name]] += n
+    if parts:
+        return counts == list(parts)
+    return counts[column] == alloc.num_gpus
+
+
+def _given(
+    group: Sequence[JobView], gpus: Sequence[tuple[int, int]], pair_share: float
+) -> list[Allocation]:
+    """Each job's allocation of `gpus`: a lone job's whole GPUs, a pair's shares of
+    them; with its pods' CPU and memory."""
+    if len(group) == 1:
+        return [Allocation.whole(gpus).with_host(group[0].spec.host)]
+    shares = tuple(GpuShare(n, g, pair_share) for n, g in gpus)
+    return [Allocation(shares).with_host(j.spec.host) for j in group]
+
+
+def _granted(chooser: GpuFilter, group: Sequence[JobView], given: Sequence[Allocation]) -> bool:
+    """Whether each job's quota allows its allocation, each granted in turn."""
+    for job, alloc in zip(group, given, strict=True):
+        if chooser.quota_refusal(job, alloc) is not None:
+            return False
+        chooser.grant(job, alloc)
+    return True
+
+
+def _take_all(pool: GpuPool, allocs: Sequence[tuple[Allocation, int | None]]) -> bool:
+    """Take every allocation from `pool`, or none where one does not fit."""
+    taken: list[tuple[Allocation, int | None]] = []
+    for alloc, mem_mib in allocs:
+        if not pool.fits(alloc, mem_mib):
+            for back, back_mem in taken:
+                pool.release(back, back_mem)
+            return False
+        pool.take(alloc, mem_mib)
+        taken.append((alloc, mem_mib))
+    return True

@@ -37,8 +37,11 @@ def test_cluster_mode_reads_a_workers_log_through_the_kubelet(
         waits = submit(client, alice, name="waits", num_gpus=8, command=command)
 
         def logged() -> Any:
+            # The kubelet reports the pod Running after it starts the process, which
+            # may have printed its lines by then: wait for both.
             body = _logs(client, alice, runs["id"], tail_lines=3).json()
-            return body if body["lines"] == ["step 27", "step 28", "step 29"] else None
+            done = body["lines"] == ["step 27", "step 28", "step 29"]
+            return body if done and body["phase"] == "Running" else None
 
         body = wait_for(logged, timeout_s=60)
         assert body["workers"] == 1 and body["worker"] == 0

@@ -26,7 +26,7 @@ from policies.registry import make_policy
 from tests.builders import make_cluster, make_job, make_view
 
 ROOT = Path(__file__).resolve().parents[2]
-# Gavel places by itself (policies/gavel_rounds.place_on_type): no placer is asked.
+# Gavel places by itself (policies/gavel/rounds.place_units): no placer is asked.
 NO_PLACER = make_placer("consolidated", make_cluster(nodes=1, gpus=2), 0)
 ONE = np.ones(2)
 
