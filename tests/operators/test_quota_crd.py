@@ -9,11 +9,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import kubernetes
 import pytest
 
 from operators import crd
 from tests.operators.real_cluster import RealCluster
 from tests.operators.test_kubectl import KUBECTL, ROOT, kubectl
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
 
@@ -88,22 +90,17 @@ def test_bad_quota_is_refused_by_field(gpu_cluster: RealCluster, spec: str, fiel
 def test_the_deprecated_queue_kind_is_served_with_a_warning(gpu_cluster: RealCluster) -> None:
     """A cluster's old Queue objects stay readable and writable for the release, and
     kubectl prints the API server's deprecation warning, which names the migration."""
+    found = _as_the_chart_has_it(gpu_cluster)
+    # The server's answer carries the warning, naming the migration.
+    warning = wait_for("the server's deprecation warning", lambda: _warning(gpu_cluster), 15)
+    assert "Queue is deprecated; use Quota" in warning, found
+    assert "gpuflow quotas migrate" in warning
     cmd = [KUBECTL, "--kubeconfig", str(gpu_cluster.kubeconfig), "apply", "-f", "-"]
     old = quota("{guarantee: 4}").replace("kind: Quota", "kind: Queue").replace("bad", "old")
     done = subprocess.run(cmd, input=old, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "queue.gpuflow.dev/old created"
-    # The server's answer itself carries the warning, naming the migration.
-    answer = gpu_cluster.api.custom.list_cluster_custom_object(
-        crd.GROUP, crd.VERSION, crd.LEGACY_QUEUE_PLURAL, _preload_content=False
-    )
-    try:
-        warning = answer.headers.get("Warning", "")
-    finally:
-        answer.release_conn()
-    assert "Queue is deprecated; use Quota" in warning and "gpuflow quotas migrate" in warning
-    # kubectl prints it. One clean-clone CI run saw an apply print nothing on stderr
-    # (not reproduced alone or with tests/operators); a second request is asked too.
+    # kubectl prints it, on the apply or else on a get.
     shown = done.stderr
     if "Warning:" not in shown:
         again = [*cmd[:3], "get", "queues", "old", "-o", "name"]
@@ -113,3 +110,30 @@ def test_the_deprecated_queue_kind_is_served_with_a_warning(gpu_cluster: RealClu
     # The Quota holds the short name now: the old kind is reached by its plural only.
     assert "old" not in kubectl(gpu_cluster, "get", "gq", "-o", "name")
     assert kubectl(gpu_cluster, "get", "queues", "-o", "name").strip() == "queue.gpuflow.dev/old"
+
+
+def _as_the_chart_has_it(cluster: RealCluster) -> str:
+    """Make the control plane's Queue CRD the chart's, and say what it was: clean-clone
+    CI runs of the whole suite found the shared control plane's Queue version not
+    deprecated by the time this test ran (no Warning header; not reproduced with
+    tests/operators, tests/api's quota tests or tests/helm before it), so the test
+    states its premise instead of inheriting one."""
+    ext = kubernetes.client.ApiextensionsV1Api(cluster.client)
+    body = crd.load_crd_manifest(crd.LEGACY_QUEUE_CRD_PATH)
+    name = body["metadata"]["name"]
+    current = ext.read_custom_resource_definition(name)
+    found = f"{name} found with versions {[(v.name, v.deprecated) for v in current.spec.versions]}"
+    meta = {**body["metadata"], "resourceVersion": current.metadata.resource_version}
+    ext.replace_custom_resource_definition(name, {**body, "metadata": meta})
+    return found
+
+
+def _warning(cluster: RealCluster) -> str | None:
+    """The Warning header of a LIST of Queues, or None while there is none."""
+    answer = cluster.api.custom.list_cluster_custom_object(
+        crd.GROUP, crd.VERSION, crd.LEGACY_QUEUE_PLURAL, _preload_content=False
+    )
+    try:
+        return answer.headers.get("Warning") or None
+    finally:
+        answer.release_conn()
