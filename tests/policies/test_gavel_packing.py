@@ -82,20 +82,26 @@ def test_packed_fifo_pairs_the_queued_job_above_gavels_threshold(
         assert x.singles[0, 0] == 1.0 and x.singles[1, 0] == 0.0 and not x.pairs.any()
 
 
-def one_v100(tmp_path: Path) -> tuple[Cluster, list[JobSpec], RateModel]:
-    """One V100 server of one GPU, jobs A and B at 0, and the rates of GOOD_PAIR."""
+def v100_server(tmp_path: Path, gpus: int) -> tuple[Cluster, RateModel]:
+    """One V100 server of `gpus` GPUs, and its rates from GOOD_PAIR's matrix."""
     gpu = GPU_CATALOG.find("V100-SXM2-16GB")
     assert gpu is not None
-    cluster = make_typed_cluster((gpu.gpu_type(), 1), gpus=1)
+    cluster = make_typed_cluster((gpu.gpu_type(), 1), gpus=gpus)
     path = tmp_path / "pairs.json"
     path.write_text(json.dumps(GOOD_PAIR))
+    return cluster, RateModel(cluster, load_matrix(path))
+
+
+def one_v100(tmp_path: Path) -> tuple[Cluster, list[JobSpec], RateModel]:
+    """One V100 server of one GPU, jobs A and B at 0, and the rates of GOOD_PAIR."""
+    cluster, rates = v100_server(tmp_path, 1)
     jobs = [
         JobSpec(
             job_id="a", submit_s=0.0, num_gpus=1, model="ResNet-18", batch_size=64, iterations=400.0
         ),
         JobSpec(job_id="b", submit_s=0.0, num_gpus=1, model="LM", batch_size=20, iterations=200.0),
     ]
-    return cluster, jobs, RateModel(cluster, load_matrix(path))
+    return cluster, jobs, rates
 
 
 def replay(tmp_path: Path, **options: object) -> dict[str, float]:
@@ -152,11 +158,7 @@ def test_packed_needs_the_aware_policy() -> None:
 def test_pop_pairs_jobs_within_each_part(tmp_path: Path) -> None:
     """Split in two (POP, policies/gavel/pop.py), each part pairs its own jobs on its
     half of the GPUs: rows dealt round-robin put a with c and b with d."""
-    gpu = GPU_CATALOG.find("V100-SXM2-16GB")
-    assert gpu is not None
-    cluster = make_typed_cluster((gpu.gpu_type(), 1), gpus=2)
-    path = tmp_path / "pairs.json"
-    path.write_text(json.dumps(GOOD_PAIR))
+    cluster, rates = v100_server(tmp_path, 2)
     models = {"a": ("ResNet-18", 64), "b": ("LM", 20), "c": ("LM", 20), "d": ("ResNet-18", 64)}
     views = tuple(
         make_view(
@@ -169,7 +171,7 @@ def test_pop_pairs_jobs_within_each_part(tmp_path: Path) -> None:
         cluster,
         views,
         make_placer("consolidated", cluster, 0),
-        type_rates=RateModel(cluster, load_matrix(path)),
+        type_rates=rates,
     )
     plan = make_policy("gavel-las", packed=True, pop_k=2).schedule(snapshot, None)
     assert set(plan.state.pairs) == {"a & c", "b & d"}
@@ -184,11 +186,7 @@ def test_a_packed_replay_keeps_every_plan_valid_and_finishes_every_job(
     """Six jobs of the two job types on a server of two V100s, every plan checked
     (controller.actions.compile_plan): pairs form, break up as jobs end and never
     over-fill a GPU."""
-    gpu = GPU_CATALOG.find("V100-SXM2-16GB")
-    assert gpu is not None
-    cluster = make_typed_cluster((gpu.gpu_type(), 1), gpus=2)
-    path = tmp_path / "pairs.json"
-    path.write_text(json.dumps(GOOD_PAIR))
+    cluster, rates = v100_server(tmp_path, 2)
     jobs = [
         JobSpec(
             job_id=f"j{i}",
@@ -206,7 +204,7 @@ def test_a_packed_replay_keeps_every_plan_valid_and_finishes_every_job(
         make_policy(policy, packed=True),
         make_placer("consolidated", cluster, 0),
         SimConfig(round_interval_s=360.0, restart_s=0.0, check_plans=True),
-        rates=RateModel(cluster, load_matrix(path)),
+        rates=rates,
     )
     result = sim.run()
     assert all(o.finish_s is not None for o in result.jobs)
