@@ -81,12 +81,13 @@ def test_the_operator_is_the_service_account_and_a_verb_its_role_lacks_is_refuse
             got: dict[str, Any] = sb.api.get_dljob("default", "refused").get("status") or {}
             return got
 
-        got = wait_for(
-            "the DLJob to wait with reason Forbidden",
-            lambda: status() if status().get("reason") == "Forbidden" else None,
-            60,
-            every_s=0.2,
-        )
+        def forbidden() -> dict[str, Any] | None:
+            # One read: every round starts the job again (Admitted, Scheduled) and the
+            # refusal sends it back to Queued, so a second read may see the start.
+            got = status()
+            return got if got.get("reason") == "Forbidden" else None
+
+        got = wait_for("the DLJob to wait with reason Forbidden", forbidden, 60, every_s=0.2)
         pods = sb.api.core.list_namespaced_pod("default").items
     assert got["phase"] == "Queued" and got.get("attempt", 0) == 0
     queued = next(c for c in got["conditions"] if c["type"] == "Queued")
