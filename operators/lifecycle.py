@@ -245,12 +245,14 @@ class Lifecycle:
 
     def _backoff(self, rec: JobRecord, now: float) -> None:
         """Wait out status.restartAfter; then clear it, which requeues the job (in
-        phase BackOff until it runs again: it waits because it failed)."""
+        phase BackOff until it runs again: it waits because it failed; a Queued job,
+        whose pods the API server refused (operators/writer.py), stays Queued with
+        that reason)."""
         assert rec.restart_after_s is not None
         if now < rec.restart_after_s:
             self._wake_at(rec.restart_after_s, now)
             return
-        phase = phase_of(rec.obj) if phase_of(rec.obj) in STOPPED_PHASES else BACKOFF
+        phase = phase_of(rec.obj) if phase_of(rec.obj) in STOPPED_PHASES | {QUEUED} else BACKOFF
         why = _condition(rec.obj, phase) or Reasoned("WorkerFailed", "")
         ended = Reasoned("Restarting", f"back-off ended at {micro_time(rec.restart_after_s)}")
         mutate = status_mutator(phase, why, pending=ended, now_s=now)

@@ -7,6 +7,7 @@ chart's own operator pod."""
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,14 @@ def whoami(client: Any) -> tuple[str, list[str]]:
     return info.username, list(info.groups or [])
 
 
+def refused_creates(sb: Sandbox) -> float:
+    """The pod creates the API server has refused the sandbox's operator with 403."""
+    assert sb.operator is not None
+    labels = {"verb": "create", "resource": "pods", "code": "403"}
+    got = sb.operator.metrics.registry.get_sample_value("gpuflow_operator_api_errors_total", labels)
+    return got or 0.0
+
+
 def without(rules: list[dict[str, Any]], resource: str, verb: str) -> list[dict[str, Any]]:
     out = copy.deepcopy(rules)
     rule = next(r for r in out if r["resources"] == [resource])
@@ -89,6 +98,13 @@ def test_the_operator_is_the_service_account_and_a_verb_its_role_lacks_is_refuse
 
         got = wait_for("the DLJob to wait with reason Forbidden", forbidden, 60, every_s=0.2)
         pods = sb.api.core.list_namespaced_pod("default").items
+        # The refused job waits out a back-off before each try (1 s, 2 s, ...): in 4 s
+        # at most three more refusals, where every round (20 a second) tried before.
+        before = refused_creates(sb)
+        time.sleep(4.0)
+        tries = refused_creates(sb) - before
+    assert 1 <= tries <= 3, tries
+    assert "restartAfter" in got
     assert got["phase"] == "Queued" and got.get("attempt", 0) == 0
     queued = next(c for c in got["conditions"] if c["type"] == "Queued")
     assert queued["reason"] == "Forbidden"
