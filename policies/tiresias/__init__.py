@@ -32,7 +32,9 @@ backend) calls `schedule` once a round.
   GPU-choice filter leaves the job (controller.model.gpu_choice.candidates: no cordoned node,
   GPU models it accepts, CPU and memory for its pods), and with quotas a start its
   queue does not allow waits with the quota's reason (`GpuFilter`; gpuflow's, the
-  paper has no quotas), a job this round stops not counted back to its queue.
+  paper has no quotas). A job the round stops gives its GPUs back to its quota as
+  well (as the check after the policy counts a plan's stops), and is kept if
+  neither its GPUs nor its quota's room were taken since (`GpuFilter.keep`).
 - Heterogeneous clusters (gpuflow's, issue 31 item 3; the paper's testbed and
   simulator have one GPU type): where a job is placed, it goes to the GPU type on
   which it runs fastest at its gang size, among the types with room
@@ -349,12 +351,13 @@ class Tiresias:
         if not stopped and not round_.admitted:
             return
         run, pool = round_.run, snapshot.free_pool()
-        # The GPU-choice filter's quota half: the stopped jobs' GPUs are not counted
-        # back to their queues, since a stopped job whose GPUs nobody takes is kept.
+        # The GPU-choice filter's quota half: the stopped jobs' GPUs go back to their
+        # quotas too; a stopped job is kept only if nobody took its GPUs or its quota.
         chooser = GpuFilter(snapshot)
         for _, job in stopped:
             assert job.allocation is not None
             pool.release(job.allocation, job.spec.gpu_mem_mib)
+            chooser.release(job)
         for q, entry in round_.admitted:
             reason = self._start(chooser, pool, q, entry, round_)
             if reason is not None:
@@ -362,13 +365,14 @@ class Tiresias:
         for q, job in stopped:
             alloc = job.allocation
             assert alloc is not None
-            if pool.fits(alloc, job.spec.gpu_mem_mib):
+            if pool.fits(alloc, job.spec.gpu_mem_mib) and chooser.keep(job):
                 pool.claim(alloc, job.spec.gpu_mem_mib)
                 continue
             del run[job.job_id]
             round_.preempted.append(job)
             round_.reasons[job.job_id] = Reason(
-                "Preempted", f"preempted in Q{q}: jobs of higher priority need its GPUs"
+                "Preempted",
+                f"preempted in Q{q}: jobs of higher priority need its GPUs or its quota",
             )
         if pool.total_free:
             for q, entry in chain(round_.passed, self._later(round_, kept)):

@@ -117,8 +117,8 @@ def take(pool: GpuPool, job: JobView, alloc: Allocation) -> Allocation:
 class GpuFilter:
     """One plan's filter, for a policy: made from the snapshot it is shown, asked job
     by job where the policy chooses (`pool_for`, `refusal`, `quota_refusal`),
-    told what it gives (`take`) and takes back (`release`), so that with quotas the
-    GPUs one job is given lower its queue's room for the next
+    told what it gives (`take`) and takes back (`release`, undone by `keep`), so
+    that with quotas the GPUs one job is given lower its queue's room for the next
     (controller.model.quotas.room.QuotaUse)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
@@ -158,6 +158,11 @@ class GpuFilter:
         """`job`, running, is stopped by the plan: its queue may use its GPUs again."""
         if self.quota is not None:
             self.quota.release(job.job_id, None)
+
+    def keep(self, job: JobView) -> bool:
+        """Take back `release(job)`: the job keeps its GPUs after all. False (it stays
+        stopped) when what its queue was granted since needs them."""
+        return self.quota is None or self.quota.keep(job.job_id)
 
 
 def plan_refusals(

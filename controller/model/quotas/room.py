@@ -14,7 +14,9 @@ The rule, one for admission, the check and the policies: a leaf L may take g mor
 GPUs in a pool if no limit on its chain is passed (`at_limit`), and either g is
 within its share (`within_share` of its headroom deserved(L) - held(L), plus what
 the plan released of L's own jobs), or the part beyond its headroom fits the spare
-GPUs (borrowing). With quotas per GPU model, each pool (`Pool`: one model's GPUs)
+GPUs (borrowing). What the plan released of L's jobs is no longer held by L's chain
+when the limits are counted, so a quota at its limit may swap one of its jobs for
+another. With quotas per GPU model, each pool (`Pool`: one model's GPUs)
 is counted apart, a job in each pool it holds GPUs of.
 """
 
@@ -176,6 +178,23 @@ class QuotaUse:
             if change < 0:
                 self.credit[k][name] = self.credit[k].get(name, 0.0) - change
 
+    def keep(self, job_id: str) -> bool:
+        """Take back a stop (`release(job_id, None)`): the job keeps what it holds, its
+        GPUs no longer its leaf's to use again. False, and the stop stands, when what
+        was granted since needs them."""
+        name = self.leaf.get(job_id)
+        before = self.current.get(job_id)
+        if name is None or before is None:
+            return True
+        amounts = [f.pool.gpus(before) for f in self.figures]
+        for credit, amount in zip(self.credit, amounts, strict=True):
+            credit[name] = credit.get(name, 0.0) - amount
+        if not self.evaluate(self.granted.values()):
+            return True
+        for credit, amount in zip(self.credit, amounts, strict=True):
+            credit[name] += amount
+        return False
+
     def gains(self, job: JobView, alloc: Allocation) -> list[tuple[int, float]]:
         """(pool index, GPUs) that `alloc` gives the job beyond what it holds."""
         before = self.current.get(job.job_id)
@@ -217,6 +236,10 @@ class QuotaUse:
         ]
         spare = [f.spare_gpus for f in self.figures]
         held = [dict(f.held) for f in self.figures]
+        for k, credit in enumerate(self.credit):  # released: no longer held
+            for leaf, gpus in credit.items():
+                for queue in tree.chain(leaf):
+                    held[k][queue] = held[k].get(queue, 0.0) - gpus
         refused: dict[str, Reason] = {}
         for job, alloc in sorted(entries, key=lambda e: (e[0].spec.submit_s, e[0].job_id)):
             gains = self.gains(job, alloc)

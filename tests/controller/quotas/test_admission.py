@@ -10,6 +10,7 @@ import pytest
 
 from controller.checks import check_plan
 from controller.model import Allocation, JobStatus, JobView, Plan, PlanError, Reason, Snapshot
+from controller.model.gpu_choice.candidates import GpuFilter
 from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import DEFAULT_GRACE_S, Quotas
@@ -267,3 +268,40 @@ def test_a_gang_past_the_share_is_the_queues_own_if_it_brings_it_nearer(
     plan = decide(Quotas(tree()), snap)
     got = codes(plan, snap)
     assert {k: got[k] for k in fates} == fates
+
+
+def test_a_queue_at_its_limit_may_swap_its_own_jobs() -> None:
+    # a holds its limit of 4; the plan stops a1 for a2 of the same size: what it
+    # released is no longer held when the limit is counted.
+    snap = snapshot(running("a1", "a", node(0, 0, 1, 2, 3)), waiting("a2", "a", 4))
+    quotas = Quotas(tree(a_limit=4))
+    adm = quotas.admit(snap)
+    swap = Plan(
+        run={"a2": Allocation.whole(node(1, 0, 1, 2, 3))},
+        default_reason=Reason("Test", "waits"),
+    )
+    plan = quotas.settle(adm, checked(snap, adm, swap, strict=True))
+    assert codes(plan, snap) == {"a1": "Test", "a2": "RUN"}
+    # Both at once pass the limit: the check refuses the start.
+    both = Plan(run={"a1": snap.jobs[0].allocation, **swap.run}, default_reason=swap.default_reason)
+    with pytest.raises(PlanError, match="quota a holds 4 of its limit of 4"):
+        checked(snap, adm, both, strict=True)
+
+
+def test_a_stop_taken_back_returns_the_room_only_if_nobody_used_it() -> None:
+    # a (limit 4) holds 4 in a1; the plan stops a1, so a2 may take 4: then a1 cannot
+    # be kept. Without a2's grant it can, and the room is a1's again.
+    snap = snapshot(running("a1", "a", node(0, 0, 1, 2, 3)), waiting("a2", "a", 4))
+    adm = Quotas(tree(a_limit=4)).admit(snap)
+    a1, a2 = snap.jobs
+    four = Allocation.whole(node(1, 0, 1, 2, 3))
+    for granted in (True, False):
+        chooser = GpuFilter(adm.seen)
+        assert chooser.quota_refusal(a2, four) is not None  # a1 still holds the limit
+        chooser.release(a1)
+        assert chooser.quota_refusal(a2, four) is None
+        if granted:
+            chooser.grant(a2, four)
+        assert chooser.keep(a1) is not granted
+        refused = chooser.quota_refusal(a2, four)
+        assert (refused is None) is granted, refused
