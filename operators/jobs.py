@@ -9,6 +9,8 @@ A failed pod is a failure only if the operator did not delete it (a worker stopp
 the operator may exit with any code) and only until the lifecycle has settled its
 attempt (`status.failedAttempt`): the failed pod stays, for its logs, and is never
 counted twice. A job whose `status.restartAfter` is set waits out a back-off. A job
+whose worker pod the API server refused as malformed stays invalid until its spec is
+edited (`status.observedGeneration` below `metadata.generation`). A job
 with no live pods and a `status.pendingStart` is starting: the policy gave it GPUs that
 leaving pods still hold, and its pods are made once those are gone.
 """
@@ -22,7 +24,15 @@ from enum import Enum
 
 from controller.model import JobSpec
 from operators import crd
-from operators.dljobs.resources import PENDING_START, TERMINAL_PHASES, job_id, job_spec, phase_of
+from operators.dljobs.resources import (
+    INVALID,
+    INVALID_POD_TEMPLATE,
+    PENDING_START,
+    TERMINAL_PHASES,
+    job_id,
+    job_spec,
+    phase_of,
+)
 from operators.kube import Obj
 from operators.kube.times import parse_time
 from operators.pods import (
@@ -64,6 +74,7 @@ class JobRecord:
     attempt: int  # the current (highest) attempt, 0 if never started
     spec: JobSpec | None = None
     error: str = ""
+    error_reason: str = "InvalidSpec"  # INVALID: the reason its status gives
     shares: tuple[ShareRecord, ...] = ()
     started_s: float | None = None  # when the operator created the attempt's pods
     # When the whole gang ran: the latest start of the attempt's worker containers;
@@ -169,11 +180,24 @@ def classify(obj: Obj, pods: list[Obj]) -> JobRecord:
         rec.restart_after_s = parse_time(status["restartAfter"])
     current = [p for p in pods if pod_attempt(p) == attempt]
     rec.state = _state(rec, current, settled=int(status.get("failedAttempt") or 0) >= attempt)
-    if rec.state is State.WAITING and rec.restart_after_s is not None:
+    if rec.state is State.WAITING and _pod_refused(obj):
+        rec.state, rec.error_reason = State.INVALID, INVALID_POD_TEMPLATE
+        rec.error = str(status.get("message") or "")
+    elif rec.state is State.WAITING and rec.restart_after_s is not None:
         rec.state = State.BACKOFF
     elif rec.state is State.WAITING and status.get(PENDING_START):
         _pending_start(rec, status[PENDING_START])
     return rec
+
+
+def _pod_refused(obj: Obj) -> bool:
+    """Whether the API server refused this very spec's worker pod as malformed."""
+    status = obj.get("status") or {}
+    return (
+        phase_of(obj) == INVALID
+        and status.get("reason") == INVALID_POD_TEMPLATE
+        and status.get("observedGeneration") == obj["metadata"].get("generation")
+    )
 
 
 def _pending_start(rec: JobRecord, pending: object) -> None:

@@ -90,7 +90,7 @@ class Lifecycle:
                 self.writer.set_finalizer(rec.obj, True)
             if rec.state is State.INVALID:
                 # Not terminal and no pod touched: a fixed spec queues (or keeps) the job.
-                why = Reasoned("InvalidSpec", rec.error)
+                why = Reasoned(rec.error_reason, rec.error)
                 invalid = status_mutator(INVALID, why, now_s=now)
                 if invalid(rec.obj) is not None:
                     self.writer.status(rec.obj, invalid)

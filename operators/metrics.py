@@ -50,7 +50,13 @@ RESTART_REASONS = frozenset(
     }
 )
 FAILURE_REASONS = frozenset(
-    {"BackoffLimitExceeded", "PodFailurePolicy", "InvalidSpec", "Unschedulable"}
+    {
+        "BackoffLimitExceeded",
+        "PodFailurePolicy",
+        "InvalidSpec",
+        "InvalidPodTemplate",
+        "Unschedulable",
+    }
 )
 WAITING_REASON = "Waiting"  # a waiting job the plan gave no reason for
 # Decisions that take GPUs from a running job for another's sake or an admin's drain

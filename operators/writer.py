@@ -14,17 +14,27 @@ the writer logs each as one line `decision job=.. action=.. reason=..` (with the
 GPUs and nodes of a start, the pods of a stop) and counts it in the operator's
 metrics. Nothing is logged or counted while not leading: nothing is written then.
 
-A worker pod the API server refuses to create with 403 (the operator's ClusterRole
-lacks `create` on pods: RBAC, not the job) is logged by KubeApi with its verb and
-resource; at `flush()` the job goes back to Queued with reason Forbidden and the
-server's message in its status and conditions, and a Warning event (repeated at most
-every PENDING_REFRESH_S while the message stays the same), so that
-`kubectl describe dljob` says why it waits. It is tried again after a back-off held
-in status.restartAfter (FORBIDDEN_RETRY_S, doubling with each refusal in a row up to
-FORBIDDEN_RETRY_MAX_S; operators/lifecycle.py waits it out in phase Queued), and
-starts once the role allows. Without the back-off every round (one each min_gap_s
-after the status write it made) tried again: 200 refused creates and some 600 status
-writes in 10 s for one job on the sandbox.
+A worker pod the API server refuses to create is logged by KubeApi with its verb,
+resource and code, and at `flush()` the job's status says why it has no pods, with a
+Warning event (repeated at most every PENDING_REFRESH_S while the message stays the
+same), so that `kubectl describe dljob` says why it waits; the start that made no pod
+is not counted as an attempt:
+
+- 403 (the operator's ClusterRole lacks `create` on pods, or a ResourceQuota of the
+  namespace is used up): back to Queued with reason Forbidden and the server's
+  message; 5xx, 429 and other refusals: the same with reason FailedCreate (the word
+  Kubernetes' own controllers use). Either is tried again after a back-off held in
+  status.restartAfter (RETRY_S, doubling with each refusal in a row up to
+  RETRY_MAX_S; operators/lifecycle.py waits it out in phase Queued), and starts
+  once the server allows. Without the back-off every round (one each min_gap_s
+  after the status write it made) tried again: 200 refused creates and some 600
+  status writes in 10 s for one job on the sandbox.
+- 400 or 422 (the pod the spec makes is malformed: the template passes the DLJob's
+  schema but not the Pod's): phase Invalid with reason InvalidPodTemplate and the
+  server's message naming the field, status.observedGeneration the spec's
+  generation; it is not tried again until the spec is edited (operators/jobs.py).
+  Before, such a job was started again every round, 20 a second, its attempt count
+  climbing, its status saying Admitted.
 """
 
 from __future__ import annotations
@@ -37,9 +47,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from operators import crd
-from operators.dljobs.resources import QUEUED, Reasoned, job_id, status_mutator
+from operators.dljobs.resources import (
+    INVALID,
+    INVALID_POD_TEMPLATE,
+    QUEUED,
+    Reasoned,
+    job_id,
+    status_mutator,
+)
 from operators.kube import API_ERRORS, KubeApi, Obj
-from operators.kube.errors import FORBIDDEN, ApiException, error_message
+from operators.kube.errors import ALREADY_EXISTS, FORBIDDEN, ApiException, error_message
 from operators.kube.informer import Caches, newer
 from operators.kube.times import format_time, micro_time
 from operators.logs import emit, one_line
@@ -58,10 +75,13 @@ WRITERS = 16
 # A waiting job's why-pending message changes as GPUs free up ("3 are free"); it is
 # rewritten at most this often unless its reason code changes.
 PENDING_REFRESH_S = 10.0
-# A job whose pods RBAC refused waits this long before its next try, doubled with each
-# refusal in a row up to the maximum: a fixed role answers within FORBIDDEN_RETRY_MAX_S.
-FORBIDDEN_RETRY_S = 1.0
-FORBIDDEN_RETRY_MAX_S = 10.0
+# A job whose pods the API server refused waits this long before its next try, doubled
+# with each refusal in a row up to the maximum: a fixed role answers within RETRY_MAX_S.
+RETRY_S = 1.0
+RETRY_MAX_S = 10.0
+# Pod creates refused for the pod itself: the spec must change (module docstring).
+MALFORMED = frozenset({400, 422})
+FAILED_CREATE = "FailedCreate"
 # The action each Event reason stands for, in the decision log lines; a reason not
 # listed is logged as action "event".
 ACTIONS = {
@@ -80,7 +100,9 @@ ACTIONS = {
     "InvalidImageName": "fail",
     "PodFailurePolicy": "fail",
     "InvalidSpec": "invalid",
-    "Forbidden": "requeue",  # its pods refused by RBAC
+    "Forbidden": "requeue",  # its pods refused by RBAC or a ResourceQuota
+    "FailedCreate": "requeue",  # its pods refused otherwise (5xx, 429)
+    "InvalidPodTemplate": "invalid",  # its pods refused as malformed (400, 422)
     "Unschedulable": "unschedulable",
     "Refused": "refuse",  # deadline admission (controller.model.job.REFUSED)
     "PreemptedByPolicy": "preempt",
@@ -134,8 +156,9 @@ class Writer:
         self._staged: dict[str, tuple[Obj, list[Callable[[Obj], Obj | None]]]] = {}
         self._services: set[tuple[str, str]] = set()
         self._pending: dict[str, tuple[str, float]] = {}  # job -> (reason code, written at)
-        # (namespace, job) -> the API server's message, for jobs whose pods RBAC refused
-        self._refused: dict[tuple[str, str], str] = {}
+        # (namespace, job) -> (status code, the API server's message), for jobs whose
+        # pods the API server refused this round
+        self._refused: dict[tuple[str, str], tuple[int | None, str]] = {}
         self._refused_lock = threading.Lock()
         self._refused_events: dict[tuple[str, str], tuple[str, float]] = {}  # (message, at)
         self._refusals: dict[tuple[str, str], int] = {}  # refusals in a row, by job
@@ -188,28 +211,32 @@ class Writer:
                 emit(log, logging.WARNING, "write failed", error=one_line(exc))
         with self._refused_lock:
             refused, self._refused = self._refused, {}
-        for key, message in refused.items():
-            self._report_refused(key, message)
+        for key, (code, message) in refused.items():
+            self._report_refused(key, code, message)
 
-    def _report_refused(self, key: tuple[str, str], message: str) -> None:
-        """The job whose pods RBAC refused back to Queued, saying why (after this
-        round's other writes, its start's status among them)."""
+    def _report_refused(self, key: tuple[str, str], code: int | None, message: str) -> None:
+        """The job whose pods the API server refused back to Queued until a back-off
+        ends, or Invalid until its spec is edited, saying why (after this round's
+        other writes, its start's status among them)."""
         obj = self.caches.dljobs.get(key)
         if obj is None:
             return
-        why = Reasoned("Forbidden", f"its pods cannot be created: {message}")
         # The start that made no pod is no attempt: its count goes back.
         attempt = max(0, int((obj.get("status") or {}).get("attempt") or 1) - 1)
-        refusals = self._refusals.get(key, 0) + 1
-        self._refusals[key] = refusals
-        delay = min(FORBIDDEN_RETRY_MAX_S, FORBIDDEN_RETRY_S * 2 ** (refusals - 1))
+        fields: dict[str, Any] = {"attempt": attempt, "restarts": max(0, attempt - 1)}
         wall = time.time()
-        fields = {
-            "attempt": attempt,
-            "restarts": max(0, attempt - 1),
-            "restartAfter": micro_time(wall + delay),
-        }
-        mutate = status_mutator(QUEUED, why, pending=why, fields=fields, now_s=wall)
+        if code in MALFORMED:
+            why = Reasoned(INVALID_POD_TEMPLATE, f"its worker pod is malformed: {message}")
+            fields["observedGeneration"] = obj["metadata"].get("generation")
+            mutate = status_mutator(INVALID, why, fields=fields, now_s=wall)
+        else:
+            reason = "Forbidden" if code == FORBIDDEN else FAILED_CREATE
+            why = Reasoned(reason, f"its pods cannot be created: {message}")
+            refusals = self._refusals.get(key, 0) + 1
+            self._refusals[key] = refusals
+            delay = min(RETRY_MAX_S, RETRY_S * 2 ** (refusals - 1))
+            fields["restartAfter"] = micro_time(wall + delay)
+            mutate = status_mutator(QUEUED, why, pending=why, fields=fields, now_s=wall)
         now = time.monotonic()
         try:
             self._status(obj, mutate)
@@ -314,9 +341,9 @@ class Writer:
             with self._refused_lock:
                 self._refusals.pop((namespace, job), None)
         except ApiException as exc:
-            if exc.status == FORBIDDEN:
+            if exc.status != ALREADY_EXISTS:  # one the watch has not brought yet
                 with self._refused_lock:
-                    self._refused[(namespace, job)] = error_message(exc)
+                    self._refused[(namespace, job)] = (exc.status, error_message(exc))
             raise
 
     def delete_pods(self, pods: list[Obj], grace_s: int, now: float) -> None:

@@ -51,6 +51,11 @@ BACKOFF = "BackOff"
 # Not terminal: the operator looks at the spec again every round, and a fixed spec
 # (kubectl apply) queues the job.
 INVALID = "Invalid"
+# Why a job is Invalid whose worker pod the API server refused as malformed (400, 422:
+# the template passes the DLJob's schema but not the Pod's); it stays Invalid while
+# metadata.generation is the one refused (status.observedGeneration), and an edited
+# spec is tried again (operators/writer.py, operators/jobs.py).
+INVALID_POD_TEMPLATE = "InvalidPodTemplate"
 # Not terminal either: no set of the cluster's nodes could ever hold the job; looked at
 # again every round, so that it queues once the cluster grows.
 UNSCHEDULABLE = "Unschedulable"
