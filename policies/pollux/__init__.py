@@ -157,11 +157,13 @@ from policies.pollux.goodput import (
     progress_bucket,
     usable_stats,
 )
+from policies.pollux.limits import cell_caps, needs_limits, quota_bounds
 from policies.pollux.partition import (
     CELLS_PER_PART,
     Part,
     PartPopulation,
     adapt,
+    part_bounds,
     part_count,
     split,
     stitch,
@@ -231,6 +233,10 @@ class Pollux:
     # blind to types, every GPU judged as the largest node's (the comparison Gavel and
     # Sia make).
     aware: bool = True
+    # The search sees the GPU-choice filter's node masks and quota bounds
+    # (`policies.pollux.limits`); False: only node capacities, as before (the bench's
+    # and tests' comparison).
+    limits: bool = True
     name: str = "pollux"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
@@ -250,8 +256,11 @@ class Pollux:
             parts = split(problem, k)
         bests: list[States] = []
         populations: list[PartPopulation] = []
+        whole = problem.base.copy()  # the blocks searched so far at their best
         for index, part in enumerate(parts):
             sub = problem if k == 1 else sub_problem(problem, part)
+            if k > 1 and problem.quota is not None:
+                sub = part_bounds(problem, sub, part, whole)
             job_ids = [jobs[row].view.job_id for row in part.rows.tolist()]
             nodes = tuple(part.nodes.tolist())
             if not job_ids:
@@ -273,6 +282,9 @@ class Pollux:
             )
             result.population.setflags(write=False)
             bests.append(result.best)
+            if k > 1 and problem.quota is not None:
+                whole[part.rows] = 0.0
+                whole[part.rows[:, None], part.nodes[None, :]] = result.best
             populations.append(PartPopulation(tuple(job_ids), nodes, result.population))
         counts = stitch(len(jobs), len(capacity), parts, bests)
         state = PolluxState(tuple(populations), held)
@@ -399,6 +411,9 @@ class Pollux:
                 for node, count in view.allocation.per_node:
                     base[row, node] = count
             factor[row] = self._restart_factor(view, job.profile, now)
+        views = [j.view for j in jobs]
+        limited = self.limits and needs_limits(snapshot, views)
+        room = snapshot.quota_room if limited else None
         problem = Problem(
             capacity=capacity,
             base=base,
@@ -412,6 +427,8 @@ class Pollux:
             avoid_interference=self.avoid_interference,
             type_onehot=None if split is None else split.onehot,
             type_factor=type_factor,
+            cell_cap=cell_caps(snapshot, views, capacity, base) if limited else None,
+            quota=None if room is None else quota_bounds(room, views, base),
         )
         return problem, batches
 
