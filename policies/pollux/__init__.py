@@ -92,14 +92,26 @@ Deviations
   allocation and the last population it is seeded with a greedy allocation (idle
   jobs started on their minimum, best fit), so that rigid multi-node gangs, which
   random mutation rarely assembles, get placed.
-- Nodes a job may use (gpuflow's; the artifact has neither cordons nor pod requests):
-  the search's capacity is `Snapshot.usable_gpus` (a cordoned node offers only what
-  its jobs hold), and the GPU ids the counts become are asked of the GPU-choice
-  filter in priority order (`policies.pollux.place.filtered`: GPU models, CPU and
-  memory for a job's pods, a cordoned node's GPUs held by another job, what its
-  queue allows under quotas); a job refused its new GPUs keeps those it holds where
-  they are still free, else waits with the filter's reason. The search itself sees
-  neither per-job node masks nor quotas.
+- Nodes a job may use and quotas (gpuflow's; the paper's search has no per-job node
+  masks and no quotas, the artifact neither cordons nor pod requests): the search's
+  capacity is `Snapshot.usable_gpus` (a cordoned node offers only what its jobs
+  hold), and it sees the GPU-choice filter's rules (`policies.pollux.limits`): a
+  jobs x nodes mask of the nodes each job may be given new GPUs on (GPU models it
+  accepts, no cordoned node, CPU and memory for one of its pods; a masked cell keeps
+  at most what the job holds there), which repair enforces and mutation's cell draws
+  respect, and upper bounds per quota (a limit on its jobs' gains, a leaf's GPUs
+  within what it holds + its headroom + the spare GPUs, none for a job without a
+  quota), which repair enforces by cutting the jobs latest in the priority order
+  first. Where a round has none of these (most rounds of most replays) the search
+  is the one it always was. The GPU ids the counts become are still asked of the
+  filter in priority order (`policies.pollux.place.filtered`, the authority): a job
+  refused its new GPUs keeps those it holds where they are still free, else waits
+  with the filter's reason. The bounds do not see several quotas borrowing the same
+  spare GPUs at once; the filter refuses those. On bench/pollux_limits.py's 100-job
+  rounds the filter refused 73 GPUs in 10 rounds (GPU models), 63 (cordons) and 11
+  (quotas) of what the search blind to them gave out, and none with them
+  (docs/benchmarks.md, "Pollux's search sees the filter"). `limits=False` is the
+  blind search.
 - At scale the search is split (`policies.pollux.partition`), as POP partitions an
   allocation problem (Narayanan et al., SOSP 2021): above `cells_per_part` (4,096)
   jobs x nodes cells, the nodes form k contiguous blocks (k a power of two), each
@@ -428,7 +440,7 @@ class Pollux:
             type_onehot=None if split is None else split.onehot,
             type_factor=type_factor,
             cell_cap=cell_caps(snapshot, views, capacity, base) if limited else None,
-            quota=None if room is None else quota_bounds(room, views, base),
+            quota=None if room is None else quota_bounds(room, views, base, capacity),
         )
         return problem, batches
 

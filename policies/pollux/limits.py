@@ -18,8 +18,10 @@ Quota bounds (`quota_bounds`), per pool of the round's figures (one, or one per 
 model) and counted over the pool's nodes, from `QuotaUse.evaluate`'s rule:
 
 - a queue with a limit: its jobs' gains (GPUs beyond what each holds in the pool) at
-  most limit - held. Exact: evaluate adds every allowed gain to the chain's holdings
-  and refuses one that passes a limit; releases do not lower them.
+  most limit - held. Exact where evaluate adds every allowed gain to the chain's
+  holdings and releases do not lower them; conservative where the plan's releases
+  count (a quota at its limit swapping one job for another is then allowed by the
+  filter, not by this bound).
 - a leaf: its jobs' GPUs after the round at most what they hold now + its headroom
   (deserved - held) + the pool's spare GPUs. Evaluate lets the leaf's gains use its
   headroom plus what the plan releases of its jobs (credit) as its own and borrow the
@@ -71,8 +73,12 @@ def cell_caps(
     return caps
 
 
-def quota_bounds(room: QuotaRoom, views: Sequence[JobView], base: States) -> QuotaBounds:
-    """The quota bounds on the searched jobs (module docstring); `base` their GPUs now."""
+def quota_bounds(
+    room: QuotaRoom, views: Sequence[JobView], base: States, capacity: States
+) -> QuotaBounds:
+    """The quota bounds on the searched jobs (module docstring); `base` their GPUs now.
+    A bound no allocation within `capacity` could pass is left out (repair's cost
+    grows with the bounds)."""
     tree = room.tree
     num_jobs, num_nodes = base.shape
     leaf_of = [room.leaf.get(v.job_id) for v in views]
@@ -82,7 +88,7 @@ def quota_bounds(room: QuotaRoom, views: Sequence[JobView], base: States) -> Quo
     gains: list[bool] = []
 
     def add(member: np.ndarray, on: np.ndarray, bound: float, gain: bool) -> None:
-        if member.any():
+        if member.any() and bound < float(on @ capacity):
             members.append(member)
             nodes.append(on)
             bounds.append(max(0.0, bound))

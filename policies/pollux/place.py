@@ -5,10 +5,9 @@ each node; `policies.pollux.Pollux` calls `node_capacity` to pose that problem a
 `gpu_ids` to turn the counts it chose into GPU ids, keeping a job's GPUs where it can
 (a changed set of GPUs would restart it for nothing), and `filtered` to ask the
 GPU-choice filter (controller.model.gpu_choice.candidates) for those GPUs, job by job in the
-search's priority order: the search poses per-node counts for all jobs at once
-(cordoned nodes offer only what their jobs hold), so whether a node has a GPU model
-a job accepts, or the CPU and memory for its pod, and whether its queue allows the
-GPUs (quotas), is asked where the counts become GPUs.
+search's priority order: the search poses per-node counts for all jobs at once, within
+the filter's node masks and quota bounds as `policies.pollux.limits` states them,
+and the filter itself, the authority, is asked where the counts become GPUs.
 """
 
 from __future__ import annotations

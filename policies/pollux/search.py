@@ -8,13 +8,17 @@ operations whatever the population's size.
 
 Each generation: binary tournaments pick two parents per child; two-point crossover
 takes a run of job rows from the second parent; mutation resets rows to the current
-allocation, zeroes rows, sets random cells to random counts and moves a job's row to
-other nodes; repair then makes every child feasible, in this order: no job above its
-maximum GPUs, at most one distributed job on a node (interference avoidance; the job
-earlier in the priority order keeps its GPUs there), no node over-allocated (jobs
-earlier in the priority order keep theirs), and no job below its minimum (it gets
-nothing). The best of parents and children survive (elitism), so the best fitness
-never drops below that of the seeds, which include the current allocation.
+allocation, zeroes rows, sets random cells to random counts (within what the job may
+hold on the node) and moves a job's row to other nodes; repair then makes every child
+feasible, in this order: no cell above what its job may hold on its node
+(`Problem.cell_cap`, the GPU-choice filter's per-job node mask: gpuflow's, the paper
+has none), no job above its maximum GPUs, at most one distributed job on a node
+(interference avoidance; the job earlier in the priority order keeps its GPUs there),
+no node over-allocated (jobs earlier in the priority order keep theirs), no quota
+bound passed (`Problem.quota`, gpuflow's: jobs earlier in the priority order keep
+theirs), and no job below its minimum (it gets nothing). The best of parents and
+children survive (elitism), so the best fitness never drops below that of the seeds,
+which include the current allocation.
 """
 
 from __future__ import annotations
@@ -65,10 +69,10 @@ class QuotaBounds:
 
     def usage(self, states: States, base: States) -> States:
         """(population, C) what each state counts against each bound."""
-        pooled = np.matmul(states, self.nodes.T)  # (population, jobs, C)
-        held = base @ self.nodes.T  # (jobs, C)
-        counted = np.where(self.gains, np.maximum(pooled - held, 0.0), pooled)
-        used: States = (counted * self.members.T).sum(axis=1)
+        counted = np.matmul(states, self.nodes.T)  # (population, jobs, C)
+        counted -= np.where(self.gains, base @ self.nodes.T, 0.0).astype(np.float32)
+        np.maximum(counted, 0.0, out=counted)
+        used: States = (counted.transpose(0, 2, 1) * self.members).sum(axis=2)
         return used
 
 
@@ -195,25 +199,30 @@ def repair(problem: Problem, states: States) -> tuple[States, States]:
 def _cut_to_bounds(quota: QuotaBounds, states: States, base: States) -> None:
     """Cut, in place, each state's jobs so that no bound of `quota` is passed: along
     the priority order each job keeps what the bound has left after the jobs before
-    it, on the bound's nodes (its earlier cells first). A loop over the bounds (a
-    few per quota), each over the whole population at once."""
-    for c in range(quota.size):
+    it, on the bound's nodes (its earlier cells first). One check of every bound over
+    the whole population, then a loop over the bounds some state passes."""
+    over = quota.usage(states, base) > quota.bound + 0.5  # (population, C)
+    for c in np.flatnonzero(over.any(axis=0)).tolist():
+        who = np.flatnonzero(over[:, c])
         jobs = np.flatnonzero(quota.members[c])
         cols = np.flatnonzero(quota.nodes[c])
-        if not jobs.size or not cols.size:
-            continue
-        cells = states[:, jobs][:, :, cols]  # (population, members, nodes of c)
-        pooled = cells.sum(axis=2)
+        every = cols.size == states.shape[2]  # one pool of every node: no column pick
+        if every:
+            cells = states[who[:, None], jobs[None, :]]
+        else:
+            cells = states[who[:, None, None], jobs[None, :, None], cols[None, None, :]]
+        pooled = cells.sum(axis=2)  # (states over, members)
         held = base[jobs][:, cols].sum(axis=1)
         counted = np.maximum(pooled - held, 0.0) if quota.gains[c] else pooled
         before = counted.cumsum(axis=1) - counted
         allowed = np.clip(quota.bound[c] - before, 0.0, counted)
-        who, row = (allowed < counted - 0.5).nonzero()
-        if not who.size:
-            continue
-        keep = allowed[who, row] + (held[row] if quota.gains[c] else 0.0)
-        job = jobs[row]
-        states[who[:, None], job[:, None], cols[None, :]] = _capped_diff(cells[who, row], keep)
+        pick, row = (allowed < counted - 0.5).nonzero()
+        keep = allowed[pick, row] + (held[row] if quota.gains[c] else 0.0)
+        cut = _capped_diff(cells[pick, row], keep)
+        if every:
+            states[who[pick], jobs[row]] = cut
+        else:
+            states[who[pick][:, None], jobs[row][:, None], cols[None, :]] = cut
 
 
 def _capped_diff(rows: States, cap: States) -> States:

@@ -13,6 +13,7 @@ from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import Quotas
 from policies.pollux import Pollux, PolluxState
+from policies.pollux.partition import Part, part_bounds, sub_problem
 from policies.pollux.search import Problem, QuotaBounds, search
 from tests.builders import make_cluster, make_job, make_view
 from tests.policies.invariants import two_types
@@ -131,3 +132,42 @@ def test_repair_cuts_masked_cells_and_the_latest_jobs_of_a_bound_first() -> None
     for state in result.population:
         assert (state <= cell_cap).all()
         assert state[[0, 2]].sum() <= 3
+
+
+def test_blocks_searched_in_turn_share_a_quota_bound() -> None:
+    """Split search (policies/pollux/partition.py): four jobs on four nodes of 4 GPUs,
+    in two blocks, all four jobs under one bound of 6 GPUs. The second block's jobs
+    hold 3 now: the first block may use 3; once it used 2, the second may use 4."""
+    jobs, nodes, kdim = 4, 4, 9
+    base = np.zeros((jobs, nodes), np.float32)
+    base[2, 2] = base[3, 3] = 1.0
+    base[3, 2] = 1.0  # job 3 spans blocks: it moves, its GPUs still count for now
+    quota = QuotaBounds(
+        members=np.ones((1, jobs), np.float32),
+        nodes=np.ones((1, nodes), np.float32),
+        bound=np.array([6.0], np.float32),
+        gains=np.array([False]),
+    )
+    problem = Problem(
+        capacity=np.full(nodes, 4, np.float32),
+        base=base,
+        lo=np.ones(jobs, np.float32),
+        hi=np.full(jobs, 8, np.float32),
+        speedup=np.tile(np.sqrt(np.arange(kdim)), jobs * 3),
+        ndim=3,
+        kdim=kdim,
+        restart_factor=np.ones(jobs),
+        p=-1.0,
+        avoid_interference=False,
+        quota=quota,
+    )
+    first = Part(np.array([0, 1]), np.array([0, 1]))
+    second = Part(np.array([2, 3]), np.array([2, 3]))
+    whole = base.copy()
+    sub = part_bounds(problem, sub_problem(problem, first), first, whole)
+    assert sub.quota is not None and sub.quota.bound.tolist() == [3.0]
+    whole[first.rows] = 0.0
+    whole[0, 0] = whole[1, 1] = 1.0  # the first block's best: 2 GPUs
+    sub = part_bounds(problem, sub_problem(problem, second), second, whole)
+    assert sub.quota is not None and sub.quota.bound.tolist() == [4.0]
+    assert sub.quota.members.shape == (1, 2) and sub.quota.nodes.shape == (1, 2)
