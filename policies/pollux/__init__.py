@@ -169,7 +169,7 @@ from policies.pollux.goodput import (
     progress_bucket,
     usable_stats,
 )
-from policies.pollux.limits import cell_caps, needs_limits, quota_bounds
+from policies.pollux.limits import cell_caps, needs_limits, quota_bounds, unreachable
 from policies.pollux.partition import (
     CELLS_PER_PART,
     Part,
@@ -261,6 +261,9 @@ class Pollux:
         if not jobs:
             return Plan(run={}, reasons=reasons, state=PolluxState((), held))
         problem, batches = self._problem(snapshot, jobs, capacity, total)
+        if problem.cell_cap is not None:
+            views = [j.view for j in jobs]
+            reasons.update(unreachable(snapshot, views, problem.cell_cap, capacity, problem.lo))
         k = part_count(problem, self.cells_per_part) if self.cells_per_part > 0 else 1
         if k == 1:
             parts = [Part(np.arange(len(jobs)), np.arange(len(capacity)))]
@@ -490,7 +493,7 @@ class Pollux:
             if alloc is None or isinstance(alloc, Reason):
                 if job_id in run:
                     del run[job_id]
-                reasons[job_id] = NO_GAIN if alloc is None else alloc
+                reasons[job_id] = reasons.get(job_id, NO_GAIN) if alloc is None else alloc
                 continue
             if alloc is not job.view.allocation:
                 run[job_id] = alloc

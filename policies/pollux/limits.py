@@ -40,8 +40,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from controller.model import NO_HOST, JobView, Snapshot
-from controller.model.gpu_choice.candidates import pool_for
+from controller.model import NO_HOST, Allocation, JobView, Reason, Snapshot
+from controller.model.gpu_choice.candidates import pool_for, refusal
+from controller.model.pool import GpuPool
 from controller.model.quotas.room import QuotaRoom
 from policies.pollux.search import QuotaBounds, States
 
@@ -60,10 +61,7 @@ def cell_caps(
     snapshot: Snapshot, views: Sequence[JobView], capacity: States, base: States
 ) -> States:
     """(jobs, nodes): the most GPUs each job may hold on each node (module docstring)."""
-    pool = snapshot.free_pool()
-    for view in views:
-        if view.running and view.allocation is not None:
-            pool.release(view.allocation, view.spec.gpu_mem_mib)
+    pool = _released(snapshot, views)
     caps = np.repeat(capacity[None, :], len(views), axis=0)
     for row, view in enumerate(views):
         fenced = pool_for(snapshot, pool, view.spec).cordoned
@@ -71,6 +69,38 @@ def cell_caps(
             cols = np.array(sorted(fenced), dtype=np.int64)
             caps[row, cols] = np.minimum(capacity[cols], base[row, cols])
     return caps
+
+
+def _released(snapshot: Snapshot, views: Sequence[JobView]) -> GpuPool:
+    """The free pool with every searched job's GPUs released, as `filtered` counts."""
+    pool = snapshot.free_pool()
+    for view in views:
+        if view.running and view.allocation is not None:
+            pool.release(view.allocation, view.spec.gpu_mem_mib)
+    return pool
+
+
+def unreachable(
+    snapshot: Snapshot, views: Sequence[JobView], caps: States, capacity: States, lo: States
+) -> dict[str, Reason]:
+    """Why each job whose mask leaves it fewer GPUs than its minimum cannot run: the
+    filter's reason for the first node it fences for the job (a GPU model it refuses,
+    a cordon, CPU or memory), rather than the search's "no goodput gain"."""
+    short = np.flatnonzero(caps.sum(axis=1) < lo)
+    if not short.size:
+        return {}
+    pool = _released(snapshot, views)
+    out: dict[str, Reason] = {}
+    for row in short.tolist():
+        fenced = np.flatnonzero(caps[row] < capacity)
+        if not fenced.size:
+            continue  # too few GPUs up at all: the search's own reason stands
+        view = views[row]
+        probe = Allocation.whole([(int(fenced[0]), 0)]).with_host(view.spec.host)
+        why = refusal(snapshot, pool, view, probe)
+        if why is not None:
+            out[view.job_id] = why
+    return out
 
 
 def quota_bounds(

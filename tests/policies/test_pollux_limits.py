@@ -66,6 +66,22 @@ def test_a_job_refusing_a_nodes_gpu_model_is_placed_on_a_node_it_accepts() -> No
     assert not plan.reasons
 
 
+def test_a_job_no_node_takes_waits_with_the_filters_reason() -> None:
+    """A job whose pod asks more CPU than any node has: the search, seeing its mask,
+    gives it nothing, and it waits for the node's CPU, not for a goodput gain."""
+    cluster = make_cluster(nodes=2, gpus=4)
+    nodes = tuple(replace(n, cpu_milli=8000, host_mem_mib=65536) for n in cluster.nodes)
+    cluster = replace(cluster, nodes=nodes)
+    big = make_view(replace(_elastic("big", "cifar10"), cpu_milli=16000), now_s=NOW_S)
+    small = make_view(replace(_elastic("small", "cifar10"), cpu_milli=1000), now_s=NOW_S)
+    snapshot = Snapshot(NOW_S, cluster, (big, small), ConsolidatedPlacer(cluster))
+    plan = Pollux().schedule(snapshot, None)
+    check_plan(snapshot, plan, policy="pollux", strict=True)
+    assert "big" not in plan.run and "small" in plan.run
+    assert plan.reasons["big"].code == "WaitingForResources"
+    assert "needs 16 CPU" in plan.reasons["big"].message
+
+
 def test_a_leaf_at_its_limit_leaves_its_gpus_to_another_leafs_job() -> None:
     """Leaf a (limit 2) holds 2 with a1, which has least attained service and would
     scale to 4; leaf b has no limit. Blind to quotas the search gave a1 n0's four
