@@ -92,14 +92,26 @@ Deviations
   allocation and the last population it is seeded with a greedy allocation (idle
   jobs started on their minimum, best fit), so that rigid multi-node gangs, which
   random mutation rarely assembles, get placed.
-- Nodes a job may use (gpuflow's; the artifact has neither cordons nor pod requests):
-  the search's capacity is `Snapshot.usable_gpus` (a cordoned node offers only what
-  its jobs hold), and the GPU ids the counts become are asked of the GPU-choice
-  filter in priority order (`policies.pollux.place.filtered`: GPU models, CPU and
-  memory for a job's pods, a cordoned node's GPUs held by another job, what its
-  queue allows under quotas); a job refused its new GPUs keeps those it holds where
-  they are still free, else waits with the filter's reason. The search itself sees
-  neither per-job node masks nor quotas.
+- Nodes a job may use and quotas (gpuflow's; the paper's search has no per-job node
+  masks and no quotas, the artifact neither cordons nor pod requests): the search's
+  capacity is `Snapshot.usable_gpus` (a cordoned node offers only what its jobs
+  hold), and it sees the GPU-choice filter's rules (`policies.pollux.limits`): a
+  jobs x nodes mask of the nodes each job may be given new GPUs on (GPU models it
+  accepts, no cordoned node, CPU and memory for one of its pods; a masked cell keeps
+  at most what the job holds there), which repair enforces and mutation's cell draws
+  respect, and upper bounds per quota (a limit on its jobs' gains, a leaf's GPUs
+  within what it holds + its headroom + the spare GPUs, none for a job without a
+  quota), which repair enforces by cutting the jobs latest in the priority order
+  first. Where a round has none of these (most rounds of most replays) the search
+  is the one it always was. The GPU ids the counts become are still asked of the
+  filter in priority order (`policies.pollux.place.filtered`, the authority): a job
+  refused its new GPUs keeps those it holds where they are still free, else waits
+  with the filter's reason. The bounds do not see several quotas borrowing the same
+  spare GPUs at once; the filter refuses those. On bench/pollux_limits.py's 100-job
+  rounds the filter refused 73 GPUs in 10 rounds (GPU models), 63 (cordons) and 11
+  (quotas) of what the search blind to them gave out, and none with them
+  (docs/benchmarks.md, "Pollux's search sees the filter"). `limits=False` is the
+  blind search.
 - At scale the search is split (`policies.pollux.partition`), as POP partitions an
   allocation problem (Narayanan et al., SOSP 2021): above `cells_per_part` (4,096)
   jobs x nodes cells, the nodes form k contiguous blocks (k a power of two), each
@@ -157,11 +169,13 @@ from policies.pollux.goodput import (
     progress_bucket,
     usable_stats,
 )
+from policies.pollux.limits import cell_caps, needs_limits, quota_bounds, unreachable
 from policies.pollux.partition import (
     CELLS_PER_PART,
     Part,
     PartPopulation,
     adapt,
+    part_bounds,
     part_count,
     split,
     stitch,
@@ -231,6 +245,10 @@ class Pollux:
     # blind to types, every GPU judged as the largest node's (the comparison Gavel and
     # Sia make).
     aware: bool = True
+    # The search sees the GPU-choice filter's node masks and quota bounds
+    # (`policies.pollux.limits`); False: only node capacities, as before (the bench's
+    # and tests' comparison).
+    limits: bool = True
     name: str = "pollux"
 
     def schedule(self, snapshot: Snapshot, state: Any) -> Plan:
@@ -243,6 +261,9 @@ class Pollux:
         if not jobs:
             return Plan(run={}, reasons=reasons, state=PolluxState((), held))
         problem, batches = self._problem(snapshot, jobs, capacity, total)
+        if problem.cell_cap is not None:
+            views = [j.view for j in jobs]
+            reasons.update(unreachable(snapshot, views, problem.cell_cap, capacity, problem.lo))
         k = part_count(problem, self.cells_per_part) if self.cells_per_part > 0 else 1
         if k == 1:
             parts = [Part(np.arange(len(jobs)), np.arange(len(capacity)))]
@@ -250,8 +271,11 @@ class Pollux:
             parts = split(problem, k)
         bests: list[States] = []
         populations: list[PartPopulation] = []
+        whole = problem.base.copy()  # the blocks searched so far at their best
         for index, part in enumerate(parts):
             sub = problem if k == 1 else sub_problem(problem, part)
+            if k > 1 and problem.quota is not None:
+                sub = part_bounds(problem, sub, part, whole)
             job_ids = [jobs[row].view.job_id for row in part.rows.tolist()]
             nodes = tuple(part.nodes.tolist())
             if not job_ids:
@@ -273,6 +297,9 @@ class Pollux:
             )
             result.population.setflags(write=False)
             bests.append(result.best)
+            if k > 1 and problem.quota is not None:
+                whole[part.rows] = 0.0
+                whole[part.rows[:, None], part.nodes[None, :]] = result.best
             populations.append(PartPopulation(tuple(job_ids), nodes, result.population))
         counts = stitch(len(jobs), len(capacity), parts, bests)
         state = PolluxState(tuple(populations), held)
@@ -399,6 +426,9 @@ class Pollux:
                 for node, count in view.allocation.per_node:
                     base[row, node] = count
             factor[row] = self._restart_factor(view, job.profile, now)
+        views = [j.view for j in jobs]
+        limited = self.limits and needs_limits(snapshot, views)
+        room = snapshot.quota_room if limited else None
         problem = Problem(
             capacity=capacity,
             base=base,
@@ -412,6 +442,8 @@ class Pollux:
             avoid_interference=self.avoid_interference,
             type_onehot=None if split is None else split.onehot,
             type_factor=type_factor,
+            cell_cap=cell_caps(snapshot, views, capacity, base) if limited else None,
+            quota=None if room is None else quota_bounds(room, views, base, capacity),
         )
         return problem, batches
 
@@ -461,7 +493,7 @@ class Pollux:
             if alloc is None or isinstance(alloc, Reason):
                 if job_id in run:
                     del run[job_id]
-                reasons[job_id] = NO_GAIN if alloc is None else alloc
+                reasons[job_id] = reasons.get(job_id, NO_GAIN) if alloc is None else alloc
                 continue
             if alloc is not job.view.allocation:
                 run[job_id] = alloc

@@ -29,6 +29,9 @@ Deviations from POP:
   seldom shrinks its running jobs far enough to start all its newcomers.
 - A running job whose GPUs are not all in its block must move: its current allocation
   is not offered to its block's search as a row to keep.
+- Quota bounds (`policies.pollux.limits`) span blocks: each block, searched in turn,
+  gets what the others leave of them (`part_bounds`), the blocks not searched yet
+  counted as they hold now.
 """
 
 from __future__ import annotations
@@ -124,6 +127,16 @@ def sub_problem(problem: Problem, part: Part) -> Problem:
         per_job *= onehot.shape[1] + 1  # a table per GPU type and one spanning them
         onehot, factor = onehot[nodes], factor[rows]
     speedup = problem.speedup.reshape(problem.num_jobs, per_job)[rows].ravel()
+    cell_cap = problem.cell_cap
+    if cell_cap is not None:
+        cell_cap = np.ascontiguousarray(cell_cap[rows][:, nodes])
+    quota = problem.quota
+    if quota is not None:
+        quota = replace(
+            quota,
+            members=np.ascontiguousarray(quota.members[:, rows]),
+            nodes=np.ascontiguousarray(quota.nodes[:, nodes]),
+        )
     return replace(
         problem,
         capacity=problem.capacity[nodes],
@@ -134,7 +147,23 @@ def sub_problem(problem: Problem, part: Part) -> Problem:
         restart_factor=problem.restart_factor[rows],
         type_onehot=onehot,
         type_factor=factor,
+        cell_cap=cell_cap,
+        quota=quota,
     )
+
+
+def part_bounds(problem: Problem, sub: Problem, part: Part, whole: States) -> Problem:
+    """`sub` (the block `part` of `problem`) with its quota bounds lowered by what the
+    other blocks' jobs count against them in `whole` (the blocks searched so far at
+    their best, the others as they hold now), so that the blocks, searched in turn,
+    keep the whole problem's bounds together."""
+    if problem.quota is None or sub.quota is None:
+        return sub
+    others = whole.copy()
+    others[part.rows] = 0.0
+    used = problem.quota.usage(others[None], problem.base)[0]
+    bound = np.maximum(problem.quota.bound - used, 0.0).astype(np.float32)
+    return replace(sub, quota=replace(sub.quota, bound=bound))
 
 
 def stitch(num_jobs: int, num_nodes: int, parts: list[Part], bests: list[States]) -> States:

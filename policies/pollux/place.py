@@ -5,10 +5,9 @@ each node; `policies.pollux.Pollux` calls `node_capacity` to pose that problem a
 `gpu_ids` to turn the counts it chose into GPU ids, keeping a job's GPUs where it can
 (a changed set of GPUs would restart it for nothing), and `filtered` to ask the
 GPU-choice filter (controller.model.gpu_choice.candidates) for those GPUs, job by job in the
-search's priority order: the search poses per-node counts for all jobs at once
-(cordoned nodes offer only what their jobs hold), so whether a node has a GPU model
-a job accepts, or the CPU and memory for its pod, and whether its queue allows the
-GPUs (quotas), is asked where the counts become GPUs.
+search's priority order: the search poses per-node counts for all jobs at once, within
+the filter's node masks and quota bounds as `policies.pollux.limits` states them,
+and the filter itself, the authority, is asked where the counts become GPUs.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from controller.model import NO_HOST, Allocation, JobView, Reason, Snapshot
-from controller.model.gpu_choice.candidates import GpuFilter
+from controller.model.gpu_choice.candidates import GpuFilter, take
 from policies.pollux.search import States
 
 
@@ -77,7 +76,10 @@ def filtered(
     capacity with every searched job's GPUs released: an allocation it refuses is
     replaced by the job's current one where that is still free (it keeps what it
     holds: the very object, so the plan keeps it), else by the filter's reason (the
-    job waits, or stops). Each allocation carries its job's pods' request."""
+    job waits, or stops). Each allocation carries its job's pods' request. What the
+    plan releases of a queue's jobs (stops, and shrinks to their own GPUs, which
+    nothing refuses) counts before its other jobs' gains, whatever their rows, as
+    the check counts it and as the search's quota bounds assume."""
     if (
         not snapshot.cordoned_nodes
         and snapshot.quota_room is None
@@ -86,18 +88,25 @@ def filtered(
         return list(placed)  # nothing to refuse: most rounds of most replays
     pool = snapshot.free_pool()
     chooser = GpuFilter(snapshot)
-    for view, alloc in zip(views, placed, strict=True):
+    shrunk: set[int] = set()
+    for row, (view, alloc) in enumerate(zip(views, placed, strict=True)):
         if view.running and view.allocation is not None:
             pool.release(view.allocation, view.spec.gpu_mem_mib)
             if alloc is None:
                 chooser.release(view)
+            elif _shrinks(view, alloc):
+                chooser.grant(view, alloc.with_host(view.spec.host))
+                shrunk.add(row)
     out: list[Allocation | Reason | None] = []
-    for view, alloc in zip(views, placed, strict=True):
+    for row, (view, alloc) in enumerate(zip(views, placed, strict=True)):
         if alloc is None:
             out.append(None)
             continue
         mem = view.spec.gpu_mem_mib
         alloc = alloc.with_host(view.spec.host)
+        if row in shrunk:  # its queue was given back its GPUs above
+            out.append(take(pool, view, alloc))
+            continue
         why = chooser.refusal(pool, view, alloc)
         if why is not None:
             current = view.allocation if view.running else None
@@ -109,3 +118,18 @@ def filtered(
             alloc = chooser.take(pool, view, alloc)
         out.append(alloc)
     return out
+
+
+def _shrinks(view: JobView, alloc: Allocation) -> bool:
+    """Whether `alloc` is fewer of the running job's own GPUs, for a job the filter's
+    node rules cannot refuse them (no GPU model or pod request of its own): so the
+    GPUs it gives back count for its queue's other jobs before them, as the check
+    after the policy counts a plan's releases first."""
+    current = view.allocation
+    return (
+        current is not None
+        and view.spec.host == NO_HOST
+        and not view.spec.gpu_models
+        and alloc.num_gpus < current.num_gpus
+        and set(alloc.gpus()) <= set(current.gpus())
+    )

@@ -8,13 +8,17 @@ operations whatever the population's size.
 
 Each generation: binary tournaments pick two parents per child; two-point crossover
 takes a run of job rows from the second parent; mutation resets rows to the current
-allocation, zeroes rows, sets random cells to random counts and moves a job's row to
-other nodes; repair then makes every child feasible, in this order: no job above its
-maximum GPUs, at most one distributed job on a node (interference avoidance; the job
-earlier in the priority order keeps its GPUs there), no node over-allocated (jobs
-earlier in the priority order keep theirs), and no job below its minimum (it gets
-nothing). The best of parents and children survive (elitism), so the best fitness
-never drops below that of the seeds, which include the current allocation.
+allocation, zeroes rows, sets random cells to random counts (within what the job may
+hold on the node) and moves a job's row to other nodes; repair then makes every child
+feasible, in this order: no cell above what its job may hold on its node
+(`Problem.cell_cap`, the GPU-choice filter's per-job node mask: gpuflow's, the paper
+has none), no job above its maximum GPUs, at most one distributed job on a node
+(interference avoidance; the job earlier in the priority order keeps its GPUs there),
+no node over-allocated (jobs earlier in the priority order keep theirs), no quota
+bound passed (`Problem.quota`, gpuflow's: jobs earlier in the priority order keep
+theirs), and no job below its minimum (it gets nothing). The best of parents and
+children survive (elitism), so the best fitness never drops below that of the seeds,
+which include the current allocation.
 """
 
 from __future__ import annotations
@@ -45,6 +49,34 @@ MOVES_PER_CHILD = 1
 
 
 @dataclass(frozen=True)
+class QuotaBounds:
+    """C linear upper bounds on what groups of jobs hold on groups of nodes after the
+    round (`policies.pollux.limits` builds them from the round's quota figures).
+
+    Bound c counts, for each job j with `members[c, j]`, its GPUs on the nodes with
+    `nodes[c, n]`: all of them, or (`gains[c]`) only those beyond what it holds there
+    now (`base`); their sum may not pass `bound[c]`. Repair cuts the jobs latest in
+    the priority order first."""
+
+    members: States  # (C, jobs) 1 where job j counts in bound c
+    nodes: States  # (C, nodes) 1 on the nodes bound c counts
+    bound: States  # (C,)
+    gains: npt.NDArray[np.bool_]  # (C,) count gains beyond `base` (else every GPU)
+
+    @property
+    def size(self) -> int:
+        return int(self.bound.shape[0])
+
+    def usage(self, states: States, base: States) -> States:
+        """(population, C) what each state counts against each bound."""
+        counted = np.matmul(states, self.nodes.T)  # (population, jobs, C)
+        counted -= np.where(self.gains, base @ self.nodes.T, 0.0).astype(np.float32)
+        np.maximum(counted, 0.0, out=counted)
+        used: States = (counted.transpose(0, 2, 1) * self.members).sum(axis=2)
+        return used
+
+
+@dataclass(frozen=True)
 class Problem:
     """One round's search: jobs (rows, in priority order) over nodes (columns).
 
@@ -70,6 +102,8 @@ class Problem:
     avoid_interference: bool
     type_onehot: States | None = None  # (nodes, types); None: one type, or blind to them
     type_factor: FloatArray | None = None  # (jobs, types)
+    cell_cap: States | None = None  # (jobs, nodes) most GPUs a job may hold on a node
+    quota: QuotaBounds | None = None  # upper bounds on groups of jobs' GPUs (quotas)
 
     @property
     def num_jobs(self) -> int:
@@ -134,6 +168,8 @@ def repair(problem: Problem, states: States) -> tuple[States, States]:
     """Make every state feasible, in place (see the module docstring for the order);
     returns the states and their GPU counts per job."""
     ones = np.ones(problem.num_nodes, dtype=np.float32)
+    if problem.cell_cap is not None:
+        np.minimum(states, problem.cell_cap, out=states)
     over = (states @ ones > problem.hi).nonzero()
     if over[0].size:
         states[over] = _capped_diff(states[over], problem.hi[over[1]])
@@ -150,12 +186,43 @@ def repair(problem: Problem, states: States) -> tuple[States, States]:
     who, node = (used > problem.capacity).nonzero()
     if who.size:
         states[who, :, node] = _capped_diff(states[who, :, node], problem.capacity[node])
+    if problem.quota is not None:
+        _cut_to_bounds(problem.quota, states, problem.base)
     gpus = states @ ones
     short = (gpus < problem.lo).nonzero()
     if short[0].size:
         states[short] = 0.0
         gpus[short] = 0.0
     return states, gpus
+
+
+def _cut_to_bounds(quota: QuotaBounds, states: States, base: States) -> None:
+    """Cut, in place, each state's jobs so that no bound of `quota` is passed: along
+    the priority order each job keeps what the bound has left after the jobs before
+    it, on the bound's nodes (its earlier cells first). One check of every bound over
+    the whole population, then a loop over the bounds some state passes."""
+    over = quota.usage(states, base) > quota.bound + 0.5  # (population, C)
+    for c in np.flatnonzero(over.any(axis=0)).tolist():
+        who = np.flatnonzero(over[:, c])
+        jobs = np.flatnonzero(quota.members[c])
+        cols = np.flatnonzero(quota.nodes[c])
+        every = cols.size == states.shape[2]  # one pool of every node: no column pick
+        if every:
+            cells = states[who[:, None], jobs[None, :]]
+        else:
+            cells = states[who[:, None, None], jobs[None, :, None], cols[None, None, :]]
+        pooled = cells.sum(axis=2)  # (states over, members)
+        held = base[jobs][:, cols].sum(axis=1)
+        counted = np.maximum(pooled - held, 0.0) if quota.gains[c] else pooled
+        before = counted.cumsum(axis=1) - counted
+        allowed = np.clip(quota.bound[c] - before, 0.0, counted)
+        pick, row = (allowed < counted - 0.5).nonzero()
+        keep = allowed[pick, row] + (held[row] if quota.gains[c] else 0.0)
+        cut = _capped_diff(cells[pick, row], keep)
+        if every:
+            states[who[pick], jobs[row]] = cut
+        else:
+            states[who[pick][:, None], jobs[row][:, None], cols[None, :]] = cut
 
 
 def _capped_diff(rows: States, cap: States) -> States:
@@ -246,7 +313,8 @@ def mutate(problem: Problem, states: States, draws: FloatArray) -> States:
     who = np.repeat(np.arange(size), CELLS_PER_CHILD)
     job = (cells[:, 0] * jobs).astype(np.int64)
     node = (cells[:, 1] * nodes).astype(np.int64)
-    top = np.minimum(problem.capacity[node], problem.hi[job])
+    room = problem.capacity[node] if problem.cell_cap is None else problem.cell_cap[job, node]
+    top = np.minimum(room, problem.hi[job])
     states[who, job, node] = np.floor(cells[:, 2] * (top + 1))
     if nodes > 1:
         moves = draws[:, jobs + 3 * CELLS_PER_CHILD :].reshape(-1, 2)
@@ -255,6 +323,8 @@ def mutate(problem: Problem, states: States, draws: FloatArray) -> States:
         shift = 1 + (moves[:, 1] * (nodes - 1)).astype(np.int64)
         columns = (np.arange(nodes)[None, :] - shift[:, None]) % nodes
         states[who, job] = states[who[:, None], job[:, None], columns]
+        if problem.cell_cap is not None:  # a row moved onto nodes the job may not use
+            states[who, job] = np.minimum(states[who, job], problem.cell_cap[job])
     return states
 
 
@@ -268,15 +338,16 @@ def greedy_seed(problem: Problem) -> States:
         if state[row].any():
             continue
         need = int(problem.lo[row])
-        fits = np.flatnonzero(free >= need)
+        open_ = free if problem.cell_cap is None else np.minimum(free, problem.cell_cap[row])
+        fits = np.flatnonzero(open_ >= need)
         if fits.size:
-            node = int(fits[np.argmin(free[fits])])
+            node = int(fits[np.argmin(open_[fits])])
             state[row, node] = need
             free[node] -= need
-        elif free.sum() >= need:
+        elif open_.sum() >= need:
             # A gang larger than any node's free GPUs: the emptiest nodes, in turn.
-            for node in np.argsort(-free, kind="stable").tolist():
-                take = min(need, int(free[node]))
+            for node in np.argsort(-open_, kind="stable").tolist():
+                take = min(need, int(open_[node]))
                 state[row, node] = take
                 free[node] -= take
                 need -= take
@@ -289,6 +360,8 @@ def greedy_seed(problem: Problem) -> States:
             continue
         node = int(nodes[0])
         extra = min(room, int(free[node]))
+        if problem.cell_cap is not None:
+            extra = min(extra, int(problem.cell_cap[row, node] - state[row, node]))
         state[row, node] += extra
         free[node] -= extra
     return state
