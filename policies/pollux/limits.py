@@ -17,11 +17,11 @@ capacity.
 Quota bounds (`quota_bounds`), per pool of the round's figures (one, or one per GPU
 model) and counted over the pool's nodes, from `QuotaUse.evaluate`'s rule:
 
-- a queue with a limit: its jobs' gains (GPUs beyond what each holds in the pool) at
-  most limit - held. Exact where evaluate adds every allowed gain to the chain's
-  holdings and releases do not lower them; conservative where the plan's releases
-  count (a quota at its limit swapping one job for another is then allowed by the
-  filter, not by this bound).
+- a queue with a limit: its jobs' GPUs after the round at most limit - held + what
+  they hold now. Evaluate adds every allowed gain to the chain's holdings after the
+  plan's releases are taken off them, so the chain's net growth must fit what the
+  limit leaves: exact for the check after the policy, which counts every release
+  first (a quota at its limit may swap one of its jobs for another).
 - a leaf: its jobs' GPUs after the round at most what they hold now + its headroom
   (deserved - held) + the pool's spare GPUs. Evaluate lets the leaf's gains use its
   headroom plus what the plan releases of its jobs (credit) as its own and borrow the
@@ -140,7 +140,8 @@ def quota_bounds(
             )
             if node.limit is not None:
                 limit = pool.amount(node.limit)
-                add(under, on, limit - figures.held.get(queue, 0.0), True)
+                total = limit - figures.held.get(queue, 0.0) + float(held_now @ under)
+                add(under, on, total, False)
             if node.leaf:
                 total = float(held_now @ under) + figures.headroom(queue) + figures.spare_gpus
                 add(under, on, total, False)

@@ -13,6 +13,7 @@ from controller.model.quotas import GpuQuota, QuotaNode, QuotaTree
 from controller.placement import ConsolidatedPlacer
 from controller.quotas.admission import Quotas
 from policies.pollux import Pollux, PolluxState
+from policies.pollux.limits import quota_bounds
 from policies.pollux.partition import Part, part_bounds, sub_problem
 from policies.pollux.search import Problem, QuotaBounds, search
 from tests.builders import make_cluster, make_job, make_view
@@ -187,3 +188,21 @@ def test_blocks_searched_in_turn_share_a_quota_bound() -> None:
     sub = part_bounds(problem, sub_problem(problem, second), second, whole)
     assert sub.quota is not None and sub.quota.bound.tolist() == [4.0]
     assert sub.quota.members.shape == (1, 2) and sub.quota.nodes.shape == (1, 2)
+
+
+def test_a_limit_bounds_a_quotas_gpus_after_the_round_not_its_gains() -> None:
+    """Leaf a (limit 4) holds its 4 in a1 and a2: the search may move them between its
+    jobs (the check counts a plan's releases before its gains), not add one."""
+    cluster = make_cluster(nodes=2, gpus=4)
+    a1 = _running(_elastic("a1", "imagenet", "a"), [(0, 0), (0, 1)], 100.0)
+    a2 = _running(_elastic("a2", "imagenet", "a"), [(1, 0), (1, 1)], 2000.0)
+    tree = QuotaTree((QuotaNode("a", guarantee=GpuQuota.of(4), limit=GpuQuota.of(4)),))
+    snapshot = Snapshot(NOW_S, cluster, (a1, a2), ConsolidatedPlacer(cluster))
+    room = Quotas(tree).admit(snapshot).seen.quota_room
+    assert room is not None
+    base = np.array([[2, 0], [0, 2]], np.float32)
+    bounds = quota_bounds(room, (a1, a2), base, np.array([4, 4], np.float32))
+    (limit,) = [c for c in range(len(bounds.bound)) if bounds.bound[c] == 4.0]
+    assert not bounds.gains[limit] and bounds.members[limit].tolist() == [1.0, 1.0]
+    swap = np.array([[[4, 0], [0, 0]], [[4, 0], [0, 1]]], np.float32)  # 4 moved; 5
+    assert bounds.usage(swap, base)[:, limit].tolist() == [4.0, 5.0]
