@@ -99,7 +99,7 @@ Deviations
   jobs x nodes mask of the nodes each job may be given new GPUs on (GPU models it
   accepts, no cordoned node, CPU and memory for one of its pods; a masked cell keeps
   at most what the job holds there), which repair enforces and mutation's cell draws
-  respect, and upper bounds per quota (a limit on its jobs' gains, a leaf's GPUs
+  respect, and upper bounds per quota (a limit on its jobs' GPUs, a leaf's GPUs
   within what it holds + its headroom + the spare GPUs, none for a job without a
   quota), which repair enforces by cutting the jobs latest in the priority order
   first. Where a round has none of these (most rounds of most replays) the search
