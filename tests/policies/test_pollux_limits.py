@@ -111,6 +111,32 @@ def test_a_leaf_at_its_limit_leaves_its_gpus_to_another_leafs_job() -> None:
     assert {k: a.num_gpus for k, a in seeing.run.items()} == {"a1": 2, "b1": 6}
 
 
+def _problem(
+    base: np.ndarray,
+    capacity: np.ndarray,
+    kdim: int,
+    quota: QuotaBounds,
+    cell_cap: np.ndarray | None = None,
+) -> Problem:
+    """A search over `base`'s jobs, each of 1-8 GPUs with speedup sqrt(GPUs) on any
+    number of nodes (up to 2), under `quota` and `cell_cap`."""
+    jobs = base.shape[0]
+    return Problem(
+        capacity=capacity,
+        base=base,
+        lo=np.ones(jobs, np.float32),
+        hi=np.full(jobs, 8, np.float32),
+        speedup=np.tile(np.sqrt(np.arange(kdim)), jobs * 3),
+        ndim=3,
+        kdim=kdim,
+        restart_factor=np.ones(jobs),
+        p=-1.0,
+        avoid_interference=False,
+        cell_cap=cell_cap,
+        quota=quota,
+    )
+
+
 def test_repair_cuts_masked_cells_and_the_latest_jobs_of_a_bound_first() -> None:
     """Three jobs on two nodes of 4 GPUs; job 0 may not have new GPUs on node 1 (it
     holds one there), and jobs 0 and 2 share a bound of 3 GPUs in all."""
@@ -125,20 +151,7 @@ def test_repair_cuts_masked_cells_and_the_latest_jobs_of_a_bound_first() -> None
         bound=np.array([3.0], np.float32),
         gains=np.array([False]),
     )
-    problem = Problem(
-        capacity=np.array([4, 4], np.float32),
-        base=base,
-        lo=np.ones(jobs, np.float32),
-        hi=np.full(jobs, 8, np.float32),
-        speedup=np.tile(np.sqrt(np.arange(kdim)), jobs * 3),
-        ndim=3,
-        kdim=kdim,
-        restart_factor=np.ones(jobs),
-        p=-1.0,
-        avoid_interference=False,
-        cell_cap=cell_cap,
-        quota=quota,
-    )
+    problem = _problem(base, np.array([4, 4], np.float32), kdim, quota, cell_cap)
     states = np.array([[[1, 3], [1, 0], [2, 1]], [[0, 4], [0, 0], [0, 4]]], np.float32)
     rng = np.random.default_rng(0)
     result = search(problem, states, population_size=2, generations=0, patience=0, rng=rng)
@@ -165,19 +178,7 @@ def test_blocks_searched_in_turn_share_a_quota_bound() -> None:
         bound=np.array([6.0], np.float32),
         gains=np.array([False]),
     )
-    problem = Problem(
-        capacity=np.full(nodes, 4, np.float32),
-        base=base,
-        lo=np.ones(jobs, np.float32),
-        hi=np.full(jobs, 8, np.float32),
-        speedup=np.tile(np.sqrt(np.arange(kdim)), jobs * 3),
-        ndim=3,
-        kdim=kdim,
-        restart_factor=np.ones(jobs),
-        p=-1.0,
-        avoid_interference=False,
-        quota=quota,
-    )
+    problem = _problem(base, np.full(nodes, 4, np.float32), kdim, quota)
     first = Part(np.array([0, 1]), np.array([0, 1]))
     second = Part(np.array([2, 3]), np.array([2, 3]))
     whole = base.copy()
