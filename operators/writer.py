@@ -322,7 +322,7 @@ class Writer:
             return
         if key not in self._services:
             self._services.add(key)
-            self._submit(self.api.create_service, rec.namespace, headless_service(rec.obj))
+            self._submit(self._create_service, key, headless_service(rec.obj))
         pods = worker_pods(worker, self.api_url)
         for pod in pods:
             self._submit(self._create_pod, rec.namespace, pod, rec.name)
@@ -334,6 +334,16 @@ class Writer:
             "pods": len(pods),
             "attempt": worker.attempt,
         }
+
+    def _create_service(self, key: tuple[str, str], service: Obj) -> None:
+        """The job's headless service (its ranks find the master through it); made
+        again at its next start if the API server refused it (KubeApi logged why)."""
+        try:
+            self.api.create_service(key[0], service)
+        except API_ERRORS:
+            with self._refused_lock:
+                self._services.discard(key)
+            raise
 
     def _create_pod(self, namespace: str, pod: Obj, job: str) -> None:
         try:

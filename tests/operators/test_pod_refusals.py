@@ -1,7 +1,8 @@
 """Worker pods the real kube-apiserver refuses to create (operators/writer.py): a
 malformed pod keeps its DLJob Invalid until the spec is edited; a refusal that may
 pass (an admission webhook that does not answer: 500) requeues the job after a
-back-off, not every round; both start once the cause is gone. The 403 of RBAC is
+back-off, not every round; both start once the cause is gone. A job's headless service
+refused is made again at its next start. The 403 of RBAC is
 tests/sandbox/test_operator_identity.py and tests/helm/test_install.py."""
 
 from __future__ import annotations
@@ -9,12 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
 
 from operators import crd
+from operators.jobs import JobRecord, State
+from operators.kube.times import format_time
 from operators.operator import Operator
+from operators.pods import ShareRecord, WorkerSpec, service_name
+from operators.writer import Writer
 from tests.operators.builders import dljob_status, make_dljob
 from tests.operators.harness import job_pods, running_operator, wait_phases
 from tests.operators.kubelet import Kubelet
@@ -63,9 +69,10 @@ def test_a_malformed_pod_keeps_the_job_invalid_until_its_spec_is_edited(
 
 
 @contextmanager
-def unanswered_webhook(client: Any, job: str) -> Iterator[None]:
-    """A validating webhook on the creation of `job`'s pods that nobody serves: the API
-    server answers each such create with 500 (failurePolicy Fail) while it exists."""
+def unanswered_webhook(client: Any, job: str, resource: str = "pods") -> Iterator[None]:
+    """A validating webhook on the creation of `job`'s pods (or services) that nobody
+    serves: the API server answers each such create with 500 (failurePolicy Fail)
+    while it exists."""
     admission = kubernetes.client.AdmissionregistrationV1Api(client)
     hook = {
         "name": "unanswered.gpuflow.test",
@@ -75,7 +82,7 @@ def unanswered_webhook(client: Any, job: str) -> Iterator[None]:
                 "apiGroups": [""],
                 "apiVersions": ["v1"],
                 "operations": ["CREATE"],
-                "resources": ["pods"],
+                "resources": [resource],
             }
         ],
         "objectSelector": {"matchLabels": {crd.LABEL_JOB: job}},
@@ -120,3 +127,30 @@ def test_a_create_the_server_fails_is_tried_again_after_a_back_off(
     assert status["phase"] == "Queued" and status["attempt"] == 0
     assert "failed calling webhook" in status["message"], status
     assert "restartAfter" in status
+
+
+def test_a_refused_service_is_made_again_at_the_jobs_next_start(
+    gpu_cluster: RealCluster,
+) -> None:
+    api = gpu_cluster.api
+    obj = api.create_dljob("default", make_dljob("svc", 1))
+    caches = SimpleNamespace(
+        pods=SimpleNamespace(upsert=lambda pod: None),
+        dljobs=SimpleNamespace(get=lambda key: None, upsert=lambda job: None),
+    )
+    writer = Writer(api, caches, lambda: True)  # type: ignore[arg-type]
+    rec = JobRecord(obj, State.WAITING, [], 0)
+    share = (ShareRecord("node-0", 0, "GPU-0", 1.0),)
+    name = service_name(obj)
+    try:
+        with unanswered_webhook(gpu_cluster.client, "svc", "services"):
+            writer.start(rec, WorkerSpec(obj, share, 1, None, format_time(time.time())))
+            writer.flush()
+        assert not api.core.list_namespaced_service(
+            "default", field_selector=f"metadata.name={name}"
+        ).items
+        writer.start(rec, WorkerSpec(obj, share, 2, None, format_time(time.time())))
+        writer.flush()
+    finally:
+        writer.close()
+    assert api.core.read_namespaced_service(name, "default").spec.cluster_ip == "None"
