@@ -84,3 +84,18 @@ def test_a_replay_and_a_sweep_are_compared_and_downloaded(
     r = httpx.get(f"{server.url}/api/v1/replays/{replay_id}/results", headers=alice)
     assert r.json()["headline"]["policy"] == "fifo"  # the row's label is its replay's policy
     watched.assert_clean()
+
+
+def test_a_page_mounted_twice_at_once_lists_each_policy_once(
+    watched: Watched, server: LiveServer
+) -> None:
+    """Two mounts before the first one's answers came (as signing in and a change of
+    address can make): each fills its own policy box, the page shows one of each."""
+    page = watched.page
+    sign_in(watched, server, auth(server.app, "alice", "research"))
+    page.evaluate("() => { location.hash = '#/replays'; location.hash = '#/replays?again'; }")
+    expect(page.locator("#run-policies input[value=srtf]")).to_have_count(1)
+    page.wait_for_load_state("networkidle")  # the first mount's answers too
+    names = page.locator("#run-policies input").evaluate_all("els => els.map(e => e.value)")
+    assert len(names) == len(set(names)) and "srtf" in names, names
+    watched.assert_clean()

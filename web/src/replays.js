@@ -29,6 +29,7 @@ import { announce, api, button, byId, download, duration, el, fixed, head, perce
 const FILES = ["summary.json", "jobs.csv", "timeline.csv"];
 const LISTED = 50; // the most recent replays listed to pick from
 const DONE = ["succeeded", "failed"];
+const POLICIES_LEGEND = "Policies (two or more make a sweep)";
 
 /** Labels that tell runs apart: the policy, with the cluster and id added where needed.
  * @param {Series[]} runs @returns {string[]} */
@@ -239,6 +240,7 @@ export function replaysPage() {
 
   /** @param {HTMLElement} view */
   function mount(view) {
+    const policyBox = el("fieldset", { id: "run-policies" }, el("legend", {}, POLICIES_LEGEND));
     const file = el("input", { id: "trace-file", type: "file", accept: ".csv,.json,.trace,.txt" });
     const uploadForm = el("form", { "aria-labelledby": "upload-title" },
       el("h3", { id: "upload-title" }, "Upload a trace"),
@@ -248,7 +250,7 @@ export function replaysPage() {
     const runForm = el("form", { "aria-labelledby": "run-title", class: "fields" },
       el("h3", { id: "run-title" }, "Run a replay or a sweep"),
       el("label", { for: "run-trace" }, "Trace"), el("select", { id: "run-trace" }),
-      el("fieldset", { id: "run-policies" }, el("legend", {}, "Policies (two or more make a sweep)")),
+      policyBox,
       el("label", { for: "run-clusters" }, "Clusters (comma-separated: preset, PRESET:N or NODESxGPUS)"),
       el("input", { id: "run-clusters", type: "text", value: "16x4", spellcheck: "false" }),
       el("label", { for: "run-seed" }, "Seed"), el("input", { id: "run-seed", type: "number", value: "0", min: "0" }),
@@ -269,14 +271,23 @@ export function replaysPage() {
       el("h3", {}, "Comparison"),
       el("div", { id: "comparison" }, el("p", { class: "muted" }, "Tick finished replays above to compare them.")),
     );
-    void setUp().catch(report);
+    void setUp(policyBox).catch(report);
   }
 
-  async function setUp() {
+  /**
+   * Fill this mount's policy box (not whatever the page shows by then: a page mounted
+   * again while the answers were on their way, as signing in and the address's change
+   * both do, fills its own; before, both filled the newest box and every policy was
+   * listed twice).
+   * @param {HTMLElement} policyBox
+   */
+  async function setUp(policyBox) {
     /** @type {[{data: import("./common.js").Policy[]}, {name: string}|null]} */
     const [policies, cluster] = await Promise.all([api("/policies"), api("/cluster").catch(() => null)]);
-    byId("run-policies").append(...policies.data.map((p) => el("label", { class: "check" },
-      el("input", { type: "checkbox", value: p.name, name: "policy" }), ` ${p.name}`)));
+    policyBox.replaceChildren(el("legend", {}, POLICIES_LEGEND),
+      ...policies.data.map((p) => el("label", { class: "check" },
+        el("input", { type: "checkbox", value: p.name, name: "policy" }), ` ${p.name}`)));
+    if (!policyBox.isConnected) return;
     if (cluster) /** @type {HTMLInputElement} */ (byId("run-clusters")).value = cluster.name;
     await loadTraces();
   }

@@ -19,6 +19,7 @@ import { announce, api, button, byId, clock, clockName, duration, el, head, inst
  */
 
 const REFRESH_MS = 15_000; // each answer runs one simulation per policy on the server
+const POLICIES_LEGEND = "Policies to compare";
 
 /** The active policy first, then the others in the order asked.
  * @param {WhatIf} result @returns {string[]} */
@@ -121,18 +122,21 @@ export function whatifPage() {
 
   return {
     mount(view) {
+      const policyBox = el("fieldset", { id: "whatif-policies" }, el("legend", {}, POLICIES_LEGEND));
       view.append(
         el("h2", {}, "What if"),
         el("p", {}, "When each of your jobs would finish under each policy, side by side with the active one: " +
           "the queue and the running jobs are simulated from now (new submissions are not foreseen)."),
-        el("fieldset", { id: "whatif-policies" }, el("legend", {}, "Policies to compare")),
+        policyBox,
         el("p", {}, button("Recompute", { id: "whatif-recompute" }, compute), " ",
           el("span", { id: "whatif-state", "aria-live": "polite" })),
         el("div", { id: "whatif-result" }),
       );
+      // This mount's box, not the newest one: a page mounted twice fills each once.
       ready = api("/policies").then((/** @type {{data: import("./common.js").Policy[]}} */ list) => {
-        byId("whatif-policies").append(...list.data.map((p) => el("label", { class: "check" },
-          el("input", { type: "checkbox", value: p.name, checked: "" }), ` ${p.name}`)));
+        policyBox.replaceChildren(el("legend", {}, POLICIES_LEGEND),
+          ...list.data.map((p) => el("label", { class: "check" },
+            el("input", { type: "checkbox", value: p.name, checked: "" }), ` ${p.name}`)));
       });
     },
     async refresh() {
