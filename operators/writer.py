@@ -35,11 +35,17 @@ is not counted as an attempt:
   generation; it is not tried again until the spec is edited (operators/jobs.py).
   Before, such a job was started again every round, 20 a second, its attempt count
   climbing, its status saying Admitted.
+
+A pod delete the API server fails is sent again after the same back-off, at the end
+of a later round: the cache shows the pod terminating from the first try on, so no
+round asks again, and before, a DLJob deleted during such a fault kept its pod and
+its finalizer until something changed the pod.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -162,6 +168,8 @@ class Writer:
         self._refused_lock = threading.Lock()
         self._refused_events: dict[tuple[str, str], tuple[str, float]] = {}  # (message, at)
         self._refusals: dict[tuple[str, str], int] = {}  # refusals in a row, by job
+        # pod -> (grace s, when to send its delete again (monotonic), failures in a row)
+        self._undeleted: dict[tuple[str, str], tuple[int, float, int]] = {}
         self._lock = threading.Lock()
         self.writes = 0
 
@@ -194,6 +202,7 @@ class Writer:
             self._last_status[key] = future
 
     def flush(self) -> None:
+        self._retry_deletes()
         staged, self._staged = self._staged, {}
         for obj, mutators in staged.values():
             self._submit_status(obj, composed(mutators))
@@ -366,7 +375,36 @@ class Writer:
             key = (meta["namespace"], meta["name"])
             if self.leading():
                 self.caches.pods.mark_deleting(key, format_time(now))
-            self._submit(self.api.delete_pod, meta["namespace"], meta["name"], grace_s)
+            self._submit(self._delete_pod, key, grace_s)
+
+    def _delete_pod(self, key: tuple[str, str], grace_s: int) -> None:
+        """Delete a pod the cache now shows terminating; if the API server fails the
+        request, send it again after a back-off (`_retry_deletes`): no round asks
+        again for a pod it sees terminating."""
+        try:
+            self.api.delete_pod(key[0], key[1], grace_s)
+        except API_ERRORS:
+            with self._refused_lock:
+                failures = self._undeleted.get(key, (grace_s, 0.0, 0))[2] + 1
+                delay = min(RETRY_MAX_S, RETRY_S * 2 ** (failures - 1))
+                self._undeleted[key] = (grace_s, time.monotonic() + delay, failures)
+            raise
+        with self._refused_lock:
+            self._undeleted.pop(key, None)
+
+    def _retry_deletes(self) -> None:
+        """Send again each failed pod delete whose back-off has passed (a pod gone from
+        the cache needs none)."""
+        now = time.monotonic()
+        with self._refused_lock:
+            due = [(k, v) for k, v in self._undeleted.items() if v[1] <= now]
+        for key, (grace_s, _, failures) in due:
+            if self.caches.pods.get(key) is None:
+                with self._refused_lock:
+                    self._undeleted.pop(key, None)
+            elif self._submit(self._delete_pod, key, grace_s) is not None:
+                with self._refused_lock:  # in flight: not due again until it fails
+                    self._undeleted[key] = (grace_s, math.inf, failures)
 
     def annotate_pods(self, pods: list[Obj], annotations: Mapping[str, str | None]) -> None:
         """Set annotations on running pods (the kubelet refreshes downward-API files

@@ -30,8 +30,8 @@ from tests.waiting import wait_for
 WEBHOOK = "gpuflow-test-unanswered"
 
 
-def creates_refused(op: Operator, code: str) -> float:
-    labels = {"verb": "create", "resource": "pods", "code": code}
+def creates_refused(op: Operator, code: str, verb: str = "create") -> float:
+    labels = {"verb": verb, "resource": "pods", "code": code}
     got = op.metrics.registry.get_sample_value("gpuflow_operator_api_errors_total", labels)
     return got or 0.0
 
@@ -69,7 +69,9 @@ def test_a_malformed_pod_keeps_the_job_invalid_until_its_spec_is_edited(
 
 
 @contextmanager
-def unanswered_webhook(client: Any, job: str, resource: str = "pods") -> Iterator[None]:
+def unanswered_webhook(
+    client: Any, job: str, resource: str = "pods", operation: str = "CREATE"
+) -> Iterator[None]:
     """A validating webhook on the creation of `job`'s pods (or services) that nobody
     serves: the API server answers each such create with 500 (failurePolicy Fail)
     while it exists."""
@@ -81,7 +83,7 @@ def unanswered_webhook(client: Any, job: str, resource: str = "pods") -> Iterato
             {
                 "apiGroups": [""],
                 "apiVersions": ["v1"],
-                "operations": ["CREATE"],
+                "operations": [operation],
                 "resources": [resource],
             }
         ],
@@ -154,3 +156,26 @@ def test_a_refused_service_is_made_again_at_the_jobs_next_start(
     finally:
         writer.close()
     assert api.core.read_namespaced_service(name, "default").spec.cluster_ip == "None"
+
+
+def test_a_pod_delete_the_server_fails_is_sent_again(gpu_cluster: RealCluster) -> None:
+    """The DLJob deleted while its pod's delete fails (500): the pod runs on, and once
+    the server allows, the operator deletes it and the DLJob goes, without any change
+    to the pod to wake it."""
+    api = gpu_cluster.api
+    kubelet = Kubelet(gpu_cluster.client).start()
+    try:
+        with running_operator(gpu_cluster.client) as op:
+            api.create_dljob("default", make_dljob("stay", 1, duration_s=120))
+            wait_phases(api, "Running", ["stay"])
+            with unanswered_webhook(gpu_cluster.client, "stay", "pods", "DELETE"):
+                api.delete_dljob("default", "stay")
+                wait_for("a refused pod delete", lambda: creates_refused(op, "500", "delete"))
+                (pod,) = job_pods(api, "stay")
+                assert not pod["metadata"].get("deletionTimestamp")
+            wait_for("the DLJob gone", lambda: not api.list_dljobs("default")[0], 30)
+            assert job_pods(api, "stay") == [] or all(
+                p["metadata"].get("deletionTimestamp") for p in job_pods(api, "stay")
+            )
+    finally:
+        kubelet.stop()
