@@ -24,8 +24,8 @@ is not counted as an attempt:
   namespace is used up): back to Queued with reason Forbidden and the server's
   message; 5xx, 429 and other refusals: the same with reason FailedCreate (the word
   Kubernetes' own controllers use). Either is tried again after a back-off held in
-  status.restartAfter (RETRY_S, doubling with each refusal in a row up to
-  RETRY_MAX_S; operators/lifecycle.py waits it out in phase Queued), and starts
+  status.restartAfter (`RETRY`: 1 s, doubling with each refusal in a row up to
+  10 s; operators/lifecycle.py waits it out in phase Queued), and starts
   once the server allows. Without the back-off every round (one each min_gap_s
   after the status write it made) tried again: 200 refused creates and some 600
   status writes in 10 s for one job on the sandbox.
@@ -68,6 +68,7 @@ from operators.kube.times import format_time, micro_time
 from operators.logs import emit, one_line
 from operators.metrics import OperatorMetrics
 from operators.pods import WorkerSpec, headless_service, worker_pods
+from operators.pods.failure_policy import RestartPolicy
 
 if TYPE_CHECKING:
     from operators.jobs import JobRecord
@@ -81,10 +82,10 @@ WRITERS = 16
 # A waiting job's why-pending message changes as GPUs free up ("3 are free"); it is
 # rewritten at most this often unless its reason code changes.
 PENDING_REFRESH_S = 10.0
-# A job whose pods the API server refused waits this long before its next try, doubled
-# with each refusal in a row up to the maximum: a fixed role answers within RETRY_MAX_S.
-RETRY_S = 1.0
-RETRY_MAX_S = 10.0
+# A job whose pods the API server refused waits 1 s before its next try, doubled with
+# each refusal in a row up to 10 s: a fixed role answers within 10 s. Failed pod
+# deletes are sent again on the same schedule.
+RETRY = RestartPolicy(base_s=1.0, cap_s=10.0)
 # Pod creates refused for the pod itself: the spec must change (module docstring).
 MALFORMED = frozenset({400, 422})
 FAILED_CREATE = "FailedCreate"
@@ -243,8 +244,7 @@ class Writer:
             why = Reasoned(reason, f"its pods cannot be created: {message}")
             refusals = self._refusals.get(key, 0) + 1
             self._refusals[key] = refusals
-            delay = min(RETRY_MAX_S, RETRY_S * 2 ** (refusals - 1))
-            fields["restartAfter"] = micro_time(wall + delay)
+            fields["restartAfter"] = micro_time(wall + RETRY.delay_s(refusals))
             mutate = status_mutator(QUEUED, why, pending=why, fields=fields, now_s=wall)
         now = time.monotonic()
         try:
@@ -386,8 +386,8 @@ class Writer:
         except API_ERRORS:
             with self._refused_lock:
                 failures = self._undeleted.get(key, (grace_s, 0.0, 0))[2] + 1
-                delay = min(RETRY_MAX_S, RETRY_S * 2 ** (failures - 1))
-                self._undeleted[key] = (grace_s, time.monotonic() + delay, failures)
+                retry_at = time.monotonic() + RETRY.delay_s(failures)
+                self._undeleted[key] = (grace_s, retry_at, failures)
             raise
         with self._refused_lock:
             self._undeleted.pop(key, None)
