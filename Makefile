@@ -8,8 +8,10 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The exact torch first, PyPI's build: a looser requirement lets pip pick another
 	# version to suit an extra, and the job library's tests ran with this one.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	# torch's CUDA wheels are large: an interrupted download resumes (pip's default
+	# gives up after 5 resumes, which a CI run once ran out of on a 200 MB wheel).
+	$(BIN)/pip install -q --resume-retries 50 torch==2.13.0
+	$(BIN)/pip install -q --resume-retries 50 -e '.[dev]'
 	touch $@
 
 .PHONY: install demo test lint typecheck bench services controlplane
